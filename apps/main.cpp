@@ -1,0 +1,40 @@
+// deltaserve: one binary, many subcommands (inspect, tokenize, logits, run, bench, synth, serve, ...).
+#include <algorithm>
+
+#include "command.h"
+#include "core/log.h"
+
+namespace ds::app {
+std::vector<Command>& commands() {
+  static std::vector<Command> all;
+  return all;
+}
+}  // namespace ds::app
+
+int main(int argc, char** argv) {
+  ds::log_init();
+  CLI::App app{
+      "deltaserve: a Qwen3.5 (Gated DeltaNet hybrid) inference engine and OpenAI-compatible server.\n"
+      "Run 'deltaserve <command> --help' for the options of a command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "deltaserve 0.1.0");
+  auto& cmds = ds::app::commands();
+  std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  ds::app::RunFn to_run;
+  for (auto& c : cmds) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    auto fn = c.setup(*sub);
+    sub->callback([&to_run, fn] { to_run = fn; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return to_run ? to_run() : 1;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,33 @@
+// CPU reference for GGML block formats (formats.md §5): dequantization (bit-exact with gguf-py),
+// float-activation dot products, and quantizers. Every function takes whole rows: n is a multiple
+// of the type's block size. These are the oracles the CUDA kernels are tested against.
+#pragma once
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/ggml_type.h"
+
+namespace ds::quant {
+
+// True if dequantize_row supports the type.
+bool can_dequantize(GgmlType t);
+// True if dot_row supports the type (every type can_dequantize supports).
+bool can_dot(GgmlType t);
+// True if quantize_row can produce the type.
+bool can_quantize(GgmlType t);
+
+// dst[0..n) = the values of n elements of type t starting at src (a whole number of blocks).
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+
+// sum_i w[i] * x[i] over one row of n elements of type t, with float activations x and float32
+// accumulation per block (no activation quantization). The matrix-vector building block.
+float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
+
+// Quantizes n floats into blocks of type t (ggml's reference algorithms, no importance matrix).
+// Supported at least: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Returns bytes written.
+uint64_t quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+// Checks that a type is supported for use (dequantize + dot); the error names the type and `what`.
+Status check_supported(GgmlType t, const std::string& what);
+
+}  // namespace ds::quant

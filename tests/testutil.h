@@ -1,0 +1,25 @@
+// Test helpers shared by every test binary: fixture paths and the one error metric (B7).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ds::test {
+
+// The fixtures folder: $DS_FIXTURES if set, else ../shared/fixtures beside the source tree.
+std::string fixtures_dir();
+// fixtures_dir() + "/" + rel.
+std::string fixture(const std::string& rel);
+// Whole file as bytes; fails the current test (and returns empty) if it cannot be read.
+std::vector<unsigned char> read_file(const std::string& path);
+// A scratch folder for this test binary (created on first use, under the build tree's /tmp).
+std::string temp_dir();
+
+struct ErrStats {
+  double max_abs = 0;     // max |a - b|
+  size_t worst = 0;       // index of max_abs
+  double rel_rms = 0;     // ||a - b||_2 / ||b||_2
+};
+ErrStats compare(const float* a, const float* b, size_t n);
+
+}  // namespace ds::test
