@@ -413,9 +413,10 @@ void Interp::exec_for(const Stmt& s, const FramePtr& f, std::string& out) {
   bool completed = false;
   auto changed_state = std::make_shared<Value>();
   for (size_t i = 0; i < items.size(); ++i) {
+    step(s.line);
     FramePtr it = child(f);
     assign(s.targets, items[i], *it, s.line);
-    it->set("loop", make_loop(i, items, changed_state));
+    if (s.uses_loop) it->set("loop", make_loop(i, items, changed_state));
     Flow fl = exec(s.body, it, out);
     if (fl == Flow::Normal) completed = true;
     if (fl == Flow::Break) break;
