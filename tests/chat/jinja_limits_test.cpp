@@ -62,7 +62,7 @@ TEST(JinjaLimits, StepBudgetStopsHugeLoops) {
   auto t0 = std::chrono::steady_clock::now();
   expect_error(render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", ojson::object(), &l),
                "exceeded 1000000 steps");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));  // generous: CI machines are shared
   expect_error(render("{{ range(100001)|length }}"), "Range too big");
 }
 

@@ -204,6 +204,7 @@ CASES = [
     ("edge_map_string_sort", "{{ [1, 2, 3]|map('string')|join('-') }} {{ ['b', 'a']|sort|first }} {{ range(3)|reverse|list }} {{ [{'a': 2}, {'a': 1}, {'a': 2}]|unique(attribute='a')|list }}", {}),
     ("edge_method_kwargs", "{{ 'a,b,c'.split(sep=',', maxsplit=1) }} {{ 'xax'.strip(chars='x') }} {{ 'aaa'.replace('a', 'b', count=2) }} {{ d.get('z', default=0) if false else d.get('z', 0) }}", {"d": {}}),
     ("edge_method_kwargs_split", "{{ 'a,b,c'.split(sep=',', maxsplit=1) }} {{ 'a b'.rsplit(maxsplit=1) }} {{ 'a\\nb'.splitlines(keepends=true) }}", {}),
+    ("edge_block_scopes", "{% set a = 5 %}{% with a = 1, b = a %}{{ a }}{{ b }}{% endwith %}{% filter upper %}{% set fx = 1 %}x{% endfilter %}[{{ fx }}]{% set y %}{% set inner = 2 %}{% endset %}[{{ inner }}]{% for i in [1] %}{% macro lm() %}{{ i }}{% endmacro %}{% endfor %}[{{ lm }}]{% if true %}{% macro im() %}M{% endmacro %}{% endif %}{{ im() }}", {}),
     ("edge_block_set_in_loop", "{% for i in [1, 2] %}{% set line %}<{{ i }}>{% endset %}{{ line }}{% endfor %}[{{ line }}]", {}),
     ("edge_namespace_print", "{% set ns = namespace(a=[1, {'b': none}], s='x') %}{{ ns }} {{ ns.a[1].b is none }}", {}),
     ("edge_loop_in_macro_in_loop", "{% macro m(items) %}{% for i in items %}{{ loop.index }}{% endfor %}{% endmacro %}{% for x in [[1, 2], [3]] %}{{ m(x) }}/{{ loop.index }} {% endfor %}", {}),
