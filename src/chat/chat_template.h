@@ -61,5 +61,7 @@ class ChatTemplate {
 // from its special_tokens_map: bos_token / eos_token / unk_token / pad_token, from
 // `tokenizer.ggml.{bos,eos,unknown,padding}_token_id` when the file names them (as llama.cpp does).
 Result<ChatTemplate> chat_template_from_gguf(const gguf::File& file);
+// Just those special-token variables (an empty object when the file has no vocabulary).
+Result<nlohmann::ordered_json> special_tokens_from_gguf(const gguf::File& file);
 
 }  // namespace ds::chat
