@@ -353,7 +353,7 @@ Interp::Flow Interp::exec(const Body& body, const FramePtr& f, std::string& out)
         break;
       case StmtKind::Set:
       case StmtKind::SetBlock:
-        exec_set(s, f, out);
+        exec_set(s, f);
         break;
       case StmtKind::Macro:
         f->set(s.name, Value::func(std::make_shared<Macro>(&s, f)));
@@ -439,7 +439,7 @@ void Interp::assign(const std::vector<std::string>& targets, const Value& v, Fra
   for (size_t i = 0; i < targets.size(); ++i) f.set(targets[i], parts[i]);
 }
 
-void Interp::exec_set(const Stmt& s, const FramePtr& f, std::string&) {
+void Interp::exec_set(const Stmt& s, const FramePtr& f) {
   Value v;
   if (s.kind == StmtKind::SetBlock) {
     std::string inner;

@@ -60,7 +60,7 @@ class Interp {
 
   void step(int line);
   void exec_for(const Stmt& s, const FramePtr& f, std::string& out);
-  void exec_set(const Stmt& s, const FramePtr& f, std::string& out);
+  void exec_set(const Stmt& s, const FramePtr& f);
   void assign(const std::vector<std::string>& targets, const Value& v, Frame& f, int line);
   Value filter_block(const Expr& filter, Value subject, const FramePtr& f);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
