@@ -166,10 +166,12 @@ Result<Qwen35Model> Qwen35Model::load(const gguf::File& f) {
     DS_ASSIGN(M.enorm, b.floats(blk(i, "nextn.enorm.weight"), {H}, mb));
     DS_ASSIGN(M.hnorm, b.floats(blk(i, "nextn.hnorm.weight"), {H}, mb));
     DS_ASSIGN(M.shared_head_norm, b.floats(blk(i, "nextn.shared_head_norm.weight"), {H}, mb));
-    if (b.has(blk(i, "nextn.embed_tokens.weight")))  // optional in newer converters
+    if (b.has(blk(i, "nextn.embed_tokens.weight"))) {  // optional in newer converters
       DS_ASSIGN(M.embed_tokens, b.matrix(blk(i, "nextn.embed_tokens.weight"), H, V, mb));
-    if (b.has(blk(i, "nextn.shared_head_head.weight")))
+    }
+    if (b.has(blk(i, "nextn.shared_head_head.weight"))) {
       DS_ASSIGN(M.shared_head_head, b.matrix(blk(i, "nextn.shared_head_head.weight"), H, V, mb));
+    }
   }
   b.warn_unused();
   return m;

@@ -63,12 +63,13 @@ TEST(ModelConsistency, PrefillEqualsTokenByToken) {
   EXPECT_LE(e3.max_abs, kLogitTol);
   expect_states_close(*s3, *s2, "prefill+decode vs token-by-token");
 
-  // Last-row-only output equals the last row of all_logits; reset() gives a fresh sequence.
+  // Last-row-only output equals the last row of all_logits (the head then runs as a matrix-vector
+  // product, so only to fp32 rounding); reset() gives a fresh sequence.
   s1->reset();
   EXPECT_EQ(s1->n_past, 0);
   std::vector<float> last(V);
   ASSERT_TRUE(forward(*m, *s1, toks, last.data(), false).ok());
-  EXPECT_EQ(0, std::memcmp(last.data(), &l1[(T - 1) * V], V * sizeof(float)));
+  EXPECT_LE(ds::test::compare(last.data(), &l1[(T - 1) * V], V).max_abs, 1e-5);
 }
 
 TEST(ModelConsistency, DumpHookNamesEveryIntermediate) {

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "model_test_util.h"
+#include "testutil.h"
 
 using namespace ds;
 
