@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace ds::tokenizer {
 
@@ -34,6 +35,52 @@ bool MergeMap::insert(int32_t left, int32_t right, int32_t rank, int32_t id) {
   slots_[i] = Entry{key, rank, id};
   size_++;
   return true;
+}
+
+PieceCache::PieceCache(size_t max_entries) : max_entries_(max_entries) {
+  size_t cap = 16;
+  while (cap < max_entries * 2) cap <<= 1;
+  slots_.resize(cap);
+  mask_ = cap - 1;
+}
+
+uint64_t PieceCache::hash(std::string_view piece) {
+  uint64_t h = std::hash<std::string_view>{}(piece);
+  return h ? h : 1;
+}
+
+bool PieceCache::lookup(std::string_view piece, uint64_t h, std::vector<int32_t>& out) const {
+  for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    const Slot& s = slots_[i];
+    if (s.hash == 0) return false;
+    if (s.hash == h && s.text_len == piece.size() &&
+        std::string_view(text_.data() + s.text_off, s.text_len) == piece) {
+      out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.n_ids);
+      return true;
+    }
+  }
+}
+
+void PieceCache::clear() {
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  text_.clear();
+  ids_.clear();
+  count_ = 0;
+}
+
+void PieceCache::insert(std::string_view piece, uint64_t h, const int32_t* ids, size_t n_ids) {
+  if (piece.size() > kMaxPiece || n_ids > kMaxPiece) return;
+  if (count_ >= max_entries_) clear();
+  size_t i = h & mask_;
+  for (; slots_[i].hash != 0; i = (i + 1) & mask_) {
+    if (slots_[i].hash == h && std::string_view(text_.data() + slots_[i].text_off, slots_[i].text_len) == piece) {
+      return;  // another thread put it there first
+    }
+  }
+  slots_[i] = Slot{h, (uint32_t)text_.size(), (uint32_t)ids_.size(), (uint16_t)piece.size(), (uint16_t)n_ids};
+  text_.append(piece);
+  ids_.insert(ids_.end(), ids, ids + n_ids);
+  count_++;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 // open-addressing hash map keyed on the (left id, right id) pair.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +61,34 @@ struct BpeScratch {
   };
   std::vector<Sym> syms;
   std::vector<Cand> heap;
+};
+
+// Memo of merged pieces (Hugging Face keeps one too): text -> ids, in flat arrays (no allocation
+// per entry). Full at max_entries: then it is emptied and refilled, so memory stays bounded on any
+// input. Not thread-safe; the Tokenizer locks it.
+class PieceCache {
+ public:
+  static constexpr size_t kMaxPiece = 64;  // longer pieces are not cached (rare, cheap to redo)
+  explicit PieceCache(size_t max_entries = 1 << 16);
+  static uint64_t hash(std::string_view piece);
+  // Appends the ids of `piece` to `out` and returns true if cached.
+  bool lookup(std::string_view piece, uint64_t h, std::vector<int32_t>& out) const;
+  void insert(std::string_view piece, uint64_t h, const int32_t* ids, size_t n_ids);
+  size_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;  // 0 = empty
+    uint32_t text_off = 0, ids_off = 0;
+    uint16_t text_len = 0, n_ids = 0;
+  };
+  void clear();
+  std::vector<Slot> slots_;
+  size_t mask_;
+  size_t max_entries_;
+  size_t count_ = 0;
+  std::string text_;
+  std::vector<int32_t> ids_;
 };
 
 // Merges `byte_ids` (the token id of each byte of the piece) and appends the result to `out`.

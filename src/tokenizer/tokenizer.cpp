@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
-#include <unordered_map>
+#include <functional>
 
 #include "core/log.h"
 #include "tokenizer/bpe.h"
@@ -13,27 +13,52 @@
 namespace ds::tokenizer {
 namespace {
 
-struct SvHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+// Token text -> id: open addressing over the token list (a node-based map of 150k strings costs
+// a cache miss per probe and most of the load time). The first id of a duplicate text wins.
+class TokenIndex {
+ public:
+  void build(const std::vector<std::string>& tokens) {
+    tokens_ = &tokens;
+    size_t cap = 16;
+    while (cap < tokens.size() * 2) cap <<= 1;
+    slots_.assign(cap, 0);
+    mask_ = cap - 1;
+    for (size_t id = 0; id < tokens.size(); id++) {
+      const uint64_t h = std::hash<std::string_view>{}(tokens[id]);
+      size_t i = h & mask_;
+      bool dup = false;
+      for (; slots_[i] != 0; i = (i + 1) & mask_) {
+        if ((slots_[i] >> 32) == (h >> 32) && tokens[(slots_[i] & 0xffffffffu) - 1] == tokens[id]) {
+          dup = true;
+          break;
+        }
+      }
+      if (!dup) slots_[i] = (h >> 32 << 32) | (uint64_t)(id + 1);
+    }
+  }
+  std::optional<int32_t> find(std::string_view s) const {
+    if (slots_.empty()) return std::nullopt;
+    const uint64_t h = std::hash<std::string_view>{}(s);
+    for (size_t i = h & mask_; slots_[i] != 0; i = (i + 1) & mask_) {
+      if ((slots_[i] >> 32) == (h >> 32)) {
+        const int32_t id = (int32_t)(slots_[i] & 0xffffffffu) - 1;
+        if ((*tokens_)[id] == s) return id;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  const std::vector<std::string>* tokens_ = nullptr;
+  std::vector<uint64_t> slots_;  // (high 32 bits of the hash) << 32 | (id + 1); 0 = empty
+  size_t mask_ = 0;
 };
-struct SvEq {
-  using is_transparent = void;
-  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-};
-template <typename V>
-using StrMap = std::unordered_map<std::string, V, SvHash, SvEq>;
 
 struct AddedToken {
   std::string text;
   int32_t id;
   bool control;
 };
-
-// Pieces longer than this are merged every time (rare: long runs of spaces or letters); the cache
-// is emptied when it reaches kCacheMax entries so memory stays bounded on any input.
-constexpr size_t kCacheMaxPiece = 64;
-constexpr size_t kCacheMax = 1 << 16;
 
 struct Scratch {
   std::string normalized;
@@ -55,7 +80,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> tokens;
   std::vector<TokenType> types;
   std::vector<std::string> bytes;  // what each token decodes to
-  StrMap<int32_t> by_text;
+  TokenIndex by_text;
   MergeMap merges;
   std::array<int32_t, 256> byte_id{};
   std::optional<PreTokenizer> pre;
@@ -65,7 +90,7 @@ struct Tokenizer::Impl {
   std::optional<int32_t> eos, bos, pad;
 
   mutable std::mutex cache_mu;
-  mutable StrMap<std::vector<int32_t>> cache;
+  mutable PieceCache cache;
 
   void encode_segment(std::string_view seg, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
@@ -110,25 +135,25 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab v) {
   m.bos = v.bos_id;
   m.pad = v.pad_id;
 
-  m.by_text.reserve(n);
+  m.tokens = std::move(v.tokens);
+  m.by_text.build(m.tokens);
   m.bytes.resize(n);
   for (size_t i = 0; i < n; i++) {
-    m.by_text.emplace(v.tokens[i], (int32_t)i);  // a duplicate keeps the lower id
     if (m.types[i] == TokenType::Unused) continue;
     // Hugging Face's ByteLevel decoder: a token maps back to bytes if every character is in the
     // byte map, else its text is used as is.
-    auto b = byte_level_decode(v.tokens[i]);
-    m.bytes[i] = b ? std::move(*b) : v.tokens[i];
+    auto b = byte_level_decode(m.tokens[i]);
+    m.bytes[i] = b ? std::move(*b) : m.tokens[i];
   }
 
   const ByteMap& bm = ByteMap::get();
   for (int b = 0; b < 256; b++) {
     auto it = m.by_text.find(bm.byte_to_utf8[b]);
-    if (it == m.by_text.end()) {
+    if (!it) {
       return err("tokenizer: no token for byte {:#04x} ('{}'); a byte-level BPE vocabulary needs all 256",
                  b, bm.byte_to_utf8[b]);
     }
-    m.byte_id[b] = it->second;
+    m.byte_id[b] = *it;
   }
 
   m.merges.reserve(v.merges.size());
@@ -145,29 +170,29 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab v) {
     joined.assign(a);
     joined.append(b);
     auto ij = m.by_text.find(joined);
-    if (ia == m.by_text.end() || ib == m.by_text.end() || ij == m.by_text.end()) {
+    if (!ia || !ib || !ij) {
       return err("tokenizer: merge {} '{}' names a token that is not in the vocabulary ('{}')", r, mg,
-                 ia == m.by_text.end() ? a : ib == m.by_text.end() ? b : std::string_view(joined));
+                 !ia ? a : !ib ? b : std::string_view(joined));
     }
     // BPE must never produce a control or unused token: text cannot inject them.
-    TokenType jt = m.types[ij->second];
+    TokenType jt = m.types[*ij];
     if (jt == TokenType::Control || jt == TokenType::Unused) {
       dropped++;
       continue;
     }
-    m.merges.insert(ia->second, ib->second, (int32_t)r, ij->second);
+    m.merges.insert(*ia, *ib, (int32_t)r, *ij);
   }
   if (dropped) spdlog::warn("tokenizer: ignored {} merges that would produce control/unused tokens", dropped);
 
   for (size_t i = 0; i < n; i++) {
     if (m.types[i] != TokenType::Control && m.types[i] != TokenType::UserDefined) continue;
-    const std::string& s = v.tokens[i];
+    const std::string& s = m.tokens[i];
     if (s.empty() || find_invalid_utf8(s)) {
       spdlog::warn("tokenizer: added token {} is empty or not UTF-8; it is never matched in text", i);
       continue;
     }
     // The first of duplicate texts wins, like the vocabulary lookup.
-    if (m.by_text.find(s)->second != (int32_t)i) continue;
+    if (*m.by_text.find(s) != (int32_t)i) continue;
     auto& bucket = m.added_by_first[(uint8_t)s[0]];
     bucket.push_back({s, (int32_t)i, m.types[i] == TokenType::Control});
     m.added_first[(uint8_t)s[0]] = true;
@@ -176,7 +201,6 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab v) {
     std::stable_sort(bucket.begin(), bucket.end(),
                      [](const AddedToken& x, const AddedToken& y) { return x.text.size() > y.text.size(); });
   }
-  m.tokens = std::move(v.tokens);
   return t;
 }
 
@@ -185,14 +209,12 @@ void Tokenizer::Impl::encode_piece(std::string_view piece, Scratch& s, std::vect
     out.push_back(byte_id[(uint8_t)piece[0]]);
     return;
   }
-  const bool cacheable = piece.size() <= kCacheMaxPiece;
+  const bool cacheable = piece.size() <= PieceCache::kMaxPiece;
+  uint64_t h = 0;
   if (cacheable) {
+    h = PieceCache::hash(piece);
     std::lock_guard lock(cache_mu);
-    auto it = cache.find(piece);
-    if (it != cache.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
+    if (cache.lookup(piece, h, out)) return;
   }
   s.byte_ids.resize(piece.size());
   for (size_t i = 0; i < piece.size(); i++) s.byte_ids[i] = byte_id[(uint8_t)piece[i]];
@@ -201,8 +223,7 @@ void Tokenizer::Impl::encode_piece(std::string_view piece, Scratch& s, std::vect
   out.insert(out.end(), s.merged.begin(), s.merged.end());
   if (cacheable) {
     std::lock_guard lock(cache_mu);
-    if (cache.size() >= kCacheMax) cache.clear();
-    cache.emplace(std::string(piece), s.merged);
+    cache.insert(piece, h, s.merged.data(), s.merged.size());
   }
 }
 
@@ -273,9 +294,7 @@ const std::string& Tokenizer::token_bytes(int32_t id) const { return valid_id(id
 const std::string& Tokenizer::token_text(int32_t id) const { return valid_id(id) ? impl_->tokens[id] : kEmpty; }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view text) const {
-  auto it = impl_->by_text.find(text);
-  if (it == impl_->by_text.end()) return std::nullopt;
-  return it->second;
+  return impl_->by_text.find(text);
 }
 
 TokenType Tokenizer::token_type(int32_t id) const {

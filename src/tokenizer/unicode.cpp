@@ -120,20 +120,48 @@ void append_utf8(uint32_t cp, std::string& out) {
   }
 }
 
-void nfc_append(std::string_view s, std::string& out) {
-  // Lead bytes >= 0xCC start code points >= U+0300; everything below is NFC-stable
-  // (NFC_Quick_Check = Yes and canonical combining class 0 for all of U+0000..U+02FF).
-  bool simple = true;
-  for (char c : s) {
-    if ((uint8_t)c >= 0xCC) {
-      simple = false;
-      break;
-    }
+namespace {
+
+// Code points that start an NFC-independent chunk: canonical combining class 0, NFC_Quick_Check =
+// Yes, and never the second half of a canonical composition. Text splits before each of them into
+// chunks that normalise independently (UAX #15 §9), so runs of them are copied without utf8proc.
+// Deliberately incomplete (only whole blocks known to qualify); anything else goes to utf8proc.
+bool nfc_inert(uint32_t cp) {
+  if (cp < 0x300) return true;                          // ASCII, Latin-1, Latin Extended A/B, IPA
+  if (cp >= 0x400 && cp <= 0x482) return true;          // Cyrillic letters (not the combining marks)
+  if (cp >= 0x48A && cp <= 0x4FF) return true;
+  if (cp >= 0x3000 && cp <= 0x3029) return true;        // CJK symbols (not 302A-302F, combining)
+  if (cp >= 0x3041 && cp <= 0x3096) return true;        // Hiragana (not 3099/309A, combining)
+  if (cp >= 0x309B && cp <= 0x30FF) return true;        // Katakana
+  if (cp >= 0x3400 && cp <= 0x4DBF) return true;        // CJK Extension A
+  if (cp >= 0x4E00 && cp <= 0x9FFF) return true;        // CJK Unified Ideographs
+  if (cp >= 0xAC00 && cp <= 0xD7A3) return true;        // Hangul syllables (a following T jamo is not inert)
+  if (cp >= 0xFF00 && cp <= 0xFFEF) return true;        // half/fullwidth forms (compatibility only)
+  if (cp >= 0x1F300 && cp <= 0x1FAFF) return true;      // emoji and pictographs
+  return false;
+}
+
+// Decodes the code point at s[i] of valid UTF-8; sets len.
+uint32_t decode_cp(std::string_view s, size_t i, size_t& len) {
+  const auto b0 = (uint8_t)s[i];
+  if (b0 < 0x80) {
+    len = 1;
+    return b0;
   }
-  if (simple) {
-    out.append(s);
-    return;
+  if (b0 < 0xE0) {
+    len = 2;
+    return ((b0 & 0x1Fu) << 6) | ((uint8_t)s[i + 1] & 0x3Fu);
   }
+  if (b0 < 0xF0) {
+    len = 3;
+    return ((b0 & 0x0Fu) << 12) | (((uint8_t)s[i + 1] & 0x3Fu) << 6) | ((uint8_t)s[i + 2] & 0x3Fu);
+  }
+  len = 4;
+  return ((b0 & 0x07u) << 18) | (((uint8_t)s[i + 1] & 0x3Fu) << 12) | (((uint8_t)s[i + 2] & 0x3Fu) << 6) |
+         ((uint8_t)s[i + 3] & 0x3Fu);
+}
+
+void nfc_chunk(std::string_view s, std::string& out) {
   utf8proc_uint8_t* res = nullptr;
   utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
                                     (utf8proc_ssize_t)s.size(), &res,
@@ -146,6 +174,39 @@ void nfc_append(std::string_view s, std::string& out) {
     return;
   }
   out.append(reinterpret_cast<const char*>(res), (size_t)n);
+}
+
+}  // namespace
+
+void nfc_append(std::string_view s, std::string& out) {
+  const size_t n = s.size();
+  size_t i = 0, copied = 0, last_inert = 0;
+  while (i < n) {
+    if ((uint8_t)s[i] < 0x80) {
+      last_inert = i++;
+      continue;
+    }
+    size_t len;
+    uint32_t cp = decode_cp(s, i, len);
+    if (nfc_inert(cp)) {
+      last_inert = i;
+      i += len;
+      continue;
+    }
+    // A chunk needing utf8proc: from the last inert character (it may be the starter this one
+    // composes with) up to the next inert character.
+    const size_t start = last_inert >= copied ? last_inert : copied;
+    out.append(s.substr(copied, start - copied));
+    size_t j = i + len;
+    while (j < n) {
+      size_t l2;
+      if (nfc_inert(decode_cp(s, j, l2))) break;
+      j += l2;
+    }
+    nfc_chunk(s.substr(start, j - start), out);
+    copied = last_inert = i = j;
+  }
+  out.append(s.substr(copied));
 }
 
 std::string nfc(std::string_view s) {

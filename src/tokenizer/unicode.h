@@ -35,8 +35,9 @@ std::string sanitize_utf8(std::string_view s);
 // The streaming decoder keeps the tail and waits for more bytes. Returns the tail length.
 size_t utf8_incomplete_tail(std::string_view s);
 
-// NFC of valid UTF-8 `s`, appended to `out`. Strings whose code points are all below U+0300 are NFC
-// already (nothing below U+0300 decomposes or combines), so they skip utf8proc.
+// NFC of valid UTF-8 `s`, appended to `out`. Runs of characters that are NFC-inert (ASCII, Latin-1,
+// CJK, Hangul syllables, kana, emoji, ...) are copied; only the chunks around other characters go
+// through utf8proc, so common text costs a scan.
 void nfc_append(std::string_view s, std::string& out);
 std::string nfc(std::string_view s);
 
