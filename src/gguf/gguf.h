@@ -52,7 +52,10 @@ struct Value {
   static Value make_str_array(std::vector<std::string> v);
   static Value make_i32_array(std::vector<int64_t> v);
   static Value make_f32_array(std::vector<double> v);
+  static Value make_bool_array(std::vector<bool> v);
 };
+// Same stored type and same contents (NaN equals NaN for scalars).
+bool operator==(const Value& a, const Value& b);
 
 struct KeyValue {
   std::string key;
@@ -121,13 +124,21 @@ class File {
 // bytes in order with write_tensor_data (so multi-GB files never sit in memory).
 class Writer {
  public:
+  // An alignment other than 32 is recorded as the first key, general.alignment (UINT32).
   explicit Writer(uint32_t alignment = 32);
-  void set(std::string key, Value v);  // keeps insertion order; replaces an existing key in place
+  void set_version(uint32_t v) { version_ = v; }  // 3 by default; 2 has the same layout
+  // Keeps insertion order; replaces an existing key in place. Setting general.alignment (UINT32,
+  // power of two) changes the layout's alignment.
+  void set(std::string key, Value v);
   // ne has 1..4 dims (ne[0] first); returns the tensor's index.
   size_t add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne);
 
   Status write_header(std::FILE* f) const;                                  // header + kv + infos + pad
   Status write_tensor_data(std::FILE* f, size_t index, const void* data, uint64_t n_bytes) const;  // data + pad
+  // For a tensor too big for one buffer: fwrite its tensor_bytes(index) bytes yourself, in pieces,
+  // then call this to write the zero padding that follows it.
+  Status write_tensor_padding(std::FILE* f, size_t index) const;
+  uint64_t header_bytes() const;  // size of what write_header writes (= the data section offset)
 
   // Convenience for small files: everything in memory.
   void set_tensor_data(size_t index, std::vector<uint8_t> data);
@@ -135,9 +146,15 @@ class Writer {
   std::vector<uint8_t> to_bytes() const;
 
   uint64_t tensor_bytes(size_t index) const;
+  uint64_t tensor_offset(size_t index) const;  // relative to the data section
+  size_t n_tensors() const { return tensors_.size(); }
+  uint32_t alignment() const { return alignment_; }
 
  private:
+  void relayout();
+  std::vector<uint8_t> header() const;
   uint32_t alignment_;
+  uint32_t version_ = 3;
   std::vector<KeyValue> kv_;
   struct T {
     std::string name;

@@ -3,6 +3,7 @@
 // of the type's block size. These are the oracles the CUDA kernels are tested against.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -26,6 +27,12 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
 // Quantizes n floats into blocks of type t (ggml's reference algorithms, no importance matrix).
 // Supported at least: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Returns bytes written.
 uint64_t quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+
+// The plain scalar versions of dequantize_row / dot_row (the readable reference and the oracle the
+// fast paths are tested against). dequantize_row is bit-identical to these; dot_row is not (it sums
+// in a different order), but agrees within float32 rounding.
+void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
+float dot_row_ref(GgmlType t, const void* row, const float* x, int64_t n);
 
 // Checks that a type is supported for use (dequantize + dot); the error names the type and `what`.
 Status check_supported(GgmlType t, const std::string& what);

@@ -1,0 +1,34 @@
+#include "gguf_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "testutil.h"
+
+namespace ds::test {
+
+std::vector<std::string> model_ggufs() {
+  std::vector<std::string> out;
+  for (auto& e : std::filesystem::recursive_directory_iterator(fixture("models")))
+    if (e.is_regular_file() && e.path().extension() == ".gguf") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string vocab_gguf(const std::string& name) {
+  std::string out = temp_dir() + "/" + name + ".gguf";
+  if (std::filesystem::exists(out)) return out;
+  std::string tmp = out + ".part";
+  std::string cmd = "xz -dkc '" + fixture("tokenizer/" + name + ".gguf.xz") + "' > '" + tmp + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << "failed: " << cmd;
+    return "";
+  }
+  std::filesystem::rename(tmp, out);
+  return out;
+}
+
+}  // namespace ds::test

@@ -1,0 +1,92 @@
+// dot_row (fast path when the CPU has one) and dot_row_ref against dequantize-then-dot in double.
+// Error metric: |dot - exact| / sum_i |w_i x_i|, which is what float32 summation bounds; the
+// tolerance table below is per type (row-sequential sums for the 1-element types are longer).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "quant/quant.h"
+#include "quant_testutil.h"
+#include "testutil.h"
+
+namespace ds::quant {
+namespace {
+
+// Relative tolerance, in units of sum |w x|. float32 eps is 6e-8; a sum of n terms in random order
+// has an error around sqrt(n) eps, bounded by n eps. The rows here have up to ~4.4k elements.
+double dot_tolerance(GgmlType t) {
+  static const std::map<GgmlType, double> kTol = {
+      {GgmlType::F32, 3e-5}, {GgmlType::F16, 3e-5}, {GgmlType::BF16, 3e-5},
+  };
+  auto it = kTol.find(t);
+  return it == kTol.end() ? 1e-5 : it->second;
+}
+
+struct Exact {
+  double dot = 0, scale = 0;
+};
+
+Exact exact_dot(GgmlType t, const void* row, const float* x, int64_t n) {
+  std::vector<float> w(n);
+  dequantize_row_ref(t, row, w.data(), n);
+  Exact e;
+  for (int64_t i = 0; i < n; i++) {
+    e.dot += (double)w[i] * x[i];
+    e.scale += std::fabs((double)w[i] * x[i]);
+  }
+  return e;
+}
+
+TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (GgmlType t : test::all_decodable_types()) {
+    if (!can_dot(t)) continue;
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const double tol = dot_tolerance(t);
+    for (int64_t n : {(int64_t)256, (int64_t)1024, (int64_t)3584, (int64_t)4096 + 256}) {
+      if (n % ti.block_size) continue;
+      const auto row = test::random_blocks(t, n / ti.block_size, rng);
+      const auto x = test::gaussian(n, rng);
+      const Exact e = exact_dot(t, row.data(), x.data(), n);
+      ASSERT_GT(e.scale, 0);
+      const double err_fast = std::fabs(dot_row(t, row.data(), x.data(), n) - e.dot) / e.scale;
+      const double err_ref = std::fabs(dot_row_ref(t, row.data(), x.data(), n) - e.dot) / e.scale;
+      EXPECT_LE(err_fast, tol) << "dot_row n=" << n;
+      EXPECT_LE(err_ref, tol) << "dot_row_ref n=" << n;
+      checked++;
+    }
+    // A row of a single block (tail handling of the fast paths).
+    const auto row = test::random_blocks(t, 1, rng);
+    const auto x = test::gaussian(ti.block_size, rng);
+    const Exact e = exact_dot(t, row.data(), x.data(), ti.block_size);
+    EXPECT_LE(std::fabs(dot_row(t, row.data(), x.data(), ti.block_size) - e.dot), tol * e.scale + 1e-30);
+  }
+  EXPECT_GE(checked, 40);
+}
+
+TEST(QuantDot, GoldenBlocksMatchDequantizeThenDot) {
+  // The golden rows exercise every code of every field (random bytes, formats.md §7).
+  std::mt19937 rng(5);
+  for (const char* name : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                           "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "TQ1_0", "TQ2_0", "IQ2_XXS", "IQ2_XS",
+                           "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S"}) {
+    SCOPED_TRACE(name);
+    const GgmlType t = *ggml_type_from_name(name);
+    if (!can_dot(t)) {
+      ADD_FAILURE() << name << " has no dot_row";
+      continue;
+    }
+    const auto row = ds::test::read_file(ds::test::fixture(std::string("quant/") + name + ".blocks"));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = (int64_t)(row.size() / ti.type_size) * ti.block_size;
+    const auto x = test::gaussian(n, rng);
+    const Exact e = exact_dot(t, row.data(), x.data(), n);
+    EXPECT_LE(std::fabs(dot_row(t, row.data(), x.data(), n) - e.dot) / e.scale, dot_tolerance(t));
+  }
+}
+
+}  // namespace
+}  // namespace ds::quant
