@@ -4,7 +4,7 @@
 
 namespace ds::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 

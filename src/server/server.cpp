@@ -14,7 +14,7 @@
 
 namespace ds::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
