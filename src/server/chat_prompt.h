@@ -30,6 +30,10 @@ struct ChatPrompt {
   std::string text;             // the rendered prompt (sentinels removed)
   std::vector<int32_t> tokens;
   bool in_reasoning = false;    // the prompt ends inside an open <think> block
+  // Tokens of the conversation without the generation prompt, when they are a prefix of `tokens`
+  // (0 otherwise): a good snapshot point, since the next turn shares it even when the template
+  // re-renders this turn's reply differently (e.g. without its reasoning).
+  int32_t conversation_tokens = 0;
 };
 
 // On a template error, ApiError 400 with the template's message.
