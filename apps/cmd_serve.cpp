@@ -155,7 +155,9 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--prefix-cache-mb", o->prefix_cache_mb,
                  "memory for state snapshots that let a next turn skip its conversation's prefix (0: off)")
       ->capture_default_str();
-  app.add_option("--prefill-chunk", o->eng.prefill_chunk, "prompt tokens per prefill step (decode steps interleave)")
+  app.add_option("--prefill-chunk", o->eng.prefill_chunk, "prompt tokens per prefill call")->capture_default_str();
+  app.add_option("--prefill-budget", o->eng.prefill_budget,
+                 "prompt tokens processed between two decode steps (bounds the stall new prompts cause)")
       ->capture_default_str();
   app.add_option("--http-threads", o->srv.http_threads, "HTTP worker threads (0: slots + queue + 16)")
       ->capture_default_str();

@@ -48,8 +48,7 @@ void RequestHandle::push(Event e) {
 Status validate(const EngineConfig& c) {
   if (c.max_queue < 0) return err("engine: max_queue must be >= 0, got {}", c.max_queue);
   if (c.prefill_chunk < 1) return err("engine: prefill_chunk must be >= 1, got {}", c.prefill_chunk);
-  if (c.prefill_chunks_per_step < 1)
-    return err("engine: prefill_chunks_per_step must be >= 1, got {}", c.prefill_chunks_per_step);
+  if (c.prefill_budget < 1) return err("engine: prefill_budget must be >= 1, got {}", c.prefill_budget);
   if (c.prefix_cache_min_tokens < 1)
     return err("engine: prefix_cache_min_tokens must be >= 1, got {}", c.prefix_cache_min_tokens);
   return {};
@@ -336,12 +335,12 @@ void Engine::loop() {
     }
     sweep();
 
-    // Prompt chunks, oldest sequence first.
-    int32_t chunks = 0;
+    // Prompt chunks, oldest sequence first, until the step's token budget is spent.
+    int64_t used = 0;
     for (auto& sp : I.active) {
       Seq& s = *sp;
       const auto& prompt = s.req.prompt;
-      while (!s.done && s.n_prompt_done < prompt.size() && chunks < cfg_.prefill_chunks_per_step) {
+      while (!s.done && s.n_prompt_done < prompt.size() && used < cfg_.prefill_budget) {
         const size_t begin = s.n_prompt_done;
         size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
         for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
@@ -350,7 +349,7 @@ void Engine::loop() {
         if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
         std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
         Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
-        chunks++;
+        used += static_cast<int64_t>(end - begin);
         if (!st.ok()) {
           fail(s, st.error().message);
           break;
@@ -373,7 +372,7 @@ void Engine::loop() {
           on_logits(s, out);
         }
       }
-      if (chunks >= cfg_.prefill_chunks_per_step) break;
+      if (used >= cfg_.prefill_budget) break;
     }
     sweep();
 
