@@ -123,7 +123,8 @@ ds::app::RunFn setup(CLI::App& app) {
       "(streaming with \"stream\": true), GET /v1/models, /health and /metrics (Prometheus). Requests are batched "
       "continuously over --parallel sequence slots; more wait in a queue of --max-queue, beyond which the server "
       "answers 429. Binds to 127.0.0.1 unless --host says otherwise. Prints the bound port on stdout once it "
-      "listens. Stop with Ctrl-C (SIGINT) or SIGTERM.");
+      "listens. Stop with Ctrl-C (SIGINT) or SIGTERM. On a shared or oversubscribed CPU, run with "
+      "OMP_WAIT_POLICY=passive: spinning OpenMP threads otherwise take the cores the work needs.");
   app.add_option("-m,--model", o->model, "GGUF model file (weights, tokenizer and chat template)")
       ->required()
       ->check(CLI::ExistingFile);

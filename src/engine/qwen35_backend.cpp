@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/qwen35_batch.h"
+
 namespace ds::engine {
 
 namespace {
@@ -72,14 +74,9 @@ Status Qwen35Backend::decode(std::span<const int32_t> slots, std::span<const int
     for (size_t j = 0; j < i; j++)
       if (slots[j] == slots[i]) return err("cpu backend: slot {} twice in one batch", slots[i]);
   }
-  std::vector<Status> st(B);
-  const int64_t nb = static_cast<int64_t>(B);
-  // One sequence per thread; the ops' own parallel regions then run on that thread alone.
-#pragma omp parallel for schedule(dynamic) if (nb > 1)
-  for (int64_t i = 0; i < nb; i++)
-    st[i] = forward(model_, slots_[slots[i]], tokens.subspan(i, 1), logits_out.data() + i * V, false);
-  for (auto& s : st) DS_TRY(s);
-  return {};
+  std::vector<SequenceState*> states(B);
+  for (size_t i = 0; i < B; i++) states[i] = &slots_[slots[i]];
+  return qwen35_decode_batch(model_, states, tokens, logits_out.data());
 }
 
 Result<std::unique_ptr<Snapshot>> Qwen35Backend::save(int32_t slot) {

@@ -1,10 +1,8 @@
 // The engine Backend over the fp32 CPU reference model (model/qwen35.h): one SequenceState per slot,
 // sized for n_ctx positions and allocated up front (so admission never runs out of memory mid-way).
-// decode() runs the B sequences of a step side by side, one thread per sequence (OpenMP), each
-// through the model's own single-token forward (recurrent delta rule, its own KV cache). A row's
-// arithmetic is exactly that of a lone run, so greedy output is bit-identical alone or in a batch.
-// TODO(server): a weight-sharing batched decode (each weight row read once for all B tokens) for
-// CPU throughput; CUDA gets its own backend.
+// prefill() is the model's forward; decode() runs the B sequences of a step in one batched pass
+// (engine/qwen35_batch.h: products over the batch, conv/delta rule/attention per sequence state),
+// whose every row is bit-identical to a lone run, so greedy output is the same alone or in a batch.
 #pragma once
 #include <vector>
 
