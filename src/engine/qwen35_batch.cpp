@@ -12,6 +12,10 @@ namespace {
 
 using Buf = std::vector<float>;
 
+// A parallel region only pays above ~1M multiply-adds: below that, waking the team (and, on a
+// loaded machine, waiting for its threads to be scheduled) costs more than the work.
+constexpr int64_t kParallelWork = int64_t(1) << 20;
+
 // y[b, n] = W[n, :] · x[b, :] for B rows, parallel over weight rows; the B dot products of a row
 // run while it is hot in cache. Element for element what cpu::matmul computes for one token.
 void bmatmul(const QTensor& w, const float* x, int64_t B, float* y) {
@@ -19,7 +23,7 @@ void bmatmul(const QTensor& w, const float* x, int64_t B, float* y) {
   const uint64_t row_bytes = ggml_row_bytes(*info, w.n_cols);
   const auto* wb = static_cast<const uint8_t*>(w.data);
   const int64_t N = w.n_rows, K = w.n_cols;
-#pragma omp parallel for schedule(static) if (N * K * B >= (int64_t(1) << 18))
+#pragma omp parallel for schedule(static) if (N * K * B >= kParallelWork)
   for (int64_t n = 0; n < N; n++)
     for (int64_t b = 0; b < B; b++) y[b * N + n] = quant::dot_row(w.type, wb + n * row_bytes, x + b * K, K);
 }
@@ -35,7 +39,8 @@ void gdn_layer(const Qwen35Config& c, int64_t il, const Qwen35GdnWeights& W, std
   bmatmul(W.alpha, xn.data(), B, a.data());
   cpu::gdn_gates({B, nv}, a.data(), b.data(), W.ssm_a.data(), W.dt_bias.data(), g.data(), beta.data());
   const ops::GdnParams gp{1, 1, nk, nv, dk, dv, Cc, Cc, Cc, 1.0f / std::sqrt((float)dk)};
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+  const int64_t work = B * (4 * nv * dv * dk + Cc * c.conv_kernel);
+#pragma omp parallel for schedule(dynamic) if (B > 1 && work >= kParallelWork)
   for (int64_t i = 0; i < B; i++) {
     float* ui = u.data() + i * Cc;
     cpu::conv1d_silu({1, 1, Cc, c.conv_kernel}, qkv.data() + i * Cc, W.conv.data(), st[i]->conv[il].data(), nullptr,
@@ -58,7 +63,9 @@ void attn_layer(const Qwen35Config& c, int64_t il, const Qwen35AttnWeights& W, s
   const float eps = (float)c.rms_eps;
   cpu::rms_norm({B, nh, hd, nh * 2 * hd, 2 * hd, nh * hd, hd, eps}, qf.data(), W.q_norm.data(), q.data());
   cpu::rms_norm({B, nkv, hd, nkv * hd, hd, nkv * hd, hd, eps}, k.data(), W.k_norm.data(), k.data());
-#pragma omp parallel for schedule(dynamic) if (B > 1)
+  int64_t work = 0;
+  for (auto* s : st) work += 2 * nh * hd * (s->n_past + 1);
+#pragma omp parallel for schedule(dynamic) if (B > 1 && work >= kParallelWork)
   for (int64_t i = 0; i < B; i++) {
     SequenceState& s = *st[i];
     const int32_t pos = static_cast<int32_t>(s.n_past);
