@@ -25,26 +25,14 @@ bool cpu_has_avx2_fma() {
   return ok;
 }
 
+}  // namespace ds::quant::detail
+
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#include "quant/avx2_util.h"
 
+namespace ds::quant::detail {
 namespace {
-
-// f16 -> f32 with one F16C instruction (exact, like core's f16_to_f32).
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// 8 bytes at p, zero-extended to 8 int32 lanes.
-inline __m256i load_u8x8(const uint8_t* p) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
-}
-inline __m256 to_f(__m256i v) { return _mm256_cvtepi32_ps(v); }
 
 // Sinks receive four vectors of 8 decoded weights and the element offset of each.
 struct DotSink {
@@ -193,20 +181,6 @@ void run_mxfp4(const uint8_t* p, int64_t nb, Sink& s) {
 
 // ---- 256-element formats -------------------------------------------------------------------------
 
-// All eight Q4_K/Q5_K sub-block scales times d and mins times dmin (formats.md §5.8), as floats.
-// Works on the 12 bytes as three u32 words: w0 = bytes 0-3, w1 = 4-7, w2 = 8-11.
-inline void k_scales_mins(const uint8_t* q, float d, float dmin, float* dsc, float* mmn) {
-  uint32_t w[3];
-  std::memcpy(w, q, 12);
-  const uint32_t sc_lo = w[0] & 0x3f3f3f3f, mn_lo = w[1] & 0x3f3f3f3f;
-  const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
-  const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
-  const __m128i sc = _mm_setr_epi32((int)sc_lo, (int)sc_hi, 0, 0);
-  const __m128i mn = _mm_setr_epi32((int)mn_lo, (int)mn_hi, 0, 0);
-  _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
-  _mm256_store_ps(mmn, _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
-}
-
 template <class Sink>
 void run_q4_k(const uint8_t* p, int64_t nb, Sink& s) {
   const __m256i m4 = _mm256_set1_epi32(15);
@@ -231,42 +205,6 @@ void run_q4_k(const uint8_t* p, int64_t nb, Sink& s) {
         e + 56, _mm256_fmsub_ps(to_f(_mm256_srli_epi32(v[3], 4)), d1, m1));
     }
   }
-}
-
-// Q4_K dot with the affine form factored out of the inner loop:
-//   sum_e (d*sc*q_e - dmin*mn) x_e = d*sc * sum(q_e x_e) - dmin*mn * sum(x_e)  per 32-element sub-block.
-// Half the FMA-port work of decode-then-FMA; the sums are fp32 per sub-block, then per row.
-float dot_q4_k(const uint8_t* p, int64_t nb, const float* x) {
-  const __m256i m4 = _mm256_set1_epi32(15);
-  alignas(32) float dsc[8], mmn[8];
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockQ4_K), x += 256) {
-    const auto* blk = (const BlockQ4_K*)p;
-    k_scales_mins(blk->scales, h2f(blk->d), h2f(blk->dmin), dsc, mmn);
-    for (int c = 0; c < 4; c++) {
-      const uint8_t* q = blk->qs + 32 * c;
-      const float* xc = x + 64 * c;
-      const __m256i v0 = load_u8x8(q), v1 = load_u8x8(q + 8), v2 = load_u8x8(q + 16), v3 = load_u8x8(q + 24);
-      const __m256 x0 = _mm256_loadu_ps(xc), x1 = _mm256_loadu_ps(xc + 8), x2 = _mm256_loadu_ps(xc + 16),
-                   x3 = _mm256_loadu_ps(xc + 24), x4 = _mm256_loadu_ps(xc + 32), x5 = _mm256_loadu_ps(xc + 40),
-                   x6 = _mm256_loadu_ps(xc + 48), x7 = _mm256_loadu_ps(xc + 56);
-      __m256 qa = _mm256_mul_ps(to_f(_mm256_and_si256(v0, m4)), x0);
-      __m256 qb = _mm256_mul_ps(to_f(_mm256_and_si256(v1, m4)), x1);
-      qa = _mm256_fmadd_ps(to_f(_mm256_and_si256(v2, m4)), x2, qa);
-      qb = _mm256_fmadd_ps(to_f(_mm256_and_si256(v3, m4)), x3, qb);
-      __m256 qc = _mm256_mul_ps(to_f(_mm256_srli_epi32(v0, 4)), x4);
-      __m256 qd = _mm256_mul_ps(to_f(_mm256_srli_epi32(v1, 4)), x5);
-      qc = _mm256_fmadd_ps(to_f(_mm256_srli_epi32(v2, 4)), x6, qc);
-      qd = _mm256_fmadd_ps(to_f(_mm256_srli_epi32(v3, 4)), x7, qd);
-      const __m256 s0 = _mm256_add_ps(_mm256_add_ps(x0, x1), _mm256_add_ps(x2, x3));
-      const __m256 s1 = _mm256_add_ps(_mm256_add_ps(x4, x5), _mm256_add_ps(x6, x7));
-      acc0 = _mm256_fmadd_ps(_mm256_add_ps(qa, qb), _mm256_broadcast_ss(dsc + 2 * c), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_add_ps(qc, qd), _mm256_broadcast_ss(dsc + 2 * c + 1), acc1);
-      acc0 = _mm256_fnmadd_ps(s0, _mm256_broadcast_ss(mmn + 2 * c), acc0);
-      acc1 = _mm256_fnmadd_ps(s1, _mm256_broadcast_ss(mmn + 2 * c + 1), acc1);
-    }
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 template <class Sink>
@@ -437,7 +375,6 @@ bool dot_avx2(GgmlType t, const void* row, const float* x, int64_t n, float* out
     case GgmlType::F32: *out = dot_plain<GgmlType::F32>(p, x, n); return true;
     case GgmlType::F16: *out = dot_plain<GgmlType::F16>(p, x, n); return true;
     case GgmlType::BF16: *out = dot_plain<GgmlType::BF16>(p, x, n); return true;
-    case GgmlType::Q4_K: *out = dot_q4_k(p, n / 256, x); return true;
     default: break;
   }
   DotSink s{x};
@@ -463,7 +400,17 @@ bool dequant_avx2(GgmlType t, const void* row, float* y, int64_t n) {
 #pragma GCC pop_options
 
 bool dot_row_fast(GgmlType t, const void* row, const float* x, int64_t n, float* out) {
-  return cpu_has_avx2_fma() && dot_avx2(t, row, x, n, out);
+  if (!cpu_has_avx2_fma()) return false;
+  return dot_kernel_avx2(t, row, x, n, out) || dot_avx2(t, row, x, n, out);
+}
+
+bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                   float* y) {
+  if (!cpu_has_avx2_fma()) return false;
+  if (dot_rows_kernel_avx2(t, w, row_stride, n_rows, x, n, y)) return true;
+  for (int64_t r = 0; r < n_rows; r++)
+    if (!dot_avx2(t, (const uint8_t*)w + r * row_stride, x, n, y + r)) return false;
+  return true;
 }
 
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n) {
@@ -475,6 +422,7 @@ bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n) {
 bool cpu_has_avx2_fma() { return false; }
 bool dot_row_fast(GgmlType, const void*, const float*, int64_t, float*) { return false; }
 bool dequantize_row_fast(GgmlType, const void*, float*, int64_t) { return false; }
+bool dot_rows_fast(GgmlType, const void*, size_t, int64_t, const float*, int64_t, float*) { return false; }
 
 #endif
 

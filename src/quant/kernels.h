@@ -20,6 +20,14 @@ DequantBlockFn iq_dequant_block_fn(GgmlType t);
 bool cpu_has_avx2_fma();
 bool dot_row_fast(GgmlType t, const void* row, const float* x, int64_t n, float* out);
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n);
+// Many rows with one x (y[r] = row r . x); false if no fast path (caller loops over dot_row).
+bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                   float* y);
+
+// The factored kernels of dot_kernels_avx2.cpp (AVX2 only: call after cpu_has_avx2_fma()).
+bool dot_kernel_avx2(GgmlType t, const void* row, const float* x, int64_t n, float* out);
+bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                          float* y);
 
 // ---- tables ------------------------------------------------------------------------------------
 extern const int8_t kvalues_iq4nl[16];

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "quant/quant.h"
@@ -65,6 +66,34 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
     EXPECT_LE(std::fabs(dot_row(t, row.data(), x.data(), ti.block_size) - e.dot), tol * e.scale + 1e-30);
   }
   EXPECT_GE(checked, 40);
+}
+
+TEST(QuantDot, DotRowsMatchesPerRowDots) {
+  // Several rows at a stride larger than the row (as in a padded tensor), every decodable type,
+  // against the exact dot of each row; also 0 and 1 rows.
+  std::mt19937 rng(21);
+  for (GgmlType t : test::all_decodable_types()) {
+    if (!can_dot(t)) continue;
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 1024;
+    const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
+    for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)5}) {
+      std::vector<uint8_t> w(rows * stride + 1);
+      for (int64_t r = 0; r < rows; r++) {
+        const auto blk = test::random_blocks(t, n / ti.block_size, rng);
+        std::memcpy(w.data() + r * stride, blk.data(), row_bytes);
+      }
+      const auto x = test::gaussian(n, rng);
+      std::vector<float> y(rows + 1, 12345.0f);
+      dot_rows(t, w.data(), stride, rows, x.data(), n, y.data());
+      for (int64_t r = 0; r < rows; r++) {
+        const Exact e = exact_dot(t, w.data() + r * stride, x.data(), n);
+        EXPECT_LE(std::fabs(y[r] - e.dot), dot_tolerance(t) * e.scale) << "rows=" << rows << " r=" << r;
+      }
+      EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
+    }
+  }
 }
 
 TEST(QuantDot, GoldenBlocksMatchDequantizeThenDot) {
