@@ -1,7 +1,9 @@
-// Factored AVX2+FMA dot kernels for the hot decode types (Q4_K, Q6_K, Q8_0, Q5_0, IQ4_XS, IQ4_NL).
+// Factored AVX2+FMA dot kernels for the hot decode types (Q4_K, Q6_K, Q8_0; the other
+// formats go through the generic code-buffer kernels of dot_generic_avx2.cpp).
 // Instead of decoding each weight to float and multiplying, they sum code * x per sub-block and
 // apply the sub-block scale once:  sum_e (s * q_e + c) x_e = s * sum(q_e x_e) + c * sum(x_e).
-// The constant terms (mins, the -32/-16 code offsets) need sums of x per 16 or 32 elements: one row
+// Code offsets (Q6_K's -32) are applied to the int8 codes; the mins of Q4_K-like formats need sums of
+// x per 16 or 32 elements: one row
 // (dot_row) accumulates them inline; many rows (dot_rows) compute them once per x and share them,
 // which removes a quarter of the work. Codes are first unpacked in the byte domain into a small
 // buffer, then widened 8 at a time. Accumulation is fp32 per sub-block, then per row.
@@ -29,15 +31,6 @@ void x_sums(const float* x, int64_t n, float* s16, float* s32) {
 
 inline __m256 add4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d));
-}
-
-// sum over 32 codes (u8 at q) times x, as a vector of 8 partial sums.
-inline __m256 codes_dot32_u8(const uint8_t* q, const float* x) {
-  __m256 a = _mm256_mul_ps(to_f(load_u8x8(q)), _mm256_loadu_ps(x));
-  __m256 b = _mm256_mul_ps(to_f(load_u8x8(q + 8)), _mm256_loadu_ps(x + 8));
-  a = _mm256_fmadd_ps(to_f(load_u8x8(q + 16)), _mm256_loadu_ps(x + 16), a);
-  b = _mm256_fmadd_ps(to_f(load_u8x8(q + 24)), _mm256_loadu_ps(x + 24), b);
-  return _mm256_add_ps(a, b);
 }
 
 inline __m256i load_i8x8(const int8_t* p) {
@@ -89,54 +82,43 @@ float dot_q4_k(const uint8_t* p, int64_t nb, const float* x, const float* s32) {
 }
 
 // ---- Q6_K: y = d*sc*(q - 32) per 16-element sub-block --------------------------------------------
-// The 6-bit codes of a 128-element half are assembled 32 at a time in the byte domain.
-template <bool kPre>
-float dot_q6_k(const uint8_t* p, int64_t nb, const float* x, const float* s16) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  alignas(32) uint8_t codes[256];
+// The 6-bit codes of a 128-element half are assembled 32 at a time in the byte domain, minus 32
+// (signed int8), so no offset term is needed.
+float dot_q6_k(const uint8_t* p, int64_t nb, const float* x) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  alignas(32) int8_t codes[256];
   alignas(32) float ds[16];
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acco = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  auto put = [&](int8_t* c, __m256i lo, __m256i hi) {
+    _mm256_store_si256((__m256i*)c, _mm256_sub_epi8(_mm256_or_si256(lo, hi), k32));
+  };
   for (int64_t b = 0; b < nb; b++, p += sizeof(BlockQ6_K), x += 256) {
     const auto* blk = (const BlockQ6_K*)p;
     const __m256 d = _mm256_set1_ps(h2f(blk->d));
-    const __m256 ds0 = _mm256_mul_ps(d, to_f(load_i8x8(blk->scales)));
-    const __m256 ds1 = _mm256_mul_ps(d, to_f(load_i8x8(blk->scales + 8)));
-    _mm256_store_ps(ds, ds0);
-    _mm256_store_ps(ds + 8, ds1);
-    if (kPre) {
-      acco = _mm256_fmadd_ps(ds0, _mm256_loadu_ps(s16 + 16 * b), acco);
-      acco = _mm256_fmadd_ps(ds1, _mm256_loadu_ps(s16 + 16 * b + 8), acco);
-    }
+    _mm256_store_ps(ds, _mm256_mul_ps(d, to_f(load_i8x8(blk->scales))));
+    _mm256_store_ps(ds + 8, _mm256_mul_ps(d, to_f(load_i8x8(blk->scales + 8))));
     for (int n = 0; n < 2; n++) {
       const __m256i qa = _mm256_loadu_si256((const __m256i*)(blk->ql + 64 * n));
       const __m256i qb = _mm256_loadu_si256((const __m256i*)(blk->ql + 64 * n + 32));
       const __m256i h = _mm256_loadu_si256((const __m256i*)(blk->qh + 32 * n));
-      uint8_t* c = codes + 128 * n;  // element 128n + 32t + l
-      _mm256_store_si256((__m256i*)c, _mm256_or_si256(_mm256_and_si256(qa, m4),
-                                                      _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)));
-      _mm256_store_si256((__m256i*)(c + 32), _mm256_or_si256(_mm256_and_si256(qb, m4),
-                                                             _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)));
-      _mm256_store_si256((__m256i*)(c + 64), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
-                                                             _mm256_and_si256(h, m30)));
-      _mm256_store_si256((__m256i*)(c + 96), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                                             _mm256_and_si256(_mm256_srli_epi16(h, 2), m30)));
+      int8_t* c = codes + 128 * n;  // element 128n + 32t + l
+      put(c, _mm256_and_si256(qa, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+      put(c + 32, _mm256_and_si256(qb, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+      put(c + 64, _mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), _mm256_and_si256(h, m30));
+      put(c + 96, _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
     }
     for (int i = 0; i < 16; i += 2) {  // two 16-element sub-blocks per step
       const float* xi = x + 16 * i;
-      const uint8_t* ci = codes + 16 * i;
-      const __m256 x0 = _mm256_loadu_ps(xi), x1 = _mm256_loadu_ps(xi + 8), x2 = _mm256_loadu_ps(xi + 16),
-                   x3 = _mm256_loadu_ps(xi + 24);
-      const __m256 v0 = _mm256_fmadd_ps(to_f(load_u8x8(ci + 8)), x1, _mm256_mul_ps(to_f(load_u8x8(ci)), x0));
-      const __m256 v1 = _mm256_fmadd_ps(to_f(load_u8x8(ci + 24)), x3, _mm256_mul_ps(to_f(load_u8x8(ci + 16)), x2));
+      const int8_t* ci = codes + 16 * i;
+      const __m256 v0 = _mm256_fmadd_ps(to_f(load_i8x8(ci + 8)), _mm256_loadu_ps(xi + 8),
+                                        _mm256_mul_ps(to_f(load_i8x8(ci)), _mm256_loadu_ps(xi)));
+      const __m256 v1 = _mm256_fmadd_ps(to_f(load_i8x8(ci + 24)), _mm256_loadu_ps(xi + 24),
+                                        _mm256_mul_ps(to_f(load_i8x8(ci + 16)), _mm256_loadu_ps(xi + 16)));
       acc0 = _mm256_fmadd_ps(v0, _mm256_broadcast_ss(ds + i), acc0);
       acc1 = _mm256_fmadd_ps(v1, _mm256_broadcast_ss(ds + i + 1), acc1);
-      if (!kPre) {
-        acco = _mm256_fmadd_ps(_mm256_add_ps(x0, x1), _mm256_broadcast_ss(ds + i), acco);
-        acco = _mm256_fmadd_ps(_mm256_add_ps(x2, x3), _mm256_broadcast_ss(ds + i + 1), acco);
-      }
     }
   }
-  return hsum(_mm256_fnmadd_ps(acco, _mm256_set1_ps(32.0f), _mm256_add_ps(acc0, acc1)));
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 // ---- Q8_0: y = d*q --------------------------------------------------------------------------------
@@ -156,102 +138,21 @@ float dot_q8_0(const uint8_t* p, int64_t nb, const float* x) {
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-// ---- Q5_0: y = d*(q - 16), 5-bit codes assembled in the byte domain --------------------------------
-// The 32 fifth bits (u32 qh, bit j = element j) become bytes 0x10/0x00: byte j of the broadcast
-// word picks qh byte j/8, then a per-byte bit mask and a compare.
-inline __m256i q5_high_bits(uint32_t qh) {
-  const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201ULL);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
-}
-
-inline __m256i nibbles32(const uint8_t* q) {  // element j: low nibble of q[j]; j + 16: high nibble
-  const __m128i v = _mm_loadu_si128((const __m128i*)q);
-  const __m128i m4 = _mm_set1_epi8(15);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m4)),
-                                 _mm_and_si128(_mm_srli_epi16(v, 4), m4), 1);
-}
-
-template <bool kPre>
-float dot_q5_0(const uint8_t* p, int64_t nb, const float* x, const float* s32) {
-  alignas(32) uint8_t codes[32];
-  __m256 acc = _mm256_setzero_ps(), acco = _mm256_setzero_ps();
-  float off = 0;
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockQ5_0), x += 32) {
-    const auto* blk = (const BlockQ5_0*)p;
-    uint32_t qh;
-    std::memcpy(&qh, blk->qh, 4);
-    _mm256_store_si256((__m256i*)codes, _mm256_or_si256(nibbles32(blk->qs), q5_high_bits(qh)));
-    const float d = h2f(blk->d);
-    const __m256 dv = _mm256_set1_ps(d);
-    acc = _mm256_fmadd_ps(codes_dot32_u8(codes, x), dv, acc);
-    if (kPre) {
-      off += d * s32[b];
-    } else {
-      acco = _mm256_fmadd_ps(add4(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8), _mm256_loadu_ps(x + 16),
-                                  _mm256_loadu_ps(x + 24)), dv, acco);
-    }
-  }
-  return hsum(_mm256_fnmadd_ps(acco, _mm256_set1_ps(16.0f), acc)) - 16.0f * off;
-}
-
-// ---- IQ4_NL / IQ4_XS: y = scale * kvalues[nibble] -------------------------------------------------
-inline void iq4_codes(const uint8_t* q, __m256i lut, int8_t* out) {
-  _mm256_store_si256((__m256i*)out, _mm256_shuffle_epi8(lut, nibbles32(q)));
-}
-
-inline __m256i iq4_lut() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kvalues_iq4nl));
-}
-
-float dot_iq4_xs(const uint8_t* p, int64_t nb, const float* x) {
-  const __m256i lut = iq4_lut();
-  alignas(32) int8_t codes[32];
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockIQ4_XS), x += 256) {
-    const auto* blk = (const BlockIQ4_XS*)p;
-    const float d = h2f(blk->d);
-    for (int s = 0; s < 8; s++) {
-      const int ls = ((blk->scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((blk->scales_h >> (2 * s)) & 3) << 4);
-      iq4_codes(blk->qs + 16 * s, lut, codes);
-      const __m256 v = codes_dot32_i8(codes, x + 32 * s);
-      if (s % 2 == 0) acc0 = _mm256_fmadd_ps(v, _mm256_set1_ps(d * (float)(ls - 32)), acc0);
-      else acc1 = _mm256_fmadd_ps(v, _mm256_set1_ps(d * (float)(ls - 32)), acc1);
-    }
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
-
-float dot_iq4_nl(const uint8_t* p, int64_t nb, const float* x) {
-  const __m256i lut = iq4_lut();
-  alignas(32) int8_t codes[32];
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockIQ4_NL), x += 32) {
-    const auto* blk = (const BlockIQ4_NL*)p;
-    iq4_codes(blk->qs, lut, codes);
-    acc = _mm256_fmadd_ps(codes_dot32_i8(codes, x), _mm256_set1_ps(h2f(blk->d)), acc);
-  }
-  return hsum(acc);
-}
-
 // One row; s16/s32 are the precomputed x sums or nullptr (then computed inline).
 bool dot_one(GgmlType t, const uint8_t* p, const float* x, int64_t n, const float* s16, const float* s32,
              float* out) {
   const bool pre = s16 != nullptr;
   switch (t) {
     case GgmlType::Q4_K: *out = pre ? dot_q4_k<true>(p, n / 256, x, s32) : dot_q4_k<false>(p, n / 256, x, nullptr); return true;
-    case GgmlType::Q6_K: *out = pre ? dot_q6_k<true>(p, n / 256, x, s16) : dot_q6_k<false>(p, n / 256, x, nullptr); return true;
-    case GgmlType::Q5_0: *out = pre ? dot_q5_0<true>(p, n / 32, x, s32) : dot_q5_0<false>(p, n / 32, x, nullptr); return true;
+    case GgmlType::Q6_K: *out = dot_q6_k(p, n / 256, x); return true;
     case GgmlType::Q8_0: *out = dot_q8_0(p, n / 32, x); return true;
-    case GgmlType::IQ4_XS: *out = dot_iq4_xs(p, n / 256, x); return true;
-    case GgmlType::IQ4_NL: *out = dot_iq4_nl(p, n / 32, x); return true;
-    default: return false;
+    default: return dot_generic_avx2(t, p, x, n, s16, s32, out);
   }
 }
 
-bool needs_sums(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q5_0; }
+bool needs_sums(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q2_K || t == GgmlType::Q5_1;
+}
 
 }  // namespace
 
@@ -274,7 +175,8 @@ bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t 
   float* s16 = sums.data();
   float* s32 = s16 + n / 16;
   x_sums(x, n, s16, s32);
-  for (int64_t r = 0; r < n_rows; r++) dot_one(t, p + r * row_stride, x, n, s16, s32, y + r);
+  if (!dot_one(t, p, x, n, s16, s32, y)) return false;
+  for (int64_t r = 1; r < n_rows; r++) dot_one(t, p + r * row_stride, x, n, s16, s32, y + r);
   return true;
 }
 
