@@ -4,6 +4,7 @@
 // multiplies them into four fp32 accumulators, StoreSink writes them out. The kernels live in a
 // `#pragma GCC target` region; dispatch (outside it) checks the CPU at run time, so the binary still
 // runs on CPUs without AVX2, where quant.cpp falls back to the scalar reference.
+#include <atomic>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -19,10 +20,16 @@ namespace ds::quant::detail {
 
 #if DS_QUANT_X86
 
+namespace {
+std::atomic<bool> g_fast_enabled{true};
+}  // namespace
+
+void set_fast_paths_enabled(bool on) { g_fast_enabled = on; }
+
 bool cpu_has_avx2_fma() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                          __builtin_cpu_supports("f16c");
-  return ok;
+  return ok && g_fast_enabled.load(std::memory_order_relaxed);
 }
 
 }  // namespace ds::quant::detail
@@ -414,11 +421,13 @@ bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows,
 }
 
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n) {
-  return cpu_has_avx2_fma() && dequant_avx2(t, row, y, n);
+  if (!cpu_has_avx2_fma()) return false;
+  return dequant_generic_avx2(t, (const uint8_t*)row, y, n) || dequant_avx2(t, row, y, n);
 }
 
 #else  // not x86-64 GCC/Clang: scalar reference only
 
+void set_fast_paths_enabled(bool) {}
 bool cpu_has_avx2_fma() { return false; }
 bool dot_row_fast(GgmlType, const void*, const float*, int64_t, float*) { return false; }
 bool dequantize_row_fast(GgmlType, const void*, float*, int64_t) { return false; }

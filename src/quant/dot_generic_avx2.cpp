@@ -260,7 +260,57 @@ float g32(const uint8_t* p, const float* x, int64_t n, const float* s32) {
   return r;
 }
 
+// Dequantization from the same decoders: y = code * scale + offset, one rounding (fma) of an exact
+// product, as the reference (formats.md §6), so the output is bit-identical.
+template <class Dec>
+void dequant_g(const uint8_t* p, int64_t nb, float* y) {
+  constexpr int G = Dec::kG;
+  alignas(32) int8_t c[256];
+  alignas(32) float scale[16], offset[16];
+  for (int64_t b = 0; b < nb; b++, p += Dec::kBytes, y += 256) {
+    Dec::decode(p, c, scale, offset);
+    for (int e = 0; e < 256; e += 8) {
+      const __m256 q = to_f(load_i8x8(c + e));
+      const __m256 sc = _mm256_broadcast_ss(scale + e / G);
+      _mm256_storeu_ps(y + e, Dec::kOff ? _mm256_fmadd_ps(q, sc, _mm256_broadcast_ss(offset + e / G))
+                                        : _mm256_mul_ps(q, sc));
+    }
+  }
+}
+
+// A 32-element format: groups of 8 blocks, then the remaining blocks one by one.
+template <class Dec>
+void dequant_g32(const uint8_t* p, int64_t n, float* y) {
+  const int64_t n8 = n / 256 * 256;
+  dequant_g<Batch8<Dec>>(p, n8 / 256, y);
+  alignas(32) int8_t c[32];
+  p += n8 / 32 * Dec::kBytes;
+  for (int64_t e0 = n8; e0 < n; e0 += 32, p += Dec::kBytes) {
+    float scale, offset = 0;
+    Dec::decode(p, c, &scale, &offset);
+    for (int e = 0; e < 32; e += 8) {
+      const __m256 q = to_f(load_i8x8(c + e));
+      _mm256_storeu_ps(y + e0 + e, Dec::kOff ? _mm256_fmadd_ps(q, _mm256_set1_ps(scale), _mm256_set1_ps(offset))
+                                             : _mm256_mul_ps(q, _mm256_set1_ps(scale)));
+    }
+  }
+}
+
 }  // namespace
+
+bool dequant_generic_avx2(GgmlType t, const uint8_t* p, float* y, int64_t n) {
+  switch (t) {
+    case GgmlType::Q5_0: dequant_g32<DecQ5_0>(p, n, y); return true;
+    case GgmlType::Q5_1: dequant_g32<DecQ5_1>(p, n, y); return true;
+    case GgmlType::IQ4_NL: dequant_g32<DecIQ4_NL>(p, n, y); return true;
+    case GgmlType::MXFP4: dequant_g32<DecMXFP4>(p, n, y); return true;
+    case GgmlType::Q5_K: dequant_g<DecQ5_K>(p, n / 256, y); return true;
+    case GgmlType::IQ4_XS: dequant_g<DecIQ4_XS>(p, n / 256, y); return true;
+    case GgmlType::Q2_K: dequant_g<DecQ2_K>(p, n / 256, y); return true;
+    case GgmlType::Q3_K: dequant_g<DecQ3_K>(p, n / 256, y); return true;
+    default: return false;
+  }
+}
 
 bool dot_generic_avx2(GgmlType t, const uint8_t* p, const float* x, int64_t n, const float* s16,
                       const float* s32, float* out) {
@@ -287,6 +337,7 @@ namespace ds::quant::detail {
 bool dot_generic_avx2(GgmlType, const uint8_t*, const float*, int64_t, const float*, const float*, float*) {
   return false;
 }
+bool dequant_generic_avx2(GgmlType, const uint8_t*, float*, int64_t) { return false; }
 }  // namespace ds::quant::detail
 
 #endif

@@ -18,6 +18,8 @@ DequantBlockFn iq_dequant_block_fn(GgmlType t);
 // Fast paths (dot_avx2.cpp). Each returns false when it has no kernel for t or the CPU lacks
 // AVX2/FMA; the caller then falls back to the scalar reference.
 bool cpu_has_avx2_fma();
+// Tests only: false makes every entry point take the scalar path, as on a CPU without AVX2.
+void set_fast_paths_enabled(bool on);
 bool dot_row_fast(GgmlType t, const void* row, const float* x, int64_t n, float* out);
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n);
 // Many rows with one x (y[r] = row r . x); false if no fast path (caller loops over dot_row).
@@ -32,6 +34,8 @@ bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t 
 // s16/s32: precomputed sums of x per 16/32 elements, or nullptr to accumulate them inline.
 bool dot_generic_avx2(GgmlType t, const uint8_t* row, const float* x, int64_t n, const float* s16,
                       const float* s32, float* out);
+// Bit-exact dequantization through the same decoders (false for types it does not cover).
+bool dequant_generic_avx2(GgmlType t, const uint8_t* row, float* y, int64_t n);
 
 // ---- tables ------------------------------------------------------------------------------------
 extern const int8_t kvalues_iq4nl[16];

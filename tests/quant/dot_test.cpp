@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant_testutil.h"
 #include "testutil.h"
@@ -94,6 +95,31 @@ TEST(QuantDot, DotRowsMatchesPerRowDots) {
       EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
     }
   }
+}
+
+TEST(QuantDot, ScalarFallbackWhenFastPathsAreOff) {
+  // What a CPU without AVX2 runs: the dispatching entry points on the scalar path.
+  std::mt19937 rng(8);
+  detail::set_fast_paths_enabled(false);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16, GgmlType::IQ4_XS}) {
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 512;
+    const auto row = test::random_blocks(t, n / ti.block_size, rng);
+    const auto x = test::gaussian(n, rng);
+    EXPECT_EQ(dot_row(t, row.data(), x.data(), n), dot_row_ref(t, row.data(), x.data(), n));
+    std::vector<float> a(n), b(n);
+    dequantize_row(t, row.data(), a.data(), n);
+    dequantize_row_ref(t, row.data(), b.data(), n);
+    EXPECT_EQ(a, b);
+    float y[2];
+    std::vector<uint8_t> two(row);
+    two.insert(two.end(), row.begin(), row.end());
+    dot_rows(t, two.data(), row.size(), 2, x.data(), n, y);
+    EXPECT_EQ(y[0], dot_row_ref(t, row.data(), x.data(), n));
+    EXPECT_EQ(y[1], y[0]);
+  }
+  detail::set_fast_paths_enabled(true);
 }
 
 TEST(QuantDot, GoldenBlocksMatchDequantizeThenDot) {
