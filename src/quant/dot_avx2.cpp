@@ -1,11 +1,15 @@
-// Fast paths (x86-64 AVX2 + FMA + F16C) for dot_row and dequantize_row. Each decoder turns a row of
-// blocks into 8-float vectors holding exactly the reference values (every product is exact and FMA
-// rounds once, formats.md §6), and hands them with their element offsets to a sink: DotSink
-// multiplies them into four fp32 accumulators, StoreSink writes them out. The kernels live in a
+// Fast paths (x86-64 AVX2 + FMA + F16C) for dot_row and dequantize_row, and their dispatch. The
+// decoders here (F16/BF16/F32 rows, Q8_0, Q4_0/Q4_1, Q4_K, Q6_K, and the scalar block decoders for
+// anything else) turn a row of blocks into 8-float vectors holding exactly the reference values
+// (every product is exact and FMA rounds once, formats.md §6) and hand them with their element
+// offsets to a sink: DotSink multiplies them into four fp32 accumulators, StoreSink writes them out.
+// The factored dot kernels (dot_kernels_avx2.cpp) and the code-buffer kernels
+// (dot_generic_avx2.cpp) are tried first; dispatch order is in dot_row_fast / dequantize_row_fast. The kernels live in a
 // `#pragma GCC target` region; dispatch (outside it) checks the CPU at run time, so the binary still
 // runs on CPUs without AVX2, where quant.cpp falls back to the scalar reference.
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -106,86 +110,6 @@ void run_q4_01(const uint8_t* p, int64_t nb, Sink& s) {
   }
 }
 
-// Q5_0 / Q5_1: as Q4 plus bit j of the u32 qh as the fifth bit of element j.
-template <bool kHasMin, class Sink>
-void run_q5_01(const uint8_t* p, int64_t nb, Sink& s) {
-  const size_t bs = kHasMin ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
-  const __m256i m4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1);
-  const __m256i sh0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i sh1 = _mm256_add_epi32(sh0, _mm256_set1_epi32(8));
-  const __m256i sh2 = _mm256_add_epi32(sh0, _mm256_set1_epi32(16));
-  const __m256i sh3 = _mm256_add_epi32(sh0, _mm256_set1_epi32(24));
-  for (int64_t b = 0; b < nb; b++, p += bs) {
-    uint16_t dh, mh = 0;
-    uint32_t qh;
-    std::memcpy(&dh, p, 2);
-    if (kHasMin) std::memcpy(&mh, p + 2, 2);
-    std::memcpy(&qh, p + (kHasMin ? 4 : 2), 4);
-    const uint8_t* qs = p + (kHasMin ? 8 : 6);
-    const float df = h2f(dh);
-    const __m256 d = _mm256_set1_ps(df);
-    const __m256 c = _mm256_set1_ps(kHasMin ? h2f(mh) : -16.0f * df);
-    const __m256i h = _mm256_set1_epi32((int)qh);
-    auto hi_bit = [&](__m256i sh) {
-      return _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, sh), one), 4);
-    };
-    const __m256i v0 = load_u8x8(qs), v1 = load_u8x8(qs + 8);
-    const __m256 w0 = _mm256_fmadd_ps(to_f(_mm256_or_si256(_mm256_and_si256(v0, m4), hi_bit(sh0))), d, c);
-    const __m256 w1 = _mm256_fmadd_ps(to_f(_mm256_or_si256(_mm256_and_si256(v1, m4), hi_bit(sh1))), d, c);
-    const __m256 w2 = _mm256_fmadd_ps(to_f(_mm256_or_si256(_mm256_srli_epi32(v0, 4), hi_bit(sh2))), d, c);
-    const __m256 w3 = _mm256_fmadd_ps(to_f(_mm256_or_si256(_mm256_srli_epi32(v1, 4), hi_bit(sh3))), d, c);
-    const int64_t e = 32 * b;
-    s(e, w0, e + 8, w1, e + 16, w2, e + 24, w3);
-  }
-}
-
-// 32 packed nibbles (16 bytes: element j low nibble of q[j], j + 16 high nibble) looked up in a
-// 16-entry int8 codebook, as four vectors of int32 in element order.
-inline void lut_nibbles(const uint8_t* q, __m256i lut, __m256i* out) {
-  const __m128i v = _mm_loadu_si128((const __m128i*)q);
-  const __m128i m4 = _mm_set1_epi8(15);
-  const __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-  const __m256i idx = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-  const __m256i val = _mm256_shuffle_epi8(lut, idx);  // 32 int8 in element order
-  const __m128i a = _mm256_castsi256_si128(val), b = _mm256_extracti128_si256(val, 1);
-  out[0] = _mm256_cvtepi8_epi32(a);
-  out[1] = _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8));
-  out[2] = _mm256_cvtepi8_epi32(b);
-  out[3] = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-}
-
-inline __m256i lut16(const int8_t* t) {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)t));
-}
-
-template <class Sink>
-void run_iq4_nl(const uint8_t* p, int64_t nb, Sink& s) {
-  const __m256i lut = lut16(kvalues_iq4nl);
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockIQ4_NL)) {
-    const auto* blk = (const BlockIQ4_NL*)p;
-    const __m256 d = _mm256_set1_ps(h2f(blk->d));
-    __m256i q[4];
-    lut_nibbles(blk->qs, lut, q);
-    const int64_t e = 32 * b;
-    s(e, _mm256_mul_ps(d, to_f(q[0])), e + 8, _mm256_mul_ps(d, to_f(q[1])), e + 16,
-      _mm256_mul_ps(d, to_f(q[2])), e + 24, _mm256_mul_ps(d, to_f(q[3])));
-  }
-}
-
-template <class Sink>
-void run_mxfp4(const uint8_t* p, int64_t nb, Sink& s) {
-  const __m256i lut = lut16(kvalues_mxfp4);
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockMXFP4)) {
-    const auto* blk = (const BlockMXFP4*)p;
-    const __m256 h = _mm256_set1_ps(e8m0_to_f32_half(blk->e));
-    __m256i q[4];
-    lut_nibbles(blk->qs, lut, q);
-    const int64_t e = 32 * b;
-    s(e, _mm256_mul_ps(h, to_f(q[0])), e + 8, _mm256_mul_ps(h, to_f(q[1])), e + 16,
-      _mm256_mul_ps(h, to_f(q[2])), e + 24, _mm256_mul_ps(h, to_f(q[3])));
-  }
-}
-
 // ---- 256-element formats -------------------------------------------------------------------------
 
 template <class Sink>
@@ -210,35 +134,6 @@ void run_q4_k(const uint8_t* p, int64_t nb, Sink& s) {
         e + 40, _mm256_fmsub_ps(to_f(_mm256_srli_epi32(v[1], 4)), d1, m1),
         e + 48, _mm256_fmsub_ps(to_f(_mm256_srli_epi32(v[2], 4)), d1, m1),
         e + 56, _mm256_fmsub_ps(to_f(_mm256_srli_epi32(v[3], 4)), d1, m1));
-    }
-  }
-}
-
-template <class Sink>
-void run_q5_k(const uint8_t* p, int64_t nb, Sink& s) {
-  const __m256i m4 = _mm256_set1_epi32(15), b4 = _mm256_set1_epi32(16);
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockQ5_K)) {
-    const auto* blk = (const BlockQ5_K*)p;
-    alignas(32) float dsc[8], mmn[8];
-    k_scales_mins(blk->scales, h2f(blk->d), h2f(blk->dmin), dsc, mmn);
-    __m256i h[4];  // qh[l] zero-extended; bit s is the fifth bit of sub-block s
-    for (int k = 0; k < 4; k++) h[k] = _mm256_slli_epi32(load_u8x8(blk->qh + 8 * k), 4);
-    for (int c = 0; c < 4; c++) {
-      const __m256 d0 = _mm256_broadcast_ss(dsc + 2 * c), m0 = _mm256_broadcast_ss(mmn + 2 * c);
-      const __m256 d1 = _mm256_broadcast_ss(dsc + 2 * c + 1), m1 = _mm256_broadcast_ss(mmn + 2 * c + 1);
-      const uint8_t* q = blk->qs + 32 * c;
-      const __m128i sh0 = _mm_cvtsi32_si128(2 * c), sh1 = _mm_cvtsi32_si128(2 * c + 1);
-      __m256 lo[4], hi[4];
-      for (int k = 0; k < 4; k++) {
-        const __m256i v = load_u8x8(q + 8 * k);
-        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi32(h[k], sh0), b4);
-        const __m256i h1 = _mm256_and_si256(_mm256_srl_epi32(h[k], sh1), b4);
-        lo[k] = _mm256_fmsub_ps(to_f(_mm256_or_si256(_mm256_and_si256(v, m4), h0)), d0, m0);
-        hi[k] = _mm256_fmsub_ps(to_f(_mm256_or_si256(_mm256_srli_epi32(v, 4), h1)), d1, m1);
-      }
-      const int64_t e = 256 * b + 64 * c;
-      s(e, lo[0], e + 8, lo[1], e + 16, lo[2], e + 24, lo[3]);
-      s(e + 32, hi[0], e + 40, hi[1], e + 48, hi[2], e + 56, hi[3]);
     }
   }
 }
@@ -279,24 +174,6 @@ void run_q6_k(const uint8_t* p, int64_t nb, Sink& s) {
   }
 }
 
-template <class Sink>
-void run_iq4_xs(const uint8_t* p, int64_t nb, Sink& s) {
-  const __m256i lut = lut16(kvalues_iq4nl);
-  for (int64_t b = 0; b < nb; b++, p += sizeof(BlockIQ4_XS)) {
-    const auto* blk = (const BlockIQ4_XS*)p;
-    const float d = h2f(blk->d);
-    for (int sb = 0; sb < 8; sb++) {
-      const int ls = ((blk->scales_l[sb / 2] >> (4 * (sb % 2))) & 0xF) | (((blk->scales_h >> (2 * sb)) & 3) << 4);
-      const __m256 dl = _mm256_set1_ps(d * (float)(ls - 32));
-      __m256i q[4];
-      lut_nibbles(blk->qs + 16 * sb, lut, q);
-      const int64_t e = 256 * b + 32 * sb;
-      s(e, _mm256_mul_ps(dl, to_f(q[0])), e + 8, _mm256_mul_ps(dl, to_f(q[1])), e + 16,
-        _mm256_mul_ps(dl, to_f(q[2])), e + 24, _mm256_mul_ps(dl, to_f(q[3])));
-    }
-  }
-}
-
 // Any other decodable type: the scalar block decoder, then vector sinks (32 elements at a time).
 template <class Sink>
 void run_generic(DequantBlockFn fn, uint32_t bsize, uint32_t tsize, const uint8_t* p, int64_t nb, Sink& s) {
@@ -317,14 +194,8 @@ bool run(GgmlType t, const uint8_t* p, int64_t n, Sink& s) {
     case GgmlType::Q8_0: run_q8_0(p, n / 32, s); return true;
     case GgmlType::Q4_0: run_q4_01<false>(p, n / 32, s); return true;
     case GgmlType::Q4_1: run_q4_01<true>(p, n / 32, s); return true;
-    case GgmlType::Q5_0: run_q5_01<false>(p, n / 32, s); return true;
-    case GgmlType::Q5_1: run_q5_01<true>(p, n / 32, s); return true;
-    case GgmlType::IQ4_NL: run_iq4_nl(p, n / 32, s); return true;
-    case GgmlType::MXFP4: run_mxfp4(p, n / 32, s); return true;
     case GgmlType::Q4_K: run_q4_k(p, n / 256, s); return true;
-    case GgmlType::Q5_K: run_q5_k(p, n / 256, s); return true;
     case GgmlType::Q6_K: run_q6_k(p, n / 256, s); return true;
-    case GgmlType::IQ4_XS: run_iq4_xs(p, n / 256, s); return true;
     default: break;
   }
   const auto ti = ggml_type_info(t);
@@ -414,7 +285,10 @@ bool dot_row_fast(GgmlType t, const void* row, const float* x, int64_t n, float*
 bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
                    float* y) {
   if (!cpu_has_avx2_fma()) return false;
-  if (dot_rows_kernel_avx2(t, w, row_stride, n_rows, x, n, y)) return true;
+  // Scratch for the partial sums of x, owned here (outside the AVX2 region) and reused per thread.
+  thread_local std::vector<float> scratch;
+  scratch.resize(n / 16 + n / 32 + 1);
+  if (dot_rows_kernel_avx2(t, w, row_stride, n_rows, x, n, y, scratch.data())) return true;
   for (int64_t r = 0; r < n_rows; r++)
     if (!dot_avx2(t, (const uint8_t*)w + r * row_stride, x, n, y + r)) return false;
   return true;

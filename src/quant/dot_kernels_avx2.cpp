@@ -2,13 +2,10 @@
 // formats go through the generic code-buffer kernels of dot_generic_avx2.cpp).
 // Instead of decoding each weight to float and multiplying, they sum code * x per sub-block and
 // apply the sub-block scale once:  sum_e (s * q_e + c) x_e = s * sum(q_e x_e) + c * sum(x_e).
-// Code offsets (Q6_K's -32) are applied to the int8 codes; the mins of Q4_K-like formats need sums of
-// x per 16 or 32 elements: one row
-// (dot_row) accumulates them inline; many rows (dot_rows) compute them once per x and share them,
-// which removes a quarter of the work. Codes are first unpacked in the byte domain into a small
-// buffer, then widened 8 at a time. Accumulation is fp32 per sub-block, then per row.
-#include <vector>
-
+// Code offsets (Q6_K's -32) are applied to the int8 codes; the mins of Q4_K-like formats need sums
+// of x per 16 or 32 elements: one row (dot_row) accumulates them inline, many rows (dot_rows)
+// compute them once per x and share them, which removes a quarter of the work. Accumulation is fp32
+// per sub-block, then per row.
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
@@ -161,7 +158,7 @@ bool dot_kernel_avx2(GgmlType t, const void* row, const float* x, int64_t n, flo
 }
 
 bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
-                          float* y) {
+                          float* y, float* scratch) {
   const auto* p = (const uint8_t*)w;
   if (!needs_sums(t) || n_rows < 2) {
     float v;
@@ -170,9 +167,7 @@ bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t 
     for (int64_t r = 1; r < n_rows; r++) dot_one(t, p + r * row_stride, x, n, nullptr, nullptr, y + r);
     return true;
   }
-  thread_local std::vector<float> sums;
-  sums.resize(n / 16 + n / 32);
-  float* s16 = sums.data();
+  float* s16 = scratch;
   float* s32 = s16 + n / 16;
   x_sums(x, n, s16, s32);
   if (!dot_one(t, p, x, n, s16, s32, y)) return false;
@@ -188,7 +183,9 @@ bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t 
 
 namespace ds::quant::detail {
 bool dot_kernel_avx2(GgmlType, const void*, const float*, int64_t, float*) { return false; }
-bool dot_rows_kernel_avx2(GgmlType, const void*, size_t, int64_t, const float*, int64_t, float*) { return false; }
+bool dot_rows_kernel_avx2(GgmlType, const void*, size_t, int64_t, const float*, int64_t, float*, float*) {
+  return false;
+}
 }  // namespace ds::quant::detail
 
 #endif

@@ -28,8 +28,9 @@ bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows,
 
 // The factored kernels of dot_kernels_avx2.cpp (AVX2 only: call after cpu_has_avx2_fma()).
 bool dot_kernel_avx2(GgmlType t, const void* row, const float* x, int64_t n, float* out);
+// scratch: n/16 + n/32 floats for the partial sums of x.
 bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
-                          float* y);
+                          float* y, float* scratch);
 // dot_generic_avx2.cpp: the code-buffer kernels (Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/MXFP4, Q2_K/Q3_K/Q5_K).
 // s16/s32: precomputed sums of x per 16/32 elements, or nullptr to accumulate them inline.
 bool dot_generic_avx2(GgmlType t, const uint8_t* row, const float* x, int64_t n, const float* s16,
