@@ -15,14 +15,13 @@
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define DS_QUANT_X86 1
+#if DS_QUANT_AVX2
 #include <immintrin.h>
 #endif
 
 namespace ds::quant::detail {
 
-#if DS_QUANT_X86
+#if DS_QUANT_AVX2
 
 namespace {
 std::atomic<bool> g_fast_enabled{true};

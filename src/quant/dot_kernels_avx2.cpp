@@ -9,7 +9,7 @@
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DS_QUANT_AVX2
 #include <immintrin.h>
 
 #pragma GCC push_options

@@ -5,6 +5,14 @@
 
 #include "core/ggml_type.h"
 
+// The AVX2 fast paths are compiled on x86-64 with GCC/Clang unless DS_QUANT_NO_SIMD is defined
+// (which also lets the scalar-only build be checked on this machine).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(DS_QUANT_NO_SIMD)
+#define DS_QUANT_AVX2 1
+#else
+#define DS_QUANT_AVX2 0
+#endif
+
 namespace ds::quant::detail {
 
 // Decodes one block of type t at `block` into y[0..block_size). Scalar, bit-exact (§6).
