@@ -19,6 +19,7 @@
 #include "core/ggml_type.h"
 #include "cuda/cuda_util.h"
 #include "cuda/matvec.h"
+#include "cuda/ops.h"
 
 namespace {
 using namespace ds;
@@ -152,6 +153,82 @@ void bench_matvec(const std::string& model, const std::string& tensor, GgmlType 
   emit("matvec", model, tensor, t, rows, cols, batch, s, (double)mbytes + 4.0 * batch * (cols + rows));
 }
 
+void emit_op(const char* op, const std::string& model, const std::string& shape, double sec, double bytes) {
+  std::printf("{\"op\":\"%s\",\"gpu\":\"%s\",\"model\":\"%s\",\"shape\":\"%s\",\"us\":%.3f,\"bytes\":%.0f,"
+              "\"gb_s\":%.1f,\"pct_of_4.29TB/s\":%.1f}\n",
+              op, g_gpu.c_str(), model.c_str(), shape.c_str(), sec * 1e6, bytes, bytes / sec / 1e9,
+              100.0 * bytes / sec / kCeiling);
+  std::fflush(stdout);
+}
+
+cuda::DeviceBuffer device_floats(size_t n, float scale, uint64_t seed) {
+  std::vector<float> h(n);
+  std::mt19937 rng((unsigned)seed);
+  std::normal_distribution<float> nd(0.f, scale);
+  for (auto& v : h) v = nd(rng);
+  auto b = cuda::DeviceBuffer::from_host(h.data(), n * 4);
+  BENCH_CHECK(b);
+  return std::move(b).value();
+}
+
+// One decode step of the gated delta rule for n_seqs sequences: every state read and written once.
+void bench_gdn(const std::string& model, int64_t nk, int64_t nv, int64_t dk, int n_seqs) {
+  if (!g_filter.empty() && ("gdn " + model).find(g_filter) == std::string::npos) return;
+  const int64_t Kd = nk * dk, Cc = 2 * Kd + nv * dk;
+  ops::GdnParams p{n_seqs, n_seqs, nk, nv, dk, dk, Cc, Cc, Cc, 1.0f / std::sqrt((float)dk)};
+  auto U = device_floats((size_t)n_seqs * Cc, 0.1f, 1);
+  auto g = device_floats((size_t)n_seqs * nv, 0.1f, 2);
+  auto beta = device_floats((size_t)n_seqs * nv, 0.1f, 3);
+  // Rotate state pools so the states come from HBM, not L2.
+  const size_t pool = (size_t)n_seqs * p.state_floats();
+  const int copies = (int)std::clamp<size_t>((512ull << 20) / (pool * 4) + 1, 1, 16);
+  auto state = device_floats(pool * copies, 0.1f, 4);
+  auto out = cuda::DeviceBuffer::alloc((size_t)n_seqs * nv * dk * 4);
+  BENCH_CHECK(out);
+  std::vector<int32_t> starts(n_seqs + 1);
+  for (int i = 0; i <= n_seqs; i++) starts[i] = i;
+  auto dst = cuda::DeviceBuffer::from_host(starts.data(), starts.size() * 4);
+  BENCH_CHECK(dst);
+  const float* u = U.as<float>();
+  const double s = time_calls(
+      [&](int i) {
+        BENCH_CHECK(cuda::gdn_recurrent(p, u, u + Kd, u + 2 * Kd, g.as<float>(), beta.as<float>(),
+                                        state.as<float>() + (size_t)(i % copies) * pool, dst->as<int32_t>(), nullptr,
+                                        out->as<float>(), nullptr));
+      },
+      g_quick ? 20 : 200);
+  const double bytes = 2.0 * pool * 4 + 4.0 * n_seqs * (Cc + 2 * nv + nv * dk);
+  emit_op("gdn_recurrent", model, "nk " + std::to_string(nk) + " nv " + std::to_string(nv) + " seqs " +
+          std::to_string(n_seqs), s, bytes);
+}
+
+// Decode attention of one token per sequence at context length ctx (KV cache fp32).
+void bench_attention(const std::string& model, int64_t nh, int64_t nkv, int64_t hd, int64_t ctx, int n_seqs) {
+  if (!g_filter.empty() && ("attention " + model).find(g_filter) == std::string::npos) return;
+  ops::AttentionParams p{n_seqs, n_seqs, nh, nkv, hd, ctx, 1.0f / std::sqrt((float)hd)};
+  auto q = device_floats((size_t)n_seqs * nh * hd, 1.f, 5);
+  auto k = device_floats((size_t)n_seqs * nkv * hd, 1.f, 6);
+  auto v = device_floats((size_t)n_seqs * nkv * hd, 1.f, 7);
+  auto kc = device_floats((size_t)n_seqs * p.cache_floats(), 1.f, 8);
+  auto vc = device_floats((size_t)n_seqs * p.cache_floats(), 1.f, 9);
+  auto out = cuda::DeviceBuffer::alloc((size_t)n_seqs * nh * hd * 4);
+  BENCH_CHECK(out);
+  std::vector<int32_t> starts(n_seqs + 1), pos(n_seqs, (int32_t)ctx - 1);
+  for (int i = 0; i <= n_seqs; i++) starts[i] = i;
+  auto dst = cuda::DeviceBuffer::from_host(starts.data(), starts.size() * 4);
+  auto dpos = cuda::DeviceBuffer::from_host(pos.data(), pos.size() * 4);
+  BENCH_CHECK(dst);
+  BENCH_CHECK(dpos);
+  const double s = time_calls(
+      [&](int) {
+        BENCH_CHECK(cuda::attention(p, q.as<float>(), k.as<float>(), v.as<float>(), kc.as<float>(), vc.as<float>(),
+                                    dpos->as<int32_t>(), dst->as<int32_t>(), nullptr, out->as<float>(), nullptr));
+      },
+      g_quick ? 10 : 50);
+  const double bytes = 2.0 * n_seqs * ctx * nkv * hd * 4;
+  emit_op("attention", model, "ctx " + std::to_string(ctx) + " seqs " + std::to_string(n_seqs), s, bytes);
+}
+
 struct ModelShape {
   const char* name;
   int64_t H, I, nh, nkv, hd, nk, nv, dk;
@@ -207,5 +284,13 @@ int main(int argc, char** argv) {
     bench_matvec("9B", "ffn_down", t, 4096, 12288);
   }
   for (int b : {2, 4, 8, 16, 32, 64}) bench_matvec("9B", "ffn_up", G::Q4_K, 12288, 4096, b);
+  for (int n : {1, 8, 64}) {
+    bench_gdn("0.8B", 16, 16, 128, n);
+    bench_gdn("9B", 16, 32, 128, n);
+    bench_gdn("27B", 16, 48, 128, n);
+  }
+  for (int64_t ctx : {1024, 8192, 32768}) bench_attention("9B", 16, 4, 256, ctx, 1);
+  bench_attention("27B", 24, 4, 256, 8192, 1);
+  bench_attention("9B", 16, 4, 256, 4096, 8);
   return 0;
 }

@@ -35,12 +35,12 @@ __device__ __forceinline__ int64_t seq_of(int64_t t, const int32_t* seq_starts, 
 __global__ void kv_store_kernel(const ops::AttentionParams p, const float* k, const float* v, float* k_cache,
                                 float* v_cache, const int32_t* pos, const int32_t* seq_starts, const int32_t* slots) {
   const int64_t row = p.n_head_kv * p.head_dim;
-  const int64_t t = blockIdx.y;
+  const int64_t t = blockIdx.x;  // tokens on x: up to 2^31 (y is limited to 65535)
   const int32_t ps = pos[t];
   if (ps < 0 || ps >= p.max_ctx) return;
   const int64_t s = seq_of(t, seq_starts, p.n_seqs);
   const int64_t base = (int64_t)(slots ? slots[s] : s) * (p.max_ctx * p.n_head_kv * p.head_dim) + (int64_t)ps * row;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < row; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; i < row; i += (int64_t)gridDim.y * blockDim.x) {
     k_cache[base + i] = k[t * row + i];
     v_cache[base + i] = v[t * row + i];
   }
@@ -189,7 +189,7 @@ Status attention(const ops::AttentionParams& p, const float* q, const float* k, 
                   "head_dim a multiple of 32 <= 512)", p.n_head, p.n_head_kv, p.head_dim, p.max_ctx, kMaxGroup);
   if (p.n_tokens == 0) return {};
   const int64_t row = p.n_head_kv * p.head_dim;
-  kv_store_kernel<<<dim3(grid_for(row, 256), (unsigned)p.n_tokens), 256, 0, stream>>>(p, k, v, k_cache, v_cache, pos,
+  kv_store_kernel<<<dim3((unsigned)p.n_tokens, grid_for(row, 256)), 256, 0, stream>>>(p, k, v, k_cache, v_cache, pos,
                                                                                       seq_starts, slots);
   CUDA_TRY_LAUNCH("attention (kv store)", stream);
 

@@ -1,5 +1,5 @@
 // Embedding lookup (ops/get_rows.h): y[i, :] = dequantize(W[ids[i], :]); the ids are read on the
-// device, so the lookup can sit inside a captured graph. grid (units per row, n_ids), thread per unit.
+// device, so the lookup can sit inside a captured graph. grid (n_ids, units per row / 128), thread per unit.
 // Ids outside [0, n_rows) produce a zero row (the host validates token ids).
 #include "cuda/common.cuh"
 #include "cuda/cuda_util.h"
@@ -13,8 +13,8 @@ using qt::QuantTraits;
 template <class QT>
 __global__ void get_rows_kernel(const ops::GetRowsParams p, const uint8_t* w, int64_t row_bytes, const int32_t* ids,
                                 float* y) {
-  const int64_t i = blockIdx.y;
-  const int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t i = blockIdx.x;  // ids on x: up to 2^31 (y is limited to 65535)
+  const int64_t u = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
   const int32_t id = ids[i];
   float* yr = y + i * p.n_cols;
   const bool ok = id >= 0 && id < p.n_rows;
@@ -46,7 +46,7 @@ Status launch(const ops::GetRowsParams& p, const void* w, const int32_t* ids, fl
     return cu_err("cuda get_rows: {} weights must be 16-byte aligned with rows a multiple of {} bytes",
                   type_cstr(p.type), align);
   const int64_t work = QT::kIsFloat ? p.n_cols : p.n_cols / QT::kBlockElems * QT::kUnits;
-  get_rows_kernel<QT><<<dim3(grid_for(work, 128), (unsigned)p.n_ids), 128, 0, stream>>>(
+  get_rows_kernel<QT><<<dim3((unsigned)p.n_ids, grid_for(work, 128)), 128, 0, stream>>>(
       p, static_cast<const uint8_t*>(w), row_bytes, ids, y);
   CUDA_TRY_LAUNCH("get_rows", stream);
   return {};
