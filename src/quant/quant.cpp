@@ -78,6 +78,13 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n) {
   return dot_row_ref(t, row, x, n);
 }
 
+void dot_rows(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n, float* y) {
+  if (n_rows <= 0) return;
+  info_checked(t, n, "dot_rows");
+  if (detail::dot_rows_fast(t, w, row_stride, n_rows, x, n, y)) return;
+  for (int64_t r = 0; r < n_rows; r++) y[r] = dot_row_ref(t, (const uint8_t*)w + r * row_stride, x, n);
+}
+
 Status check_supported(GgmlType t, const std::string& what) {
   auto i = ggml_type_info(t);
   if (!i)

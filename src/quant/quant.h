@@ -2,6 +2,7 @@
 // float-activation dot products, and quantizers. Every function takes whole rows: n is a multiple
 // of the type's block size. These are the oracles the CUDA kernels are tested against.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -23,6 +24,13 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 // sum_i w[i] * x[i] over one row of n elements of type t, with float activations x and float32
 // accumulation per block (no activation quantization). The matrix-vector building block.
 float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
+
+// The matrix-vector product over a block of rows: y[r] = dot_row(t, w + r * row_stride, x, n) for
+// r in [0, n_rows) (row_stride in bytes). Faster than calling dot_row per row, because the work that
+// depends only on x (partial sums of x for the min/offset terms) is done once for all rows. Results
+// agree with dot_row within float32 rounding (not bit for bit). Single-threaded: split rows across
+// threads in the caller.
+void dot_rows(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n, float* y);
 
 // Quantizes n floats into blocks of type t (ggml's reference algorithms, no importance matrix).
 // Supported at least: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Returns bytes written.

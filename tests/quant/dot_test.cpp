@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
+#include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant_testutil.h"
 #include "testutil.h"
@@ -65,6 +67,59 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
     EXPECT_LE(std::fabs(dot_row(t, row.data(), x.data(), ti.block_size) - e.dot), tol * e.scale + 1e-30);
   }
   EXPECT_GE(checked, 40);
+}
+
+TEST(QuantDot, DotRowsMatchesPerRowDots) {
+  // Several rows at a stride larger than the row (as in a padded tensor), every decodable type,
+  // against the exact dot of each row; also 0 and 1 rows.
+  std::mt19937 rng(21);
+  for (GgmlType t : test::all_decodable_types()) {
+    if (!can_dot(t)) continue;
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 1024;
+    const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
+    for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)5}) {
+      std::vector<uint8_t> w(rows * stride + 1);
+      for (int64_t r = 0; r < rows; r++) {
+        const auto blk = test::random_blocks(t, n / ti.block_size, rng);
+        std::memcpy(w.data() + r * stride, blk.data(), row_bytes);
+      }
+      const auto x = test::gaussian(n, rng);
+      std::vector<float> y(rows + 1, 12345.0f);
+      dot_rows(t, w.data(), stride, rows, x.data(), n, y.data());
+      for (int64_t r = 0; r < rows; r++) {
+        const Exact e = exact_dot(t, w.data() + r * stride, x.data(), n);
+        EXPECT_LE(std::fabs(y[r] - e.dot), dot_tolerance(t) * e.scale) << "rows=" << rows << " r=" << r;
+      }
+      EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
+    }
+  }
+}
+
+TEST(QuantDot, ScalarFallbackWhenFastPathsAreOff) {
+  // What a CPU without AVX2 runs: the dispatching entry points on the scalar path.
+  std::mt19937 rng(8);
+  detail::set_fast_paths_enabled(false);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16, GgmlType::IQ4_XS}) {
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 512;
+    const auto row = test::random_blocks(t, n / ti.block_size, rng);
+    const auto x = test::gaussian(n, rng);
+    EXPECT_EQ(dot_row(t, row.data(), x.data(), n), dot_row_ref(t, row.data(), x.data(), n));
+    std::vector<float> a(n), b(n);
+    dequantize_row(t, row.data(), a.data(), n);
+    dequantize_row_ref(t, row.data(), b.data(), n);
+    EXPECT_EQ(a, b);
+    float y[2];
+    std::vector<uint8_t> two(row);
+    two.insert(two.end(), row.begin(), row.end());
+    dot_rows(t, two.data(), row.size(), 2, x.data(), n, y);
+    EXPECT_EQ(y[0], dot_row_ref(t, row.data(), x.data(), n));
+    EXPECT_EQ(y[1], y[0]);
+  }
+  detail::set_fast_paths_enabled(true);
 }
 
 TEST(QuantDot, GoldenBlocksMatchDequantizeThenDot) {
