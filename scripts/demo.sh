@@ -26,4 +26,4 @@ cat >&2 <<'BANNER'
 ============================================================================================
 BANNER
 echo "> deltaserve run -m $model --chat -p \"Hello! Who are you?\" -n 48 --temp 0.8 --seed 1" >&2
-"$bin" run -m "$model" --chat -p "Hello! Who are you?" -n 48 --temp 0.8 --seed 1 --threads 2
+"$bin" run -m "$model" --chat -p "Hello! Who are you?" -n 48 --temp 0.8 --seed 1
