@@ -1,6 +1,9 @@
 // CPU reference for GGML block formats (formats.md §5): dequantization (bit-exact with gguf-py),
 // float-activation dot products, and quantizers. Every function takes whole rows: n is a multiple
-// of the type's block size. These are the oracles the CUDA kernels are tested against.
+// of the type's block size (a violation aborts via DS_CHECK: validate types with check_supported and
+// shapes at load time). These are the oracles the CUDA kernels are tested against.
+// The entry points pick AVX2+FMA kernels at run time when the CPU has them, else the scalar code
+// (the *_ref functions). Block layouts: quant/blocks.h. Thread-safe; no global state.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +36,7 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n);
 void dot_rows(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n, float* y);
 
 // Quantizes n floats into blocks of type t (ggml's reference algorithms, no importance matrix).
-// Supported at least: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Returns bytes written.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. Returns bytes written.
 uint64_t quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 
 // The plain scalar versions of dequantize_row / dot_row (the readable reference and the oracle the

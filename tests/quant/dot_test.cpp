@@ -18,11 +18,18 @@ namespace {
 // Relative tolerance, in units of sum |w x|. float32 eps is 6e-8; a sum of n terms in random order
 // has an error around sqrt(n) eps, bounded by n eps. The rows here have up to ~4.4k elements.
 double dot_tolerance(GgmlType t) {
+  using T = GgmlType;
   static const std::map<GgmlType, double> kTol = {
-      {GgmlType::F32, 3e-5}, {GgmlType::F16, 3e-5}, {GgmlType::BF16, 3e-5},
+      // Row-sequential sums in the scalar reference (no per-block partial sums): longest chains.
+      {T::F32, 3e-5}, {T::F16, 3e-5}, {T::BF16, 3e-5},
+      // Per-block fp32 partial sums (32 or 256 terms), then a sum over blocks.
+      {T::Q4_0, 1e-5}, {T::Q4_1, 1e-5}, {T::Q5_0, 1e-5}, {T::Q5_1, 1e-5}, {T::Q8_0, 1e-5},
+      {T::Q2_K, 1e-5}, {T::Q3_K, 1e-5}, {T::Q4_K, 1e-5}, {T::Q5_K, 1e-5}, {T::Q6_K, 1e-5},
+      {T::IQ2_XXS, 1e-5}, {T::IQ2_XS, 1e-5}, {T::IQ2_S, 1e-5}, {T::IQ3_XXS, 1e-5}, {T::IQ3_S, 1e-5},
+      {T::IQ1_S, 1e-5}, {T::IQ1_M, 1e-5}, {T::IQ4_NL, 1e-5}, {T::IQ4_XS, 1e-5}, {T::TQ1_0, 1e-5},
+      {T::TQ2_0, 1e-5}, {T::MXFP4, 1e-5},
   };
-  auto it = kTol.find(t);
-  return it == kTol.end() ? 1e-5 : it->second;
+  return kTol.at(t);
 }
 
 struct Exact {
@@ -54,10 +61,11 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
       const auto x = test::gaussian(n, rng);
       const Exact e = exact_dot(t, row.data(), x.data(), n);
       ASSERT_GT(e.scale, 0);
-      const double err_fast = std::fabs(dot_row(t, row.data(), x.data(), n) - e.dot) / e.scale;
-      const double err_ref = std::fabs(dot_row_ref(t, row.data(), x.data(), n) - e.dot) / e.scale;
-      EXPECT_LE(err_fast, tol) << "dot_row n=" << n;
-      EXPECT_LE(err_ref, tol) << "dot_row_ref n=" << n;
+      const float fast = dot_row(t, row.data(), x.data(), n), ref = dot_row_ref(t, row.data(), x.data(), n);
+      EXPECT_LE(std::fabs(fast - e.dot) / e.scale, tol) << "dot_row n=" << n;
+      EXPECT_LE(std::fabs(ref - e.dot) / e.scale, tol) << "dot_row_ref n=" << n;
+      // The fast path against the scalar path directly (both are float32 sums in different orders).
+      EXPECT_LE(std::fabs((double)fast - ref) / e.scale, 2 * tol) << "fast vs scalar n=" << n;
       checked++;
     }
     // A row of a single block (tail handling of the fast paths).
