@@ -395,8 +395,19 @@ Value get_attr(const Value& obj, const std::string& name) {
       const Value* v = obj.ns().attrs.get(std::string_view(name));
       return v ? *v : no_attr(obj, name);
     }
+    case Value::Kind::Int:
+    case Value::Kind::Bool:
+    case Value::Kind::Float:
+      if (name == "real") return obj.is_float() ? obj : Value::integer(obj.get_int());
+      if (name == "imag") return obj.is_float() ? Value::number(0.0) : Value::integer(0);
+      return no_attr(obj, name);
     default: return no_attr(obj, name);
   }
+}
+
+Value get_python_attr(const Value& obj, const std::string& name) {
+  if (obj.is_dict() && !in_list(kDictMethods, name) && !in_list(kDictUnsafe, name)) return no_attr(obj, name);
+  return get_attr(obj, name);
 }
 
 Value get_item(const Value& obj, const Value& key) {

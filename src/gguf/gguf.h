@@ -86,7 +86,7 @@ class File {
   uint32_t version() const;
   uint64_t file_size() const;
   uint32_t alignment() const;
-  uint64_t data_offset() const;  // absolute start of the data section
+  uint64_t data_offset() const;  // absolute start of the data section (no tensors: end of the records)
 
   const std::vector<KeyValue>& metadata() const;
   const Value* find(std::string_view key) const;  // nullptr if absent
