@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdlib>
 #include <random>
 
 #include "command.h"
@@ -97,6 +98,14 @@ double stddev(const std::vector<double>& v) {
   double m = mean(v), s = 0;
   for (double x : v) s += (x - m) * (x - m);
   return std::sqrt(s / (v.size() - 1));
+}
+
+// 1-minute load average: on a shared machine it says how much to trust a number.
+double load_avg() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return l;
 }
 
 std::string utc_now() {
@@ -211,6 +220,9 @@ int run(const BenchArgs& a) {
       j["runs"] = a.reps;
       j["samples"] = t.tps;
       j["commit"] = commit;
+      j["load_avg"] = load_avg();
+      const char* wait = std::getenv("OMP_WAIT_POLICY");
+      j["omp_wait_policy"] = wait ? wait : "default";
       j["timestamp"] = utc_now();
       std::printf("%s\n", j.dump().c_str());
     } else {
