@@ -268,6 +268,7 @@ Result<std::unique_ptr<CudaSeqState>> CudaModel::create_state(int64_t max_ctx) c
   if (max_ctx > cfg_.n_ctx_train)
     return cu_err("cuda: sequence state: max_ctx = {} exceeds the model's context_length {}", max_ctx,
                   cfg_.n_ctx_train);
+  CUDA_TRY(cudaSetDevice(opt_.device));
   std::unique_ptr<CudaSeqState> s(new CudaSeqState());
   s->owner_ = this;
   s->stream_ = impl_->stream;

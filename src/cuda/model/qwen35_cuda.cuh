@@ -116,9 +116,11 @@ class CudaModel {
 
   // One token for each of B sequences (distinct states of one max_ctx, B <= max_tokens) in one step;
   // logits_out (host) receives [B, V], row i for seqs[i]. With use_graphs (and no dump) the step is a CUDA
-  // graph replay.
+  // graph replay. logits_out may be null: the logits then stay in last_logits() (no host copy).
   Status decode(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, float* logits_out,
                 const DumpFn& dump = {});
+  // The logits of the last step that produced any, [rows, V] in pinned host memory; valid until the next call.
+  const float* last_logits() const;
 
   Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
   Status restore(CudaSeqState& s, const CudaSnapshot& snap) const;
@@ -143,5 +145,9 @@ class CudaModel {
   size_t weight_bytes_ = 0, rec_bytes_ = 0, kv_bytes_per_pos_ = 0;
   std::unique_ptr<Impl> impl_;
 };
+
+// Best-of-`reps` device-to-device copy of `bytes`, in bytes/s with read + write counted (the ceiling of
+// performance.md). Needs 2 x bytes of free device memory.
+Result<double> copy_bandwidth(size_t bytes, int reps = 5);
 
 }  // namespace ds::cuda

@@ -360,6 +360,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
                            std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out,
                            const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph) {
   Impl& I = *impl_;
+  CUDA_TRY(cudaSetDevice(opt_.device));  // the current device is per host thread (the engine has its own)
   const int S = (int)seqs.size(), T = (int)tokens.size();
   mk::StepIO& io = *I.io_host;
   int t = 0;
@@ -426,6 +427,8 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   for (int q = 0; q < S; q++) seqs[q]->n_past_ += n_per_seq[q];
   return {};
 }
+
+const float* CudaModel::last_logits() const { return impl_->logits_host; }
 
 Status CudaModel::prefill(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
                           const DumpFn& dump) {
