@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -51,7 +52,7 @@ std::vector<uint8_t> make_weights(GgmlType t, int64_t n_blocks) {
   return buf;
 }
 
-enum class Mode { kDot, kDotRef, kDequant };
+enum class Mode { kDot, kDotRows, kDotRef, kDequant };
 
 void run_case(benchmark::State& state, GgmlType t, int64_t n, int64_t target_bytes, int threads, Mode mode) {
   const auto ti = *ds::ggml_type_info(t);
@@ -63,6 +64,17 @@ void run_case(benchmark::State& state, GgmlType t, int64_t n, int64_t target_byt
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
   for (auto _ : state) {
+    if (mode == Mode::kDotRows) {
+      // Each thread takes a contiguous slice of rows, as the CPU matrix-vector product does.
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t per = (rows + threads - 1) / threads, r0 = omp_get_thread_num() * per;
+        const int64_t r1 = std::min(rows, r0 + per);
+        if (r1 > r0) ds::quant::dot_rows(t, w.data() + r0 * row_bytes, row_bytes, r1 - r0, x.data(), n, y.data() + r0);
+      }
+      benchmark::ClobberMemory();
+      continue;
+    }
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
       const uint8_t* row = w.data() + r * row_bytes;
@@ -91,15 +103,21 @@ void register_all() {
       const std::string sn = std::to_string(n);
       benchmark::RegisterBenchmark(("dot/" + name + "/n" + sn + "/cache").c_str(),
                                    [=](benchmark::State& s) { run_case(s, t, n, kCacheBytes, 1, Mode::kDot); });
+      benchmark::RegisterBenchmark(("dot_rows/" + name + "/n" + sn + "/cache").c_str(),
+                                   [=](benchmark::State& s) { run_case(s, t, n, kCacheBytes, 1, Mode::kDotRows); });
       benchmark::RegisterBenchmark(("dot_ref/" + name + "/n" + sn + "/cache").c_str(),
                                    [=](benchmark::State& s) { run_case(s, t, n, kCacheBytes, 1, Mode::kDotRef); });
       benchmark::RegisterBenchmark(("dequant/" + name + "/n" + sn + "/cache").c_str(),
                                    [=](benchmark::State& s) { run_case(s, t, n, kCacheBytes, 1, Mode::kDequant); });
     }
-    for (int th : {1, 2})
+    for (int th : {1, 2}) {
       benchmark::RegisterBenchmark(("dot/" + name + "/n4096/stream/t" + std::to_string(th)).c_str(),
                                    [=](benchmark::State& s) { run_case(s, t, 4096, kStreamBytes, th, Mode::kDot); })
           ->UseRealTime();
+      benchmark::RegisterBenchmark(("dot_rows/" + name + "/n4096/stream/t" + std::to_string(th)).c_str(),
+                                   [=](benchmark::State& s) { run_case(s, t, 4096, kStreamBytes, th, Mode::kDotRows); })
+          ->UseRealTime();
+    }
   }
 }
 

@@ -77,6 +77,9 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, in
 
 Value str_method(Interp& in, const std::string& s, const std::string& m, CallArgs& args) {
   const std::string f = "str." + m;
+  // As in CPython 3.11, only split / rsplit / splitlines (and format) take keyword arguments.
+  if (!args.kw.empty() && m != "split" && m != "rsplit" && m != "splitlines" && m != "format")
+    fail(f + "() takes no keyword arguments");
   if (m == "startswith" || m == "endswith") {
     auto a = bind_args(f, args, {"prefix", "start", "end"}, 1);
     std::u32string u = py::decode(s);
@@ -395,8 +398,19 @@ Value get_attr(const Value& obj, const std::string& name) {
       const Value* v = obj.ns().attrs.get(std::string_view(name));
       return v ? *v : no_attr(obj, name);
     }
+    case Value::Kind::Int:
+    case Value::Kind::Bool:
+    case Value::Kind::Float:
+      if (name == "real") return obj.is_float() ? obj : Value::integer(obj.get_int());
+      if (name == "imag") return obj.is_float() ? Value::number(0.0) : Value::integer(0);
+      return no_attr(obj, name);
     default: return no_attr(obj, name);
   }
+}
+
+Value get_python_attr(const Value& obj, const std::string& name) {
+  if (obj.is_dict() && !in_list(kDictMethods, name) && !in_list(kDictUnsafe, name)) return no_attr(obj, name);
+  return get_attr(obj, name);
 }
 
 Value get_item(const Value& obj, const Value& key) {

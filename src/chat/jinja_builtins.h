@@ -26,6 +26,8 @@ TestFn find_test(std::string_view name);
 // except on an undefined object, which raises.
 Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
+// Python's getattr(obj, name) alone, for the `attr` filter: a dict's keys are not attributes.
+Value get_python_attr(const Value& obj, const std::string& name);
 // obj[start:stop:step] with Python semantics (lists, tuples, strings by code point).
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
 

@@ -51,7 +51,7 @@ Value f_abs(Interp&, const Value& v, CallArgs& a) {
 
 Value f_attr(Interp&, const Value& v, CallArgs& a) {
   auto p = bind_args("attr", a, {"name"}, 1);
-  return get_attr(v, to_str(*p[0]));
+  return get_python_attr(v, to_str(*p[0]));
 }
 
 Value f_batch(Interp&, const Value& v, CallArgs& a) {

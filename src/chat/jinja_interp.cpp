@@ -408,17 +408,20 @@ void Interp::exec_for(const Stmt& s, const FramePtr& f, std::string& out) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
-    exec(s.else_body, child(f), out);
-    return;
-  }
+  // Jinja runs the else block unless some iteration ran its body to the end: it also runs when
+  // every iteration stopped at a break or continue.
+  bool completed = false;
   auto changed_state = std::make_shared<Value>();
   for (size_t i = 0; i < items.size(); ++i) {
+    step(s.line);
     FramePtr it = child(f);
     assign(s.targets, items[i], *it, s.line);
-    it->set("loop", make_loop(i, items, changed_state));
-    if (exec(s.body, it, out) == Flow::Break) break;
+    if (s.uses_loop) it->set("loop", make_loop(i, items, changed_state));
+    Flow fl = exec(s.body, it, out);
+    if (fl == Flow::Normal) completed = true;
+    if (fl == Flow::Break) break;
   }
+  if (!completed && !s.else_body.empty()) exec(s.else_body, child(f), out);
 }
 
 void Interp::assign(const std::vector<std::string>& targets, const Value& v, Frame& f, int line) {

@@ -265,7 +265,7 @@ class Lexer {
   }
 
   size_t lex_number(size_t p) {
-    auto digits = [&](size_t q) {  // (\d+_)*\d+ ; returns end or q when none
+    auto digits = [&](size_t q) {  // (\d+_)*\d+ ; returns end, or q when there are none
       size_t r = q;
       while (r < s_.size() && is_dig(s_[r])) {
         while (r < s_.size() && is_dig(s_[r])) ++r;
@@ -273,9 +273,24 @@ class Lexer {
       }
       return r;
     };
-    size_t int_end = digits(p);
-    size_t q = int_end;
-    bool is_float = false;
+    Token t{Tok::Int, "", 0, 0, line_};
+    char b = p + 1 < s_.size() ? static_cast<char>(std::tolower(static_cast<unsigned char>(s_[p + 1]))) : 0;
+    if (s_[p] == '0' && (b == 'x' || b == 'o' || b == 'b')) {  // 0x1f, 0o17, 0b101
+      int base = b == 'x' ? 16 : b == 'o' ? 8 : 2;
+      size_t r = p + 2;
+      std::string ds;
+      while (r < s_.size() && (std::isxdigit(static_cast<unsigned char>(s_[r])) || s_[r] == '_')) {
+        if (s_[r] != '_') ds.push_back(s_[r]);
+        ++r;
+      }
+      auto v = py::parse_int(ds, base);
+      if (!v) syntax_error(line_, "invalid integer literal '" + s_.substr(p, r - p) + "'");
+      t.ival = *v;
+      t.text = s_.substr(p, r - p);
+      toks_.push_back(t);
+      return r;
+    }
+    size_t q = digits(p);
     bool after_dot = p > 0 && s_[p - 1] == '.';  // Jinja: a float never starts right after a '.'
     if (!after_dot) {
       size_t frac = q;
@@ -288,46 +303,29 @@ class Lexer {
         if (d > r) e = d;
       }
       if (e != q) {
-        is_float = true;
-        q = e;
-      }
-    }
-    std::string lit = s_.substr(p, q - p);
-    std::string clean;
-    for (char c : lit)
-      if (c != '_') clean.push_back(c);
-    Token t{is_float ? Tok::Float : Tok::Int, lit, 0, 0, line_};
-    if (is_float) {
-      t.fval = std::strtod(clean.c_str(), nullptr);
-    } else {
-      // Jinja's integer rule: a leading 0 is only "0", "00"...; "012" lexes as 0 then 12.
-      if (clean.size() > 1 && clean[0] == '0') {
-        char b = static_cast<char>(std::tolower(static_cast<unsigned char>(s_[p + 1])));
-        int base = b == 'x' ? 16 : b == 'o' ? 8 : b == 'b' ? 2 : 0;
-        if (base) {
-          size_t r = p + 2;
-          std::string ds;
-          while (r < s_.size() && (std::isxdigit(static_cast<unsigned char>(s_[r])) || s_[r] == '_')) {
-            if (s_[r] != '_') ds.push_back(s_[r]);
-            ++r;
-          }
-          auto v = py::parse_int(ds, base);
-          if (!v) syntax_error(line_, "invalid integer literal '" + s_.substr(p, r - p) + "'");
-          t.ival = *v;
-          t.text = s_.substr(p, r - p);
-          toks_.push_back(t);
-          return r;
-        }
-        size_t r = p + 1;
-        while (r < s_.size() && (s_[r] == '0' || (s_[r] == '_' && r + 1 < s_.size() && s_[r + 1] == '0'))) ++r;
-        t.text = s_.substr(p, r - p);
+        std::string clean;
+        for (size_t i = p; i < e; ++i)
+          if (s_[i] != '_') clean.push_back(s_[i]);
+        t.type = Tok::Float;
+        t.text = s_.substr(p, e - p);
+        t.fval = std::strtod(clean.c_str(), nullptr);
         toks_.push_back(t);
-        return r;
+        return e;
       }
-      auto v = py::parse_int(clean, 10);
-      if (!v) syntax_error(line_, "integer literal too large: " + lit);
-      t.ival = *v;
     }
+    // Jinja's integer rule: a leading 0 is only "0" (or "0_0..."); "012" lexes as 0, then 12.
+    if (s_[p] == '0') {
+      q = p + 1;
+      while (q + 1 < s_.size() && s_[q] == '_' && s_[q + 1] == '0') q += 2;
+      while (q < s_.size() && s_[q] == '0') ++q;
+    }
+    std::string clean;
+    for (size_t i = p; i < q; ++i)
+      if (s_[i] != '_') clean.push_back(s_[i]);
+    auto v = py::parse_int(clean, 10);
+    if (!v) syntax_error(line_, "integer literal too large: " + s_.substr(p, q - p));
+    t.ival = *v;
+    t.text = s_.substr(p, q - p);
     toks_.push_back(t);
     return q;
   }

@@ -147,9 +147,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
     while (i < n && is_space(u[i])) ++i;
     if (i >= n) break;
     if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-      size_t e = n;
-      while (e > i && is_space(u[e - 1])) --e;
-      out.push_back(encode(std::u32string_view(u).substr(i, e - i)));
+      out.push_back(encode(std::u32string_view(u).substr(i)));  // the rest, trailing spaces kept
       break;
     }
     size_t j = i;
@@ -179,9 +177,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::optional<std::str
       while (j > 0 && is_space(u[j - 1])) --j;
       if (j == 0) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
-        size_t b = 0;
-        while (b < j && is_space(u[b])) ++b;
-        out.push_back(encode(std::u32string_view(u).substr(b, j - b)));
+        out.push_back(encode(std::u32string_view(u).substr(0, j)));  // the rest, leading spaces kept
         break;
       }
       size_t i = j;

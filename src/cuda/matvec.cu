@@ -67,7 +67,7 @@ __device__ __forceinline__ float group_sum(float v, int lpr) {
 }
 
 template <class QT, bool kBatched>
-__global__ void __launch_bounds__(kThreads) matvec_kernel(const MvArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
   using TL = Tile<QT>;
   constexpr int kRowBytes = TL::kSlots * 16;
   __shared__ __align__(16) uint8_t s_tile[kWarps][kR][kRowBytes];
@@ -96,11 +96,11 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MvArgs a) {
     for (int i = lane; i < kR * kMatvecMaxBatch; i += 32) (&s_out[warp][0][0])[i] = 0.f;
   }
 
-  for (int64_t t = kslice; t < n_tiles; t += ks) {
+  // Software pipeline: the loads of tile t + ks are in flight while tile t is decoded.
+  uint4 regs[TL::kLoads];
+  auto issue = [&](int64_t t) {
     const int64_t b0 = t * tile_blocks;
     const int tile_bytes = (int)(blocks_row - b0 < tile_blocks ? blocks_row - b0 : (int64_t)tile_blocks) * QT::kBlockBytes;
-    // Stage: aligned 16-byte loads covering [start, start + tile_bytes) of each row.
-    uint4 regs[TL::kLoads];
 #pragma unroll
     for (int c = 0; c < TL::kLoads; c++) {
       const int idx = lane + 32 * c, r = idx / TL::kSlots, j = idx % TL::kSlots;
@@ -111,6 +111,11 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MvArgs a) {
         if (a0 < start + tile_bytes) regs[c] = __ldcs(reinterpret_cast<const uint4*>(a0));
       }
     }
+  };
+  if (kslice < n_tiles) issue(kslice);
+
+  for (int64_t t = kslice; t < n_tiles; t += ks) {
+    const int64_t b0 = t * tile_blocks;
     __syncwarp();  // every lane is done reading the previous tile
 #pragma unroll
     for (int c = 0; c < TL::kLoads; c++) {
@@ -118,6 +123,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kernel(const MvArgs a) {
       if (r < kR) *reinterpret_cast<uint4*>(&s_tile[warp][r][16 * j]) = regs[c];
     }
     __syncwarp();
+    if (t + ks < n_tiles) issue(t + ks);
 
     const int64_t u = t * lpr + li;
     const bool active = u < units_row;

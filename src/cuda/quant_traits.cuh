@@ -23,8 +23,10 @@
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #define DS_HD __host__ __device__ __forceinline__
+#define DS_UNROLL _Pragma("unroll")
 #else
 #define DS_HD inline
+#define DS_UNROLL
 #endif
 
 namespace ds::cuda::qt {
@@ -64,7 +66,7 @@ DS_HD void ld128(const uint8_t* p, uint32_t (&w)[4]) {
     const uint2 b = *reinterpret_cast<const uint2*>(p + 8);
     w[0] = a.x; w[1] = a.y; w[2] = b.x; w[3] = b.y;
   } else {
-#pragma unroll
+DS_UNROLL
     for (int i = 0; i < 4; i++) w[i] = ld32<A>(p + 4 * i);
   }
 #else
@@ -163,14 +165,14 @@ struct QuantTraits<GgmlType::F32> {
     uint32_t a[4], c[4];
     ld128<kAlign>(b, a);
     ld128<kAlign>(b + 16, c);
-#pragma unroll
+DS_UNROLL
     for (int i = 0; i < 4; i++) { w[i] = f32f(a[i]); w[4 + i] = f32f(c[i]); }
   }
   DS_HD static float dot(const uint8_t* b, int k, const float (&v)[kE], const float*) {
     float w[kE];
     dequant(b, k, w);
     float acc = 0;
-#pragma unroll
+DS_UNROLL
     for (int i = 0; i < kE; i++) acc += w[i] * v[i];
     return acc;
   }
@@ -187,14 +189,14 @@ struct Half8Traits {
   DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
     uint32_t a[4];
     ld128<kAlign>(b, a);
-#pragma unroll
+DS_UNROLL
     for (int i = 0; i < 4; i++) { w[2 * i] = cvt(a[i] & 0xFFFF); w[2 * i + 1] = cvt(a[i] >> 16); }
   }
   DS_HD static float dot(const uint8_t* b, int k, const float (&v)[kE], const float*) {
     float w[kE];
     dequant(b, k, w);
     float acc = 0;
-#pragma unroll
+DS_UNROLL
     for (int i = 0; i < kE; i++) acc += w[i] * v[i];
     return acc;
   }
@@ -212,7 +214,7 @@ struct QuantTraits<GgmlType::Q8_0> {
   // Signed byte b as float: (b ^ 0x80) - 128.
   template <class F>
   DS_HD static void each(const uint8_t* b, F&& f) {
-#pragma unroll
+DS_UNROLL
     for (int j = 0; j < 8; j++) {
       const uint32_t w = ld32<kAlign>(b + 2 + 4 * j) ^ 0x80808080u;
       f(4 * j + 0, bytef<0>(w, 128.f));
@@ -242,7 +244,7 @@ struct QuantTraits<GgmlType::Q4_0> {
   DS_HD static int run_start(int, int) { return 0; }
   template <class F>
   DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q - 8)
-#pragma unroll
+DS_UNROLL
     for (int j = 0; j < 4; j++) {
       const uint32_t w = ld32<kAlign>(b + 2 + 4 * j);
       const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
@@ -272,7 +274,7 @@ struct QuantTraits<GgmlType::Q5_0> {
   template <class F>
   DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q - 16)
     const uint32_t qh = ld32<kAlign>(b + 2);
-#pragma unroll
+DS_UNROLL
     for (int j = 0; j < 4; j++) {
       const uint32_t w = ld32<kAlign>(b + 6 + 4 * j);
       const uint32_t lo = (w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * j)) & 0xF);
@@ -301,7 +303,7 @@ template <int A, class F>
 DS_HD void iq4_each(const uint8_t* qs, F&& f) {
   uint32_t w[4];
   ld128<A>(qs, w);
-#pragma unroll
+DS_UNROLL
   for (int j = 0; j < 4; j++) {
     const uint32_t r0 = iq4_lut(w[j] & 0xFFFF), r1 = iq4_lut(w[j] >> 16);
     f(4 * j + 0, bytef<0>(r0, 128.f)); f(16 + 4 * j + 0, bytef<1>(r0, 128.f));
@@ -369,7 +371,7 @@ struct KQuant45 {
     ld128<kAlign>(b + kQsOff + 32 * c + 16 * h, w);
     uint32_t qh[4] = {0, 0, 0, 0};
     if constexpr (kQ5) ld128<kAlign>(b + 16 + 16 * h, qh);
-#pragma unroll
+DS_UNROLL
     for (int j = 0; j < 4; j++) {
       uint32_t lo = w[j] & 0x0F0F0F0Fu, hi = (w[j] >> 4) & 0x0F0F0F0Fu;
       if constexpr (kQ5) {
@@ -425,7 +427,7 @@ struct QuantTraits<GgmlType::Q6_K> {
     const uint8_t* qa = b + 64 * n + 8 * m;
     const uint8_t* qb = qa + 32;
     const uint8_t* qh = b + 128 + 32 * n + 8 * m;
-#pragma unroll
+DS_UNROLL
     for (int j = 0; j < 2; j++) {
       const uint32_t wa = ld32<kAlign>(qa + 4 * j), wb = ld32<kAlign>(qb + 4 * j);
       const uint32_t wh = ld32<kAlign>(qh + 4 * j);
@@ -446,7 +448,7 @@ struct QuantTraits<GgmlType::Q6_K> {
   DS_HD static void dequant(const uint8_t* b, int k, float (&w)[kE]) {
     const float d = f16f(ld16(b + 208));
     float ds[4];
-#pragma unroll
+DS_UNROLL
     for (int t = 0; t < 4; t++) ds[t] = d * (float)scale(b, k, t);
     each(b, k, [&](int t, int i, float q) { w[8 * t + i] = ds[t] * q; });
   }
@@ -454,7 +456,7 @@ struct QuantTraits<GgmlType::Q6_K> {
     float a[4] = {0, 0, 0, 0};
     each(b, k, [&](int t, int i, float q) { a[t] += q * v[8 * t + i]; });
     float acc = 0;
-#pragma unroll
+DS_UNROLL
     for (int t = 0; t < 4; t++) acc += (float)scale(b, k, t) * a[t];
     return f16f(ld16(b + 208)) * acc;
   }

@@ -45,7 +45,7 @@ void FakeBackend::logits_for(std::span<const int32_t> history, std::span<float> 
     if (s >= 0 && s < o_.n_vocab) out[s] -= 30;
   if (o_.oracle) {
     int32_t t = o_.oracle(history);
-    if (t >= 0 && t < o_.n_vocab) out[t] += 30;
+    if (t >= 0 && t < o_.n_vocab) out[t] = 50;  // above every hash logit, suppressed or not
   }
 }
 

@@ -16,7 +16,8 @@ struct FakeBackendOptions {
   int32_t n_vocab = 300;
   int32_t n_ctx = 256;
   int32_t n_slots = 4;
-  // If set and it returns a token >= 0 for the history so far, that token's logit gets +30.
+  // If set and it returns a token >= 0 for the history so far, that token's logit becomes 50
+  // (the argmax, even if suppressed).
   std::function<int32_t(std::span<const int32_t> history)> oracle;
   std::vector<int32_t> suppressed;  // logits -30 (e.g. EOS, so hash-driven replies run to length)
   std::chrono::microseconds decode_delay{0};             // per decode call (simulated compute)

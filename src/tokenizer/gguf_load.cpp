@@ -1,5 +1,4 @@
 // Tokenizer::from_gguf: reads the tokenizer.ggml.* keys (qwen35-spec.md §3.2) into a Vocab.
-// Kept in its own file so the rest of the module builds and tests without the GGUF reader.
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -9,7 +8,7 @@ namespace {
 Result<std::optional<int32_t>> optional_id(const gguf::File& f, std::string_view key) {
   if (!f.has(key)) return std::optional<int32_t>{};
   auto v = f.get_uint(key);
-  if (!v.ok()) return err("tokenizer: {}", v.error().message);
+  if (!v.ok()) return err("tokenizer: {}", v.error().message);  // gguf errors name the file
   if (*v > (uint64_t)INT32_MAX) return err("tokenizer: {} = {} is not a token id ({})", key, *v, f.path());
   return std::optional<int32_t>((int32_t)*v);
 }
@@ -18,7 +17,7 @@ Result<std::optional<int32_t>> optional_id(const gguf::File& f, std::string_view
 
 Result<Tokenizer> Tokenizer::from_gguf(const gguf::File& f) {
   Vocab v;
-  auto wrap = [&](const Error& e) { return err("tokenizer: {} ({})", e.message, f.path()); };
+  auto wrap = [](const Error& e) { return err("tokenizer: {}", e.message); };  // gguf errors name the file
   {
     auto model = f.get_string("tokenizer.ggml.model");
     if (!model.ok()) return wrap(model.error());

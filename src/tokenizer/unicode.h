@@ -3,7 +3,9 @@
 //   Each "maximal subpart" of an ill-formed sequence becomes one U+FFFD (Unicode §3.9, the
 //   practice of Rust's String::from_utf8_lossy, which Hugging Face's decoder uses), so decode and
 //   the streaming decoder agree byte for byte.
-// - NFC normalisation through utf8proc (Hugging Face's Qwen normaliser is NFC).
+// - NFC normalisation through utf8proc (Hugging Face's Qwen normaliser is NFC). utf8proc because NFC
+//   needs the full Unicode decomposition, composition-exclusion and combining-class tables plus
+//   canonical reordering and Hangul arithmetic; a maintained library keeps those exact.
 // - The GPT-2 byte <-> unicode map used by byte-level BPE token strings.
 #pragma once
 #include <array>

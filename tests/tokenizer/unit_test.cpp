@@ -372,6 +372,8 @@ TEST(RoundTrip, InvalidUtf8IsRepairedNotFatal) {
     ASSERT_EQ(t.decode(ids), nfc(sanitize_utf8(s)));
   }
   EXPECT_EQ(t.decode(t.encode("hi\xff")), "hi\uFFFD");
+  const std::string nul("a\0e\u0301\0", 6);  // NUL bytes are text like any other
+  EXPECT_EQ(t.decode(t.encode(nul)), std::string("a\0\u00e9\0", 5));
 }
 
 TEST(Stream, ConcatenationEqualsOneShotDecode) {
