@@ -24,7 +24,21 @@ struct Tile {
   // 16-byte slots per row: the tile's bytes plus one slot for the start's misalignment.
   static constexpr int kSlots = (kMaxBlocks * QT::kBlockBytes + 15) / 16 + 1;
   static constexpr int kLoads = (kR * kSlots + 31) / 32;  // 16-byte loads per lane per tile
+  static constexpr int kStageBytes = kR * kSlots * 16;
+  // Stages of the per-warp cp.async ring: as many as fit in ~10 KB per warp (2..4), so each warp keeps
+  // 1..3 tiles in flight while it decodes one (about 100 KB in flight per SM at 16 warps).
+  static constexpr int kStages = kStageBytes * 4 <= 10240 ? 4 : kStageBytes * 3 <= 10752 ? 3 : 2;
+  static constexpr int kSmemBytes = kWarps * kStages * kStageBytes;  // dynamic shared memory per CTA
 };
+
+// 16-byte asynchronous global -> shared copy (sm_80+); src_bytes = 0 fills zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 struct MvArgs {
   const uint8_t* w;
@@ -65,7 +79,7 @@ template <class QT, bool kBatched>
 __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
   using TL = Tile<QT>;
   constexpr int kRowBytes = TL::kSlots * 16;
-  __shared__ __align__(16) uint8_t s_tile[kWarps][kR][kRowBytes];
+  extern __shared__ __align__(16) uint8_t s_dyn[];  // [kWarps][kStages][kR][kRowBytes]
   __shared__ float s_out[kWarps][kR][kBatched ? kMatvecMaxBatch : 1];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -91,34 +105,40 @@ __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
     for (int i = lane; i < kR * kMatvecMaxBatch; i += 32) (&s_out[warp][0][0])[i] = 0.f;
   }
 
-  // Software pipeline: the loads of tile t + ks are in flight while tile t is decoded.
-  uint4 regs[TL::kLoads];
-  auto issue = [&](int64_t t) {
-    const int64_t b0 = t * tile_blocks;
-    const int tile_bytes = (int)(blocks_row - b0 < tile_blocks ? blocks_row - b0 : (int64_t)tile_blocks) * QT::kBlockBytes;
+  // Pipeline: tiles kslice, kslice + ks, ... of this warp go through a ring of kStages shared-memory
+  // stages filled by cp.async; while tile i is decoded, tiles i+1 .. i+kStages-1 are in flight.
+  uint8_t* ring = s_dyn + (size_t)warp * TL::kStages * TL::kStageBytes;
+  auto issue = [&](int64_t i) {  // i-th tile of this warp; one commit group per call, even if empty
+    const int64_t t = kslice + i * ks;
+    if (t < n_tiles) {
+      const int64_t b0 = t * tile_blocks;
+      const int tile_bytes =
+          (int)(blocks_row - b0 < tile_blocks ? blocks_row - b0 : (int64_t)tile_blocks) * QT::kBlockBytes;
+      uint8_t* stage = ring + (int)(i % TL::kStages) * TL::kStageBytes;
 #pragma unroll
-    for (int c = 0; c < TL::kLoads; c++) {
-      const int idx = lane + 32 * c, r = idx / TL::kSlots, j = idx % TL::kSlots;
-      regs[c] = make_uint4(0, 0, 0, 0);
-      if (r < kR) {
-        const uintptr_t start = (uintptr_t)(row_ptr(r) + b0 * QT::kBlockBytes);
-        const uintptr_t a0 = (start & ~(uintptr_t)15) + 16 * j;
-        if (a0 < start + tile_bytes) regs[c] = __ldcs(reinterpret_cast<const uint4*>(a0));
+      for (int c = 0; c < TL::kLoads; c++) {
+        const int idx = lane + 32 * c, r = idx / TL::kSlots, j = idx % TL::kSlots;
+        if (r < kR) {
+          const uint8_t* start = row_ptr(r) + b0 * QT::kBlockBytes;
+          const uint8_t* a0 = (const uint8_t*)((uintptr_t)start & ~(uintptr_t)15) + 16 * j;
+          const bool in = a0 < start + tile_bytes;
+          cp_async16(stage + r * kRowBytes + 16 * j, in ? a0 : start - ((uintptr_t)start & 15), in ? 16 : 0);
+        }
       }
     }
+    cp_async_commit();
   };
-  if (kslice < n_tiles) issue(kslice);
-
-  for (int64_t t = kslice; t < n_tiles; t += ks) {
-    const int64_t b0 = t * tile_blocks;
-    __syncwarp();  // every lane is done reading the previous tile
 #pragma unroll
-    for (int c = 0; c < TL::kLoads; c++) {
-      const int idx = lane + 32 * c, r = idx / TL::kSlots, j = idx % TL::kSlots;
-      if (r < kR) *reinterpret_cast<uint4*>(&s_tile[warp][r][16 * j]) = regs[c];
-    }
-    __syncwarp();
-    if (t + ks < n_tiles) issue(t + ks);
+  for (int i = 0; i < TL::kStages - 1; i++) issue(i);
+
+  for (int64_t it = 0;; it++) {
+    const int64_t t = kslice + it * ks;
+    if (t >= n_tiles) break;
+    issue(it + TL::kStages - 1);  // into the stage decoded in the previous iteration
+    cp_async_wait<TL::kStages - 1>();  // this lane's copies of tile `it` have landed
+    __syncwarp();                      // ... and every other lane's
+    const int64_t b0 = t * tile_blocks;
+    const uint8_t* stage = ring + (int)(it % TL::kStages) * TL::kStageBytes;
 
     const int64_t u = t * lpr + li;
     const bool active = u < units_row;
@@ -127,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
     const int lb = (int)(blk - b0);
     auto tile_ptr = [&](int r) {
       const int mis = (int)((uintptr_t)(row_ptr(r) + b0 * QT::kBlockBytes) & 15);
-      return &s_tile[warp][r][mis + lb * QT::kBlockBytes];
+      return stage + r * kRowBytes + mis + lb * QT::kBlockBytes;
     };
 
     if constexpr (!kBatched) {
@@ -173,7 +193,9 @@ __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
             }
       }
     }
+    __syncwarp();  // every lane is done with this stage before it is refilled
   }
+  cp_async_wait<0>();
 
   if constexpr (!kBatched) {
 #pragma unroll
@@ -231,7 +253,10 @@ Status launch(GgmlType type, MvArgs a, cudaStream_t stream) {
   while (a.ks < kWarps && n_groups * a.ks < want_warps && n_tiles >= 2 * a.ks) a.ks *= 2;
   const int64_t per_cta = kWarps / a.ks;
   const int64_t grid = (n_groups + per_cta - 1) / per_cta;
-  matvec_kernel<QT, kBatched><<<(unsigned)grid, kThreads, 0, stream>>>(a);
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      matvec_kernel<QT, kBatched>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile<QT>::kSmemBytes);
+  CUDA_TRY(attr);
+  matvec_kernel<QT, kBatched><<<(unsigned)grid, kThreads, Tile<QT>::kSmemBytes, stream>>>(a);
   CUDA_TRY_LAUNCH("matvec", stream);
   return {};
 }
