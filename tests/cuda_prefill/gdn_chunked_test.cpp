@@ -226,7 +226,8 @@ TEST(PrefillGdn, EachStageAgainstDouble) {
   ASSERT_EQ(L.max_chunks, 5);
   for (int64_t i = 0; i < L.max_chunks; i++) {
     const std::vector<int32_t> got(h.tiles() + 4 * i, h.tiles() + 4 * i + 4);
-    EXPECT_EQ(got, i < 3 ? want_tiles[i] : std::vector<int32_t>{0, 0, 0, 0}) << "tile " << i;
+    const std::vector<int32_t> want = i < 3 ? want_tiles[i] : std::vector<int32_t>(4, 0);
+    EXPECT_EQ(got, want) << "tile " << i;
   }
   EXPECT_EQ(std::vector<int32_t>(h.seq_first(), h.seq_first() + 3), (std::vector<int32_t>{0, 2, 3}));
   const int n_chunks = 3;
