@@ -24,7 +24,8 @@ void attention(const ops::AttentionParams& p, const float* q, const float* k, co
       std::memcpy(kc + pos[t] * row, k + t * row, row * sizeof(float));
       std::memcpy(vc + pos[t] * row, v + t * row, row * sizeof(float));
     }
-#pragma omp parallel for collapse(2) schedule(dynamic)
+    const int64_t work = t1 > t0 ? (t1 - t0) * nh * (pos[t1 - 1] + 1) * hd : 0;  // fork only when it pays
+#pragma omp parallel for collapse(2) schedule(dynamic) if (work >= (1 << 16))
     for (int64_t t = t0; t < t1; t++) {
       for (int64_t h = 0; h < nh; h++) {
         const int64_t g = h / group, n_keys = pos[t] + 1;

@@ -9,6 +9,9 @@
 namespace ds::cpu {
 namespace {
 
+// Heads run in parallel only when there is enough work to pay for the fork (see matmul.cpp).
+constexpr int64_t kParallelWork = int64_t(1) << 16;
+
 float dot(const float* a, const float* b, int64_t n) {
   float s = 0;
   for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
@@ -34,7 +37,7 @@ void gdn_recurrent(const ops::GdnParams& p, const float* q, const float* k, cons
   const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;
   for (int64_t s = 0; s < p.n_seqs; s++) {
     const SeqRange r = seq_range(p, state, seq_starts, state_slots, s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((r.t1 - r.t0) * nv * dk * dv >= kParallelWork)
     for (int64_t h = 0; h < nv; h++) {
       const int64_t kh = h % nk;  // GGUF tiled V-head order (§2.5)
       float* M = r.state + h * dv * dk;  // [dv][dk] = S^T
@@ -138,7 +141,7 @@ void gdn_chunked(const ops::GdnParams& p, const float* q, const float* k, const 
   const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v, C = ops::kGdnChunk;
   for (int64_t s = 0; s < p.n_seqs; s++) {
     const SeqRange r = seq_range(p, state, seq_starts, state_slots, s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((r.t1 - r.t0) * nv * dk * dv >= kParallelWork)
     for (int64_t h = 0; h < nv; h++) {
       const int64_t kh = h % nk;
       float* M = r.state + h * dv * dk;

@@ -24,6 +24,9 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
 
 constexpr int64_t kRowTile = 16;    // weight rows dequantized together
 constexpr int64_t kTokenTile = 64;  // activation rows kept hot while a tile is applied
+// Below this many multiply-adds a product runs on one thread: forking costs more than it saves, and idle
+// OpenMP threads spinning at barriers hurt badly on a shared, oversubscribed machine.
+constexpr int64_t kParallelMacs = int64_t(1) << 18;
 
 }  // namespace
 
@@ -35,12 +38,12 @@ void matmul(const ops::MatmulParams& p, const void* w, const float* x, float* y)
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t N = p.n_rows, K = p.n_cols, T = p.n_tokens;
   if (T == 1) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (N * K >= kParallelMacs)
     for (int64_t n = 0; n < N; n++) y[n] = quant::dot_row(p.type, wb + n * row_bytes, x, K);
     return;
   }
   const int64_t n_tiles = (N + kRowTile - 1) / kRowTile;
-#pragma omp parallel
+#pragma omp parallel if (N * K * T >= kParallelMacs)
   {
     std::vector<float> tile(kRowTile * K);
 #pragma omp for schedule(dynamic)

@@ -86,7 +86,7 @@ class File {
   uint32_t version() const;
   uint64_t file_size() const;
   uint32_t alignment() const;
-  uint64_t data_offset() const;  // absolute start of the data section
+  uint64_t data_offset() const;  // absolute start of the data section (no tensors: end of the records)
 
   const std::vector<KeyValue>& metadata() const;
   const Value* find(std::string_view key) const;  // nullptr if absent
@@ -155,6 +155,7 @@ class Writer {
   std::vector<uint8_t> header() const;
   uint32_t alignment_;
   uint32_t version_ = 3;
+  mutable uint64_t header_bytes_ = 0;  // cache of header_bytes(); 0 = stale (set/add_tensor)
   std::vector<KeyValue> kv_;
   struct T {
     std::string name;

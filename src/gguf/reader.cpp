@@ -294,9 +294,10 @@ Status File::Impl::parse() {
     ti.n_elements = n;
     if (ti.ne[0] % info->block_size != 0)
       return ps.fail_at(dat, "{}: ne[0] = {} is not a multiple of the {} block size {}", what, ti.ne[0], info->name, info->block_size);
-    uint64_t bytes = ggml_row_bytes(*info, (uint64_t)ti.ne[0]);
+    uint64_t bytes = 0;
+    bool overflow = __builtin_mul_overflow((uint64_t)ti.ne[0] / info->block_size, (uint64_t)info->type_size, &bytes);
     for (int d = 1; d < 4; d++)
-      if (__builtin_mul_overflow(bytes, (uint64_t)ti.ne[d], &bytes))
+      if (overflow || __builtin_mul_overflow(bytes, (uint64_t)ti.ne[d], &bytes))
         return ps.fail_at(dat, "{}: byte size of shape {} overflows", what, ti.shape_string());
     ti.n_bytes = bytes;
     if (!tensor_index.emplace(ti.name, tensors.size()).second) return ps.fail_at(at, "duplicate tensor name '{}'", ti.name);
@@ -304,8 +305,8 @@ Status File::Impl::parse() {
   }
 
   // ggml seeks to the aligned data section only when there are tensors; a vocabulary-only file
-  // (no tensors) may end right after the metadata.
-  data_offset = align_up(ps.pos(), alignment);
+  // (no tensors) may end right after the metadata, so its data_offset is the end of the records.
+  data_offset = tensors.empty() ? ps.pos() : align_up(ps.pos(), alignment);
   if (tensors.empty()) return {};
   if (data_offset > size)
     return ps.fail_at(ps.pos(), "data section would start at {:#x}, past the end of the {}-byte file", data_offset, size);

@@ -8,6 +8,7 @@ namespace ds {
 namespace {
 
 constexpr int64_t kMaxDim = int64_t(1) << 31;  // no real dimension comes near; keeps products in int64
+constexpr int64_t kMaxBlocks = 1 << 16;        // the layer schedule is allocated per block
 
 class Keys {
  public:
@@ -60,6 +61,8 @@ Result<Qwen35Config> qwen35_config_from_gguf(const gguf::File& f) {
   DS_ASSIGN(c.n_embd, k.integer("embedding_length"));
   DS_ASSIGN(c.n_ff, k.integer("feed_forward_length"));
   DS_ASSIGN(c.n_block, k.integer("block_count"));
+  if (c.n_block > kMaxBlocks)
+    return err("config: {}: key '{}' = {} is implausible (more than {} blocks)", file, k.key("block_count"), c.n_block, kMaxBlocks);
   DS_ASSIGN(c.n_mtp, k.integer_or("nextn_predict_layers", 0, 0));
   if (c.n_mtp >= c.n_block)
     return err("config: {}: '{}' = {} leaves no trunk layers: it must be smaller than '{}' = {}", file,

@@ -5,6 +5,14 @@
 
 #include "core/ggml_type.h"
 
+// The AVX2 fast paths are compiled on x86-64 with GCC/Clang unless DS_QUANT_NO_SIMD is defined
+// (which also lets the scalar-only build be checked on this machine).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(DS_QUANT_NO_SIMD)
+#define DS_QUANT_AVX2 1
+#else
+#define DS_QUANT_AVX2 0
+#endif
+
 namespace ds::quant::detail {
 
 // Decodes one block of type t at `block` into y[0..block_size). Scalar, bit-exact (§6).
@@ -18,8 +26,25 @@ DequantBlockFn iq_dequant_block_fn(GgmlType t);
 // Fast paths (dot_avx2.cpp). Each returns false when it has no kernel for t or the CPU lacks
 // AVX2/FMA; the caller then falls back to the scalar reference.
 bool cpu_has_avx2_fma();
+// Tests only: false makes every entry point take the scalar path, as on a CPU without AVX2.
+void set_fast_paths_enabled(bool on);
 bool dot_row_fast(GgmlType t, const void* row, const float* x, int64_t n, float* out);
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n);
+// Many rows with one x (y[r] = row r . x); false if no fast path (caller loops over dot_row).
+bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                   float* y);
+
+// The factored kernels of dot_kernels_avx2.cpp (AVX2 only: call after cpu_has_avx2_fma()).
+bool dot_kernel_avx2(GgmlType t, const void* row, const float* x, int64_t n, float* out);
+// scratch: n/16 + n/32 floats for the partial sums of x.
+bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                          float* y, float* scratch);
+// dot_generic_avx2.cpp: the code-buffer kernels (Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/MXFP4, Q2_K/Q3_K/Q5_K).
+// s16/s32: precomputed sums of x per 16/32 elements, or nullptr to accumulate them inline.
+bool dot_generic_avx2(GgmlType t, const uint8_t* row, const float* x, int64_t n, const float* s16,
+                      const float* s32, float* out);
+// Bit-exact dequantization through the same decoders (false for types it does not cover).
+bool dequant_generic_avx2(GgmlType t, const uint8_t* row, float* y, int64_t n);
 
 // ---- tables ------------------------------------------------------------------------------------
 extern const int8_t kvalues_iq4nl[16];

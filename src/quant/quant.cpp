@@ -17,20 +17,19 @@ bool can_dot(GgmlType t) { return can_dequantize(t); }
 
 namespace {
 
-const GgmlTypeInfo& info_checked(GgmlType t, int64_t n, const char* fn) {
-  static thread_local GgmlTypeInfo ti;
+// Callers must pass whole blocks of a known type (quant.h); a violation is a bug in the caller.
+GgmlTypeInfo info_checked(GgmlType t, int64_t n, const char* fn) {
   auto i = ggml_type_info(t);
   DS_CHECK(i.has_value(), "{}: unknown type id {}", fn, (uint32_t)t);
   DS_CHECK(n >= 0 && n % i->block_size == 0, "{}: n = {} is not a multiple of {}'s block size {}", fn,
            n, i->name, i->block_size);
-  ti = *i;
-  return ti;
+  return *i;
 }
 
 }  // namespace
 
 void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n) {
-  const GgmlTypeInfo& ti = info_checked(t, n, "dequantize_row");
+  const GgmlTypeInfo ti = info_checked(t, n, "dequantize_row");
   const auto fn = dequant_block_fn(t);
   DS_CHECK(fn != nullptr, "dequantize_row: type {} is not supported (call check_supported first)", ti.name);
   const auto* p = (const uint8_t*)src;
@@ -38,7 +37,7 @@ void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n) {
 }
 
 float dot_row_ref(GgmlType t, const void* row, const float* x, int64_t n) {
-  const GgmlTypeInfo& ti = info_checked(t, n, "dot_row");
+  const GgmlTypeInfo ti = info_checked(t, n, "dot_row");
   if (t == GgmlType::F32) {
     const auto* w = (const float*)row;
     float s = 0;
@@ -76,6 +75,13 @@ float dot_row(GgmlType t, const void* row, const float* x, int64_t n) {
   float out;
   if (detail::dot_row_fast(t, row, x, n, &out)) return out;
   return dot_row_ref(t, row, x, n);
+}
+
+void dot_rows(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n, float* y) {
+  if (n_rows <= 0) return;
+  info_checked(t, n, "dot_rows");
+  if (detail::dot_rows_fast(t, w, row_stride, n_rows, x, n, y)) return;
+  for (int64_t r = 0; r < n_rows; r++) y[r] = dot_row_ref(t, (const uint8_t*)w + r * row_stride, x, n);
 }
 
 Status check_supported(GgmlType t, const std::string& what) {

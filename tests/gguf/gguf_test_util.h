@@ -9,7 +9,7 @@ namespace ds::test {
 
 // Every model GGUF under fixtures/models (found at run time, so new fixtures are covered).
 std::vector<std::string> model_ggufs();
-// fixtures/tokenizer/<name>.gguf.xz decompressed once into temp_dir(); "" (and a test failure) if xz fails.
+// fixtures/tokenizer/<name>.gguf.xz decompressed once (cached in the temp folder); "" (and a test failure) if xz fails.
 std::string vocab_gguf(const std::string& name);
 
 template <typename T>

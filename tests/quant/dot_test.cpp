@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
+#include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant_testutil.h"
 #include "testutil.h"
@@ -16,11 +18,18 @@ namespace {
 // Relative tolerance, in units of sum |w x|. float32 eps is 6e-8; a sum of n terms in random order
 // has an error around sqrt(n) eps, bounded by n eps. The rows here have up to ~4.4k elements.
 double dot_tolerance(GgmlType t) {
+  using T = GgmlType;
   static const std::map<GgmlType, double> kTol = {
-      {GgmlType::F32, 3e-5}, {GgmlType::F16, 3e-5}, {GgmlType::BF16, 3e-5},
+      // Row-sequential sums in the scalar reference (no per-block partial sums): longest chains.
+      {T::F32, 3e-5}, {T::F16, 3e-5}, {T::BF16, 3e-5},
+      // Per-block fp32 partial sums (32 or 256 terms), then a sum over blocks.
+      {T::Q4_0, 1e-5}, {T::Q4_1, 1e-5}, {T::Q5_0, 1e-5}, {T::Q5_1, 1e-5}, {T::Q8_0, 1e-5},
+      {T::Q2_K, 1e-5}, {T::Q3_K, 1e-5}, {T::Q4_K, 1e-5}, {T::Q5_K, 1e-5}, {T::Q6_K, 1e-5},
+      {T::IQ2_XXS, 1e-5}, {T::IQ2_XS, 1e-5}, {T::IQ2_S, 1e-5}, {T::IQ3_XXS, 1e-5}, {T::IQ3_S, 1e-5},
+      {T::IQ1_S, 1e-5}, {T::IQ1_M, 1e-5}, {T::IQ4_NL, 1e-5}, {T::IQ4_XS, 1e-5}, {T::TQ1_0, 1e-5},
+      {T::TQ2_0, 1e-5}, {T::MXFP4, 1e-5},
   };
-  auto it = kTol.find(t);
-  return it == kTol.end() ? 1e-5 : it->second;
+  return kTol.at(t);
 }
 
 struct Exact {
@@ -52,10 +61,11 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
       const auto x = test::gaussian(n, rng);
       const Exact e = exact_dot(t, row.data(), x.data(), n);
       ASSERT_GT(e.scale, 0);
-      const double err_fast = std::fabs(dot_row(t, row.data(), x.data(), n) - e.dot) / e.scale;
-      const double err_ref = std::fabs(dot_row_ref(t, row.data(), x.data(), n) - e.dot) / e.scale;
-      EXPECT_LE(err_fast, tol) << "dot_row n=" << n;
-      EXPECT_LE(err_ref, tol) << "dot_row_ref n=" << n;
+      const float fast = dot_row(t, row.data(), x.data(), n), ref = dot_row_ref(t, row.data(), x.data(), n);
+      EXPECT_LE(std::fabs(fast - e.dot) / e.scale, tol) << "dot_row n=" << n;
+      EXPECT_LE(std::fabs(ref - e.dot) / e.scale, tol) << "dot_row_ref n=" << n;
+      // The fast path against the scalar path directly (both are float32 sums in different orders).
+      EXPECT_LE(std::fabs((double)fast - ref) / e.scale, 2 * tol) << "fast vs scalar n=" << n;
       checked++;
     }
     // A row of a single block (tail handling of the fast paths).
@@ -65,6 +75,59 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
     EXPECT_LE(std::fabs(dot_row(t, row.data(), x.data(), ti.block_size) - e.dot), tol * e.scale + 1e-30);
   }
   EXPECT_GE(checked, 40);
+}
+
+TEST(QuantDot, DotRowsMatchesPerRowDots) {
+  // Several rows at a stride larger than the row (as in a padded tensor), every decodable type,
+  // against the exact dot of each row; also 0 and 1 rows.
+  std::mt19937 rng(21);
+  for (GgmlType t : test::all_decodable_types()) {
+    if (!can_dot(t)) continue;
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 1024;
+    const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
+    for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)5}) {
+      std::vector<uint8_t> w(rows * stride + 1);
+      for (int64_t r = 0; r < rows; r++) {
+        const auto blk = test::random_blocks(t, n / ti.block_size, rng);
+        std::memcpy(w.data() + r * stride, blk.data(), row_bytes);
+      }
+      const auto x = test::gaussian(n, rng);
+      std::vector<float> y(rows + 1, 12345.0f);
+      dot_rows(t, w.data(), stride, rows, x.data(), n, y.data());
+      for (int64_t r = 0; r < rows; r++) {
+        const Exact e = exact_dot(t, w.data() + r * stride, x.data(), n);
+        EXPECT_LE(std::fabs(y[r] - e.dot), dot_tolerance(t) * e.scale) << "rows=" << rows << " r=" << r;
+      }
+      EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
+    }
+  }
+}
+
+TEST(QuantDot, ScalarFallbackWhenFastPathsAreOff) {
+  // What a CPU without AVX2 runs: the dispatching entry points on the scalar path.
+  std::mt19937 rng(8);
+  detail::set_fast_paths_enabled(false);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16, GgmlType::IQ4_XS}) {
+    SCOPED_TRACE(std::string(ggml_type_name(t)));
+    const auto ti = *ggml_type_info(t);
+    const int64_t n = 512;
+    const auto row = test::random_blocks(t, n / ti.block_size, rng);
+    const auto x = test::gaussian(n, rng);
+    EXPECT_EQ(dot_row(t, row.data(), x.data(), n), dot_row_ref(t, row.data(), x.data(), n));
+    std::vector<float> a(n), b(n);
+    dequantize_row(t, row.data(), a.data(), n);
+    dequantize_row_ref(t, row.data(), b.data(), n);
+    EXPECT_EQ(a, b);
+    float y[2];
+    std::vector<uint8_t> two(row);
+    two.insert(two.end(), row.begin(), row.end());
+    dot_rows(t, two.data(), row.size(), 2, x.data(), n, y);
+    EXPECT_EQ(y[0], dot_row_ref(t, row.data(), x.data(), n));
+    EXPECT_EQ(y[1], y[0]);
+  }
+  detail::set_fast_paths_enabled(true);
 }
 
 TEST(QuantDot, GoldenBlocksMatchDequantizeThenDot) {

@@ -1,0 +1,167 @@
+// `deltaserve logits`: teacher-forced logits of a token sequence, the contract external checks use.
+// The first K tokens run as one prefill (chunked delta rule), the rest one at a time (recurrent rule);
+// the output holds the logits of every position, float32 little-endian, row-major [n_tokens, n_vocab].
+// --backend cuda runs the same contract on the GPU (src/cuda/model); auto picks it when a GPU is present.
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "engine/backend_factory.h"
+#include "model/qwen35.h"
+#if DS_HAVE_CUDA
+#include "cuda/model/qwen35_cuda.cuh"
+#endif
+
+namespace {
+
+ds::Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return ds::err("logits: cannot read tokens file '{}'", path);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (f >> word) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (errno != 0 || end == word.c_str() || *end != '\0' || v < 0 || v > INT32_MAX)
+      return ds::err("logits: {}: entry {} is '{}', expected a non-negative integer token id", path, ids.size() + 1,
+                     word);
+    ids.push_back((int32_t)v);
+  }
+  if (ids.empty()) return ds::err("logits: {}: no token ids (expected whitespace-separated integers)", path);
+  return ids;
+}
+
+struct Options {
+  std::string model, tokens_file, out, backend = "cpu";
+  bool no_graphs = false;
+  int64_t decode_from = -1;
+  int threads = 0;
+};
+
+// The same contract on the GPU: prefill of the first k tokens with every row's logits, then one decode
+// step per token (CUDA graph replays unless no_graphs).
+ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, int64_t k, bool no_graphs,
+                       std::vector<float>& logits) {
+#if DS_HAVE_CUDA
+  ds::cuda::CudaModelOptions mo;
+  mo.use_graphs = !no_graphs;
+  DS_ASSIGN(auto cm, ds::cuda::CudaModel::load(m, mo));
+  const int64_t n = (int64_t)ids.size(), V = m.cfg.n_vocab;
+  DS_ASSIGN(auto st, cm->create_state(n));
+  spdlog::info("logits: cuda: {:.1f} MB of weights on the device, state {:.1f} MB", cm->weight_bytes() / 1e6,
+               st->bytes() / 1e6);
+  if (k > 0) DS_TRY(cm->prefill(*st, ids.first(k), logits.data(), true));
+  for (int64_t t = k; t < n; t++) {
+    ds::cuda::CudaSeqState* sp = st.get();
+    DS_TRY(cm->decode({&sp, 1}, ids.subspan(t, 1), logits.data() + t * V));
+  }
+  return {};
+#else
+  (void)m, (void)ids, (void)k, (void)no_graphs, (void)logits;
+  return ds::err("logits: --backend cuda: this deltaserve was built without CUDA; rebuild with nvcc available");
+#endif
+}
+
+int write_logits(const Options& o, const std::vector<float>& logits, int64_t n, int64_t V) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
+  if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size()) {
+    spdlog::error("logits: cannot write '{}'", o.out);
+    return 1;
+  }
+  spdlog::info("logits: wrote [{}, {}] float32 to {}", n, V, o.out);
+  return 0;
+}
+
+int run(const Options& o) {
+  auto kind = ds::engine::resolve_backend_kind(o.backend);
+  if (!kind) {
+    spdlog::error("logits: {}", kind.error().message);
+    return 1;
+  }
+  const bool cuda = *kind == "cuda";
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  auto ids = read_token_ids(o.tokens_file);
+  if (!ids) {
+    spdlog::error("{}", ids.error().message);
+    return 1;
+  }
+  const int64_t n = (int64_t)ids->size();
+  const int64_t k = o.decode_from < 0 ? n : o.decode_from;
+  if (k > n) {
+    spdlog::error("logits: --decode-from {} is past the {} tokens of '{}'", k, n, o.tokens_file);
+    return 1;
+  }
+  auto model = ds::Qwen35Model::load_file(o.model);
+  if (!model) {
+    spdlog::error("{}", model.error().message);
+    return 1;
+  }
+  const int64_t V = model->cfg.n_vocab;
+  std::vector<float> logits(n * V);
+  const std::span<const int32_t> all(*ids);
+  if (cuda) {
+    spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cuda", n, k, n - k, V);
+    if (auto s = cuda_logits(*model, all, k, o.no_graphs, logits); !s) {
+      spdlog::error("{}", s.error().message);
+      return 1;
+    }
+    return write_logits(o, logits, n, V);
+  }
+  auto state = ds::SequenceState::create(model->cfg, n);
+  if (!state) {
+    spdlog::error("{}", state.error().message);
+    return 1;
+  }
+  spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cpu, {} threads", n, k, n - k, V,
+               omp_get_max_threads());
+  if (k > 0) {
+    if (auto s = ds::forward(*model, *state, all.first(k), logits.data(), true); !s) {
+      spdlog::error("{}", s.error().message);
+      return 1;
+    }
+  }
+  for (int64_t t = k; t < n; t++) {
+    if (auto s = ds::forward(*model, *state, all.subspan(t, 1), logits.data() + t * V, false); !s) {
+      spdlog::error("{}", s.error().message);
+      return 1;
+    }
+  }
+  return write_logits(o, logits, n, V);
+}
+
+ds::app::RunFn setup(CLI::App& app) {
+  auto o = std::make_shared<Options>();
+  app.add_option("-m,--model", o->model, "Qwen3.5 GGUF file (architecture qwen35)")->required();
+  app.add_option("--tokens-file", o->tokens_file, "file of whitespace-separated token ids")->required();
+  app.add_option("--out", o->out,
+                 "output file: the logits of every position, float32 little-endian, row-major [n_tokens, n_vocab]")
+      ->required();
+  app.add_option("--decode-from", o->decode_from,
+                 "process the first K tokens as one prefill (chunked delta rule) and the rest one at a time "
+                 "(recurrent rule); default: all tokens as one prefill")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend", o->backend,
+                 "compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto "
+                 "(cuda when this build has CUDA and a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--no-graphs", o->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
+  app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  return [o] { return run(*o); };
+}
+
+}  // namespace
+
+DS_COMMAND("logits",
+           "Teacher-forced logits of a token sequence (prefill, then token-by-token decode) written as raw float32",
+           setup);

@@ -1,0 +1,12 @@
+#include "cuda/dequant.h"
+
+namespace ds::cuda {
+
+Status check_weight_type(GgmlType t, std::string_view tensor_name) {
+  if (has_kernel(t)) return {};
+  return err("cuda: tensor '{}' has type {}, which the CUDA backend cannot read (supported: F32, F16, "
+             "BF16, Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS)",
+             tensor_name, ggml_type_name(t));
+}
+
+}  // namespace ds::cuda

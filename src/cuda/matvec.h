@@ -1,0 +1,30 @@
+// Matrix-vector products with GGML-typed weights, the decode hot path (formats.md §5 block layouts):
+//   matvec:          y[rows]     = W[rows, cols] · x[cols]          (+ y when accumulate)
+//   matvec_batched:  Y[B, rows]  = X[B, cols] · Wᵀ, 1 <= B <= 64    (+ Y when accumulate)
+// W is row-major in its GGUF type (row r = cols/block_size consecutive blocks), read from device memory
+// exactly once per call (for the whole batch too), with coalesced 16-byte loads. Activations stay
+// float32 and accumulation is float32 (no activation quantization). The CPU oracle is
+// ds::quant::dot_row; results differ from it only by summation order.
+// Requirements (else an Error): W 16-byte aligned with its allocation padded to 16 bytes (cudaMalloc
+// and DeviceBuffer are); x, y 16-byte aligned (x) / 4-byte (y); cols a multiple of the block size
+// (8 for F32/F16/BF16).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/ggml_type.h"
+
+namespace ds::cuda {
+
+constexpr int kMatvecMaxBatch = 64;
+
+Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
+              cudaStream_t stream, bool accumulate = false);
+
+// x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
+Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
+                      int batch, cudaStream_t stream, bool accumulate = false);
+
+}  // namespace ds::cuda

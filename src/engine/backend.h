@@ -1,0 +1,56 @@
+// The engine's view of a model: a fixed pool of sequence slots, each holding one sequence's state
+// (per GDN layer: conv window + recurrent state; per attention layer: KV cache up to n_ctx), and
+// the two calls that advance them: prefill (many tokens of one slot) and decode (one token for
+// each of B slots, batched). Logits rows are [V] float32. save/restore copy a slot's whole state
+// (recurrent state + the KV rows in use) for prefix reuse: a recurrent state cannot be rolled back,
+// so the engine keeps snapshots at chosen token boundaries instead (engine/prefix_cache.h).
+// Contract: a slot's results depend only on that slot's tokens, never on which other slots share a
+// decode batch (greedy output alone == in a full batch).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/error.h"
+
+namespace ds::engine {
+
+// An opaque copy of one slot's state after some number of tokens.
+class Snapshot {
+ public:
+  virtual ~Snapshot() = default;
+  virtual size_t bytes() const = 0;
+  virtual int32_t n_tokens() const = 0;
+};
+
+struct MemoryInfo {
+  size_t fixed_bytes_per_slot = 0;  // conv + recurrent state of every GDN layer
+  size_t kv_bytes_per_token = 0;    // K + V of every attention layer for one position
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int32_t n_vocab() const = 0;
+  virtual int32_t n_ctx() const = 0;    // positions per slot
+  virtual int32_t n_slots() const = 0;
+  virtual MemoryInfo memory() const = 0;
+
+  // Empties a slot (position 0).
+  virtual Status reset(int32_t slot) = 0;
+  // Appends `tokens` to the slot's sequence. If `logits_out` is not empty it receives the logits
+  // after the last token ([V]).
+  virtual Status prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) = 0;
+  // Appends tokens[i] to slots[i] for every i (distinct slots) in one batched step; logits_out is
+  // [B, V], row i for slots[i].
+  virtual Status decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                        std::span<float> logits_out) = 0;
+  // Copies of a slot's state: save() does not change the slot; restore() replaces the slot's state.
+  virtual Result<std::unique_ptr<Snapshot>> save(int32_t slot) = 0;
+  virtual Status restore(int32_t slot, const Snapshot& snap) = 0;
+};
+
+}  // namespace ds::engine

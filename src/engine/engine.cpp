@@ -1,0 +1,439 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "engine/prefix_cache.h"
+#include "engine/text_stream.h"
+
+namespace ds::engine {
+
+using Clock = std::chrono::steady_clock;
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "none";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
+bool RequestHandle::wait(std::vector<Event>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(m_);
+  cv_.wait_for(lk, timeout, [&] { return !q_.empty(); });
+  if (q_.empty()) return false;
+  for (auto& e : q_) out.push_back(std::move(e));
+  q_.clear();
+  return true;
+}
+
+void RequestHandle::cancel() {
+  cancel_ = true;
+  if (waker_) waker_();
+}
+
+void RequestHandle::push(Event e) {
+  {
+    std::lock_guard lk(m_);
+    q_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+Status validate(const EngineConfig& c) {
+  if (c.max_queue < 0) return err("engine: max_queue must be >= 0, got {}", c.max_queue);
+  if (c.prefill_chunk < 1) return err("engine: prefill_chunk must be >= 1, got {}", c.prefill_chunk);
+  if (c.prefill_budget < 1) return err("engine: prefill_budget must be >= 1, got {}", c.prefill_budget);
+  if (c.prefix_cache_min_tokens < 1)
+    return err("engine: prefix_cache_min_tokens must be >= 1, got {}", c.prefix_cache_min_tokens);
+  return {};
+}
+
+struct Engine::Seq {
+  std::shared_ptr<RequestHandle> h;
+  GenerationRequest req;
+  int32_t slot = -1;
+  std::vector<int32_t> fed;  // tokens the slot has processed
+  size_t n_prompt_done = 0;
+  int32_t n_cached = 0;
+  std::unique_ptr<sampler::Sampler> smp;
+  std::vector<int32_t> generated;
+  int32_t pending = -1;  // sampled, shown, not yet fed
+  TextStream text;
+  Clock::time_point t_submit, t_last;
+  bool done = false;
+};
+
+struct Engine::Impl {
+  explicit Impl(const EngineConfig& c) : cache(c.prefix_cache_bytes, c.prefix_cache_entries) {}
+  std::mutex m;  // incoming, stopping, wakeups
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Seq>> incoming;
+  bool stopping = false, started = false;
+  uint64_t wakeups = 0;
+  std::atomic<int32_t> n_queued{0}, n_active{0};
+  std::atomic<uint64_t> next_id{1};
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<Seq>> waiting;
+  std::vector<std::unique_ptr<Seq>> active;
+  std::vector<int32_t> free_slots;
+  PrefixCache cache;
+  std::vector<float> logits;   // [B, V]
+  std::vector<float> scratch;  // [V]: the row the sampler edits
+
+  mutable std::mutex stats_m;
+  EngineStats stats;
+};
+
+Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
+    : backend_(backend), codec_(codec), cfg_(cfg), impl_(std::make_unique<Impl>(cfg)) {
+  auto& I = *impl_;
+  for (int32_t s = backend_.n_slots() - 1; s >= 0; s--) I.free_slots.push_back(s);
+  I.stats.n_slots = backend_.n_slots();
+  MemoryInfo mi = backend_.memory();
+  I.stats.state_bytes_allocated =
+      static_cast<size_t>(backend_.n_slots()) * (mi.fixed_bytes_per_slot + mi.kv_bytes_per_token * backend_.n_ctx());
+  I.stats.ttft_s = Histogram({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+  I.stats.itl_s = Histogram({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  I.stats.batch_size = Histogram({1, 2, 4, 8, 16, 32, 64, 128, 256});
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard lk(impl_->m);
+  if (impl_->started) return;
+  impl_->started = true;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lk(impl_->m);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Submitted Engine::submit(GenerationRequest r) {
+  auto& I = *impl_;
+  Submitted out;
+  if (r.prompt.empty()) return {SubmitStatus::Invalid, "the prompt is empty", nullptr};
+  if (r.prompt.size() > static_cast<size_t>(backend_.n_ctx()))
+    return {SubmitStatus::Invalid,
+            fmt::format("the prompt has {} tokens; the context holds {}", r.prompt.size(), backend_.n_ctx()), nullptr};
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= backend_.n_vocab())
+      return {SubmitStatus::Invalid, fmt::format("token id {} is outside the vocabulary [0, {})", t, backend_.n_vocab()),
+              nullptr};
+  if (r.max_tokens < 1) return {SubmitStatus::Invalid, "max_tokens must be at least 1", nullptr};
+  auto s = std::make_unique<Seq>();
+  s->h = std::make_shared<RequestHandle>(I.next_id++);
+  s->smp = std::make_unique<sampler::Sampler>(r.sampling);
+  s->text = TextStream(r.stop);
+  s->req = std::move(r);
+  s->t_submit = Clock::now();
+  Impl* ip = impl_.get();
+  s->h->set_waker([ip] {
+    {
+      std::lock_guard lk(ip->m);
+      ip->wakeups++;
+    }
+    ip->cv.notify_all();
+  });
+  {
+    std::lock_guard lk(I.m);
+    if (!I.started || I.stopping) return {SubmitStatus::Stopped, "the server is shutting down", nullptr};
+    const int32_t capacity = backend_.n_slots() + cfg_.max_queue;
+    if (I.n_queued.load() + I.n_active.load() >= capacity)
+      return {SubmitStatus::QueueFull,
+              fmt::format("the server is at capacity ({} running, {} queued); retry later", I.n_active.load(),
+                          I.n_queued.load()),
+              nullptr};
+    I.n_queued++;
+    out.handle = s->h;
+    I.incoming.push_back(std::move(s));
+  }
+  I.cv.notify_all();
+  return out;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lk(impl_->stats_m);
+  return impl_->stats;
+}
+
+// ---- engine thread ----
+
+void Engine::loop() {
+  auto& I = *impl_;
+  const int32_t V = backend_.n_vocab();
+  const MemoryInfo mi = backend_.memory();
+  I.scratch.resize(V);
+
+  auto observe = [&](auto fn) {
+    std::lock_guard lk(I.stats_m);
+    fn(I.stats);
+  };
+
+  auto release = [&](Seq& s) {
+    if (s.slot >= 0) {
+      I.free_slots.push_back(s.slot);
+      s.slot = -1;
+      I.n_active--;
+    }
+    s.done = true;
+  };
+
+  // Ends a sequence: final event with usage; a normally finished one leaves its state in the
+  // prefix cache (the tokens it fed, and `raw`, the logits after the last of them).
+  auto finish = [&](Seq& s, FinishReason why, Event ev, std::span<const float> raw, std::string error = {}) {
+    ev.finish = why;
+    ev.error = std::move(error);
+    ev.n_prompt = static_cast<int32_t>(s.req.prompt.size());
+    ev.n_cached = s.n_cached;
+    ev.n_generated = static_cast<int32_t>(s.generated.size());
+    if ((why == FinishReason::Stop || why == FinishReason::Length) && I.cache.enabled() && s.slot >= 0 &&
+        !raw.empty() && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed, true)) {
+      auto snap = backend_.save(s.slot);
+      if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::vector<float>(raw.begin(), raw.end()));
+    }
+    release(s);
+    observe([&](EngineStats& st) {  // before the event, so a client that saw it sees the counts
+      if (why == FinishReason::Stop) st.requests_stop++;
+      if (why == FinishReason::Length) st.requests_length++;
+      if (why == FinishReason::Cancelled) st.requests_cancelled++;
+      if (why == FinishReason::Error) st.requests_error++;
+    });
+    s.h->push(std::move(ev));
+  };
+
+  auto fail = [&](Seq& s, const std::string& msg) {
+    spdlog::warn("engine: request {}: {}", s.h->id(), msg);
+    if (s.slot >= 0) (void)backend_.reset(s.slot);
+    finish(s, FinishReason::Error, Event{}, {}, msg);
+  };
+
+  // Samples from `raw` (the logits after s.fed), shows the token, finishes the sequence if needed.
+  auto on_logits = [&](Seq& s, std::span<const float> raw) {
+    std::copy(raw.begin(), raw.end(), I.scratch.begin());
+    const int32_t t = s.smp->sample(I.scratch, s.generated);
+    s.generated.push_back(t);
+    TokenOut tok{t, 0, {}};
+    if (s.req.top_logprobs >= 0) {
+      tok.logprob = sampler::token_logprob(raw, t);
+      tok.top = sampler::top_logprobs(raw, s.req.top_logprobs);
+    }
+    Event ev;
+    ev.tokens.push_back(std::move(tok));
+    const auto now = Clock::now();
+    const bool first = s.generated.size() == 1;
+    const double dt = std::chrono::duration<double>(now - (first ? s.t_submit : s.t_last)).count();
+    s.t_last = now;
+    observe([&](EngineStats& st) {
+      (first ? st.ttft_s : st.itl_s).observe(dt);
+      st.generated_tokens++;
+    });
+    FinishReason why = FinishReason::None;
+    if (!s.req.ignore_eos && codec_.is_eog(t)) {
+      why = FinishReason::Stop;
+    } else {
+      if (!codec_.is_control(t)) ev.text = s.text.push(codec_.token_bytes(t));
+      if (s.text.stopped()) why = FinishReason::Stop;
+      else if (s.generated.size() >= static_cast<size_t>(s.req.max_tokens)) why = FinishReason::Length;
+      else if (s.fed.size() + 1 > static_cast<size_t>(backend_.n_ctx())) why = FinishReason::Length;
+    }
+    if (why != FinishReason::None) {
+      ev.text += s.text.finish();
+      finish(s, why, std::move(ev), raw);
+    } else {
+      s.pending = t;
+      s.h->push(std::move(ev));
+    }
+  };
+
+  // Puts a newly admitted sequence in its slot: the longest cached prefix, or empty.
+  auto start_seq = [&](Seq& s) {
+    const auto& prompt = s.req.prompt;
+    const PrefixCache::Entry* e = I.cache.enabled() ? I.cache.lookup(prompt) : nullptr;
+    if (e) {
+      Status st = backend_.restore(s.slot, *e->snap);
+      if (st.ok()) {
+        s.fed = e->tokens;
+        s.n_prompt_done = e->tokens.size();
+        s.n_cached = static_cast<int32_t>(e->tokens.size());
+        observe([&](EngineStats& x) {
+          x.prefix_cache_hits++;
+          x.prompt_tokens += prompt.size();
+          x.cached_prompt_tokens += s.n_cached;
+        });
+        if (s.n_prompt_done == prompt.size()) {
+          std::vector<float> raw = e->logits;  // copy: on_logits may insert into the cache
+          on_logits(s, raw);
+        }
+        return;
+      }
+      spdlog::warn("engine: prefix restore failed ({}); processing the whole prompt", st.error().message);
+    }
+    observe([&](EngineStats& x) {
+      x.prefix_cache_misses++;
+      x.prompt_tokens += prompt.size();
+    });
+    Status st = backend_.reset(s.slot);
+    if (!st.ok()) fail(s, st.error().message);
+  };
+
+  auto sweep = [&] { std::erase_if(I.active, [](const std::unique_ptr<Seq>& s) { return s->done; }); };
+
+  while (true) {
+    {
+      std::unique_lock lk(I.m);
+      uint64_t seen = I.wakeups;
+      I.cv.wait(lk, [&] {
+        return I.stopping || !I.incoming.empty() || !I.waiting.empty() || !I.active.empty() || I.wakeups != seen;
+      });
+      if (I.stopping) break;
+      for (auto& s : I.incoming) I.waiting.push_back(std::move(s));
+      I.incoming.clear();
+    }
+
+    // Cancelled requests leave first, so their slots serve this very step.
+    for (auto it = I.waiting.begin(); it != I.waiting.end();) {
+      if ((*it)->h->cancelled()) {
+        Event ev;
+        ev.finish = FinishReason::Cancelled;
+        ev.n_prompt = static_cast<int32_t>((*it)->req.prompt.size());
+        I.n_queued--;
+        observe([](EngineStats& st) { st.requests_cancelled++; });
+        (*it)->h->push(std::move(ev));
+        it = I.waiting.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& s : I.active)
+      if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, Event{}, {});
+    sweep();
+
+    // Admission: FIFO while slots are free.
+    while (!I.free_slots.empty() && !I.waiting.empty()) {
+      std::unique_ptr<Seq> s = std::move(I.waiting.front());
+      I.waiting.pop_front();
+      I.n_queued--;
+      s->slot = I.free_slots.back();
+      I.free_slots.pop_back();
+      I.n_active++;
+      start_seq(*s);
+      I.active.push_back(std::move(s));
+    }
+    sweep();
+
+    // Prompt chunks, oldest sequence first, until the step's token budget is spent.
+    int64_t used = 0;
+    for (auto& sp : I.active) {
+      Seq& s = *sp;
+      const auto& prompt = s.req.prompt;
+      while (!s.done && s.n_prompt_done < prompt.size() && used < cfg_.prefill_budget) {
+        const size_t begin = s.n_prompt_done;
+        size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
+        for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
+          if (b > 0 && static_cast<size_t>(b) > begin && static_cast<size_t>(b) < end) end = b;
+        const bool last = end == prompt.size();
+        if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
+        std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
+        Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
+        used += static_cast<int64_t>(end - begin);
+        if (!st.ok()) {
+          fail(s, st.error().message);
+          break;
+        }
+        s.fed.insert(s.fed.end(), prompt.begin() + begin, prompt.begin() + end);
+        s.n_prompt_done = end;
+        const bool snap_here = std::find(s.req.snapshot_at.begin(), s.req.snapshot_at.end(), static_cast<int32_t>(end)) !=
+                               s.req.snapshot_at.end();
+        if (!last && snap_here && I.cache.enabled() && end >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+            !I.cache.touch(s.fed, false)) {
+          auto snap = backend_.save(s.slot);
+          if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
+        }
+        if (last) {
+          if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+              !I.cache.touch(prompt, true)) {
+            auto snap = backend_.save(s.slot);
+            if (snap.ok()) I.cache.insert(prompt, std::move(snap.value()), std::vector<float>(out.begin(), out.end()));
+          }
+          on_logits(s, out);
+        }
+      }
+      if (used >= cfg_.prefill_budget) break;
+    }
+    sweep();
+
+    // One batched decode step for every sequence with a token to feed.
+    std::vector<Seq*> batch;
+    std::vector<int32_t> slots, toks;
+    for (auto& s : I.active) {
+      if (s->pending < 0) continue;
+      batch.push_back(s.get());
+      slots.push_back(s->slot);
+      toks.push_back(s->pending);
+    }
+    if (!batch.empty()) {
+      I.logits.resize(batch.size() * static_cast<size_t>(V));
+      Status st = backend_.decode(slots, toks, I.logits);
+      if (!st.ok()) {
+        for (Seq* s : batch) fail(*s, st.error().message);
+      } else {
+        observe([&](EngineStats& x) {
+          x.decode_steps++;
+          x.batch_size.observe(static_cast<double>(batch.size()));
+        });
+        for (size_t i = 0; i < batch.size(); i++) {
+          Seq& s = *batch[i];
+          s.fed.push_back(s.pending);
+          s.pending = -1;
+          on_logits(s, std::span<const float>(I.logits.data() + i * V, V));
+        }
+      }
+    }
+    sweep();
+
+    observe([&](EngineStats& x) {
+      x.running = static_cast<int32_t>(I.active.size());
+      x.waiting = I.n_queued.load();
+      size_t used = 0;
+      for (auto& s : I.active) used += mi.fixed_bytes_per_slot + mi.kv_bytes_per_token * s->fed.size();
+      x.state_bytes_in_use = used;
+      x.prefix_cache_bytes = I.cache.bytes();
+      x.prefix_cache_entries = I.cache.size();
+    });
+  }
+
+  // Shutdown: everyone still here gets an error.
+  std::deque<std::unique_ptr<Seq>> rest;
+  {
+    std::lock_guard lk(I.m);
+    for (auto& s : I.incoming) rest.push_back(std::move(s));
+    I.incoming.clear();
+  }
+  for (auto& s : I.waiting) rest.push_back(std::move(s));
+  I.waiting.clear();
+  for (auto& s : rest) {
+    Event ev;
+    ev.finish = FinishReason::Error;
+    ev.error = "the server is shutting down";
+    s->h->push(std::move(ev));
+  }
+  for (auto& s : I.active)
+    if (!s->done) finish(*s, FinishReason::Error, Event{}, {}, "the server is shutting down");
+  I.active.clear();
+}
+
+}  // namespace ds::engine

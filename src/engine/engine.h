@@ -1,0 +1,74 @@
+// The scheduler: continuous batching over a fixed pool of backend slots. One engine thread loops:
+// take new requests into a FIFO queue; drop cancelled ones (their slot is free for the next step);
+// admit queued requests while a slot is free (restoring the longest cached prefix, see
+// prefix_cache.h); run prompt chunks (aligned to multiples of prefill_chunk from position 0, so a
+// prompt is split the same way whether it runs alone or beside others); then one batched decode
+// step for every sequence that has a sampled token to feed; sample, emit, finish (EOS, stop
+// string, max_tokens, context full). Requests that find every slot busy wait; only a full queue
+// refuses them.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/backend.h"
+#include "engine/request.h"
+#include "engine/stats.h"
+#include "engine/text_codec.h"
+
+namespace ds::engine {
+
+struct EngineConfig {
+  int32_t max_queue = 256;             // waiting requests; more are refused (QueueFull)
+  int32_t prefill_chunk = 512;         // prompt tokens per prefill call
+  int32_t prefill_budget = 1024;       // prompt tokens run between two decode steps (at least one chunk)
+  size_t prefix_cache_bytes = size_t(1) << 30;
+  size_t prefix_cache_entries = 512;
+  int32_t prefix_cache_min_tokens = 16;  // shorter prompts are not snapshotted
+};
+// Checks the fields; the Error names the bad one.
+Status validate(const EngineConfig& c);
+
+enum class SubmitStatus { Ok, Invalid, QueueFull, Stopped };
+
+struct Submitted {
+  SubmitStatus status = SubmitStatus::Ok;
+  std::string message;
+  std::shared_ptr<RequestHandle> handle;
+};
+
+class Engine {
+ public:
+  // `backend` and `codec` must outlive the engine.
+  Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts the engine thread.
+  void start();
+  // Stops the thread; every unfinished request gets a final Error event.
+  void stop();
+
+  // Queues a request. Invalid: empty prompt, a token outside the vocabulary, prompt + max_tokens
+  // beyond the context. QueueFull: max_queue requests already wait.
+  Submitted submit(GenerationRequest r);
+
+  EngineStats stats() const;
+  const EngineConfig& config() const { return cfg_; }
+  Backend& backend() { return backend_; }
+
+ private:
+  struct Seq;
+  struct Impl;
+  void loop();
+
+  Backend& backend_;
+  const TextCodec& codec_;
+  EngineConfig cfg_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+}  // namespace ds::engine

@@ -1,0 +1,56 @@
+// A deterministic stand-in for a model, for engine and server tests: the logits of a slot are a
+// hash of every token that slot has seen (so a state mixed up between sequences, a lost token or a
+// wrong restore changes the output), optionally steered by an oracle that picks the next token
+// from the history (scripted replies: thinking blocks, tool calls, EOS at a chosen point).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace ds::engine {
+
+struct FakeBackendOptions {
+  int32_t n_vocab = 300;
+  int32_t n_ctx = 256;
+  int32_t n_slots = 4;
+  // If set and it returns a token >= 0 for the history so far, that token's logit becomes 50
+  // (the argmax, even if suppressed).
+  std::function<int32_t(std::span<const int32_t> history)> oracle;
+  std::vector<int32_t> suppressed;  // logits -30 (e.g. EOS, so hash-driven replies run to length)
+  std::chrono::microseconds decode_delay{0};             // per decode call (simulated compute)
+  std::chrono::microseconds prefill_delay_per_token{0};
+  MemoryInfo memory{4096, 64};
+};
+
+class FakeBackend : public Backend {
+ public:
+  explicit FakeBackend(FakeBackendOptions o);
+  std::string name() const override { return "fake"; }
+  int32_t n_vocab() const override { return o_.n_vocab; }
+  int32_t n_ctx() const override { return o_.n_ctx; }
+  int32_t n_slots() const override { return o_.n_slots; }
+  MemoryInfo memory() const override { return o_.memory; }
+  Status reset(int32_t slot) override;
+  Status prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) override;
+  Status decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                std::span<float> logits_out) override;
+  Result<std::unique_ptr<Snapshot>> save(int32_t slot) override;
+  Status restore(int32_t slot, const Snapshot& snap) override;
+
+  // The logits a slot with this history produces (what a lone run computes).
+  void logits_for(std::span<const int32_t> history, std::span<float> out) const;
+
+  std::atomic<int64_t> n_prefill_tokens{0};  // tokens processed by prefill
+  std::atomic<int64_t> n_decode_calls{0};
+  std::atomic<int32_t> max_batch{0};
+
+ private:
+  Status check_slot(int32_t slot) const;
+  FakeBackendOptions o_;
+  std::vector<std::vector<int32_t>> hist_;
+};
+
+}  // namespace ds::engine

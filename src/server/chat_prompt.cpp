@@ -1,0 +1,170 @@
+#include "server/chat_prompt.h"
+
+#include <fmt/format.h>
+
+namespace ds::server {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+// UTF-8 of a code point in U+E000..U+F8FF.
+std::string utf8_pua(uint32_t cp) {
+  std::string s;
+  s += static_cast<char>(0xE0 | (cp >> 12));
+  s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+  s += static_cast<char>(0x80 | (cp & 0x3F));
+  return s;
+}
+
+void each_string(const json& j, const std::function<void(const std::string&)>& f) {
+  if (j.is_string()) {
+    f(j.get_ref<const std::string&>());
+  } else if (j.is_object()) {
+    for (auto& [k, v] : j.items()) {
+      f(k);
+      each_string(v, f);
+    }
+  } else if (j.is_array()) {
+    for (auto& v : j) each_string(v, f);
+  }
+}
+
+// Prefixes every occurrence of a control text with `sent`; counts them.
+std::string protect(const std::string& s, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    bool hit = false;
+    for (auto& c : ctl) {
+      if (s.compare(i, c.size(), c) == 0) {
+        out += sent;
+        out += c;
+        i += c.size();
+        n++;
+        hit = true;
+        break;
+      }
+    }
+    if (!hit) out += s[i++];
+  }
+  return out;
+}
+
+json protect_json(const json& j, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
+  if (j.is_string()) return protect(j.get<std::string>(), ctl, sent, n);
+  if (j.is_object()) {
+    json o = json::object();
+    for (auto& [k, v] : j.items()) o[protect(k, ctl, sent, n)] = protect_json(v, ctl, sent, n);
+    return o;
+  }
+  if (j.is_array()) {
+    json a = json::array();
+    for (auto& v : j) a.push_back(protect_json(v, ctl, sent, n));
+    return a;
+  }
+  return j;
+}
+
+// The generation prompt opened a thinking block (Qwen3.5 with thinking on ends in "<think>\n").
+bool ends_in_open_think(const std::string& text) {
+  size_t e = text.find_last_not_of(" \t\r\n");
+  return e != std::string::npos && std::string_view(text).substr(0, e + 1).ends_with("<think>");
+}
+
+}  // namespace
+
+std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render, const engine::TextCodec& codec,
+                                                     const json& messages, const json& tools, const json& kwargs) {
+  const std::vector<std::string> ctl = codec.control_texts();
+  bool any = false;
+  auto find_ctl = [&](const std::string& s) {
+    for (auto& c : ctl)
+      if (!c.empty() && s.find(c) != std::string::npos) any = true;
+  };
+  each_string(messages, find_ctl);
+  each_string(tools, find_ctl);
+
+  ChatPrompt out;
+  if (!any) {
+    auto r = render(messages, tools, true, kwargs);
+    if (!r.ok()) return bad_request("chat template: " + r.error().message, "messages");
+    out.text = std::move(r.value());
+    out.tokens = codec.encode(out.text, true);
+    out.in_reasoning = ends_in_open_think(out.text);
+    if (auto conv = render(messages, tools, false, kwargs); conv.ok() && out.text.starts_with(conv.value())) {
+      auto ct = codec.encode(conv.value(), true);
+      if (ct.size() < out.tokens.size() && std::equal(ct.begin(), ct.end(), out.tokens.begin()))
+        out.conversation_tokens = static_cast<int32_t>(ct.size());
+    }
+    return out;
+  }
+
+  // Choose a sentinel that appears nowhere in the request.
+  std::string sent;
+  for (uint32_t cp = 0xE000; cp <= 0xF8FF && sent.empty(); cp++) {
+    std::string cand = utf8_pua(cp);
+    bool used = false;
+    auto check = [&](const std::string& s) {
+      if (s.find(cand) != std::string::npos) used = true;
+    };
+    each_string(messages, check);
+    each_string(tools, check);
+    if (!used) sent = cand;
+  }
+  if (sent.empty()) return bad_request("the messages contain special-token text that cannot be passed safely", "messages");
+  size_t n = 0;
+  json pm = protect_json(messages, ctl, sent, n);
+  json pt = protect_json(tools, ctl, sent, n);
+  auto r = render(pm, pt, true, kwargs);
+  if (!r.ok()) return bad_request("chat template: " + r.error().message, "messages");
+  const std::string& text = r.value();
+
+  size_t found = 0, pos = 0;
+  std::string seg;
+  auto flush = [&](bool special) {
+    auto ids = codec.encode(seg, special);
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+    out.text += seg;
+    seg.clear();
+  };
+  while (pos <= text.size()) {
+    size_t s = text.find(sent, pos);
+    seg.append(text, pos, (s == std::string::npos ? text.size() : s) - pos);
+    if (s == std::string::npos) break;
+    flush(true);
+    pos = s + sent.size();
+    const std::string* which = nullptr;
+    for (auto& c : ctl)
+      if (text.compare(pos, c.size(), c) == 0 && (!which || c.size() > which->size())) which = &c;
+    if (!which) return bad_request("the chat template altered protected special-token text", "messages");
+    seg = *which;
+    flush(false);
+    pos += which->size();
+    found++;
+  }
+  flush(true);
+  if (found != n) return bad_request("the chat template altered protected special-token text", "messages");
+  out.in_reasoning = ends_in_open_think(out.text);
+  return out;
+}
+
+Result<std::string> render_chatml(const json& messages, const json& /*tools*/, bool add_generation_prompt,
+                                  const json& kwargs) {
+  std::string s;
+  for (auto& m : messages) {
+    std::string role = m.value("role", "");
+    std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+    if (role == "tool") role = "user";
+    s += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", role, content);
+  }
+  if (messages.empty()) return err("No messages provided.");
+  if (add_generation_prompt) {
+    s += "<|im_start|>assistant\n";
+    bool think = !(kwargs.is_object() && kwargs.contains("enable_thinking") && kwargs["enable_thinking"] == false);
+    s += think ? "<think>\n" : "<think>\n\n</think>\n\n";
+  }
+  return s;
+}
+
+}  // namespace ds::server

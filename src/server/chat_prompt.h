@@ -1,0 +1,49 @@
+// Chat messages -> prompt tokens: render with the model's chat template, then tokenize with
+// special-token parsing on, so the template's own control tokens (<|im_start|>, <|im_end|>)
+// become their ids. User-supplied text must not be able to forge them: before rendering, every
+// control-token text inside a message or tool definition is prefixed with a private-use sentinel
+// (U+E000.., one not present in the request); after rendering, the text is split at the sentinels
+// and each protected control text is tokenized as plain text, the rest with special parsing.
+// (If the template were to drop or escape a sentinel, the request is refused rather than risk it.)
+// User-defined added tokens such as <think> or <tool_call> are recognised in any text, exactly
+// as the tokenizer itself does; they are not control tokens.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/text_codec.h"
+#include "server/api_error.h"
+
+namespace ds::server {
+
+// The chat template: (messages, tools, add_generation_prompt, extra kwargs) -> text, or the
+// template's own error (e.g. raise_exception) as an Error.
+using ChatRenderFn = std::function<Result<std::string>(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                                       bool add_generation_prompt, const nlohmann::ordered_json& kwargs)>;
+
+struct ChatPrompt {
+  std::string text;             // the rendered prompt (sentinels removed)
+  std::vector<int32_t> tokens;
+  bool in_reasoning = false;    // the prompt ends inside an open <think> block
+  // Tokens of the conversation without the generation prompt, when they are a prefix of `tokens`
+  // (0 otherwise): a good snapshot point, since the next turn shares it even when the template
+  // re-renders this turn's reply differently (e.g. without its reasoning).
+  int32_t conversation_tokens = 0;
+};
+
+// On a template error, ApiError 400 with the template's message.
+std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render, const engine::TextCodec& codec,
+                                                     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                                     const nlohmann::ordered_json& kwargs);
+
+// A ChatML renderer (Qwen-style, no tools, thinking per kwargs.enable_thinking): for tests and for
+// models without a template.
+Result<std::string> render_chatml(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& kwargs);
+
+}  // namespace ds::server

@@ -1,0 +1,186 @@
+#include "server/job.h"
+
+#include "engine/text_stream.h"
+#include "server/api_error.h"
+
+namespace ds::server {
+
+using json = nlohmann::ordered_json;
+using engine::FinishReason;
+
+namespace {
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+}  // namespace
+
+Job::Job(JobOptions o, const engine::TextCodec& codec) : o_(std::move(o)), codec_(codec) {
+  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, o_.parse_tools, o_.tools);
+}
+
+json Job::chunk(json choice) const {
+  json c = {{"id", o_.id},
+            {"object", o_.kind == Endpoint::Chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", o_.created},
+            {"model", o_.model},
+            {"choices", json::array()}};
+  if (!choice.is_null()) c["choices"].push_back(std::move(choice));
+  return c;
+}
+
+json Job::usage() const {
+  return {{"prompt_tokens", last_.n_prompt},
+          {"completion_tokens", last_.n_generated},
+          {"total_tokens", last_.n_prompt + last_.n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", last_.n_cached}}}};
+}
+
+json Job::chat_logprob(const engine::TokenOut& t) const {
+  auto entry = [&](int32_t id, float lp) {
+    std::string b = codec_.token_bytes(id);
+    json bytes = json::array();
+    for (unsigned char c : b) bytes.push_back(static_cast<int>(c));
+    return json{{"token", engine::utf8_sanitize(b)}, {"logprob", lp}, {"bytes", bytes}};
+  };
+  json e = entry(t.id, t.logprob);
+  e["top_logprobs"] = json::array();
+  for (auto& alt : t.top) e["top_logprobs"].push_back(entry(alt.token, alt.logprob));
+  return e;
+}
+
+json Job::take_logprobs() {
+  if (o_.top_logprobs < 0) return nullptr;
+  std::vector<engine::TokenOut> toks;
+  toks.swap(o_.stream ? pending_lp_ : all_lp_);
+  if (o_.kind == Endpoint::Chat) {
+    if (o_.stream && toks.empty()) return nullptr;
+    json c = json::array();
+    for (auto& t : toks) c.push_back(chat_logprob(t));
+    return json{{"content", c}};
+  }
+  json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+             {"text_offset", json::array()}};
+  for (auto& t : toks) {
+    std::string s = engine::utf8_sanitize(codec_.token_bytes(t.id));
+    lp["tokens"].push_back(s);
+    lp["token_logprobs"].push_back(t.logprob);
+    json top = json::object();
+    for (auto& alt : t.top) top[engine::utf8_sanitize(codec_.token_bytes(alt.token))] = alt.logprob;
+    lp["top_logprobs"].push_back(top);
+    lp["text_offset"].push_back(text_offset_);
+    text_offset_ += s.size();
+  }
+  return lp;
+}
+
+std::string Job::finish_reason() const {
+  if (last_.finish == FinishReason::Length) return "length";
+  return calls_.empty() ? "stop" : "tool_calls";
+}
+
+std::string Job::sse_start() {
+  if (o_.kind != Endpoint::Chat) return {};
+  return sse(chunk({{"index", 0},
+                    {"delta", {{"role", "assistant"}, {"content", ""}}},
+                    {"logprobs", nullptr},
+                    {"finish_reason", nullptr}}));
+}
+
+void Job::add_delta(const ReplyDelta& d, std::string& out) {
+  if (!o_.stream) {
+    reasoning_ += d.reasoning;
+    content_ += d.content;
+    calls_.insert(calls_.end(), d.tool_calls.begin(), d.tool_calls.end());
+    return;
+  }
+  auto emit = [&](json delta) {
+    out += sse(chunk({{"index", 0}, {"delta", std::move(delta)}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
+  };
+  if (!d.reasoning.empty()) emit({{"reasoning_content", d.reasoning}});
+  if (!d.content.empty()) emit({{"content", d.content}});
+  for (auto& c : d.tool_calls) {
+    json call = {{"index", calls_.size()},
+                 {"id", c.id},
+                 {"type", "function"},
+                 {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+    calls_.push_back(c);
+    emit({{"tool_calls", json::array({call})}});
+  }
+}
+
+std::string Job::on_events(std::vector<engine::Event>& evs) {
+  std::string out;
+  for (auto& ev : evs) {
+    if (done_) break;
+    if (o_.top_logprobs >= 0)
+      for (auto& t : ev.tokens) (o_.stream ? pending_lp_ : all_lp_).push_back(t);
+    const bool final = ev.finish != FinishReason::None;
+    if (final) last_ = ev;
+    if (ev.finish == FinishReason::Error || ev.finish == FinishReason::Cancelled) {
+      done_ = true;
+      if (o_.stream) {
+        ApiError e{500, ev.error.empty() ? "the request was cancelled" : ev.error, "server_error", "", ""};
+        out += sse(error_json(e)) + "data: [DONE]\n\n";
+      }
+      break;
+    }
+    if (o_.kind == Endpoint::Chat) {
+      ReplyDelta d = parser_->push(ev.text);
+      if (final) {
+        ReplyDelta f = parser_->finish();
+        d.reasoning += f.reasoning;
+        d.content += f.content;
+        d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
+      }
+      add_delta(d, out);
+    } else {
+      text_ += ev.text;
+      if (o_.stream && !ev.text.empty())
+        out += sse(chunk({{"index", 0}, {"text", ev.text}, {"logprobs", take_logprobs()}, {"finish_reason", nullptr}}));
+    }
+    if (final) {
+      done_ = true;
+      if (o_.stream) {
+        json ch = o_.kind == Endpoint::Chat
+                      ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", take_logprobs()}, {"finish_reason", finish_reason()}}
+                      : json{{"index", 0}, {"text", ""}, {"logprobs", take_logprobs()}, {"finish_reason", finish_reason()}};
+        out += sse(chunk(std::move(ch)));
+        if (o_.include_usage) {
+          json u = chunk(nullptr);
+          u["usage"] = usage();
+          out += sse(u);
+        }
+        out += "data: [DONE]\n\n";
+      }
+    }
+  }
+  return out;
+}
+
+std::pair<int, json> Job::result() {
+  if (last_.finish == FinishReason::Error || last_.finish == FinishReason::Cancelled || !done_) {
+    ApiError e{500, last_.error.empty() ? "the request did not complete" : last_.error, "server_error", "", ""};
+    return {500, error_json(e)};
+  }
+  json choice = {{"index", 0}, {"logprobs", take_logprobs()}, {"finish_reason", finish_reason()}};
+  json body = {{"id", o_.id}, {"created", o_.created}, {"model", o_.model}};
+  if (o_.kind == Endpoint::Chat) {
+    json msg = {{"role", "assistant"}};
+    msg["content"] = content_.empty() && !calls_.empty() ? json(nullptr) : json(content_);
+    if (!reasoning_.empty()) msg["reasoning_content"] = reasoning_;
+    if (!calls_.empty()) {
+      msg["tool_calls"] = json::array();
+      for (auto& c : calls_)
+        msg["tool_calls"].push_back(
+            {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    }
+    choice["message"] = std::move(msg);
+    body["object"] = "chat.completion";
+  } else {
+    choice["text"] = text_;
+    body["object"] = "text_completion";
+  }
+  body["choices"] = json::array({std::move(choice)});
+  body["usage"] = usage();
+  return {200, body};
+}
+
+}  // namespace ds::server

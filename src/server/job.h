@@ -1,0 +1,67 @@
+// One accepted generation request on the HTTP side: turns the engine's events into OpenAI JSON,
+// either as server-sent events (chat.completion.chunk / text_completion chunks, then
+// "data: [DONE]") or, when not streaming, as one response at the end. HTTP-agnostic so the
+// framing can be tested without sockets.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/text_codec.h"
+#include "server/reply_parser.h"
+
+namespace ds::server {
+
+enum class Endpoint { Chat, Completion };
+
+struct JobOptions {
+  Endpoint kind = Endpoint::Chat;
+  std::string id;                // "chatcmpl-..." / "cmpl-..."
+  std::string model;
+  int64_t created = 0;           // unix seconds
+  bool stream = false;
+  bool include_usage = false;    // streaming: a last chunk with usage
+  int32_t top_logprobs = -1;     // -1: no logprobs
+  bool in_reasoning = false;     // chat: the prompt opened <think>
+  bool parse_tools = false;      // chat: tools were given and tool_choice is not "none"
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+};
+
+class Job {
+ public:
+  Job(JobOptions o, const engine::TextCodec& codec);
+
+  // Streaming: the first SSE text (chat: the assistant role chunk).
+  std::string sse_start();
+  // Consumes events. Streaming: returns the SSE text to send (after the final event it ends
+  // with "data: [DONE]\n\n"). Non-streaming: accumulates and returns "".
+  std::string on_events(std::vector<engine::Event>& evs);
+  bool done() const { return done_; }
+  // Non-streaming, once done(): HTTP status and body (call once: it moves the logprobs out).
+  std::pair<int, nlohmann::ordered_json> result();
+  const JobOptions& options() const { return o_; }
+  int32_t n_generated() const { return last_.n_generated; }
+
+ private:
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
+  nlohmann::ordered_json usage() const;
+  nlohmann::ordered_json chat_logprob(const engine::TokenOut& t) const;
+  nlohmann::ordered_json take_logprobs();  // pending per-token entries in this endpoint's shape, or null
+  std::string finish_reason() const;
+  void add_delta(const ReplyDelta& d, std::string& sse);
+
+  JobOptions o_;
+  const engine::TextCodec& codec_;
+  std::unique_ptr<ReplyParser> parser_;
+  bool done_ = false;
+  engine::Event last_;         // the final event (usage, finish reason)
+  std::string reasoning_, content_, text_;
+  std::vector<ToolCall> calls_;
+  std::vector<engine::TokenOut> pending_lp_, all_lp_;
+  size_t text_offset_ = 0;     // completions logprobs: offset of the next token's text
+};
+
+}  // namespace ds::server

@@ -1,0 +1,49 @@
+// Parsing and validation of OpenAI request bodies (/v1/chat/completions, /v1/completions) into the
+// server's own structs. Every rejection is an ApiError naming the field (param) and what was
+// expected. Unknown fields are ignored, as OpenAI-compatible servers generally do, so clients that
+// send newer fields keep working; known fields with values we cannot honour (n > 1,
+// response_format json_schema, images) are refused rather than silently ignored.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sampler/sampler.h"
+#include "server/api_error.h"
+
+namespace ds::server {
+
+// Fields both endpoints share.
+struct CommonParams {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  std::optional<int64_t> max_tokens;   // max_tokens / max_completion_tokens
+  sampler::SamplingParams sampling;    // seed filled by the caller when absent
+  bool has_seed = false;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int32_t top_logprobs = -1;           // -1: logprobs off
+};
+
+struct ChatRequest {
+  CommonParams common;
+  nlohmann::ordered_json messages;  // normalised: content is a string or null, tool arguments are objects
+  nlohmann::ordered_json tools;     // array (maybe empty)
+  bool parse_tool_calls = true;  // false with tool_choice "none"
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+};
+
+struct CompletionRequest {
+  CommonParams common;
+  std::variant<std::string, std::vector<int32_t>> prompt;
+};
+
+// Both return nullopt on success. `n_vocab` bounds token ids and logit_bias keys.
+std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, int32_t n_vocab, ChatRequest& out);
+std::optional<ApiError> parse_completion_request(const nlohmann::ordered_json& body, int32_t n_vocab, CompletionRequest& out);
+
+}  // namespace ds::server

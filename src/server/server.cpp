@@ -1,0 +1,361 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <csignal>
+#include <random>
+#include <set>
+
+#include "core/log.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace ds::server {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+Status validate(const ServerConfig& c) {
+  if (c.host.empty()) return err("server: host must not be empty");
+  if (c.port < 0 || c.port > 65535) return err("server: port must be in [0, 65535], got {}", c.port);
+  if (c.max_body_bytes < 1024) return err("server: max_body_bytes must be >= 1024, got {}", c.max_body_bytes);
+  if (c.max_prompt_tokens < 0) return err("server: max_prompt_tokens must be >= 0, got {}", c.max_prompt_tokens);
+  if (c.max_tokens_limit < 0) return err("server: max_tokens_limit must be >= 0, got {}", c.max_tokens_limit);
+  if (c.http_threads < 0) return err("server: http_threads must be >= 0, got {}", c.http_threads);
+  if (c.io_timeout_s < 1) return err("server: io_timeout_s must be >= 1, got {}", c.io_timeout_s);
+  return {};
+}
+
+namespace {
+
+thread_local Clock::time_point t_request_start;
+
+const std::set<std::string>& known_routes() {
+  static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
+                                          "/metrics"};
+  return r;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_json(e)), "application/json");
+}
+
+void send_json(httplib::Response& res, const json& j, int status = 200) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+bool equal_ct(const std::string& a, const std::string& b) {  // constant time for equal lengths
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); i++) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+std::string random_hex(size_t n) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string s;
+  while (s.size() < n) s += fmt::format("{:016x}", rng());
+  return s.substr(0, n);
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServerConfig c, engine::Engine& e, const engine::TextCodec& t, ChatRenderFn r)
+      : cfg(std::move(c)), eng(e), codec(t), render(std::move(r)) {}
+  ServerConfig cfg;
+  engine::Engine& eng;
+  const engine::TextCodec& codec;
+  ChatRenderFn render;
+  httplib::Server svr;
+  HttpMetrics metrics;
+  int bound_port = -1;
+  int64_t started = unix_now();
+
+  std::optional<ApiError> check_auth(const httplib::Request& req) const;
+  std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res);
+  void generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+                int32_t snapshot_at = 0);
+  void routes();
+};
+
+std::optional<ApiError> Server::Impl::check_auth(const httplib::Request& req) const {
+  if (cfg.api_key.empty()) return std::nullopt;
+  std::string h = req.get_header_value("Authorization");
+  if (h.empty())
+    return ApiError{401, "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.",
+                    "invalid_request_error", "", "invalid_api_key"};
+  if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0 || !equal_ct(h.substr(7), cfg.api_key))
+    return ApiError{401, "Incorrect API key provided.", "invalid_request_error", "", "invalid_api_key"};
+  return std::nullopt;
+}
+
+std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httplib::Response& res) {
+  if (auto e = check_auth(req)) {
+    send_error(res, *e);
+    return std::nullopt;
+  }
+  try {
+    return json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    send_error(res, bad_request(fmt::format("the body is not valid JSON: {}", e.what())));
+    return std::nullopt;
+  }
+}
+
+void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+                            int32_t snapshot_at) {
+  const int64_t ctx = eng.backend().n_ctx();
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  const char* what = o.kind == Endpoint::Chat ? "messages" : "prompt";
+  const int64_t max_prompt = cfg.max_prompt_tokens > 0 ? std::min<int64_t>(cfg.max_prompt_tokens, ctx) : ctx;
+  if (n_prompt == 0) return send_error(res, bad_request("the prompt is empty", what));
+  if (n_prompt > max_prompt)
+    return send_error(res, bad_request(fmt::format("the prompt has {} tokens; this server accepts at most {} (context {})",
+                                                   n_prompt, max_prompt, ctx),
+                                       what, "context_length_exceeded"));
+  const int64_t limit = cfg.max_tokens_limit > 0 ? std::min<int64_t>(cfg.max_tokens_limit, ctx) : ctx;
+  int64_t max_tokens;
+  if (c.max_tokens) {
+    max_tokens = *c.max_tokens;
+    if (max_tokens > limit)
+      return send_error(res, bad_request(fmt::format("max_tokens is {}; this server allows at most {}", max_tokens, limit),
+                                         "max_tokens"));
+    if (n_prompt + max_tokens > ctx)
+      return send_error(res, bad_request(fmt::format("This model's maximum context length is {} tokens. However, you "
+                                                     "requested {} tokens ({} in the {}, {} in the completion). Please "
+                                                     "reduce the length of the {} or completion.",
+                                                     ctx, n_prompt + max_tokens, n_prompt, what, max_tokens, what),
+                                         what, "context_length_exceeded"));
+  } else {
+    max_tokens = std::min(o.kind == Endpoint::Chat ? limit : std::min<int64_t>(16, limit), ctx - n_prompt);
+    if (max_tokens < 1)
+      return send_error(res, bad_request(fmt::format("the prompt has {} tokens and fills the context of {}", n_prompt, ctx),
+                                         what, "context_length_exceeded"));
+  }
+
+  engine::GenerationRequest g;
+  g.prompt = std::move(prompt);
+  g.sampling = c.sampling;
+  if (!c.has_seed) g.sampling.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  g.max_tokens = static_cast<int32_t>(max_tokens);
+  g.stop = c.stop;
+  g.ignore_eos = c.ignore_eos;
+  g.top_logprobs = c.top_logprobs;
+  if (snapshot_at > 0) g.snapshot_at.push_back(snapshot_at);
+  engine::Submitted s = eng.submit(std::move(g));
+  switch (s.status) {
+    case engine::SubmitStatus::Ok: break;
+    case engine::SubmitStatus::Invalid: return send_error(res, bad_request(s.message, what));
+    case engine::SubmitStatus::QueueFull:
+      return send_error(res, ApiError{429, s.message, "rate_limit_error", "", "rate_limit_exceeded"});
+    case engine::SubmitStatus::Stopped:
+      return send_error(res, ApiError{503, s.message, "server_error", "", "service_unavailable"});
+  }
+
+  o.model = cfg.model_id;
+  o.created = unix_now();
+  o.id = (o.kind == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
+  o.stream = c.stream;
+  o.include_usage = c.include_usage;
+  o.top_logprobs = c.top_logprobs;
+  auto job = std::make_shared<Job>(std::move(o), codec);
+  std::shared_ptr<engine::RequestHandle> h = s.handle;
+
+  if (!c.stream) {
+    while (!job->done()) {
+      std::vector<engine::Event> evs;
+      if (h->wait(evs, 200ms)) job->on_events(evs);
+    }
+    auto [status, body] = job->result();
+    return send_json(res, body, status);
+  }
+
+  struct Stream {
+    std::shared_ptr<Job> job;
+    std::shared_ptr<engine::RequestHandle> h;
+    bool started = false;
+    Clock::time_point last_write = Clock::now();
+  };
+  auto st = std::make_shared<Stream>(Stream{job, h});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st](size_t, httplib::DataSink& sink) {
+        std::string out;
+        if (!st->started) {
+          out = st->job->sse_start();
+          st->started = true;
+        }
+        std::vector<engine::Event> evs;
+        st->h->wait(evs, out.empty() ? 100ms : 0ms);
+        out += st->job->on_events(evs);
+        const auto now = Clock::now();
+        // While nothing comes (queued for a slot, long prompt), a comment line every second finds
+        // a client that has gone away.
+        if (out.empty() && now - st->last_write > 1s) out = ": keep-alive\n\n";
+        if (!out.empty()) {
+          if (!sink.write(out.data(), out.size())) {
+            st->h->cancel();
+            return false;
+          }
+          st->last_write = now;
+        }
+        if (st->job->done()) sink.done();
+        return true;
+      },
+      [st](bool) {
+        if (!st->job->done()) st->h->cancel();
+      });
+}
+
+void Server::Impl::routes() {
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    ChatRequest cr;
+    if (auto e = parse_chat_request(*body, codec.n_vocab(), cr)) return send_error(res, *e);
+    auto p = build_chat_prompt(render, codec, cr.messages, cr.tools, cr.template_kwargs);
+    if (auto* e = std::get_if<ApiError>(&p)) return send_error(res, *e);
+    auto& prompt = std::get<ChatPrompt>(p);
+    JobOptions o;
+    o.kind = Endpoint::Chat;
+    o.in_reasoning = prompt.in_reasoning;
+    o.parse_tools = cr.parse_tool_calls;
+    o.tools = cr.tools;
+    generate(res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
+  });
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    CompletionRequest cr;
+    if (auto e = parse_completion_request(*body, codec.n_vocab(), cr)) return send_error(res, *e);
+    std::vector<int32_t> tokens;
+    if (auto* s = std::get_if<std::string>(&cr.prompt)) {
+      tokens = codec.encode(*s, false);  // raw text: special-token text stays text
+    } else {
+      tokens = std::get<std::vector<int32_t>>(cr.prompt);
+    }
+    JobOptions o;
+    o.kind = Endpoint::Completion;
+    generate(res, std::move(o), cr.common, std::move(tokens));
+  });
+  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+    send_error(res, ApiError{405, fmt::format("{} is not allowed on {}; use POST", req.method, req.path),
+                             "invalid_request_error", "", "method_not_allowed"});
+  };
+  svr.Get("/v1/chat/completions", not_allowed);
+  svr.Get("/v1/completions", not_allowed);
+
+  auto model_json = [this] {
+    return json{{"id", cfg.model_id},
+                {"object", "model"},
+                {"created", started},
+                {"owned_by", "deltaserve"},
+                {"meta", {{"n_ctx", eng.backend().n_ctx()}, {"n_vocab", eng.backend().n_vocab()},
+                          {"backend", eng.backend().name()}, {"parallel", eng.backend().n_slots()}}}};
+  };
+  svr.Get("/v1/models", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = check_auth(req)) return send_error(res, *e);
+    send_json(res, {{"object", "list"}, {"data", json::array({model_json()})}});
+  });
+  svr.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = check_auth(req)) return send_error(res, *e);
+    if (req.matches[1] != cfg.model_id)
+      return send_error(res, ApiError{404, fmt::format("The model '{}' does not exist", req.matches[1].str()),
+                                      "invalid_request_error", "model", "model_not_found"});
+    send_json(res, model_json());
+  });
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    auto st = eng.stats();
+    send_json(res, {{"status", "ok"}, {"slots", st.n_slots}, {"running", st.running}, {"waiting", st.waiting}});
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(eng.stats()), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec& codec, ChatRenderFn render)
+    : impl_(std::make_unique<Impl>(std::move(cfg), engine, codec, std::move(render))) {
+  auto& I = *impl_;
+  std::signal(SIGPIPE, SIG_IGN);  // a write to a closed socket must fail, not kill the process
+  int threads = I.cfg.http_threads > 0 ? I.cfg.http_threads
+                                       : I.eng.backend().n_slots() + I.eng.config().max_queue + 16;
+  I.svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  I.svr.set_payload_max_length(I.cfg.max_body_bytes);
+  I.svr.set_read_timeout(I.cfg.io_timeout_s, 0);
+  I.svr.set_write_timeout(I.cfg.io_timeout_s, 0);
+  I.svr.set_keep_alive_max_count(1000);
+  I.svr.set_keep_alive_timeout(10);
+  I.svr.set_tcp_nodelay(true);  // SSE: each token's event leaves at once
+  I.svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    t_request_start = Clock::now();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  I.svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+    ApiError e{res.status, "", res.status >= 500 ? "server_error" : "invalid_request_error", "", ""};
+    switch (res.status) {
+      case 404: e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url"; break;
+      case 413:
+        e.message = fmt::format("the request body is too large; the limit is {} bytes", impl_->cfg.max_body_bytes);
+        e.code = "payload_too_large";
+        break;
+      case 400: e.message = "malformed HTTP request"; break;
+      default: e.message = fmt::format("HTTP {}", res.status);
+    }
+    send_error(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  I.svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("server: handler failed: {}", what);
+    send_error(res, ApiError{500, "internal server error: " + what, "server_error", "", ""});
+  });
+  I.svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const double s = std::chrono::duration<double>(Clock::now() - t_request_start).count();
+    const std::string route = known_routes().count(req.path) ? req.path : "other";
+    impl_->metrics.record(route, res.status, s);
+    spdlog::debug("{} {} -> {} ({:.3f} s)", req.method, req.path, res.status, s);
+  });
+  I.routes();
+}
+
+Server::~Server() { stop(); }
+
+Status Server::bind() {
+  auto& I = *impl_;
+  if (I.cfg.port == 0) {
+    I.bound_port = I.svr.bind_to_any_port(I.cfg.host);
+    if (I.bound_port < 0) return err("server: cannot bind {} (any port)", I.cfg.host);
+  } else {
+    if (!I.svr.bind_to_port(I.cfg.host, I.cfg.port))
+      return err("server: cannot bind {}:{} (in use, or not a local address?)", I.cfg.host, I.cfg.port);
+    I.bound_port = I.cfg.port;
+  }
+  return {};
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+void Server::run() { impl_->svr.listen_after_bind(); }
+
+void Server::stop() { impl_->svr.stop(); }
+
+}  // namespace ds::server

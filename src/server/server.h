@@ -1,0 +1,48 @@
+// The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions, POST /v1/completions
+// (streaming as server-sent events or not), GET /v1/models, GET /health, GET /metrics.
+// Every error is OpenAI's JSON error shape with a 4xx/5xx status. With an API key, every /v1 route
+// needs "Authorization: Bearer KEY". Limits: request body size (413), prompt length and max_tokens
+// (400, code context_length_exceeded), running + queued requests (429). A streaming client that
+// goes away is noticed at the next write (a token, or a keep-alive comment every second while it
+// waits) and its sequence is cancelled at once. (A non-streaming request whose client disconnects
+// runs to its end: cpp-httplib 0.11 offers no way to watch the socket meanwhile.)
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/text_codec.h"
+#include "server/chat_prompt.h"
+
+namespace ds::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (see Server::port())
+  std::string api_key;               // empty: no authentication
+  std::string model_id = "deltaserve";
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  int32_t max_prompt_tokens = 0;     // 0: the context size
+  int32_t max_tokens_limit = 0;      // 0: the context size
+  int32_t http_threads = 0;          // 0: slots + queue + 16 (each streaming client holds one)
+  int32_t io_timeout_s = 30;         // socket read/write timeout (slow clients)
+};
+Status validate(const ServerConfig& c);
+
+class Server {
+ public:
+  // engine, codec and render must outlive the server; the engine must be started.
+  Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec& codec, ChatRenderFn render);
+  ~Server();
+  Status bind();    // binds host:port; port() then gives the bound port
+  int port() const;
+  void run();       // serves until stop()
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds::server

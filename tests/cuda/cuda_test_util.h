@@ -1,0 +1,42 @@
+// Helpers for the CUDA tests: GPU presence (tests skip with a message without one), random weights of
+// any supported GGML type with sane scale fields, and host<->device copies that fail the test on error.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "cuda/cuda_util.h"
+
+namespace ds::test {
+
+bool have_gpu();
+
+#define DS_REQUIRE_GPU()                                                                   \
+  do {                                                                                     \
+    if (!::ds::test::have_gpu())                                                           \
+      GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount reports none): GPU test skipped"; \
+  } while (0)
+
+// n_elems elements of type t (a whole number of blocks): random code bytes; every f16 scale a finite
+// value of magnitude 2^-9 .. 2^-6 (d of either sign, dmin positive); float types ~ N(0, 1).
+std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t seed);
+std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.f);
+
+// Device copies; ADD_FAILURE and an empty buffer on error.
+cuda::DeviceBuffer to_device(const void* p, size_t bytes);
+template <typename T>
+cuda::DeviceBuffer to_device(const std::vector<T>& v) { return to_device(v.data(), v.size() * sizeof(T)); }
+template <typename T>
+std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  auto s = b.download(v.data(), n * sizeof(T));
+  if (!s.ok()) ADD_FAILURE() << s.error().message;
+  return v;
+}
+
+// The types the CUDA backend reads, in a fixed order.
+const std::vector<GgmlType>& cuda_types();
+
+}  // namespace ds::test

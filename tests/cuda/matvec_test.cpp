@@ -1,0 +1,181 @@
+// CUDA matvec / batched matvec vs the CPU oracle ds::quant::dot_row, per type, at real shapes and at
+// awkward ones (rows not a multiple of the 4-row group, rows shorter than one 32-unit tile, a partial
+// last tile, long rows split over several warps). Error metric per output:
+//   |y_cuda - y_ref| / sum_k |w_k x_k|      (summation-order error relative to the row's magnitude)
+// Both sides are float32 sums of exactly decoded weights, so the bound is a few float32 ulps times
+// sqrt(cols); the table holds one bound per type.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cuda/matvec.h"
+#include "cuda_test_util.h"
+#include "quant/quant.h"
+
+namespace ds {
+namespace {
+
+// Tolerance table: max |Δ| / sum|w x| per row.
+const std::map<GgmlType, double> kTol = {
+    {GgmlType::F32, 1e-5},  {GgmlType::F16, 1e-5},  {GgmlType::BF16, 1e-5},   {GgmlType::Q8_0, 1e-5},
+    {GgmlType::Q4_0, 1e-5}, {GgmlType::Q5_0, 1e-5}, {GgmlType::IQ4_NL, 1e-5}, {GgmlType::Q4_K, 1e-5},
+    {GgmlType::Q5_K, 1e-5}, {GgmlType::Q6_K, 1e-5}, {GgmlType::IQ4_XS, 1e-5},
+};
+
+struct Shape {
+  int64_t rows, cols;
+  const char* what;
+};
+
+// Reference for one row: (dot_row, sum |w x|).
+std::pair<double, double> ref_row(GgmlType t, const uint8_t* row, const float* x, int64_t cols,
+                                  std::vector<float>& scratch) {
+  scratch.resize(cols);
+  quant::dequantize_row(t, row, scratch.data(), cols);
+  double mag = 0;
+  for (int64_t k = 0; k < cols; k++) mag += std::fabs((double)scratch[k] * x[k]);
+  return {quant::dot_row(t, row, x, cols), mag};
+}
+
+// Checks y (rows outputs for activations x, plus y0 when accumulating) on every `stride`-th row.
+void check_rows(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const float* x,
+                const float* y, const float* y0, int64_t stride, const std::string& what) {
+  const auto info = *ggml_type_info(t);
+  const uint64_t rb = ggml_row_bytes(info, cols);
+  std::vector<float> scratch;
+  double worst = 0;
+  int64_t worst_row = -1;
+  for (int64_t r = 0; r < rows; r += (r + stride < rows || r == rows - 1) ? stride : rows - 1 - r) {
+    auto [ref, mag] = ref_row(t, w.data() + r * rb, x, cols, scratch);
+    if (y0) ref += y0[r];
+    const double e = std::fabs(y[r] - ref) / std::max(mag, 1e-30);
+    if (!(e <= worst)) { worst = std::isnan(e) ? INFINITY : e; worst_row = r; }
+    if (r == rows - 1) break;
+  }
+  EXPECT_LE(worst, kTol.at(t)) << ggml_type_name(t) << " " << what << " [" << rows << " x " << cols
+                               << "]: worst row " << worst_row;
+}
+
+std::vector<Shape> shapes_for(GgmlType t) {
+  const int64_t blk = ggml_type_info(t)->block_size;
+  std::vector<Shape> v = {
+      {1027, 256, "8 units per row (lpr 8), rows % 4 = 3"},
+      {515, 512, "lpr 16"},
+      {333, 1280, "two tiles, the second partial"},
+      {21, 17408, "long rows, few of them: columns split over warps"},
+      {2048, 1024, "0.8B attn_qkv-like"},
+      {1024, 3584, "0.8B ffn_down"},
+      {4096, 4096, "9B square"},
+  };
+  if (blk < 256) v.push_back({77, 96, "3 units per row"});
+  return v;
+}
+
+TEST(CudaMatvec, MatchesCpuDotRow) {
+  DS_REQUIRE_GPU();
+  uint64_t seed = 100;
+  for (GgmlType t : test::cuda_types()) {
+    for (const Shape& s : shapes_for(t)) {
+      const auto w = test::random_weights(t, s.rows * s.cols, seed++);
+      const auto x = test::random_floats(s.cols, seed++);
+      auto dw = test::to_device(w);
+      auto dx = test::to_device(x);
+      auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+      ASSERT_TRUE(dy.ok());
+      // Poison y: every output must be written.
+      std::vector<float> nan(s.rows, NAN);
+      ASSERT_TRUE(dy->upload(nan.data(), nan.size() * 4).ok());
+      auto st = cuda::matvec(t, dw.data(), s.rows, s.cols, dx.as<float>(), dy->as<float>(), nullptr);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto y = test::to_host<float>(*dy, s.rows);
+      check_rows(t, w, s.rows, s.cols, x.data(), y.data(), nullptr, s.rows > 2000 ? 7 : 1, s.what);
+    }
+  }
+}
+
+TEST(CudaMatvec, VocabSizedOutput) {  // 0.8B tied output matrix: 248320 rows of Q6_K
+  DS_REQUIRE_GPU();
+  const GgmlType t = GgmlType::Q6_K;
+  const int64_t rows = 248320, cols = 1024;
+  const auto w = test::random_weights(t, rows * cols, 77);
+  const auto x = test::random_floats(cols, 78);
+  auto dw = test::to_device(w);
+  auto dx = test::to_device(x);
+  auto dy = cuda::DeviceBuffer::alloc(rows * 4);
+  ASSERT_TRUE(dy.ok());
+  auto st = cuda::matvec(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  const auto y = test::to_host<float>(*dy, rows);
+  check_rows(t, w, rows, cols, x.data(), y.data(), nullptr, 97, "vocab rows");
+}
+
+TEST(CudaMatvec, Accumulate) {
+  DS_REQUIRE_GPU();
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::BF16}) {
+    const int64_t rows = 301, cols = 2048;
+    const auto w = test::random_weights(t, rows * cols, 5);
+    const auto x = test::random_floats(cols, 6);
+    const auto y0 = test::random_floats(rows, 7);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = test::to_device(y0);
+    auto st = cuda::matvec(t, dw.data(), rows, cols, dx.as<float>(), dy.as<float>(), nullptr, true);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    const auto y = test::to_host<float>(dy, rows);
+    check_rows(t, w, rows, cols, x.data(), y.data(), y0.data(), 1, "accumulate");
+  }
+}
+
+TEST(CudaMatvec, BatchedMatchesCpu) {
+  DS_REQUIRE_GPU();
+  uint64_t seed = 900;
+  for (GgmlType t : test::cuda_types()) {
+    const int64_t rows = 259, cols = 1280;
+    const auto w = test::random_weights(t, rows * cols, seed++);
+    auto dw = test::to_device(w);
+    for (int batch : {1, 2, 7, 8, 9, 33, 64}) {
+      const auto x = test::random_floats(batch * cols, seed++);
+      auto dx = test::to_device(x);
+      auto dy = cuda::DeviceBuffer::alloc(batch * rows * 4);
+      ASSERT_TRUE(dy.ok());
+      std::vector<float> nan(batch * rows, NAN);
+      ASSERT_TRUE(dy->upload(nan.data(), nan.size() * 4).ok());
+      auto st = cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), batch, nullptr);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+      const auto y = test::to_host<float>(*dy, batch * rows);
+      for (int b = 0; b < batch; b += (batch > 9 ? 8 : 1))
+        check_rows(t, w, rows, cols, x.data() + b * cols, y.data() + b * rows, nullptr, 1,
+                   "batch " + std::to_string(batch) + " column " + std::to_string(b));
+      check_rows(t, w, rows, cols, x.data() + (batch - 1) * cols, y.data() + (batch - 1) * rows, nullptr, 1,
+                 "batch " + std::to_string(batch) + " last column");
+    }
+  }
+}
+
+TEST(CudaMatvec, RejectsBadInput) {
+  DS_REQUIRE_GPU();
+  auto buf = cuda::DeviceBuffer::alloc(1 << 20);
+  ASSERT_TRUE(buf.ok());
+  auto* base = buf->as<uint8_t>();
+  float* x = buf->as<float>() + 1024;
+  float* y = buf->as<float>() + 4096;
+  auto s = cuda::matvec(GgmlType::Q2_K, base, 4, 256, x, y, nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("Q2_K"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("matvec"), std::string::npos) << s.error().message;
+  EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base, 4, 300, x, y, nullptr).ok());      // cols % 256
+  EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base + 2, 4, 256, x, y, nullptr).ok());  // W misaligned
+  EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base, 4, 256, x + 1, y, nullptr).ok());  // x misaligned
+  EXPECT_FALSE(cuda::matvec(GgmlType::F32, base, 4, 12, x, y, nullptr).ok());        // cols % 8
+  EXPECT_FALSE(cuda::matvec(GgmlType::Q8_0, base, 0, 32, x, y, nullptr).ok());       // empty
+  EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q8_0, base, 4, 32, x, y, 65, nullptr).ok());
+  EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q8_0, base, 4, 32, x, y, 0, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace ds

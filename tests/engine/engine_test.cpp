@@ -1,0 +1,400 @@
+// Scheduler tests on the fake backend: every reply is checked token for token against the same
+// prompt computed alone (FakeBackend::logits_for + argmax), so a mixed-up or corrupted state, a
+// lost token or a wrong prefix restore fails the test.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "engine/byte_codec.h"
+#include "engine/fake_backend.h"
+#include "engine/text_stream.h"
+#include "sampler/sampler.h"
+
+namespace ds::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+FakeBackendOptions opts(int32_t slots = 4, int32_t ctx = 256) {
+  FakeBackendOptions o;
+  o.n_vocab = ByteCodec::kVocab;
+  o.n_ctx = ctx;
+  o.n_slots = slots;
+  o.suppressed = {ByteCodec::kImEnd, ByteCodec::kEndOfText};
+  return o;
+}
+
+std::vector<int32_t> prompt_of(int seed, int len) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < len; i++) p.push_back(static_cast<int32_t>((seed * 131 + i * 17 + 7) % 250));
+  return p;
+}
+
+// Greedy tokens of `prompt` run alone.
+std::vector<int32_t> reference(const FakeBackend& fb, std::vector<int32_t> hist, int n, const ByteCodec& c) {
+  std::vector<float> l(fb.n_vocab());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; i++) {
+    fb.logits_for(hist, l);
+    int32_t t = sampler::argmax(l);
+    out.push_back(t);
+    if (c.is_eog(t)) break;
+    hist.push_back(t);
+  }
+  return out;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::string text;
+  Event last;
+  std::vector<TokenOut> token_info;
+};
+
+Result collect(RequestHandle& h, std::chrono::milliseconds limit = 10s) {
+  Result r;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<Event> evs;
+    h.wait(evs, 50ms);
+    for (auto& e : evs) {
+      r.text += e.text;
+      for (auto& t : e.tokens) {
+        r.tokens.push_back(t.id);
+        r.token_info.push_back(t);
+      }
+      if (e.finish != FinishReason::None) {
+        r.last = e;
+        return r;
+      }
+    }
+  }
+  ADD_FAILURE() << "request did not finish in time";
+  return r;
+}
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+struct Rig {
+  explicit Rig(FakeBackendOptions o, EngineConfig cfg = {}) : fb(std::move(o)), eng(fb, codec, cfg) { eng.start(); }
+  ByteCodec codec;
+  FakeBackend fb;
+  Engine eng;
+  std::shared_ptr<RequestHandle> submit(GenerationRequest r) {
+    auto s = eng.submit(std::move(r));
+    EXPECT_EQ(s.status, SubmitStatus::Ok) << s.message;
+    return s.handle;
+  }
+};
+
+TEST(Engine, SingleGreedyMatchesReference) {
+  Rig rig(opts());
+  auto p = prompt_of(1, 20);
+  auto r = collect(*rig.submit(greedy(p, 30)));
+  EXPECT_EQ(r.tokens, reference(rig.fb, p, 30, rig.codec));
+  EXPECT_EQ(r.last.finish, FinishReason::Length);
+  EXPECT_EQ(r.last.n_prompt, 20);
+  EXPECT_EQ(r.last.n_generated, 30);
+}
+
+TEST(Engine, FullBatchEqualsAloneAndBatchesContinuously) {
+  auto o = opts(4);
+  o.decode_delay = 200us;
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;  // every prompt computed from scratch
+  cfg.prefill_chunk = 8;       // prompts span several chunks
+  Rig rig(o, cfg);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  std::vector<std::vector<int32_t>> ps;
+  for (int i = 0; i < 12; i++) {  // 12 requests on 4 slots: 8 wait, then join as others leave
+    ps.push_back(prompt_of(i + 10, 5 + 3 * i));
+    hs.push_back(rig.submit(greedy(ps.back(), 10 + 4 * i)));
+  }
+  for (int i = 0; i < 12; i++) {
+    auto r = collect(*hs[i]);
+    EXPECT_EQ(r.tokens, reference(rig.fb, ps[i], 10 + 4 * i, rig.codec)) << "request " << i;
+  }
+  EXPECT_EQ(rig.fb.max_batch.load(), 4);
+  auto st = rig.eng.stats();
+  EXPECT_EQ(st.requests_length, 12u);
+  EXPECT_GT(st.batch_size.count, 0u);
+}
+
+TEST(Engine, CancelFreesSlotAndLeavesOthersIntact) {
+  auto o = opts(4);
+  o.decode_delay = 500us;
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;
+  Rig rig(o, cfg);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  std::vector<std::vector<int32_t>> ps;
+  for (int i = 0; i < 8; i++) {
+    ps.push_back(prompt_of(100 + i, 12));
+    hs.push_back(rig.submit(greedy(ps.back(), 60)));
+  }
+  // Cancel the odd ones: two are running (after a few tokens), two still wait for a slot.
+  std::vector<Event> tmp;
+  hs[1]->wait(tmp, 1s);
+  hs[1]->cancel();
+  hs[3]->cancel();
+  hs[5]->cancel();
+  hs[7]->cancel();
+  for (int i = 0; i < 8; i++) {
+    auto r = collect(*hs[i]);
+    if (i % 2) {
+      EXPECT_EQ(r.last.finish, FinishReason::Cancelled) << i;
+    } else {
+      EXPECT_EQ(r.last.finish, FinishReason::Length) << i;
+      EXPECT_EQ(r.tokens, reference(rig.fb, ps[i], 60, rig.codec)) << "request " << i;
+    }
+  }
+  std::this_thread::sleep_for(20ms);
+  auto st = rig.eng.stats();
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.waiting, 0);
+  EXPECT_EQ(st.requests_cancelled, 4u);
+  // The freed slots serve new requests correctly.
+  auto p = prompt_of(999, 9);
+  EXPECT_EQ(collect(*rig.submit(greedy(p, 20))).tokens, reference(rig.fb, p, 20, rig.codec));
+}
+
+TEST(Engine, EosEndsReplyAndIsNotShown) {
+  auto o = opts();
+  o.suppressed.clear();
+  // Scripted reply: "Hi!" then <|im_end|>.
+  o.oracle = [](std::span<const int32_t> h) -> int32_t {
+    static const std::vector<int32_t> script = {'H', 'i', '!', ByteCodec::kImEnd};
+    size_t k = 0;
+    while (k < h.size() && h[h.size() - 1 - k] != 0x7f) k++;  // tokens after the 0x7f marker
+    return k < script.size() ? script[k] : -1;
+  };
+  Rig rig(o);
+  auto r = collect(*rig.submit(greedy({'a', 'b', 0x7f}, 50)));
+  EXPECT_EQ(r.text, "Hi!");
+  EXPECT_EQ(r.last.finish, FinishReason::Stop);
+  EXPECT_EQ(r.last.n_generated, 4);  // the EOS counts as a generated token
+  // ignore_eos: the EOS is neither shown nor a reason to stop.
+  auto g = greedy({'a', 'b', 0x7f}, 6);
+  g.ignore_eos = true;
+  auto r2 = collect(*rig.submit(g));
+  EXPECT_EQ(r2.last.finish, FinishReason::Length);
+  EXPECT_EQ(r2.tokens.size(), 6u);
+  EXPECT_EQ(r2.text.substr(0, 3), "Hi!");
+}
+
+TEST(Engine, StopStringsTruncate) {
+  auto o = opts();
+  o.oracle = [](std::span<const int32_t> h) -> int32_t {
+    static const std::string script = "hello world, and more";
+    size_t k = 0;
+    while (k < h.size() && h[h.size() - 1 - k] != 0x7f) k++;
+    return k < script.size() ? static_cast<unsigned char>(script[k]) : -1;
+  };
+  Rig rig(o);
+  auto g = greedy({0x7f}, 50);
+  g.stop = {"xyz", "o w"};
+  auto r = collect(*rig.submit(g));
+  EXPECT_EQ(r.text, "hell");
+  EXPECT_EQ(r.last.finish, FinishReason::Stop);
+  EXPECT_EQ(r.last.n_generated, 7);  // "hello w": the stop string's last token ends it
+  g.stop = {"and more!"};            // a prefix held back, then released at the end
+  g.max_tokens = 21;
+  auto r2 = collect(*rig.submit(g));
+  EXPECT_EQ(r2.text, "hello world, and more");
+  EXPECT_EQ(r2.last.finish, FinishReason::Length);
+}
+
+TEST(Engine, ContextFullEndsWithLength) {
+  Rig rig(opts(2, 40));
+  auto p = prompt_of(5, 30);
+  auto r = collect(*rig.submit(greedy(p, 100)));
+  // 30 prompt tokens + 10 fed tokens fill the 40 positions; the 11th sampled token is never fed.
+  EXPECT_EQ(r.tokens.size(), 11u);
+  EXPECT_EQ(r.last.finish, FinishReason::Length);
+  EXPECT_EQ(r.tokens, reference(rig.fb, p, 11, rig.codec));
+}
+
+TEST(Engine, PrefixReuseSkipsPrefixExactly) {
+  Rig rig(opts());
+  auto p = prompt_of(7, 40);
+  auto r1 = collect(*rig.submit(greedy(p, 12)));
+  ASSERT_EQ(r1.tokens.size(), 12u);
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load(), 40);
+
+  // Next turn extends the whole conversation: prompt + the 11 fed reply tokens + 5 new ones.
+  auto p2 = p;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end() - 1);
+  for (int i = 0; i < 5; i++) p2.push_back(200 + i);
+  int64_t before = rig.fb.n_prefill_tokens.load();
+  auto r2 = collect(*rig.submit(greedy(p2, 10)));
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 5);
+  EXPECT_EQ(r2.last.n_cached, 51);
+  EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 10, rig.codec));
+
+  // A turn that rewrites the reply: only the prompt-end snapshot is a whole prefix.
+  auto p3 = p;
+  for (int i = 0; i < 6; i++) p3.push_back(100 + i);
+  before = rig.fb.n_prefill_tokens.load();
+  auto r3 = collect(*rig.submit(greedy(p3, 10)));
+  EXPECT_EQ(r3.last.n_cached, 40);
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 6);
+  EXPECT_EQ(r3.tokens, reference(rig.fb, p3, 10, rig.codec));
+
+  // Diverging inside every snapshot: no reuse, whole prompt processed.
+  auto p4 = std::vector<int32_t>(p.begin(), p.begin() + 30);
+  p4.push_back(249);
+  before = rig.fb.n_prefill_tokens.load();
+  auto r4 = collect(*rig.submit(greedy(p4, 10)));
+  EXPECT_EQ(r4.last.n_cached, 0);
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 31);
+  EXPECT_EQ(r4.tokens, reference(rig.fb, p4, 10, rig.codec));
+
+  // The same prompt again: served entirely from the cache (stored logits), same reply.
+  before = rig.fb.n_prefill_tokens.load();
+  auto r5 = collect(*rig.submit(greedy(p, 12)));
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 0);
+  EXPECT_EQ(r5.last.n_cached, 40);
+  EXPECT_EQ(r5.tokens, r1.tokens);
+  auto st = rig.eng.stats();
+  EXPECT_GE(st.prefix_cache_hits, 3u);
+  EXPECT_GT(st.prefix_cache_bytes, 0u);
+}
+
+TEST(Engine, SnapshotPointServesARewrittenTurn) {
+  Rig rig(opts());
+  // Turn 1: conversation (30 tokens) + generation prompt (4 tokens); snapshot asked at 30.
+  auto conv = prompt_of(21, 30);
+  auto p1 = conv;
+  for (int32_t t : {7, 8, 9, 10}) p1.push_back(t);
+  auto g1 = greedy(p1, 6);
+  g1.snapshot_at = {30};
+  auto r1 = collect(*rig.submit(g1));
+  // Turn 2 shares only the conversation: the reply is rendered differently.
+  auto p2 = conv;
+  for (int32_t t : {11, 12, 13, 14, 15}) p2.push_back(t);
+  int64_t before = rig.fb.n_prefill_tokens.load();
+  auto r2 = collect(*rig.submit(greedy(p2, 8)));
+  EXPECT_EQ(r2.last.n_cached, 30);
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 5);
+  EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 8, rig.codec));
+  // A prompt equal to the snapshot point cannot use it (no logits stored there): processed anew.
+  before = rig.fb.n_prefill_tokens.load();
+  auto r3 = collect(*rig.submit(greedy(conv, 4)));
+  EXPECT_LT(r3.last.n_cached, 30);
+  EXPECT_EQ(r3.tokens, reference(rig.fb, conv, 4, rig.codec));
+}
+
+TEST(Engine, PrefixCacheRespectsBudget) {
+  EngineConfig cfg;
+  cfg.prefix_cache_entries = 3;
+  Rig rig(opts(), cfg);
+  for (int i = 0; i < 10; i++) collect(*rig.submit(greedy(prompt_of(300 + i, 20), 4)));
+  std::this_thread::sleep_for(10ms);
+  EXPECT_LE(rig.eng.stats().prefix_cache_entries, 3u);
+}
+
+TEST(Engine, SeededSamplingIsReproducible) {
+  Rig rig(opts());
+  auto make = [&](uint64_t seed) {
+    GenerationRequest g;
+    g.prompt = prompt_of(11, 25);
+    g.sampling.temperature = 1.0f;
+    g.sampling.top_p = 0.9f;
+    g.sampling.seed = seed;
+    g.max_tokens = 25;
+    return g;
+  };
+  auto a = collect(*rig.submit(make(5)));
+  auto b = collect(*rig.submit(make(5)));  // second one restores the cached prompt
+  auto c = collect(*rig.submit(make(6)));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_NE(a.tokens, c.tokens);
+}
+
+TEST(Engine, LogprobsOfRawLogits) {
+  Rig rig(opts());
+  auto g = greedy(prompt_of(12, 10), 5);
+  g.top_logprobs = 3;
+  auto r = collect(*rig.submit(g));
+  ASSERT_EQ(r.token_info.size(), 5u);
+  std::vector<int32_t> hist = g.prompt;
+  std::vector<float> l(rig.fb.n_vocab());
+  for (auto& t : r.token_info) {
+    rig.fb.logits_for(hist, l);
+    EXPECT_NEAR(t.logprob, sampler::token_logprob(l, t.id), 1e-6);
+    ASSERT_EQ(t.top.size(), 3u);
+    EXPECT_EQ(t.top[0].token, t.id);  // greedy: the chosen token is the most likely
+    EXPECT_GE(t.top[0].logprob, t.top[1].logprob);
+    hist.push_back(t.id);
+  }
+}
+
+TEST(Engine, RefusesInvalidAndOverCapacity) {
+  auto o = opts(1);
+  o.decode_delay = 2ms;
+  EngineConfig cfg;
+  cfg.max_queue = 2;
+  Rig rig(o, cfg);
+  EXPECT_EQ(rig.eng.submit(greedy({}, 5)).status, SubmitStatus::Invalid);
+  EXPECT_EQ(rig.eng.submit(greedy({1, 2, 999}, 5)).status, SubmitStatus::Invalid);
+  EXPECT_EQ(rig.eng.submit(greedy(prompt_of(1, 300), 5)).status, SubmitStatus::Invalid);
+  EXPECT_EQ(rig.eng.submit(greedy({1}, 0)).status, SubmitStatus::Invalid);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 3; i++) hs.push_back(rig.submit(greedy(prompt_of(i, 5), 50)));  // 1 running + 2 queued
+  auto s = rig.eng.submit(greedy({1, 2}, 5));
+  EXPECT_EQ(s.status, SubmitStatus::QueueFull);
+  EXPECT_NE(s.message.find("capacity"), std::string::npos);
+  for (auto& h : hs) EXPECT_EQ(collect(*h).last.finish, FinishReason::Length);
+  EXPECT_EQ(rig.eng.submit(greedy({1, 2}, 5)).status, SubmitStatus::Ok);
+}
+
+TEST(Engine, StopFailsUnfinishedRequests) {
+  auto o = opts(1);
+  o.decode_delay = 1ms;
+  auto rig = std::make_unique<Rig>(o);
+  auto h1 = rig->submit(greedy(prompt_of(1, 5), 200));
+  auto h2 = rig->submit(greedy(prompt_of(2, 5), 200));
+  std::this_thread::sleep_for(10ms);
+  rig->eng.stop();
+  EXPECT_EQ(collect(*h1).last.finish, FinishReason::Error);
+  EXPECT_EQ(collect(*h2).last.finish, FinishReason::Error);
+  EXPECT_EQ(rig->eng.submit(greedy({1}, 1)).status, SubmitStatus::Stopped);
+}
+
+TEST(TextStream, Utf8AndStops) {
+  TextStream ts({"END"});
+  EXPECT_EQ(ts.push("a\xE2\x82"), "a");  // incomplete euro sign held
+  EXPECT_EQ(ts.push("\xAC"), "\xE2\x82\xAC");
+  EXPECT_EQ(ts.push("xE"), "x");         // "E" may start "END"
+  EXPECT_EQ(ts.push("Nd"), "ENd");
+  EXPECT_EQ(ts.push("\xFF"), "\xEF\xBF\xBD");  // invalid byte replaced
+  EXPECT_EQ(ts.push("qEN"), "q");
+  EXPECT_EQ(ts.push("D tail"), "");
+  EXPECT_TRUE(ts.stopped());
+  EXPECT_EQ(ts.finish(), "");
+  TextStream t2;
+  EXPECT_EQ(t2.push("\xF0\x9F"), "");
+  EXPECT_EQ(t2.finish(), "\xEF\xBF\xBD");
+  EXPECT_EQ(utf8_sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(utf8_sanitize("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                 // overlong
+}
+
+TEST(ByteCodec, SpecialTokens) {
+  ByteCodec c;
+  EXPECT_EQ(c.encode("<|im_start|>x<think>", true),
+            (std::vector<int32_t>{ByteCodec::kImStart, 'x', ByteCodec::kThink}));
+  auto plain = c.encode("<|im_start|>", false);
+  EXPECT_EQ(plain.size(), 12u);  // plain text without special parsing
+  EXPECT_EQ(c.encode("<think>", false), (std::vector<int32_t>{ByteCodec::kThink}));  // user-defined: always
+}
+
+}  // namespace
+}  // namespace ds::engine

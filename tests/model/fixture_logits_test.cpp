@@ -1,0 +1,74 @@
+// Teacher-forced logits of every fixture GGUF against its Hugging Face float32 reference
+// (fixtures/README.md): within 2e-3 max |dlogit| at every stored position, and the same argmax wherever
+// the reference's top-1 margin exceeds 1e-2. Prints max |dlogit| for prefill rows and decode rows per file.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "model_test_util.h"
+
+using namespace ds;
+
+namespace {
+constexpr double kMaxAbs = 2e-3;     // fixtures/README.md: the precise path's bound, every file and type
+constexpr double kArgmaxMargin = 1e-2;
+
+struct RowStats {
+  double max_abs = 0;
+  int argmax_checked = 0, argmax_bad = 0;
+};
+
+void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where) {
+  int64_t am_got = 0, am_ref = 0;
+  for (int64_t v = 0; v < V; v++) {
+    const double d = std::fabs((double)got[v] - ref[v]);
+    if (!(d <= s.max_abs)) s.max_abs = std::isnan(d) ? INFINITY : d;
+    if (got[v] > got[am_got]) am_got = v;
+    if (ref[v] > ref[am_ref]) am_ref = v;
+  }
+  float second = -INFINITY;
+  for (int64_t v = 0; v < V; v++)
+    if (v != am_ref) second = std::max(second, ref[v]);
+  if (ref[am_ref] - second > kArgmaxMargin) {
+    s.argmax_checked++;
+    if (am_got != am_ref) {
+      s.argmax_bad++;
+      ADD_FAILURE() << where << ": argmax " << am_got << ", reference " << am_ref << " (margin "
+                    << ref[am_ref] - second << ")";
+    }
+  }
+}
+}  // namespace
+
+class FixtureLogits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureLogits, TeacherForcedMatchesReference) {
+  const auto ref = ds::test::load_model_ref(GetParam());
+  ASSERT_FALSE(ref.prompt.empty());
+  auto m = Qwen35Model::load_file(ref.gguf);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const int64_t V = m->cfg.n_vocab, T = (int64_t)ref.prompt.size();
+  ASSERT_EQ(V, ref.vocab);
+  const auto logits = ds::test::teacher_forced_logits(*m, ref);
+  ASSERT_FALSE(logits.empty());
+  RowStats pre, dec;
+  for (size_t i = 0; i < ref.prefill_pos.size(); i++) {
+    const int64_t p = ref.prefill_pos[i];
+    compare_row(&logits[p * V], &ref.prefill[i * V], V, pre, GetParam() + " prefill position " + std::to_string(p));
+  }
+  for (size_t i = 0; i + 1 < ref.generated.size(); i++)
+    compare_row(&logits[(T + i) * V], &ref.decode[i * V], V, dec,
+                GetParam() + " decode row " + std::to_string(i) + " (position " + std::to_string(T + i) + ")");
+  std::printf("[ logits   ] %-16s max|dlogit| prefill %.3e (%zu rows)  decode %.3e (%zu rows)  argmax rows checked %d + %d\n",
+              GetParam().c_str(), pre.max_abs, ref.prefill_pos.size(), dec.max_abs, ref.generated.size() - 1,
+              pre.argmax_checked, dec.argmax_checked);
+  EXPECT_LE(pre.max_abs, kMaxAbs) << GetParam() << " prefill rows";
+  EXPECT_LE(dec.max_abs, kMaxAbs) << GetParam() << " decode rows";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFiles, FixtureLogits, ::testing::ValuesIn(ds::test::fixture_model_names()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });

@@ -1,0 +1,488 @@
+// The HTTP server in-process on a loopback port, on the fake backend with a byte-level codec and a
+// ChatML template: OpenAI response shapes, streaming, thinking and tool-call splitting, limits and
+// abuse cases (each must get its status while the server keeps serving everyone else).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "engine/byte_codec.h"
+#include "engine/engine.h"
+#include "engine/fake_backend.h"
+#include "engine/text_stream.h"
+#include "server/server.h"
+
+namespace ds::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+using engine::ByteCodec;
+using namespace std::chrono_literals;
+
+// Scripted replies, chosen by the first character of the last user message; other prompts get
+// hash-driven tokens (EOS suppressed) until max_tokens.
+const std::map<char, std::string>& scripts() {
+  static const std::map<char, std::string> s = {
+      {'R', "Thinking about it.</think>\n\nThe answer is 42.<|im_end|>"},
+      {'T', "Need weather.</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "</function>\n</tool_call><|im_end|>"},
+      {'S', "one two three four<|im_end|>"},
+  };
+  return s;
+}
+
+int32_t oracle(std::span<const int32_t> h) {
+  static ByteCodec codec;
+  auto last = [&](size_t before) -> long {
+    for (long i = static_cast<long>(before) - 1; i >= 0; i--)
+      if (h[i] == ByteCodec::kImStart) return i;
+    return -1;
+  };
+  long i = last(h.size());
+  if (i < 0) return -1;
+  size_t j = i + 11;  // "<|im_start|>assistant\n"
+  if (j >= h.size() || h[j] != ByteCodec::kThink) return -1;
+  if (j + 3 < h.size() && h[j + 1] == '\n' && h[j + 2] == '\n' && h[j + 3] == ByteCodec::kThinkEnd) j += 6;
+  else j += 2;
+  long u = last(i);
+  if (u < 0 || static_cast<size_t>(u) + 6 >= h.size()) return -1;
+  auto it = scripts().find(static_cast<char>(h[u + 6]));  // "<|im_start|>user\n" then the content
+  if (it == scripts().end()) return -1;
+  auto toks = codec.encode(it->second, true);
+  size_t k = h.size() - j;
+  return k < toks.size() ? toks[k] : -1;
+}
+
+struct Rig {
+  explicit Rig(ServerConfig sc = {}, engine::FakeBackendOptions o = opts(), engine::EngineConfig ec = {})
+      : fb(o), eng(fb, codec, ec), srv(cfg(sc), eng, codec, render_chatml) {
+    eng.start();
+    Status st = srv.bind();
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    th = std::thread([this] { srv.run(); });
+    for (int i = 0; i < 200; i++) {  // wait until it answers
+      httplib::Client c("127.0.0.1", srv.port());
+      if (auto r = c.Get("/health"); r && r->status == 200) break;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ~Rig() {
+    srv.stop();
+    eng.stop();
+    th.join();
+  }
+  static engine::FakeBackendOptions opts() {
+    engine::FakeBackendOptions o;
+    o.n_vocab = ByteCodec::kVocab;
+    o.n_ctx = 512;
+    o.n_slots = 4;
+    o.suppressed = {ByteCodec::kImEnd, ByteCodec::kEndOfText};
+    o.oracle = oracle;
+    return o;
+  }
+  static ServerConfig cfg(ServerConfig c) {
+    c.host = "127.0.0.1";
+    c.port = 0;
+    c.model_id = "fake-model";
+    return c;
+  }
+  httplib::Client client(std::vector<std::pair<std::string, std::string>> hdr = {}) {
+    httplib::Client c("127.0.0.1", srv.port());
+    c.set_read_timeout(20, 0);
+    httplib::Headers h;
+    for (auto& [k, v] : hdr) h.emplace(k, v);
+    c.set_default_headers(h);
+    return c;
+  }
+  std::pair<int, std::string> post(const std::string& path, const std::string& body,
+                                   std::vector<std::pair<std::string, std::string>> hdr = {}) {
+    auto c = client(std::move(hdr));
+    auto r = c.Post(path.c_str(), body, "application/json");
+    if (!r) return {-1, httplib::to_string(r.error())};
+    return {r->status, r->body};
+  }
+  // Greedy hash-driven reply of a raw completion prompt, as text.
+  std::string reference_text(const std::string& prompt, int n) {
+    std::vector<int32_t> h = codec.encode(prompt, false);
+    std::vector<float> l(fb.n_vocab());
+    engine::TextStream ts;
+    std::string out;
+    for (int i = 0; i < n; i++) {
+      fb.logits_for(h, l);
+      int32_t t = sampler::argmax(l);
+      if (!codec.is_control(t)) out += ts.push(codec.token_bytes(t));
+      h.push_back(t);
+    }
+    return out + ts.finish();
+  }
+  ByteCodec codec;
+  engine::FakeBackend fb;
+  engine::Engine eng;
+  Server srv;
+  std::thread th;
+};
+
+std::vector<json> sse(const std::string& body, bool* done = nullptr) {
+  std::vector<json> out;
+  bool d = false;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t e = body.find("\n\n", pos);
+    if (e == std::string::npos) break;
+    std::string ev = body.substr(pos, e - pos);
+    pos = e + 2;
+    if (ev.starts_with(":")) continue;
+    EXPECT_TRUE(ev.starts_with("data: ")) << ev;
+    if (ev == "data: [DONE]") d = true;
+    else out.push_back(json::parse(ev.substr(6)));
+  }
+  if (done) *done = d;
+  return out;
+}
+
+struct ChatOut {
+  std::string reasoning, content, finish;
+  json tool_calls = json::array();
+  json usage;
+};
+
+ChatOut merge_stream(const std::string& body) {
+  bool done;
+  auto ev = sse(body, &done);
+  EXPECT_TRUE(done);
+  ChatOut o;
+  for (auto& c : ev) {
+    if (c.contains("usage") && !c["usage"].is_null()) o.usage = c["usage"];
+    if (c["choices"].empty()) continue;
+    auto& ch = c["choices"][0];
+    auto& d = ch["delta"];
+    if (d.contains("reasoning_content")) o.reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content") && d["content"].is_string()) o.content += d["content"].get<std::string>();
+    if (d.contains("tool_calls"))
+      for (auto& t : d["tool_calls"]) o.tool_calls.push_back(t);
+    if (!ch["finish_reason"].is_null()) o.finish = ch["finish_reason"];
+  }
+  return o;
+}
+
+std::string chat_body(const std::string& user, json extra = json::object()) {
+  json b = {{"model", "fake-model"}, {"messages", json::array({{{"role", "user"}, {"content", user}}})}};
+  b.update(extra);
+  return b.dump();
+}
+
+void expect_error(const std::pair<int, std::string>& r, int status, const std::string& param = "",
+                  const std::string& code = "") {
+  EXPECT_EQ(r.first, status) << r.second;
+  json j = json::parse(r.second, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("error")) << r.second;
+  auto& e = j["error"];
+  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_TRUE(e.contains("param") && e.contains("code"));
+  if (!param.empty()) {
+    EXPECT_EQ(e["param"], param) << r.second;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(e["code"], code) << r.second;
+  }
+}
+
+TEST(Http, HealthModelsMetricsAndUnknownRoutes) {
+  Rig rig;
+  auto c = rig.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  auto mj = json::parse(m->body);
+  EXPECT_EQ(mj["object"], "list");
+  EXPECT_EQ(mj["data"][0]["id"], "fake-model");
+  EXPECT_EQ(c.Get("/v1/models/fake-model")->status, 200);
+  EXPECT_EQ(c.Get("/v1/models/other")->status, 404);
+  auto nf = c.Get("/v1/nothing");
+  expect_error({nf->status, nf->body}, 404, "", "unknown_url");
+  auto na = c.Get("/v1/chat/completions");
+  expect_error({na->status, na->body}, 405);
+  auto mt = c.Get("/metrics");
+  ASSERT_TRUE(mt);
+  EXPECT_NE(mt->body.find("ds_http_requests_total{route=\"/v1/models\",status=\"200\"}"), std::string::npos);
+  EXPECT_NE(mt->body.find("ds_time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_NE(mt->body.find("ds_requests_waiting"), std::string::npos);
+}
+
+TEST(Http, ChatReasoningNonStreamAndStream) {
+  Rig rig;
+  auto r = rig.post("/v1/chat/completions", chat_body("R please"));
+  ASSERT_EQ(r.first, 200) << r.second;
+  auto j = json::parse(r.second);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_TRUE(j["id"].get<std::string>().starts_with("chatcmpl-"));
+  EXPECT_EQ(j["model"], "fake-model");
+  auto& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["role"], "assistant");
+  EXPECT_EQ(msg["reasoning_content"], "Thinking about it.");
+  EXPECT_EQ(msg["content"], "The answer is 42.");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  const std::string prompt = "<|im_start|>user\nR please<|im_end|>\n<|im_start|>assistant\n<think>\n";
+  EXPECT_EQ(j["usage"]["prompt_tokens"], rig.codec.encode(prompt, true).size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], rig.codec.encode(scripts().at('R'), true).size());
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+
+  auto s = rig.post("/v1/chat/completions", chat_body("R please", {{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_EQ(s.first, 200);
+  auto o = merge_stream(s.second);
+  EXPECT_EQ(o.reasoning, "Thinking about it.");
+  EXPECT_EQ(o.content, "The answer is 42.");
+  EXPECT_EQ(o.finish, "stop");
+  EXPECT_EQ(o.usage["completion_tokens"], j["usage"]["completion_tokens"]);
+  EXPECT_EQ(o.usage["prompt_tokens_details"]["cached_tokens"], j["usage"]["prompt_tokens"]);  // same prompt again
+}
+
+TEST(Http, ChatToolCallsNonStreamAndStream) {
+  Rig rig;
+  json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+      "properties":{"city":{"type":"string"}}}}}])");
+  auto r = rig.post("/v1/chat/completions", chat_body("T: weather in Paris?", {{"tools", tools}}));
+  ASSERT_EQ(r.first, 200) << r.second;
+  auto j = json::parse(r.second);
+  auto& msg = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(msg["content"].is_null());
+  EXPECT_EQ(msg["reasoning_content"], "Need weather.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+
+  auto s = rig.post("/v1/chat/completions", chat_body("T: weather in Paris?", {{"tools", tools}, {"stream", true}}));
+  auto o = merge_stream(s.second);
+  EXPECT_EQ(o.finish, "tool_calls");
+  EXPECT_EQ(o.content, "");
+  ASSERT_EQ(o.tool_calls.size(), 1u);
+  EXPECT_EQ(o.tool_calls[0]["index"], 0);
+  EXPECT_EQ(o.tool_calls[0]["function"]["name"], "get_weather");
+  // tool_choice none: the same text is content.
+  auto n = rig.post("/v1/chat/completions", chat_body("T: weather in Paris?", {{"tools", tools}, {"tool_choice", "none"}}));
+  auto nj = json::parse(n.second);
+  EXPECT_EQ(nj["choices"][0]["finish_reason"], "stop");
+  EXPECT_NE(nj["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+}
+
+TEST(Http, ThinkingOffStopStringsAndSampling) {
+  Rig rig;
+  json off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  auto r = rig.post("/v1/chat/completions", chat_body("S", off));
+  auto j = json::parse(r.second);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "one two three four");
+  EXPECT_FALSE(j["choices"][0]["message"].contains("reasoning_content"));
+  json stop = off;
+  stop["stop"] = json::array({" three", "zzz"});
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", stop)).second);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "one two");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  // max_tokens cuts: finish_reason length.
+  json len = off;
+  len["max_tokens"] = 3;
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", len)).second);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "one");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  // Seeded sampling is reproducible through the API.
+  json smp = {{"prompt", "abc"}, {"max_tokens", 20}, {"temperature", 1.0}, {"top_p", 0.95}, {"seed", 7}};
+  auto a = json::parse(rig.post("/v1/completions", smp.dump()).second)["choices"][0]["text"];
+  auto b = json::parse(rig.post("/v1/completions", smp.dump()).second)["choices"][0]["text"];
+  EXPECT_EQ(a, b);
+}
+
+TEST(Http, CompletionsMatchReferenceWithLogprobs) {
+  Rig rig;
+  json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}, {"logprobs", 2}};
+  auto r = rig.post("/v1/completions", body.dump());
+  ASSERT_EQ(r.first, 200) << r.second;
+  auto j = json::parse(r.second);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], rig.reference_text("Once upon a time", 24));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  auto& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"].size(), 24u);
+  EXPECT_EQ(lp["token_logprobs"].size(), 24u);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  body["stream"] = true;
+  auto s = rig.post("/v1/completions", body.dump());
+  bool done;
+  std::string text;
+  for (auto& c : sse(s.second, &done))
+    if (!c["choices"].empty()) text += c["choices"][0]["text"].get<std::string>();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, j["choices"][0]["text"]);
+  // Token-id prompts.
+  json ids = {{"prompt", json::array({1, 2, 3})}, {"max_tokens", 2}};
+  EXPECT_EQ(rig.post("/v1/completions", ids.dump()).first, 200);
+}
+
+TEST(Http, ConcurrentStreamsEqualTheirLoneRuns) {
+  engine::EngineConfig ec;
+  ec.prefix_cache_bytes = 0;
+  auto o = Rig::opts();
+  o.decode_delay = 300us;
+  Rig rig({}, o, ec);
+  const int n = 12;
+  std::vector<std::string> got(n);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; i++)
+    ts.emplace_back([&, i] {
+      json b = {{"prompt", "client " + std::to_string(i) + " says"}, {"max_tokens", 16 + i}, {"temperature", 0}, {"stream", true}};
+      auto r = rig.post("/v1/completions", b.dump());
+      for (auto& c : sse(r.second))
+        if (!c["choices"].empty()) got[i] += c["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < n; i++) EXPECT_EQ(got[i], rig.reference_text("client " + std::to_string(i) + " says", 16 + i)) << i;
+  EXPECT_EQ(rig.fb.max_batch.load(), 4);
+}
+
+TEST(Http, AbuseGetsRightStatus) {
+  ServerConfig sc;
+  sc.max_body_bytes = 64 * 1024;
+  sc.max_tokens_limit = 100;
+  Rig rig(sc);
+  const std::string cc = "/v1/chat/completions";
+  expect_error(rig.post(cc, "{\"messages\": ["), 400);
+  expect_error(rig.post(cc, "[1, 2]"), 400);
+  expect_error(rig.post(cc, ""), 400);
+  expect_error(rig.post(cc, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}"), 400);  // invalid UTF-8
+  expect_error(rig.post(cc, R"({"messages":[{"role":"user","content":"\ud800"}]})"), 400);          // lone surrogate
+  expect_error(rig.post(cc, chat_body("x", {{"temperature", "hot"}})), 400, "temperature");
+  expect_error(rig.post(cc, chat_body("x", {{"messages", 5}})), 400, "messages");
+  expect_error(rig.post(cc, chat_body("x", {{"max_tokens", 101}})), 400, "max_tokens");
+  expect_error(rig.post(cc, chat_body("x", {{"max_tokens", -1}})), 400, "max_tokens");
+  expect_error(rig.post(cc, chat_body(std::string(600, 'a'))), 400, "messages", "context_length_exceeded");
+  expect_error(rig.post(cc, chat_body(std::string(450, 'a'), {{"max_tokens", 100}})), 400, "messages",
+               "context_length_exceeded");
+  expect_error(rig.post("/v1/completions", json{{"prompt", std::string(100 * 1024, 'a')}}.dump()), 413, "",
+               "payload_too_large");
+  // Unknown fields are ignored.
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"frobnicate", {{"x", 1}}}})).first, 200);
+  // Malformed HTTP on a raw socket: the server answers 400 and keeps serving.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(rig.srv.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::string junk = "BLAH\r\n\r\n";
+  ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  EXPECT_GT(n, 0);
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, ApiKey) {
+  ServerConfig sc;
+  sc.api_key = "sekret";
+  Rig rig(sc);
+  const std::string cc = "/v1/chat/completions";
+  expect_error(rig.post(cc, chat_body("S")), 401, "", "invalid_api_key");
+  expect_error(rig.post(cc, chat_body("S"), {{"Authorization", "Bearer wrong"}}), 401, "", "invalid_api_key");
+  expect_error(rig.post(cc, chat_body("S"), {{"Authorization", "sekret"}}), 401);
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}}), {{"Authorization", "Bearer sekret"}}).first, 200);
+  auto c = rig.client();
+  EXPECT_EQ(c.Get("/v1/models")->status, 401);
+  EXPECT_EQ(c.Get("/health")->status, 200);  // health and metrics are not under /v1
+}
+
+TEST(Http, QueueFullIs429) {
+  auto o = Rig::opts();
+  o.n_slots = 1;
+  o.decode_delay = 2ms;
+  engine::EngineConfig ec;
+  ec.max_queue = 1;
+  Rig rig({}, o, ec);
+  json longreq = {{"prompt", "long"}, {"max_tokens", 150}};
+  std::vector<std::thread> ts;
+  std::vector<int> st(2);
+  for (int i = 0; i < 2; i++) ts.emplace_back([&, i] { st[i] = rig.post("/v1/completions", longreq.dump()).first; });
+  for (int i = 0; i < 100 && rig.eng.stats().waiting < 1; i++) std::this_thread::sleep_for(5ms);
+  expect_error(rig.post("/v1/completions", longreq.dump()), 429, "", "rate_limit_exceeded");
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(st[0], 200);
+  EXPECT_EQ(st[1], 200);
+}
+
+int raw_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string http_post_text(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(Http, DisconnectMidStreamFreesSlotAtOnce) {
+  auto o = Rig::opts();
+  o.decode_delay = 2ms;
+  Rig rig({}, o);
+  int fd = raw_connect(rig.srv.port());
+  ASSERT_GE(fd, 0);
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 400}, {"stream", true}}.dump());
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(read(fd, buf, sizeof buf), 0);  // headers and the first events
+  for (int i = 0; i < 100 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(rig.eng.stats().running, 1);
+  auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 2s) std::this_thread::sleep_for(1ms);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rig.eng.stats().running, 0);
+  EXPECT_LT(ms, 200) << "the slot of a gone client must be freed within a few tokens";
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+  EXPECT_LT(rig.eng.stats().generated_tokens, 300u);
+  EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "ok"}, {"max_tokens", 3}}.dump()).first, 200);
+}
+
+TEST(Http, SlowClientDoesNotBlockOthers) {
+  Rig rig;
+  // A client that sends its request one byte every 20 ms, while others are served.
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "slow"}, {"max_tokens", 3}}.dump());
+  std::string slow_reply;
+  std::thread slow([&] {
+    int fd = raw_connect(rig.srv.port());
+    for (char c : req.substr(0, 30)) {
+      if (write(fd, &c, 1) != 1) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    std::string rest = req.substr(30);
+    if (write(fd, rest.data(), rest.size()) < 0) ADD_FAILURE() << "write failed";
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) slow_reply.assign(buf, n);
+    close(fd);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; i++)
+    EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "fast"}, {"max_tokens", 4}}.dump()).first, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  slow.join();
+  EXPECT_TRUE(slow_reply.starts_with("HTTP/1.1 200")) << slow_reply.substr(0, 100);
+}
+
+}  // namespace
+}  // namespace ds::server
