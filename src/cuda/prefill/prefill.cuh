@@ -132,6 +132,7 @@ struct GdnStages {
   uint8_t* ws;  // workspace base
   GdnLayout L;
   cudaStream_t stream;
+  int recur_cols = 0;  // value columns per recur block: 8, 16 or 32; 0 = chosen from the SM count (tests pin it)
 
   Status check() const;   // parameter validation (every stage assumes it passed)
   Status table() const;   // tiles, seq_first
