@@ -79,6 +79,10 @@ int run_jsonl(const ds::chat::ChatTemplate& t, const Options& o) {
 }
 
 int run(const Options& o) {
+  if (o.check && !o.jsonl) {
+    spdlog::error("chat-template: --check compares JSON lines; use it with --jsonl");
+    return 2;
+  }
   if (o.model.empty() && o.template_file.empty()) {
     spdlog::error("chat-template: give a model (-m MODEL.gguf) or a template (--template FILE.jinja)");
     return 2;
@@ -98,10 +102,14 @@ int run(const Options& o) {
         return 1;
       }
       tmpl = std::move(*t);
-    } else if (f->has("tokenizer.chat_template") || f->has("tokenizer.ggml.tokens")) {
-      // Keep the model's special tokens with the given template.
-      auto t = ds::chat::chat_template_from_gguf(*f);
-      if (t) special = t->special_tokens();
+    } else {
+      // The given template, with the model's special tokens.
+      auto sp = ds::chat::special_tokens_from_gguf(*f);
+      if (!sp) {
+        spdlog::error("{}", sp.error().message);
+        return 1;
+      }
+      special = std::move(*sp);
     }
   }
   if (!o.template_file.empty()) {
@@ -154,8 +162,8 @@ ds::app::RunFn setup(CLI::App& app) {
       "Example: deltaserve chat-template --template ../shared/fixtures/chat/qwen3.5.jinja --jsonl --check "
       "< ../shared/fixtures/chat/golden-qwen3.5.jsonl");
   app.add_option("-m,--model", o->model,
-                 "GGUF model whose chat template (tokenizer.chat_template) and bos/eos tokens are used");
-  app.add_option("--template", o->template_file, "Jinja template file to use instead of the model's")
+                 "GGUF model whose chat template (tokenizer.chat_template) and special tokens (bos_token, eos_token, ...) are used");
+  app.add_option("--template", o->template_file, "Jinja template file to use instead of the model's (the model, if given, still supplies the special tokens)")
       ->check(CLI::ExistingFile);
   app.add_flag("--jsonl", o->jsonl, "Read one JSON request per line; write one JSON result per line");
   app.add_flag("--check", o->check,

@@ -1,6 +1,7 @@
 // `deltaserve logits`: teacher-forced logits of a token sequence, the contract external checks use.
 // The first K tokens run as one prefill (chunked delta rule), the rest one at a time (recurrent rule);
 // the output holds the logits of every position, float32 little-endian, row-major [n_tokens, n_vocab].
+// --backend cuda runs the same contract on the GPU (src/cuda/model); auto picks it when a GPU is present.
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -14,7 +15,11 @@
 #include <vector>
 
 #include "command.h"
+#include "engine/backend_factory.h"
 #include "model/qwen35.h"
+#if DS_HAVE_CUDA
+#include "cuda/model/qwen35_cuda.cuh"
+#endif
 
 namespace {
 
@@ -38,15 +43,52 @@ ds::Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
 
 struct Options {
   std::string model, tokens_file, out, backend = "cpu";
+  bool no_graphs = false;
   int64_t decode_from = -1;
   int threads = 0;
 };
 
-int run(const Options& o) {
-  if (o.backend != "cpu") {
-    spdlog::error("logits: backend '{}' is not available in this build; use --backend cpu", o.backend);
+// The same contract on the GPU: prefill of the first k tokens with every row's logits, then one decode
+// step per token (CUDA graph replays unless no_graphs).
+ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, int64_t k, bool no_graphs,
+                       std::vector<float>& logits) {
+#if DS_HAVE_CUDA
+  ds::cuda::CudaModelOptions mo;
+  mo.use_graphs = !no_graphs;
+  DS_ASSIGN(auto cm, ds::cuda::CudaModel::load(m, mo));
+  const int64_t n = (int64_t)ids.size(), V = m.cfg.n_vocab;
+  DS_ASSIGN(auto st, cm->create_state(n));
+  spdlog::info("logits: cuda: {:.1f} MB of weights on the device, state {:.1f} MB", cm->weight_bytes() / 1e6,
+               st->bytes() / 1e6);
+  if (k > 0) DS_TRY(cm->prefill(*st, ids.first(k), logits.data(), true));
+  for (int64_t t = k; t < n; t++) {
+    ds::cuda::CudaSeqState* sp = st.get();
+    DS_TRY(cm->decode({&sp, 1}, ids.subspan(t, 1), logits.data() + t * V));
+  }
+  return {};
+#else
+  (void)m, (void)ids, (void)k, (void)no_graphs, (void)logits;
+  return ds::err("logits: --backend cuda: this deltaserve was built without CUDA; rebuild with nvcc available");
+#endif
+}
+
+int write_logits(const Options& o, const std::vector<float>& logits, int64_t n, int64_t V) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
+  if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size()) {
+    spdlog::error("logits: cannot write '{}'", o.out);
     return 1;
   }
+  spdlog::info("logits: wrote [{}, {}] float32 to {}", n, V, o.out);
+  return 0;
+}
+
+int run(const Options& o) {
+  auto kind = ds::engine::resolve_backend_kind(o.backend);
+  if (!kind) {
+    spdlog::error("logits: {}", kind.error().message);
+    return 1;
+  }
+  const bool cuda = *kind == "cuda";
   if (o.threads > 0) omp_set_num_threads(o.threads);
   auto ids = read_token_ids(o.tokens_file);
   if (!ids) {
@@ -65,15 +107,23 @@ int run(const Options& o) {
     return 1;
   }
   const int64_t V = model->cfg.n_vocab;
+  std::vector<float> logits(n * V);
+  const std::span<const int32_t> all(*ids);
+  if (cuda) {
+    spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cuda", n, k, n - k, V);
+    if (auto s = cuda_logits(*model, all, k, o.no_graphs, logits); !s) {
+      spdlog::error("{}", s.error().message);
+      return 1;
+    }
+    return write_logits(o, logits, n, V);
+  }
   auto state = ds::SequenceState::create(model->cfg, n);
   if (!state) {
     spdlog::error("{}", state.error().message);
     return 1;
   }
-  spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, {} threads", n, k, n - k, V,
+  spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cpu, {} threads", n, k, n - k, V,
                omp_get_max_threads());
-  std::vector<float> logits(n * V);
-  const std::span<const int32_t> all(*ids);
   if (k > 0) {
     if (auto s = ds::forward(*model, *state, all.first(k), logits.data(), true); !s) {
       spdlog::error("{}", s.error().message);
@@ -86,13 +136,7 @@ int run(const Options& o) {
       return 1;
     }
   }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
-  if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size()) {
-    spdlog::error("logits: cannot write '{}'", o.out);
-    return 1;
-  }
-  spdlog::info("logits: wrote [{}, {}] float32 to {}", n, V, o.out);
-  return 0;
+  return write_logits(o, logits, n, V);
 }
 
 ds::app::RunFn setup(CLI::App& app) {
@@ -106,7 +150,12 @@ ds::app::RunFn setup(CLI::App& app) {
                  "process the first K tokens as one prefill (chunked delta rule) and the rest one at a time "
                  "(recurrent rule); default: all tokens as one prefill")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", o->backend, "compute backend: cpu (the fp32 reference)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", o->backend,
+                 "compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto "
+                 "(cuda when this build has CUDA and a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--no-graphs", o->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
   app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   return [o] { return run(*o); };
 }

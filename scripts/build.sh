@@ -10,6 +10,6 @@ fi
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${DS_CMAKE_ARGS:-}
 cmake --build build -j "$jobs"
-if [ -z "${DS_NO_DEMO:-}" ] && [ -x scripts/demo.sh ]; then
+if [ -z "${DS_NO_DEMO:-}" ] && [ -f scripts/demo.sh ]; then
   bash scripts/demo.sh
 fi

@@ -21,3 +21,6 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+# The end-to-end test drives the server with the official OpenAI client (npm `openai`, pinned by
+# tests/e2e/package-lock.json). It installs into tests/e2e/node_modules; without npm the test skips.
+bash "$(dirname "$0")/../tests/e2e/setup.sh" || echo "setup: npm install of the e2e client failed; the e2e test will skip"

@@ -2,14 +2,16 @@
 # Builds deltaserve for the H200 here (sm_90, Release) and packs what a GPU run needs into devpack/
 # (git-ignored): the binaries, the non-system shared libraries they load, and a copy of the fixtures.
 # The device machine has CUDA 13 but none of the Debian dev packages, so nothing is built there.
-# Usage: tools/devpack.sh [extra cmake args]; then carry "devpack" and run devpack/run.sh there.
+# Usage: tools/devpack.sh [BUILD_DIR]  (default build-dev, configured for sm_90 if new); then carry
+# "devpack" to the GPU machine and run its binaries with LD_LIBRARY_PATH=devpack/lib.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "$@" >/dev/null
-cmake --build build-dev -j "$(nproc)"
+B=${1:-build-dev}
+[ -f "$B/CMakeCache.txt" ] || cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build "$B" -j "$(nproc)"
 rm -rf devpack && mkdir -p devpack/bin devpack/lib devpack/fixtures
-cp build-dev/apps/deltaserve devpack/bin/
-find build-dev/tests build-dev/bench -maxdepth 2 -type f -executable \( -name 'test_*' -o -name 'bench_*' \) \
+cp "$B/apps/deltaserve" devpack/bin/
+find "$B/tests" "$B/bench" -maxdepth 2 -type f -executable \( -name 'test_*' -o -name 'bench_*' \) \
   -exec cp {} devpack/bin/ \;
 strip devpack/bin/* 2>/dev/null || true
 # Shared libraries from Debian packages (fmt, spdlog, httplib, pcre2, utf8proc, gomp, ...); CUDA's own

@@ -80,7 +80,7 @@ t1=$(date +%s)
 "$B/test_cuda" --gtest_color=no > "$OUT/test.log" 2>&1
 test_rc=$?
 say "gpu_check: test_cuda exit $test_rc in $(( $(date +%s) - t1 )) s"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|tests? ran|FAILED TEST" "$OUT/test.log" | tee -a "$summary"
+grep -E "^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \] [0-9]+|^\[  SKIPPED \] [0-9]+|^\[  FAILED  \]|FAILED TEST" "$OUT/test.log" | tee -a "$summary"
 grep -B2 -A12 "Failure" "$OUT/test.log" | head -80 >> "$summary"
 
 t2=$(date +%s)

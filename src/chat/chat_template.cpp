@@ -30,6 +30,8 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
     impl->body = jinja::parse(jinja::tokenize(source));
   } catch (const jinja::TemplateError& e) {
     return to_error(e, 0, "syntax error on ");
+  } catch (const std::exception& e) {  // e.g. bad_alloc: still an Error, never an escape
+    return err("chat template: cannot parse: {}", e.what());
   }
   impl->source = std::move(source);
   ChatTemplate t;
@@ -49,6 +51,8 @@ Result<std::string> ChatTemplate::render_vars(const nlohmann::ordered_json& vars
     return in.render(impl_->body, globals);
   } catch (const jinja::TemplateError& e) {
     return to_error(e, in.line(), "");
+  } catch (const std::exception& e) {
+    return err("chat template: line {}: {}", in.line(), e.what());
   }
 }
 
@@ -73,6 +77,23 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   return render_vars(vars);
 }
 
+Result<nlohmann::ordered_json> special_tokens_from_gguf(const gguf::File& file) {
+  nlohmann::ordered_json special = nlohmann::ordered_json::object();
+  if (!file.has("tokenizer.ggml.tokens")) return special;
+  DS_ASSIGN(std::vector<std::string> tokens, file.get_string_array("tokenizer.ggml.tokens"));
+  for (auto [key, name] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"},
+                           std::pair{"tokenizer.ggml.eos_token_id", "eos_token"},
+                           std::pair{"tokenizer.ggml.unknown_token_id", "unk_token"},
+                           std::pair{"tokenizer.ggml.padding_token_id", "pad_token"}}) {
+    if (!file.has(key)) continue;
+    DS_ASSIGN(uint64_t id, file.get_uint(key));
+    if (id >= tokens.size())
+      return err("chat: {}: {} = {} is outside the vocabulary ({} tokens)", file.path(), key, id, tokens.size());
+    special[name] = tokens[id];
+  }
+  return special;
+}
+
 Result<ChatTemplate> chat_template_from_gguf(const gguf::File& file) {
   if (!file.has("tokenizer.chat_template"))
     return err("chat: {}: no chat template in the model (key tokenizer.chat_template is missing); pass one with --template",
@@ -80,18 +101,7 @@ Result<ChatTemplate> chat_template_from_gguf(const gguf::File& file) {
   DS_ASSIGN(std::string src, file.get_string("tokenizer.chat_template"));
   auto t = ChatTemplate::parse(std::move(src));
   if (!t) return err("{} (template from {})", t.error().message, file.path());
-  nlohmann::ordered_json special = nlohmann::ordered_json::object();
-  if (file.has("tokenizer.ggml.tokens")) {
-    DS_ASSIGN(std::vector<std::string> tokens, file.get_string_array("tokenizer.ggml.tokens"));
-    for (auto [key, name] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"},
-                             std::pair{"tokenizer.ggml.eos_token_id", "eos_token"}}) {
-      if (!file.has(key)) continue;
-      DS_ASSIGN(uint64_t id, file.get_uint(key));
-      if (id >= tokens.size())
-        return err("chat: {}: {} = {} is outside the vocabulary ({} tokens)", file.path(), key, id, tokens.size());
-      special[name] = tokens[id];
-    }
-  }
+  DS_ASSIGN(nlohmann::ordered_json special, special_tokens_from_gguf(file));
   t->set_special_tokens(std::move(special));
   return t;
 }

@@ -57,8 +57,11 @@ class ChatTemplate {
   Limits limits_;
 };
 
-// The template in a GGUF file (`tokenizer.chat_template`), with bos_token / eos_token set from
-// `tokenizer.ggml.bos_token_id` / `eos_token_id` when the file names them.
+// The template in a GGUF file (`tokenizer.chat_template`), with the special-token variables HF takes
+// from its special_tokens_map: bos_token / eos_token / unk_token / pad_token, from
+// `tokenizer.ggml.{bos,eos,unknown,padding}_token_id` when the file names them (as llama.cpp does).
 Result<ChatTemplate> chat_template_from_gguf(const gguf::File& file);
+// Just those special-token variables (an empty object when the file has no vocabulary).
+Result<nlohmann::ordered_json> special_tokens_from_gguf(const gguf::File& file);
 
 }  // namespace ds::chat

@@ -79,6 +79,7 @@ struct Stmt {
   ExprPtr filter;                    // SetBlock / FilterBlock
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro / CallBlock (default or null) / With
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;  // Macro
+  bool uses_loop = true;  // For: the body reads `loop` (else the loop object is not built)
   Body body, else_body;
 };
 

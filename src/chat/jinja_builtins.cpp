@@ -77,6 +77,9 @@ std::string pad(const std::string& s, int64_t width, const std::string& fill, in
 
 Value str_method(Interp& in, const std::string& s, const std::string& m, CallArgs& args) {
   const std::string f = "str." + m;
+  // As in CPython 3.11, only split / rsplit / splitlines (and format) take keyword arguments.
+  if (!args.kw.empty() && m != "split" && m != "rsplit" && m != "splitlines" && m != "format")
+    fail(f + "() takes no keyword arguments");
   if (m == "startswith" || m == "endswith") {
     auto a = bind_args(f, args, {"prefix", "start", "end"}, 1);
     std::u32string u = py::decode(s);

@@ -152,8 +152,7 @@ std::string format_value(const Value& v, const std::string& spec) {
     return pad_to("", body, s, '<');
   }
   if (v.is_number()) {
-    if (v.is_bool() && !s.type) return pad_to("", to_str(v), s, '<');
-    return format_number(v, s);
+    return format_number(v.is_bool() ? Value::integer(v.get_int()) : v, s);  // bool formats as int
   }
   fail("unsupported format string passed to " + type_name(v) + ".__format__");
 }

@@ -370,7 +370,7 @@ Interp::Flow Interp::exec(const Body& body, const FramePtr& f, std::string& out)
       }
       case StmtKind::FilterBlock: {
         std::string inner;
-        Flow fl = exec(s.body, f, inner);
+        Flow fl = exec(s.body, child(f), inner);  // like a block set, the body is its own scope
         out += to_str(filter_block(*s.filter, Value::string(std::move(inner)), f));
         if (fl != Flow::Normal) return fl;
         break;
@@ -413,9 +413,10 @@ void Interp::exec_for(const Stmt& s, const FramePtr& f, std::string& out) {
   bool completed = false;
   auto changed_state = std::make_shared<Value>();
   for (size_t i = 0; i < items.size(); ++i) {
+    step(s.line);
     FramePtr it = child(f);
     assign(s.targets, items[i], *it, s.line);
-    it->set("loop", make_loop(i, items, changed_state));
+    if (s.uses_loop) it->set("loop", make_loop(i, items, changed_state));
     Flow fl = exec(s.body, it, out);
     if (fl == Flow::Normal) completed = true;
     if (fl == Flow::Break) break;
@@ -442,7 +443,7 @@ void Interp::exec_set(const Stmt& s, const FramePtr& f, std::string&) {
   Value v;
   if (s.kind == StmtKind::SetBlock) {
     std::string inner;
-    exec(s.body, f, inner);
+    exec(s.body, child(f), inner);
     v = Value::string(std::move(inner));
     if (s.filter) v = filter_block(*s.filter, std::move(v), f);
   } else {

@@ -244,6 +244,7 @@ class Parser {
     ++loop_depth_;
     s->body = parse_block("for", {"endfor", "else"}, s->line, &which);
     --loop_depth_;
+    s->uses_loop = mentions(s->body, "loop", false);
     if (which == "else") {
       expect_block_end();
       s->else_body = parse_block("for", {"endfor"}, s->line);
@@ -295,29 +296,26 @@ class Parser {
     expect_op(")");
   }
 
-  static void scan_names(const Expr* e, Stmt& m) {
-    if (!e) return;
-    if (e->kind == ExprKind::Name) {
-      m.uses_varargs |= e->name == "varargs";
-      m.uses_kwargs |= e->name == "kwargs";
-      m.uses_caller |= e->name == "caller";
-    }
-    scan_names(e->a.get(), m);
-    scan_names(e->b.get(), m);
-    scan_names(e->c.get(), m);
-    for (auto& x : e->items) scan_names(x.get(), m);
-    for (auto& kv : e->kwargs) scan_names(kv.second.get(), m);
+  static bool mentions(const Expr* e, const std::string& name) {
+    if (!e) return false;
+    if (e->kind == ExprKind::Name && e->name == name) return true;
+    if (mentions(e->a.get(), name) || mentions(e->b.get(), name) || mentions(e->c.get(), name)) return true;
+    for (auto& x : e->items)
+      if (mentions(x.get(), name)) return true;
+    for (auto& kv : e->kwargs)
+      if (mentions(kv.second.get(), name)) return true;
+    return false;
   }
-  static void scan_body(const Body& body, Stmt& m) {
+  // Does `body` read variable `name`? Nested macros have their own varargs / kwargs / caller.
+  static bool mentions(const Body& body, const std::string& name, bool skip_macros) {
     for (auto& s : body) {
-      if (s->kind == StmtKind::Macro) continue;  // a nested macro has its own varargs
-      scan_names(s->expr.get(), m);
-      scan_names(s->cond.get(), m);
-      scan_names(s->filter.get(), m);
-      for (auto& p : s->params) scan_names(p.second.get(), m);
-      scan_body(s->body, m);
-      scan_body(s->else_body, m);
+      if (skip_macros && s->kind == StmtKind::Macro) continue;
+      if (mentions(s->expr.get(), name) || mentions(s->cond.get(), name) || mentions(s->filter.get(), name)) return true;
+      for (auto& p : s->params)
+        if (mentions(p.second.get(), name)) return true;
+      if (mentions(s->body, name, skip_macros) || mentions(s->else_body, name, skip_macros)) return true;
     }
+    return false;
   }
 
   StmtPtr parse_macro(StmtPtr s) {
@@ -331,7 +329,9 @@ class Parser {
     loop_depth_ = saved;
     if (cur().type == Tok::Name && cur().text == s->name) next();
     expect_block_end();
-    scan_body(s->body, *s);
+    s->uses_varargs = mentions(s->body, "varargs", true);
+    s->uses_kwargs = mentions(s->body, "kwargs", true);
+    s->uses_caller = mentions(s->body, "caller", true);
     return s;
   }
 

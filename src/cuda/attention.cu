@@ -4,8 +4,8 @@
 // token, one kv head and ALL the q heads sharing it (GQA: each K/V row is read once per group), and a
 // split of the positions; its 4 warps take positions round-robin, a lane holds head_dim/32 dims, and
 // each warp keeps an online softmax (max, sum, acc) per q head; the warps then merge in shared memory.
-// Long caches are split into up to kMaxSplits blocks per (token, kv head) whose partials a third
-// kernel merges; splits past a token's position exit at once.
+// For decode the token's keys are split over up to kMaxSplits blocks per (token, kv head) (sized so the
+// GPU has ~4 blocks per SM), whose partials a third kernel merges.
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -18,7 +18,7 @@ namespace ds::cuda {
 namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxGroup = 8;     // q heads per kv head
-constexpr int kMaxSplits = 32;
+constexpr int64_t kMaxSplits = 256;
 constexpr int kSplitTokens = 64;  // above this many tokens per call, no split (prefill)
 
 __device__ __forceinline__ int64_t seq_of(int64_t t, const int32_t* seq_starts, int64_t n_seqs) {
@@ -49,7 +49,7 @@ __global__ void kv_store_kernel(const ops::AttentionParams p, const float* k, co
 // grid (n_tokens, n_head_kv, n_splits); kDpl = head_dim / 32 dims per lane.
 template <int kDpl>
 __global__ void __launch_bounds__(32 * kWarps)
-    attend_kernel(const ops::AttentionParams p, int split_len, const float* __restrict__ q,
+    attend_kernel(const ops::AttentionParams p, const float* __restrict__ q,
                   const float* __restrict__ k_cache, const float* __restrict__ v_cache, const int32_t* pos,
                   const int32_t* seq_starts, const int32_t* slots, float* out, float* part) {
   __shared__ float s_m[kWarps][kMaxGroup], s_l[kWarps][kMaxGroup];
@@ -60,7 +60,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t hd = p.head_dim, row = p.n_head_kv * hd;
   const int group = (int)(p.n_head / p.n_head_kv);
   const int64_t n_keys = min((int64_t)pos[t] + 1, p.max_ctx);  // a bad position must not read past the cache
-  const int64_t p0 = (int64_t)split * split_len, p1 = min(n_keys, p0 + split_len);
+  // Splits divide this token's own keys (not the cache size), so every split has work.
+  const int64_t len = (n_keys + n_splits - 1) / n_splits;
+  const int64_t p0 = (int64_t)split * len, p1 = min(n_keys, p0 + len);
   const int64_t s = seq_of(t, seq_starts, p.n_seqs);
   const int64_t cbase = (int64_t)(slots ? slots[s] : s) * (p.max_ctx * p.n_head_kv * p.head_dim) + g * hd;
 
@@ -153,10 +155,10 @@ std::mutex g_mu;
 DeviceBuffer g_part;
 
 template <int kDpl>
-void launch_attend(dim3 grid, cudaStream_t st, const ops::AttentionParams& p, int split_len, const float* q,
+void launch_attend(dim3 grid, cudaStream_t st, const ops::AttentionParams& p, const float* q,
                    const float* kc, const float* vc, const int32_t* pos, const int32_t* ss, const int32_t* sl,
                    float* out, float* part) {
-  attend_kernel<kDpl><<<grid, 32 * kWarps, 0, st>>>(p, split_len, q, kc, vc, pos, ss, sl, out, part);
+  attend_kernel<kDpl><<<grid, 32 * kWarps, 0, st>>>(p, q, kc, vc, pos, ss, sl, out, part);
 }
 
 struct RopeTable {
@@ -193,11 +195,15 @@ Status attention(const ops::AttentionParams& p, const float* q, const float* k, 
                                                                                       seq_starts, slots);
   CUDA_TRY_LAUNCH("attention (kv store)", stream);
 
+  // Decode: enough splits that about 4 blocks per SM work on the keys (each split takes an equal share
+  // of the token's keys, at least ~64 of the cache's); prefill (many tokens) needs none.
   int n_splits = 1;
-  int64_t split_len = p.max_ctx;
-  if (p.n_tokens <= kSplitTokens && p.max_ctx > 512) {
-    split_len = std::max<int64_t>(256, (p.max_ctx + kMaxSplits - 1) / kMaxSplits);
-    n_splits = (int)((p.max_ctx + split_len - 1) / split_len);
+  if (p.n_tokens <= kSplitTokens) {
+    int sms = 132;
+    if (int dev = 0; cudaGetDevice(&dev) == cudaSuccess)
+      (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int64_t want = std::max<int64_t>(1, 4 * sms / (p.n_tokens * p.n_head_kv));
+    n_splits = (int)std::min<int64_t>({want, kMaxSplits, (p.max_ctx + 63) / 64});
   }
   float* part = nullptr;
   if (n_splits > 1) {
@@ -216,11 +222,10 @@ Status attention(const ops::AttentionParams& p, const float* q, const float* k, 
     part = g_part.as<float>();
   }
   const dim3 grid((unsigned)p.n_tokens, (unsigned)p.n_head_kv, (unsigned)n_splits);
-  const int sl = (int)split_len;
   switch (p.head_dim / 32) {
-    case 2: launch_attend<2>(grid, stream, p, sl, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
-    case 4: launch_attend<4>(grid, stream, p, sl, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
-    case 8: launch_attend<8>(grid, stream, p, sl, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
+    case 2: launch_attend<2>(grid, stream, p, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
+    case 4: launch_attend<4>(grid, stream, p, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
+    case 8: launch_attend<8>(grid, stream, p, q, k_cache, v_cache, pos, seq_starts, slots, out, part); break;
     default:
       return cu_err("cuda attention: head_dim {} not supported (64, 128 or 256)", p.head_dim);
   }

@@ -59,6 +59,13 @@ Status gdn_recurrent(const ops::GdnParams& p, const float* q, const float* k, co
                      const float* beta, float* state, const int32_t* seq_starts, const int32_t* state_slots,
                      float* out, cudaStream_t stream);
 
+// Fused gated delta rule + gated RMSNorm of its output (one block per head): out = rms_norm_gated(
+// gdn_recurrent(...), z, norm_w, eps), z [n_tokens, nv, dv]. CPU equivalent: cpu::gdn_recurrent then
+// cpu::rms_norm_gated(n_rows = n_tokens * nv, n_cols = dv). d_k, d_v <= 128.
+Status gdn_recurrent_gated(const ops::GdnParams& p, const float* q, const float* k, const float* v, const float* g,
+                           const float* beta, float* state, const int32_t* seq_starts, const int32_t* state_slots,
+                           const float* z, const float* norm_w, float eps, float* out, cudaStream_t stream);
+
 Status rope_neox(const ops::RopeParams& p, float* x, const int32_t* pos, cudaStream_t stream);
 
 // Stores k, v in the caches, then attends (online softmax; long contexts are split over blocks and

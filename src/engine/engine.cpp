@@ -48,8 +48,7 @@ void RequestHandle::push(Event e) {
 Status validate(const EngineConfig& c) {
   if (c.max_queue < 0) return err("engine: max_queue must be >= 0, got {}", c.max_queue);
   if (c.prefill_chunk < 1) return err("engine: prefill_chunk must be >= 1, got {}", c.prefill_chunk);
-  if (c.prefill_chunks_per_step < 1)
-    return err("engine: prefill_chunks_per_step must be >= 1, got {}", c.prefill_chunks_per_step);
+  if (c.prefill_budget < 1) return err("engine: prefill_budget must be >= 1, got {}", c.prefill_budget);
   if (c.prefix_cache_min_tokens < 1)
     return err("engine: prefix_cache_min_tokens must be >= 1, got {}", c.prefix_cache_min_tokens);
   return {};
@@ -202,7 +201,7 @@ void Engine::loop() {
     ev.n_cached = s.n_cached;
     ev.n_generated = static_cast<int32_t>(s.generated.size());
     if ((why == FinishReason::Stop || why == FinishReason::Length) && I.cache.enabled() && s.slot >= 0 &&
-        !raw.empty() && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed)) {
+        !raw.empty() && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed, true)) {
       auto snap = backend_.save(s.slot);
       if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::vector<float>(raw.begin(), raw.end()));
     }
@@ -336,35 +335,44 @@ void Engine::loop() {
     }
     sweep();
 
-    // Prompt chunks, oldest sequence first.
-    int32_t chunks = 0;
+    // Prompt chunks, oldest sequence first, until the step's token budget is spent.
+    int64_t used = 0;
     for (auto& sp : I.active) {
       Seq& s = *sp;
       const auto& prompt = s.req.prompt;
-      while (!s.done && s.n_prompt_done < prompt.size() && chunks < cfg_.prefill_chunks_per_step) {
+      while (!s.done && s.n_prompt_done < prompt.size() && used < cfg_.prefill_budget) {
         const size_t begin = s.n_prompt_done;
-        const size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
+        size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
+        for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
+          if (b > 0 && static_cast<size_t>(b) > begin && static_cast<size_t>(b) < end) end = b;
         const bool last = end == prompt.size();
         if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
         std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
         Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
-        chunks++;
+        used += static_cast<int64_t>(end - begin);
         if (!st.ok()) {
           fail(s, st.error().message);
           break;
         }
         s.fed.insert(s.fed.end(), prompt.begin() + begin, prompt.begin() + end);
         s.n_prompt_done = end;
+        const bool snap_here = std::find(s.req.snapshot_at.begin(), s.req.snapshot_at.end(), static_cast<int32_t>(end)) !=
+                               s.req.snapshot_at.end();
+        if (!last && snap_here && I.cache.enabled() && end >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+            !I.cache.touch(s.fed, false)) {
+          auto snap = backend_.save(s.slot);
+          if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
+        }
         if (last) {
           if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
-              !I.cache.touch(prompt)) {
+              !I.cache.touch(prompt, true)) {
             auto snap = backend_.save(s.slot);
             if (snap.ok()) I.cache.insert(prompt, std::move(snap.value()), std::vector<float>(out.begin(), out.end()));
           }
           on_logits(s, out);
         }
       }
-      if (chunks >= cfg_.prefill_chunks_per_step) break;
+      if (used >= cfg_.prefill_budget) break;
     }
     sweep();
 

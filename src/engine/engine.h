@@ -22,7 +22,7 @@ namespace ds::engine {
 struct EngineConfig {
   int32_t max_queue = 256;             // waiting requests; more are refused (QueueFull)
   int32_t prefill_chunk = 512;         // prompt tokens per prefill call
-  int32_t prefill_chunks_per_step = 2; // prompt chunks run between two decode steps (>= 1)
+  int32_t prefill_budget = 1024;       // prompt tokens run between two decode steps (at least one chunk)
   size_t prefix_cache_bytes = size_t(1) << 30;
   size_t prefix_cache_entries = 512;
   int32_t prefix_cache_min_tokens = 16;  // shorter prompts are not snapshotted

@@ -7,7 +7,7 @@ namespace ds::engine {
 const PrefixCache::Entry* PrefixCache::lookup(std::span<const int32_t> prompt) {
   Entry* best = nullptr;
   for (auto& e : entries_) {
-    if (e->tokens.size() > prompt.size()) continue;
+    if (e->tokens.size() > prompt.size() || (e->tokens.size() == prompt.size() && e->logits.empty())) continue;
     if (best && e->tokens.size() <= best->tokens.size()) continue;
     if (std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin())) best = e.get();
   }
@@ -15,9 +15,10 @@ const PrefixCache::Entry* PrefixCache::lookup(std::span<const int32_t> prompt) {
   return best;
 }
 
-bool PrefixCache::touch(std::span<const int32_t> tokens) {
+bool PrefixCache::touch(std::span<const int32_t> tokens, bool with_logits) {
   for (auto& e : entries_) {
-    if (e->tokens.size() == tokens.size() && std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin())) {
+    if (e->tokens.size() == tokens.size() && std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin()) &&
+        (!with_logits || !e->logits.empty())) {
       e->last_use = ++clock_;
       return true;
     }

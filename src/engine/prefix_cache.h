@@ -23,18 +23,20 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::unique_ptr<Snapshot> snap;
-    std::vector<float> logits;  // [V] after tokens.back()
+    std::vector<float> logits;  // [V] after tokens.back(); empty for mid-prompt snapshots
     uint64_t last_use = 0;
     size_t bytes = 0;
   };
 
   PrefixCache(size_t max_bytes, size_t max_entries) : max_bytes_(max_bytes), max_entries_(max_entries) {}
 
-  // The longest entry whose tokens are a prefix of `prompt` (equal allowed); nullptr if none.
+  // The longest entry whose tokens are a prefix of `prompt`: shorter, or equal if the entry holds
+  // logits (then the prompt needs no processing at all); nullptr if none.
   // The pointer stays valid until the next insert/clear.
   const Entry* lookup(std::span<const int32_t> prompt);
-  // True if an entry with exactly these tokens exists (it is then marked as used).
-  bool touch(std::span<const int32_t> tokens);
+  // True if an entry with exactly these tokens (and logits, if `with_logits`) exists; it is then
+  // marked as used. False means an insert would add something.
+  bool touch(std::span<const int32_t> tokens, bool with_logits);
   // Adds an entry (replacing one with the same tokens), evicting least recently used ones to fit.
   // An entry larger than the whole budget is dropped.
   void insert(std::vector<int32_t> tokens, std::unique_ptr<Snapshot> snap, std::vector<float> logits);

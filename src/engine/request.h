@@ -26,6 +26,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;     // stop strings (not included in the output)
   bool ignore_eos = false;
   int32_t top_logprobs = -1;         // -1: no logprobs; n >= 0: chosen token + n alternatives
+  // Prompt lengths after which the engine also keeps a snapshot for prefix reuse (besides the end
+  // of the prompt and of the reply), e.g. the conversation before the chat generation prompt, which
+  // the next turn shares even when the template re-renders this reply differently.
+  std::vector<int32_t> snapshot_at;
 };
 
 struct TokenOut {

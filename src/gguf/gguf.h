@@ -155,6 +155,7 @@ class Writer {
   std::vector<uint8_t> header() const;
   uint32_t alignment_;
   uint32_t version_ = 3;
+  mutable uint64_t header_bytes_ = 0;  // cache of header_bytes(); 0 = stale (set/add_tensor)
   std::vector<KeyValue> kv_;
   struct T {
     std::string name;

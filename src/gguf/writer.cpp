@@ -111,6 +111,7 @@ Writer::Writer(uint32_t alignment) : alignment_(alignment) {
 }
 
 void Writer::set(std::string key, Value v) {
+  header_bytes_ = 0;
   if (key == "general.alignment") {
     DS_CHECK(v.type == ValueType::UINT32 && v.u >= 8 && (v.u & (v.u - 1)) == 0,
              "general.alignment must be a UINT32 power of two >= 8");
@@ -137,6 +138,7 @@ size_t Writer::add_tensor(std::string name, GgmlType type, std::vector<int64_t> 
   }
   for (const auto& t : tensors_) DS_CHECK(t.name != name, "duplicate tensor name '{}'", name);
   tensors_.push_back({std::move(name), type, std::move(ne), bytes, 0, {}});
+  header_bytes_ = 0;
   relayout();
   return tensors_.size() - 1;
 }
@@ -160,10 +162,12 @@ uint64_t Writer::tensor_offset(size_t index) const {
 }
 
 uint64_t Writer::header_bytes() const {
+  if (header_bytes_) return header_bytes_;  // the vocabulary alone is ~250k strings to sum
   uint64_t n = 24;
   for (const auto& e : kv_) n += 8 + e.key.size() + 4 + value_bytes(e.value);
   for (const auto& t : tensors_) n += 8 + t.name.size() + 4 + 8 * t.ne.size() + 4 + 8;
-  return tensors_.empty() ? n : align_up(n, alignment_);
+  header_bytes_ = tensors_.empty() ? n : align_up(n, alignment_);
+  return header_bytes_;
 }
 
 std::vector<uint8_t> Writer::header() const {

@@ -19,18 +19,18 @@ inline ApiError bad_request(std::string message, std::string param = {}, std::st
   return ApiError{400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
 }
 
-inline nlohmann::json error_json(const ApiError& e) {
-  nlohmann::json j;
+inline nlohmann::ordered_json error_json(const ApiError& e) {
+  nlohmann::ordered_json j;
   j["error"]["message"] = e.message;
   j["error"]["type"] = e.type;
-  j["error"]["param"] = e.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.param);
-  j["error"]["code"] = e.code.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.code);
+  j["error"]["param"] = e.param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.param);
+  j["error"]["code"] = e.code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.code);
   return j;
 }
 
 // JSON text for the wire: never throws on invalid UTF-8 (replaced by U+FFFD).
-inline std::string dump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+inline std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace ds::server

@@ -4,7 +4,7 @@
 
 namespace ds::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -92,6 +92,11 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     out.text = std::move(r.value());
     out.tokens = codec.encode(out.text, true);
     out.in_reasoning = ends_in_open_think(out.text);
+    if (auto conv = render(messages, tools, false, kwargs); conv.ok() && out.text.starts_with(conv.value())) {
+      auto ct = codec.encode(conv.value(), true);
+      if (ct.size() < out.tokens.size() && std::equal(ct.begin(), ct.end(), out.tokens.begin()))
+        out.conversation_tokens = static_cast<int32_t>(ct.size());
+    }
     return out;
   }
 

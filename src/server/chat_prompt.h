@@ -23,23 +23,27 @@ namespace ds::server {
 
 // The chat template: (messages, tools, add_generation_prompt, extra kwargs) -> text, or the
 // template's own error (e.g. raise_exception) as an Error.
-using ChatRenderFn = std::function<Result<std::string>(const nlohmann::json& messages, const nlohmann::json& tools,
-                                                       bool add_generation_prompt, const nlohmann::json& kwargs)>;
+using ChatRenderFn = std::function<Result<std::string>(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                                       bool add_generation_prompt, const nlohmann::ordered_json& kwargs)>;
 
 struct ChatPrompt {
   std::string text;             // the rendered prompt (sentinels removed)
   std::vector<int32_t> tokens;
   bool in_reasoning = false;    // the prompt ends inside an open <think> block
+  // Tokens of the conversation without the generation prompt, when they are a prefix of `tokens`
+  // (0 otherwise): a good snapshot point, since the next turn shares it even when the template
+  // re-renders this turn's reply differently (e.g. without its reasoning).
+  int32_t conversation_tokens = 0;
 };
 
 // On a template error, ApiError 400 with the template's message.
 std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render, const engine::TextCodec& codec,
-                                                     const nlohmann::json& messages, const nlohmann::json& tools,
-                                                     const nlohmann::json& kwargs);
+                                                     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                                     const nlohmann::ordered_json& kwargs);
 
 // A ChatML renderer (Qwen-style, no tools, thinking per kwargs.enable_thinking): for tests and for
 // models without a template.
-Result<std::string> render_chatml(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
-                                  const nlohmann::json& kwargs);
+Result<std::string> render_chatml(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& kwargs);
 
 }  // namespace ds::server

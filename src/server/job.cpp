@@ -5,7 +5,7 @@
 
 namespace ds::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using engine::FinishReason;
 
 namespace {

@@ -27,7 +27,7 @@ struct JobOptions {
   int32_t top_logprobs = -1;     // -1: no logprobs
   bool in_reasoning = false;     // chat: the prompt opened <think>
   bool parse_tools = false;      // chat: tools were given and tool_choice is not "none"
-  nlohmann::json tools = nlohmann::json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
 };
 
 class Job {
@@ -41,15 +41,15 @@ class Job {
   std::string on_events(std::vector<engine::Event>& evs);
   bool done() const { return done_; }
   // Non-streaming, once done(): HTTP status and body (call once: it moves the logprobs out).
-  std::pair<int, nlohmann::json> result();
+  std::pair<int, nlohmann::ordered_json> result();
   const JobOptions& options() const { return o_; }
   int32_t n_generated() const { return last_.n_generated; }
 
  private:
-  nlohmann::json chunk(nlohmann::json choice) const;
-  nlohmann::json usage() const;
-  nlohmann::json chat_logprob(const engine::TokenOut& t) const;
-  nlohmann::json take_logprobs();  // pending per-token entries in this endpoint's shape, or null
+  nlohmann::ordered_json chunk(nlohmann::ordered_json choice) const;
+  nlohmann::ordered_json usage() const;
+  nlohmann::ordered_json chat_logprob(const engine::TokenOut& t) const;
+  nlohmann::ordered_json take_logprobs();  // pending per-token entries in this endpoint's shape, or null
   std::string finish_reason() const;
   void add_delta(const ReplyDelta& d, std::string& sse);
 

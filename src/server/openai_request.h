@@ -31,10 +31,10 @@ struct CommonParams {
 
 struct ChatRequest {
   CommonParams common;
-  nlohmann::json messages;  // normalised: content is a string or null, tool arguments are objects
-  nlohmann::json tools;     // array (maybe empty)
+  nlohmann::ordered_json messages;  // normalised: content is a string or null, tool arguments are objects
+  nlohmann::ordered_json tools;     // array (maybe empty)
   bool parse_tool_calls = true;  // false with tool_choice "none"
-  nlohmann::json template_kwargs = nlohmann::json::object();  // chat_template_kwargs
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
 
 struct CompletionRequest {
@@ -43,7 +43,7 @@ struct CompletionRequest {
 };
 
 // Both return nullopt on success. `n_vocab` bounds token ids and logit_bias keys.
-std::optional<ApiError> parse_chat_request(const nlohmann::json& body, int32_t n_vocab, ChatRequest& out);
-std::optional<ApiError> parse_completion_request(const nlohmann::json& body, int32_t n_vocab, CompletionRequest& out);
+std::optional<ApiError> parse_chat_request(const nlohmann::ordered_json& body, int32_t n_vocab, ChatRequest& out);
+std::optional<ApiError> parse_completion_request(const nlohmann::ordered_json& body, int32_t n_vocab, CompletionRequest& out);
 
 }  // namespace ds::server

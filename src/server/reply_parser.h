@@ -31,12 +31,12 @@ struct ReplyDelta {
 // One tool call body (the text between <tool_call> and </tool_call>); false if it is neither form.
 // `tools` (the request's tool list) gives parameter types: an XML value whose schema type is
 // "string" stays a string; otherwise it is read as JSON when it parses, else kept as a string.
-bool parse_tool_call_body(std::string_view body, const nlohmann::json& tools, ToolCall& out);
+bool parse_tool_call_body(std::string_view body, const nlohmann::ordered_json& tools, ToolCall& out);
 
 class ReplyParser {
  public:
   // in_reasoning: the prompt ended inside <think> (Qwen3.5's generation prompt with thinking on).
-  ReplyParser(bool in_reasoning, bool parse_tools, nlohmann::json tools);
+  ReplyParser(bool in_reasoning, bool parse_tools, nlohmann::ordered_json tools);
   ReplyDelta push(std::string_view text);
   ReplyDelta finish();  // end of reply: flushes everything held back
 
@@ -46,7 +46,7 @@ class ReplyParser {
   void emit_content(ReplyDelta& d, std::string_view s, bool final);
   Mode mode_;
   bool parse_tools_;
-  nlohmann::json tools_;
+  nlohmann::ordered_json tools_;
   std::string buf_;          // not yet classified
   std::string ws_;           // content whitespace held back
   std::string ws_before_call_;  // whitespace dropped before the current <tool_call>

@@ -14,7 +14,7 @@
 
 namespace ds::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -83,7 +83,8 @@ struct Server::Impl {
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
   std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res);
-  void generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt);
+  void generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+                int32_t snapshot_at = 0);
   void routes();
 };
 
@@ -111,7 +112,8 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
   }
 }
 
-void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt) {
+void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+                            int32_t snapshot_at) {
   const int64_t ctx = eng.backend().n_ctx();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   const char* what = o.kind == Endpoint::Chat ? "messages" : "prompt";
@@ -149,6 +151,7 @@ void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonPa
   g.stop = c.stop;
   g.ignore_eos = c.ignore_eos;
   g.top_logprobs = c.top_logprobs;
+  if (snapshot_at > 0) g.snapshot_at.push_back(snapshot_at);
   engine::Submitted s = eng.submit(std::move(g));
   switch (s.status) {
     case engine::SubmitStatus::Ok: break;
@@ -230,7 +233,7 @@ void Server::Impl::routes() {
     o.in_reasoning = prompt.in_reasoning;
     o.parse_tools = cr.parse_tool_calls;
     o.tools = cr.tools;
-    generate(res, std::move(o), cr.common, std::move(prompt.tokens));
+    generate(res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);

@@ -10,6 +10,11 @@
 // decode(ids): token strings mapped back to bytes (GPT-2 byte map), ill-formed UTF-8 replaced by
 // U+FFFD; StreamDecoder gives the same text incrementally. UNUSED ids (type 5, [PAD…]) and ids out
 // of range decode to nothing and are never produced by encode.
+// Known limits: a GGUF keeps only the token type, so an added token that Hugging Face marks
+// special=false but llama.cpp's converter stores as CONTROL because it looks like <|…|> (Qwen's
+// <|fim_prefix|> family) is cut out only with parse_special (llama.cpp behaves the same). Unicode
+// tables come from the system's PCRE2 and utf8proc, which may trail Hugging Face's by a version or
+// two for characters assigned in the newest Unicode releases.
 #pragma once
 #include <cstdint>
 #include <memory>

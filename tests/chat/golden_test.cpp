@@ -111,17 +111,25 @@ TEST(ChatGguf, MissingTemplateAndSpecialTokens) {
   EXPECT_NE(t.error().message.find("tokenizer.chat_template"), std::string::npos) << t.error().message;
 
   gguf::Writer w2;
-  w2.set("tokenizer.chat_template", gguf::Value::make_str("{{ bos_token }}|{{ messages[0].content }}|{{ eos_token }}"));
+  w2.set("tokenizer.chat_template", gguf::Value::make_str("{{ bos_token }}|{{ messages[0].content }}|{{ eos_token }}|{{ pad_token }}"));
   w2.set("tokenizer.ggml.tokens", gguf::Value::make_str_array({"<s>", "</s>", "a"}));
   w2.set("tokenizer.ggml.bos_token_id", gguf::Value::make_u32(0));
   w2.set("tokenizer.ggml.eos_token_id", gguf::Value::make_u32(1));
+  w2.set("tokenizer.ggml.padding_token_id", gguf::Value::make_u32(2));
   auto f2 = gguf::File::from_bytes(w2.to_bytes(), "tiny.gguf");
   ASSERT_TRUE(f2.ok()) << f2.error().message;
   auto t2 = chat::chat_template_from_gguf(*f2);
   ASSERT_TRUE(t2.ok()) << t2.error().message;
   auto r = t2->render(ojson::parse(R"([{"role": "user", "content": "hi"}])"), nullptr, false);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(*r, "<s>|hi|</s>");
+  EXPECT_EQ(*r, "<s>|hi|</s>|a");
+  gguf::Writer w4 = gguf::writer_from(*f2);
+  w4.set("tokenizer.ggml.eos_token_id", gguf::Value::make_u32(7));
+  auto f4 = gguf::File::from_bytes(w4.to_bytes(), "badid.gguf");
+  ASSERT_TRUE(f4.ok()) << f4.error().message;
+  auto t4 = chat::chat_template_from_gguf(*f4);
+  ASSERT_FALSE(t4.ok());
+  EXPECT_NE(t4.error().message.find("outside the vocabulary"), std::string::npos) << t4.error().message;
 
   gguf::Writer w3;
   w3.set("tokenizer.chat_template", gguf::Value::make_str("{% if %}"));

@@ -392,3 +392,43 @@ TEST(CudaOps, RejectBadShapes) {
 
 }  // namespace
 }  // namespace ds
+
+namespace ds {
+namespace {
+
+TEST(CudaOps, GdnRecurrentGatedFused) {
+  DS_REQUIRE_GPU();
+  const std::vector<GdnCase> cases = {
+      {16, 32, 128, 128, {1, 1}, {1, 0}, "9B decode, 2 sequences"},
+      {2, 6, 64, 100, {3}, {0}, "nv = 3 nk, dk 64, dv 100"},
+  };
+  for (const auto& c : cases) {
+    std::vector<int32_t> starts = {0};
+    for (int32_t l : c.lens) starts.push_back(starts.back() + l);
+    const int64_t T = starts.back(), S = (int64_t)c.lens.size();
+    const int64_t Kd = c.nk * c.dk, Cc = 2 * Kd + c.nv * c.dv;
+    ops::GdnParams p{T, S, c.nk, c.nv, c.dk, c.dv, Cc, Cc, Cc, 1.0f / std::sqrt((float)c.dk)};
+    auto U = rnd(T * Cc);
+    cpu::l2_norm({T, 2 * c.nk, c.dk, Cc, c.dk, Cc, c.dk, ops::kL2NormEps}, U.data(), U.data());
+    auto g = rnd(T * c.nv, 0.5f);
+    for (auto& x : g) x = -std::fabs(x);
+    auto beta = rnd(T * c.nv);
+    for (auto& x : beta) x = 1.f / (1.f + std::exp(-x));
+    auto state = rnd(S * p.state_floats(), 0.3f);
+    const auto z = rnd(T * c.nv * c.dv, 2.f), w = rnd(c.dv);
+    std::vector<float> out(T * c.nv * c.dv);
+    auto ref_state = state;
+    cpu::gdn_recurrent(p, U.data(), U.data() + Kd, U.data() + 2 * Kd, g.data(), beta.data(), ref_state.data(),
+                       starts.data(), c.slots.data(), out.data());
+    cpu::rms_norm_gated({T * c.nv, c.dv, 1e-6f}, out.data(), z.data(), w.data(), out.data());
+    Dev<float> dU(U), dg(g), db(beta), ds(state), dz(z), dw(w), dout(std::vector<float>(out.size(), NAN));
+    Dev<int32_t> dst(starts), dsl(c.slots);
+    CHECK_OK(cuda::gdn_recurrent_gated(p, dU.p(), dU.p() + Kd, dU.p() + 2 * Kd, dg.p(), db.p(), ds.p(), dst.p(),
+                                       dsl.p(), dz.p(), dw.p(), 1e-6f, dout.p(), nullptr));
+    expect_close("gdn_recurrent", dout.host(), out, std::string("gated: ") + c.what);
+    expect_close("gdn_state", ds.host(), ref_state, std::string("gated: ") + c.what);
+  }
+}
+
+}  // namespace
+}  // namespace ds

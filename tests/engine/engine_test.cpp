@@ -268,6 +268,30 @@ TEST(Engine, PrefixReuseSkipsPrefixExactly) {
   EXPECT_GT(st.prefix_cache_bytes, 0u);
 }
 
+TEST(Engine, SnapshotPointServesARewrittenTurn) {
+  Rig rig(opts());
+  // Turn 1: conversation (30 tokens) + generation prompt (4 tokens); snapshot asked at 30.
+  auto conv = prompt_of(21, 30);
+  auto p1 = conv;
+  for (int32_t t : {7, 8, 9, 10}) p1.push_back(t);
+  auto g1 = greedy(p1, 6);
+  g1.snapshot_at = {30};
+  auto r1 = collect(*rig.submit(g1));
+  // Turn 2 shares only the conversation: the reply is rendered differently.
+  auto p2 = conv;
+  for (int32_t t : {11, 12, 13, 14, 15}) p2.push_back(t);
+  int64_t before = rig.fb.n_prefill_tokens.load();
+  auto r2 = collect(*rig.submit(greedy(p2, 8)));
+  EXPECT_EQ(r2.last.n_cached, 30);
+  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 5);
+  EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 8, rig.codec));
+  // A prompt equal to the snapshot point cannot use it (no logits stored there): processed anew.
+  before = rig.fb.n_prefill_tokens.load();
+  auto r3 = collect(*rig.submit(greedy(conv, 4)));
+  EXPECT_LT(r3.last.n_cached, 30);
+  EXPECT_EQ(r3.tokens, reference(rig.fb, conv, 4, rig.codec));
+}
+
 TEST(Engine, PrefixCacheRespectsBudget) {
   EngineConfig cfg;
   cfg.prefix_cache_entries = 3;

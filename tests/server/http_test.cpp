@@ -19,7 +19,7 @@
 namespace ds::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using engine::ByteCodec;
 using namespace std::chrono_literals;
 

@@ -15,7 +15,7 @@
 namespace ds::server {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::optional<ApiError> chat(const std::string& body_text, ChatRequest* out = nullptr) {
   ChatRequest r;

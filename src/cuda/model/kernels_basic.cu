@@ -1,0 +1,111 @@
+// Row and elementwise kernels of the model: embedding lookup (one block per token, one thread per
+// quantization unit), RMSNorm (one block per row), residual add and SwiGLU (one thread per element).
+#include <algorithm>
+
+#include "cuda/cuda_util.h"
+#include "cuda/model/device_util.cuh"
+#include "cuda/quant_traits.cuh"
+
+namespace ds::cuda::mk {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class QT>
+__global__ void __launch_bounds__(kThreads)
+    embed_kernel(const uint8_t* __restrict__ w, int64_t n_cols, const StepIO* __restrict__ io, float* __restrict__ y) {
+  const int t = blockIdx.x;
+  const int64_t blocks_row = n_cols / QT::kBlockElems;
+  const uint8_t* row = w + (int64_t)io->tok[t] * blocks_row * QT::kBlockBytes;
+  float* yr = y + (int64_t)t * n_cols;
+  const int64_t units = blocks_row * QT::kUnits;
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    const int64_t blk = u / QT::kUnits;
+    const int k = (int)(u % QT::kUnits);
+    float v[QT::kE];
+    QT::dequant(row + blk * QT::kBlockBytes, k, v);
+    float* yb = yr + blk * QT::kBlockElems;
+#pragma unroll
+    for (int r = 0; r < QT::kRuns; r++) {
+      const int s = QT::run_start(k, r);
+#pragma unroll
+      for (int i = 0; i < QT::kRunLen; i++) yb[s + i] = v[r * QT::kRunLen + i];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, float* __restrict__ y,
+                    int64_t ldy, int64_t n, float eps) {
+  __shared__ float red[32];
+  const float* xr = x + (int64_t)blockIdx.x * ldx;
+  float* yr = y + (int64_t)blockIdx.x * ldy;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss, red);
+  const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+}
+
+__global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void swiglu_kernel(const float* __restrict__ g, int64_t ldg, const float* __restrict__ u, int64_t ldu,
+                              float* __restrict__ y, int64_t n_cols) {
+  const int64_t r = blockIdx.y;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_cols; i += (int64_t)gridDim.x * blockDim.x)
+    y[r * n_cols + i] = silu_f(g[r * ldg + i]) * u[r * ldu + i];
+}
+
+template <class QT>
+Status launch_embed(const void* w, int64_t n_cols, const StepIO* io, int n_tokens, float* y, cudaStream_t stream) {
+  if (n_cols % QT::kBlockElems != 0)
+    return cu_err("cuda embed: row of {} elements is not a whole number of {}-element blocks", n_cols,
+                  QT::kBlockElems);
+  embed_kernel<QT><<<n_tokens, kThreads, 0, stream>>>(static_cast<const uint8_t*>(w), n_cols, io, y);
+  CUDA_TRY_LAUNCH("embed", stream);
+  return {};
+}
+
+}  // namespace
+
+Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int n_tokens, float* y,
+             cudaStream_t stream) {
+  if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda embed: {} tokens", n_tokens);
+  switch (type) {
+#define DS_CASE(T) \
+  case GgmlType::T: return launch_embed<qt::QuantTraits<GgmlType::T>>(w, n_cols, io, n_tokens, y, stream);
+    DS_CUDA_FOR_EACH_TYPE(DS_CASE)
+#undef DS_CASE
+    default:
+      return cu_err("cuda embed: no kernel for type {}", type_cstr(type));
+  }
+}
+
+Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
+                float eps, cudaStream_t stream) {
+  if (n_rows < 1 || n_cols < 1) return cu_err("cuda rms_norm: {} rows of {}", n_rows, n_cols);
+  rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  CUDA_TRY_LAUNCH("rms_norm", stream);
+  return {};
+}
+
+Status add(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n < 1) return {};
+  add_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(y, x, n);
+  CUDA_TRY_LAUNCH("add", stream);
+  return {};
+}
+
+Status swiglu(const float* g, int64_t ldg, const float* u, int64_t ldu, float* y, int n_rows, int64_t n_cols,
+              cudaStream_t stream) {
+  if (n_rows < 1 || n_cols < 1) return cu_err("cuda swiglu: {} rows of {}", n_rows, n_cols);
+  const unsigned gx = (unsigned)std::min<int64_t>((n_cols + kThreads - 1) / kThreads, 1024);
+  swiglu_kernel<<<dim3(gx, n_rows), kThreads, 0, stream>>>(g, ldg, u, ldu, y, n_cols);
+  CUDA_TRY_LAUNCH("swiglu", stream);
+  return {};
+}
+
+}  // namespace ds::cuda::mk

@@ -1,0 +1,157 @@
+// Gated DeltaNet kernels of the model (qwen35-spec.md §4.2-§4.5).
+// conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
+//   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
+//   norm is one block reduction per token.
+// gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
+//   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
+//   once); the gated RMSNorm over the head's dv outputs is one block reduction per token.
+#include "cuda/cuda_util.h"
+#include "cuda/model/device_util.cuh"
+
+namespace ds::cuda::mk {
+namespace {
+
+__global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const StepIO* __restrict__ io) {
+  __shared__ float red[32];
+  const int s = blockIdx.y;
+  const int64_t c = (int64_t)blockIdx.x * a.head_dim + threadIdx.x;
+  const bool norm = (int64_t)blockIdx.x * a.head_dim < a.n_norm_channels;  // uniform over the block
+  const int kc = a.kernel, W = kc - 1;
+  const int64_t Cc = a.n_channels;
+  float* st = state_ptr(io, s, a.state_off);
+  float w[kMaxConvKernel], win[kMaxConvKernel];
+#pragma unroll
+  for (int j = 0; j < kMaxConvKernel; j++) {
+    w[j] = j < kc ? a.w[c * kc + j] : 0.f;
+    win[j] = j < W ? st[j * Cc + c] : 0.f;
+  }
+  const int t0 = io->start[s], t1 = io->start[s + 1];
+  for (int t = t0; t < t1; t++) {
+    const float xv = a.x[(int64_t)t * a.ldx + c];
+    // Taps in order, tap 0 on the oldest sample (the CPU reference's summation order).
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++) {
+      if (j < W) sum += w[j] * win[j];
+      else if (j == W) sum += w[j] * xv;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++) {
+      if (j + 1 < W) win[j] = win[j + 1];
+      else if (j + 1 == W) win[j] = xv;
+    }
+    float y = silu_f(sum);
+    if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + c] = y;
+    if (norm) {
+      const float ss = block_sum(y * y, red);
+      y *= 1.0f / sqrtf(ss + a.eps);
+    }
+    a.u[(int64_t)t * a.ldu + c] = y;
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxConvKernel; j++)
+    if (j < W) st[j * Cc + c] = win[j];
+}
+
+template <int DK>
+__global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float red[32];
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int nv = a.n_v_heads, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = M[r + kL * c];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+
+  const int t0 = io->start[s], t1 = io->start[s + 1];
+  for (int t = t0; t < t1; t++) {
+    const float* ut = a.u + (int64_t)t * a.ldu;
+    __syncthreads();  // the previous token's readers of sq/sk are done
+    if (tid < DK) {
+      sq[tid] = ut[(int64_t)kh * DK + tid];
+      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    __syncthreads();
+    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
+    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+    const float decay = expf(g);
+    const float vj = ut[2 * Kd + (int64_t)h * DK + j];
+    float kv = 0.f;
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      m[c].x *= decay; m[c].y *= decay; m[c].z *= decay; m[c].w *= decay;
+      const float4 kk = k4[r + kL * c];
+      kv += m[c].x * kk.x + m[c].y * kk.y + m[c].z * kk.z + m[c].w * kk.w;
+    }
+    kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+    kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+    const float delta = (vj - kv) * beta;
+    float o = 0.f;
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      const float4 kk = k4[r + kL * c], qq = q4[r + kL * c];
+      m[c].x += delta * kk.x; m[c].y += delta * kk.y; m[c].z += delta * kk.z; m[c].w += delta * kk.w;
+      o += m[c].x * qq.x + m[c].y * qq.y + m[c].z * qq.z + m[c].w * qq.w;
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    o *= a.scale;
+    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) {
+      const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+      a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+      if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+    }
+    if (tid == 0 && a.dbg_g) {
+      a.dbg_g[(int64_t)t * nv + h] = g;
+      a.dbg_beta[(int64_t)t * nv + h] = beta;
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
+}
+
+template <int DK>
+Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  gdn_kernel<DK><<<dim3(a.n_v_heads, n_seqs), DK * 4, 0, stream>>>(a, io);
+  CUDA_TRY_LAUNCH("gdn_step", stream);
+  return {};
+}
+
+}  // namespace
+
+Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (a.head_dim < 32 || a.head_dim > 1024 || a.head_dim % 32 != 0 || a.n_channels % a.head_dim != 0 ||
+      a.n_norm_channels % a.head_dim != 0)
+    return cu_err("cuda conv_silu_l2: head dim {} (channels {}, normalized {}) must be a multiple of 32 <= 1024 "
+                  "dividing both", a.head_dim, a.n_channels, a.n_norm_channels);
+  if (a.kernel < 1 || a.kernel > kMaxConvKernel)
+    return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
+  if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
+  conv_kernel<<<dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), a.head_dim, 0, stream>>>(a, io);
+  CUDA_TRY_LAUNCH("conv_silu_l2", stream);
+  return {};
+}
+
+bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
+
+Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_step: {} sequences", n_seqs);
+  if (a.state_off % 16 != 0) return cu_err("cuda gdn_step: state offset {} is not 16-byte aligned", a.state_off);
+  switch (a.d_k) {
+    case 64: return launch_gdn<64>(a, io, n_seqs, stream);
+    case 128: return launch_gdn<128>(a, io, n_seqs, stream);
+    default: return cu_err("cuda gdn_step: head dim {} (supported: 64, 128)", a.d_k);
+  }
+}
+
+}  // namespace ds::cuda::mk

@@ -1,0 +1,94 @@
+// CudaModel's device-side layout, shared by qwen35_cuda.cu (load, states, snapshots) and
+// qwen35_cuda_forward.cu (the step). Host code only.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/cuda_util.h"
+#include "cuda/model/model_kernels.cuh"
+#include "cuda/model/qwen35_cuda.cuh"
+
+namespace ds::cuda {
+
+// A weight matrix on the device, in its GGUF type: rows of cols elements (ggml ne {cols, rows}).
+struct DevMat {
+  std::string name;  // GGUF name(s), '+'-joined for a concatenation
+  GgmlType type = GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* w = nullptr;
+  size_t bytes = 0;
+};
+
+// Projections of one input: consecutive matrices of one type are stored back to back and run as one
+// product (a group). The output of group g is [T][groups[g].rows] at out_off[g] floats into the step's
+// projection buffer; matrix i of the input list is a column range of its group's output.
+struct Proj {
+  struct View {
+    int group = 0;
+    int64_t row_off = 0;
+  };
+  std::vector<DevMat> groups;
+  std::vector<int64_t> out_off;
+  std::vector<View> views;
+  int64_t total_rows() const {
+    int64_t n = 0;
+    for (const auto& g : groups) n += g.rows;
+    return n;
+  }
+};
+
+struct DevLayer {
+  LayerKind kind = LayerKind::GatedDeltaNet;
+  const float* attn_norm = nullptr;  // [H]
+  const float* post_norm = nullptr;  // [H]
+  Proj in;                           // GDN: qkv, gate (z), beta, alpha; attention: q, k, v
+  DevMat out;                        // ssm_out / attn_output
+  Proj ffn;                          // ffn_gate, ffn_up
+  DevMat down;                       // ffn_down
+  const float* conv_w = nullptr;     // GDN [Cc][Kc]
+  const float* dt_bias = nullptr;    // GDN [nv]
+  const float* ssm_a = nullptr;      // GDN [nv]
+  const float* ssm_norm = nullptr;   // GDN [dv]
+  const float* q_norm = nullptr;     // attention [hd]
+  const float* k_norm = nullptr;     // attention [hd]
+  int64_t conv_off = 0, ssm_off = 0;  // GDN: bytes into a sequence state
+  int attn_index = -1;                // attention: index among the attention layers (KV cache slot)
+};
+
+struct CudaModel::Impl {
+  cudaStream_t stream = nullptr;
+  DeviceBuffer arena;  // every weight and f32 vector
+  std::vector<DevLayer> layers;
+  DevMat embd, output;
+  const float* output_norm = nullptr;
+  const float* inv_freq = nullptr;  // [n_rot/2]
+  int64_t kv_row_bytes = 0;         // nkv * hd floats: one position of K (or V) of one layer
+  int max_tokens = kMaxStepTokens;
+
+  // Per-step scratch, [max_tokens][...] each.
+  int64_t proj_floats = 0, o_floats = 0;
+  DeviceBuffer h, xn, mix, y, proj, u, o, qr, act, logits, part;
+  DeviceBuffer io_dev;
+  mk::StepIO* io_host = nullptr;  // pinned
+  float* logits_host = nullptr;   // pinned [max_tokens][V]
+  // Intermediates the fused kernels skip, for the named dumps (allocated on the first dump).
+  DeviceBuffer dbg_conv, dbg_core, dbg_g, dbg_beta, dbg_qn, dbg_kn, dbg_kr;
+
+  std::map<std::pair<int, int64_t>, cudaGraphExec_t> graphs;  // (batch, max_ctx) -> decode step
+  std::vector<cudaEvent_t> events;                            // profiling
+
+  ~Impl();
+  int64_t k_off(int attn_index, int64_t max_ctx, size_t rec_bytes) const {
+    return (int64_t)rec_bytes + (int64_t)(2 * attn_index) * max_ctx * kv_row_bytes;
+  }
+  int64_t v_off(int attn_index, int64_t max_ctx, size_t rec_bytes) const {
+    return k_off(attn_index, max_ctx, rec_bytes) + max_ctx * kv_row_bytes;
+  }
+};
+
+}  // namespace ds::cuda

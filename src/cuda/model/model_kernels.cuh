@@ -1,0 +1,128 @@
+// Kernels of the CUDA forward pass (qwen35_cuda.cuh) that are not plain matrix-vector products: the fused
+// per-layer ops, written against a packed step of T tokens of S sequences whose per-token facts (token id,
+// position, sequence) and per-sequence state address live in device memory (StepIO), so a step can be
+// captured once in a CUDA graph and replayed with new inputs. Each launcher checks its shapes and enqueues on
+// `stream` with no synchronisation. CPU equivalents (src/cpu) are named at each declaration; the optional
+// dbg_* outputs hold the intermediates the fusion skips, for the named dumps.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "core/ggml_type.h"
+#include "cuda/model/qwen35_cuda.cuh"
+
+namespace ds::cuda::mk {
+
+// Inputs of one step, copied to the device at its start. Tokens are packed by sequence.
+struct StepIO {
+  int32_t tok[kMaxStepTokens];        // token ids
+  int32_t pos[kMaxStepTokens];        // positions
+  int32_t seq[kMaxStepTokens];        // sequence (0 .. S-1) of each token
+  int32_t start[kMaxStepTokens + 1];  // tokens start[s] .. start[s+1]-1 belong to sequence s
+  alignas(8) unsigned long long base[kMaxStepTokens];  // device address of each sequence's state allocation
+};
+
+// cpu::get_rows: y[t, :] = row tok[t] of w (GGUF type, ne {n_cols, V}) as floats, t < n_tokens.
+Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int n_tokens, float* y,
+             cudaStream_t stream);
+
+// cpu::rms_norm over n_rows rows: y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w.
+Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
+                float eps, cudaStream_t stream);
+
+// cpu::add: y[i] += x[i].
+Status add(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// cpu::swiglu: y[r, i] = silu(g[r, i]) * u[r, i], y packed [n_rows, n_cols].
+Status swiglu(const float* g, int64_t ldg, const float* u, int64_t ldu, float* y, int n_rows, int64_t n_cols,
+              cudaStream_t stream);
+
+// cpu::conv1d_silu then cpu::l2_norm of the q and k heads, per sequence in token order, the window of each
+// sequence at base + state_off ([Kc-1][Cc] fp32, oldest row first).
+struct ConvArgs {
+  const float* x = nullptr;  // qkv projection, token t at x + t*ldx
+  int64_t ldx = 0;
+  const float* w = nullptr;  // [Cc][Kc]
+  int64_t state_off = 0;     // bytes
+  float* u = nullptr;        // output, token t at u + t*ldu
+  int64_t ldu = 0;
+  float* dbg_pre = nullptr;  // optional [T][Cc]: the SiLU output before the L2 norm
+  int64_t n_channels = 0;       // Cc
+  int64_t n_norm_channels = 0;  // 2*Kd: channels normalized per head
+  int head_dim = 0;             // dk (= dv); Cc and 2*Kd are multiples of it
+  int kernel = 4;               // Kc <= kMaxConvKernel
+  float eps = 1e-6f;
+};
+inline constexpr int kMaxConvKernel = 8;
+Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+
+// cpu::gdn_gates + cpu::gdn_recurrent + cpu::rms_norm_gated, per sequence in token order; each value head's
+// state [dv][dk] (at base + state_off + h*dv*dk floats) is read once and written once per step.
+struct GdnArgs {
+  const float* u = nullptr;  // conv output: q head kh at u + t*ldu + kh*dk, k at + Kd, v head h at + 2*Kd + h*dv
+  int64_t ldu = 0;
+  const float* a = nullptr;  // ssm_alpha projection [t*lda + h]
+  int64_t lda = 0;
+  const float* b = nullptr;  // ssm_beta projection [t*ldb + h]
+  int64_t ldb = 0;
+  const float* z = nullptr;  // attn_gate projection [t*ldz + h*dv + j]
+  int64_t ldz = 0;
+  const float* ssm_a = nullptr;
+  const float* dt_bias = nullptr;
+  const float* norm_w = nullptr;  // ssm_norm [dv]
+  int64_t state_off = 0;          // bytes
+  int n_k_heads = 0, n_v_heads = 0, d_k = 0;
+  float scale = 0, eps = 1e-6f;
+  float* out = nullptr;  // [t*ldo + h*dv + j]
+  int64_t ldo = 0;
+  float* dbg_core = nullptr;  // optional [T][nv][dv]: the rule's output before the gated norm
+  float* dbg_g = nullptr;     // optional [T][nv]
+  float* dbg_beta = nullptr;  // optional [T][nv]
+};
+bool gdn_supports(int d_k);
+Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+
+// cpu::rms_norm of the q and k heads + cpu::rope_neox + the cache store of cpu::attention: q -> q_out packed
+// [T][nh][hd]; k -> K cache row pos[t], v -> V cache row pos[t] (caches [max_ctx][nkv][hd] at base + k_off /
+// base + v_off).
+struct QkArgs {
+  const float* q = nullptr;  // q projection: head h's q at q + t*ldq + h*2*hd (the [q | gate] layout)
+  int64_t ldq = 0;
+  const float* k = nullptr;
+  int64_t ldk = 0;
+  const float* v = nullptr;
+  int64_t ldv = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* inv_freq = nullptr;  // [n_rot/2], computed on the host as the CPU reference does
+  int64_t k_off = 0, v_off = 0;     // bytes
+  int n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0;
+  float eps = 1e-6f;
+  float* q_out = nullptr;
+  float* dbg_qn = nullptr;  // optional [T][nh][hd] before RoPE
+  float* dbg_kn = nullptr;  // optional [T][nkv][hd] before RoPE
+  float* dbg_kr = nullptr;  // optional [T][nkv][hd] after RoPE
+};
+Status qk_norm_rope_store(const QkArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream);
+
+// cpu::attention (reading the caches, rows 0 .. pos[t]) + cpu::output_gate, split over n_splits position
+// ranges and merged.
+struct AttnArgs {
+  const float* q = nullptr;     // [T][nh][hd]
+  const float* gate = nullptr;  // head h's gate at gate + t*ld_gate + h*2*hd
+  int64_t ld_gate = 0;
+  int64_t k_off = 0, v_off = 0;  // bytes
+  int n_head = 0, n_head_kv = 0, head_dim = 0, n_splits = 1;
+  float scale = 0;
+  float* part = nullptr;      // scratch [T][nh][n_splits][hd + 2]
+  float* out = nullptr;       // [T][nh*hd], gated
+  float* dbg_core = nullptr;  // optional [T][nh*hd] before the gate
+};
+inline constexpr int kMaxAttnSplits = 16;
+inline constexpr int kMaxAttnGroup = 8;  // nh / nkv
+bool attention_supports(int head_dim, int group);
+Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream);
+
+}  // namespace ds::cuda::mk

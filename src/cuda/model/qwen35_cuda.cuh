@@ -1,0 +1,153 @@
+// The Qwen3.5 forward pass on one NVIDIA GPU (qwen35-spec.md §1.2, §4, §5, §6), reproducing the fp32 CPU
+// reference (src/model/qwen35_forward.cpp) operation for operation, with the same dump names.
+// - CudaModel::load uploads every trunk matrix once, in its GGUF type (same-type projections that read the
+//   same input are stored back to back and run as one matrix-vector product); f32 vectors (norms, ssm_a,
+//   ssm_dt, conv taps) become device buffers. A matrix type with no CUDA kernel is a load-time Error naming
+//   the tensor and the type, checked before the GPU is touched.
+// - CudaSeqState: one sequence's device state, one allocation: conv windows [Kc-1][Cc] and delta-rule states
+//   [nv][dv][dk] of every GDN layer (fp32), then K and V caches [max_ctx][nkv][hd] of every attention layer.
+//   The KV cache is fp32 on purpose: exactness against the fp32 reference first (2e-3 on the fixture logits);
+//   f16 would halve its bytes and is a later option.
+// - A forward step runs T <= max_tokens tokens of S sequences as one packed batch on one stream: every
+//   projection reads its weights once per step; the conv and the delta rule run token by token (prefill is a
+//   loop over tokens through the recurrent rule, which is mathematically the chunked rule of the CPU prefill;
+//   the chunked GPU prefill is issue 6). No host synchronisation inside a step; the only one is in front of
+//   the logits download. Decode steps (one token for each of B sequences) are captured in a CUDA graph per
+//   (B, max_ctx) on first use and replayed.
+// Not thread-safe: one CudaModel is driven by one thread at a time.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/cuda_util.h"
+#include "model/qwen35.h"
+
+namespace ds::cuda {
+
+inline constexpr int kMaxStepTokens = 64;  // tokens per forward step (the batched matvec's limit)
+
+struct CudaModelOptions {
+  int device = 0;
+  int max_tokens = kMaxStepTokens;  // tokens per step: prefill runs in chunks of this many, decode batches up to it
+  bool use_graphs = true;           // capture decode steps in CUDA graphs
+};
+
+class CudaModel;
+
+// One sequence's device state (see the file comment for the layout). Created by CudaModel::create_state,
+// usable with that model only; reset and dropped independently of the model and of other sequences.
+class CudaSeqState {
+ public:
+  ~CudaSeqState() = default;
+  CudaSeqState(const CudaSeqState&) = delete;
+  CudaSeqState& operator=(const CudaSeqState&) = delete;
+
+  int64_t max_ctx() const { return max_ctx_; }
+  int64_t n_past() const { return n_past_; }  // tokens processed so far (the next token's position)
+  size_t bytes() const { return buf_.size(); }
+  // Back to an empty sequence: zero conv windows and delta-rule states, n_past = 0 (synchronous).
+  Status reset();
+
+ private:
+  friend class CudaModel;
+  CudaSeqState() = default;
+  const CudaModel* owner_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the owner's stream: state writes stay ordered with its steps
+  int64_t max_ctx_ = 0, n_past_ = 0;
+  size_t rec_bytes_ = 0;  // the recurrent part at the start of buf_ (zeroed by reset)
+  DeviceBuffer buf_;
+};
+
+// A device copy of one sequence's state after n_tokens tokens: the recurrent part and the KV rows in use.
+class CudaSnapshot {
+ public:
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t max_ctx() const { return max_ctx_; }
+  size_t bytes() const { return buf_.size(); }
+
+ private:
+  friend class CudaModel;
+  const CudaModel* owner_ = nullptr;
+  int64_t n_tokens_ = 0, max_ctx_ = 0;
+  DeviceBuffer buf_;
+};
+
+// Timing of one op of a profiled step (CudaModel::profile_decode).
+struct KernelTiming {
+  std::string name;    // dump-style name, e.g. "L3.attn.qkv_proj" ("L*" aggregated by the caller if wanted)
+  std::string kind;    // op kind, e.g. "matvec Q4_K", "gdn", "attention"
+  double ms = 0;       // GPU time between the events around the op
+  double bytes = 0;    // bytes the op must move (weights, state, activations), counted not measured
+};
+
+class CudaModel {
+ public:
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  // Uploads the trunk of a loaded (and checked) CPU model. The CPU model (and its GGUF mapping) may be
+  // dropped afterwards. Errors: a matrix type with no CUDA kernel (naming tensor and type), a shape the
+  // kernels do not handle, no GPU, out of device memory.
+  static Result<std::unique_ptr<CudaModel>> load(const Qwen35Model& m, const CudaModelOptions& o = {});
+
+  const Qwen35Config& cfg() const { return cfg_; }
+  const CudaModelOptions& options() const { return opt_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of a state for max_ctx positions (recurrent part + KV cache).
+  size_t state_bytes(int64_t max_ctx) const;
+  size_t recurrent_state_bytes() const { return rec_bytes_; }
+  size_t kv_bytes_per_token() const { return kv_bytes_per_pos_; }
+
+  Result<std::unique_ptr<CudaSeqState>> create_state(int64_t max_ctx) const;
+
+  // Runs tokens of one sequence at positions n_past .. n_past+T-1 (in steps of max_tokens) and advances it.
+  // logits_out (host memory; may be null for no logits) receives [T, V] floats (all_logits) or [1, V] (the
+  // last token). Errors leave the state unchanged only when they are caught before the GPU runs (bad token,
+  // context overflow, wrong state).
+  Status prefill(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
+                 const DumpFn& dump = {});
+
+  // One token for each of B sequences (distinct states of one max_ctx, B <= max_tokens) in one step;
+  // logits_out (host) receives [B, V], row i for seqs[i]. With use_graphs (and no dump) the step is a CUDA
+  // graph replay. logits_out may be null: the logits then stay in last_logits() (no host copy).
+  Status decode(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, float* logits_out,
+                const DumpFn& dump = {});
+  // The logits of the last step that produced any, [rows, V] in pinned host memory; valid until the next call.
+  const float* last_logits() const;
+
+  Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
+  Status restore(CudaSeqState& s, const CudaSnapshot& snap) const;
+
+  // Runs one decode step (B sequences, no graph) with CUDA events around every op and returns the ops in
+  // order. The states advance as with decode().
+  Result<std::vector<KernelTiming>> profile_decode(std::span<CudaSeqState* const> seqs,
+                                                   std::span<const int32_t> tokens, float* logits_out);
+
+  struct Impl;  // device-side layout (defined in the .cu files)
+
+ private:
+  CudaModel() = default;
+  Status check_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
+                    std::span<const int32_t> n_per_seq) const;
+  Status run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
+                  std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out, const DumpFn& dump,
+                  std::vector<KernelTiming>* prof, bool graph);
+
+  Qwen35Config cfg_;
+  CudaModelOptions opt_;
+  size_t weight_bytes_ = 0, rec_bytes_ = 0, kv_bytes_per_pos_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Best-of-`reps` device-to-device copy of `bytes`, in bytes/s with read + write counted (the ceiling of
+// performance.md). Needs 2 x bytes of free device memory.
+Result<double> copy_bandwidth(size_t bytes, int reps = 5);
+
+}  // namespace ds::cuda

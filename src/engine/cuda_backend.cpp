@@ -1,0 +1,136 @@
+#include "engine/cuda_backend.h"
+
+#if DS_HAVE_CUDA
+#include <algorithm>
+#include <vector>
+
+#include "cuda/model/qwen35_cuda.cuh"
+#include "model/qwen35.h"
+
+namespace ds::engine {
+namespace {
+
+class CudaSnapshotBox : public Snapshot {
+ public:
+  explicit CudaSnapshotBox(std::unique_ptr<cuda::CudaSnapshot> s) : s_(std::move(s)) {}
+  size_t bytes() const override { return s_->bytes(); }
+  int32_t n_tokens() const override { return (int32_t)s_->n_tokens(); }
+  const cuda::CudaSnapshot& get() const { return *s_; }
+
+ private:
+  std::unique_ptr<cuda::CudaSnapshot> s_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(std::unique_ptr<cuda::CudaModel> m, std::vector<std::unique_ptr<cuda::CudaSeqState>> slots,
+              int32_t n_ctx)
+      : m_(std::move(m)), slots_(std::move(slots)), n_ctx_(n_ctx) {}
+  ~CudaBackend() override { slots_.clear(); }  // the states before the model that owns their stream
+
+  std::string name() const override { return "cuda"; }
+  int32_t n_vocab() const override { return (int32_t)m_->cfg().n_vocab; }
+  int32_t n_ctx() const override { return n_ctx_; }
+  int32_t n_slots() const override { return (int32_t)slots_.size(); }
+  MemoryInfo memory() const override { return {m_->recurrent_state_bytes(), m_->kv_bytes_per_token()}; }
+
+  Status reset(int32_t slot) override {
+    DS_TRY(check_slot(slot));
+    return slots_[slot]->reset();
+  }
+
+  Status prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) override {
+    DS_TRY(check_slot(slot));
+    if (!logits_out.empty() && logits_out.size() < (size_t)n_vocab())
+      return err("cuda backend: prefill: logits buffer of {} floats, need {}", logits_out.size(), n_vocab());
+    return m_->prefill(*slots_[slot], tokens, logits_out.empty() ? nullptr : logits_out.data(), false);
+  }
+
+  Status decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                std::span<float> logits_out) override {
+    const size_t B = slots.size(), V = (size_t)n_vocab();
+    if (B == 0 || tokens.size() != B)
+      return err("cuda backend: decode: {} slots and {} tokens (expected the same, >= 1)", B, tokens.size());
+    if (!logits_out.empty() && logits_out.size() < B * V)
+      return err("cuda backend: decode: logits buffer of {} floats, need {}", logits_out.size(), B * V);
+    std::vector<cuda::CudaSeqState*> states(B);
+    for (size_t i = 0; i < B; i++) {
+      DS_TRY(check_slot(slots[i]));
+      states[i] = slots_[slots[i]].get();
+    }
+    const size_t step = (size_t)m_->options().max_tokens;
+    for (size_t i = 0; i < B; i += step) {
+      const size_t n = std::min(step, B - i);
+      float* out = logits_out.empty() ? nullptr : logits_out.data() + i * V;
+      DS_TRY(m_->decode(std::span<cuda::CudaSeqState* const>(states).subspan(i, n), tokens.subspan(i, n), out));
+    }
+    return {};
+  }
+
+  Result<std::unique_ptr<Snapshot>> save(int32_t slot) override {
+    DS_TRY(check_slot(slot));
+    DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(*slots_[slot]));
+    return std::unique_ptr<Snapshot>(std::make_unique<CudaSnapshotBox>(std::move(s)));
+  }
+
+  Status restore(int32_t slot, const Snapshot& snap) override {
+    DS_TRY(check_slot(slot));
+    const auto* box = dynamic_cast<const CudaSnapshotBox*>(&snap);
+    if (!box) return err("cuda backend: restore: the snapshot was not made by a CUDA backend");
+    return m_->restore(*slots_[slot], box->get());
+  }
+
+ private:
+  Status check_slot(int32_t slot) const {
+    if (slot < 0 || slot >= n_slots()) return err("cuda backend: slot {} outside [0, {})", slot, n_slots());
+    return {};
+  }
+
+  std::unique_ptr<cuda::CudaModel> m_;
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> slots_;
+  int32_t n_ctx_;
+};
+
+}  // namespace
+
+bool cuda_backend_available() { return cuda::device_count() > 0; }
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Qwen35Model& model, const CudaBackendOptions& o) {
+  if (o.n_slots < 1) return err("cuda backend: n_slots = {}, expected >= 1", o.n_slots);
+  if (o.n_ctx < 1) return err("cuda backend: n_ctx = {}, expected >= 1", o.n_ctx);
+  cuda::CudaModelOptions mo;
+  mo.device = o.device;
+  mo.use_graphs = o.use_graphs;
+  DS_ASSIGN(std::unique_ptr<cuda::CudaModel> m, cuda::CudaModel::load(model, mo));
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> slots;
+  for (int32_t i = 0; i < o.n_slots; i++) {
+    DS_ASSIGN(std::unique_ptr<cuda::CudaSeqState> s, m->create_state(o.n_ctx));
+    slots.push_back(std::move(s));
+  }
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(m), std::move(slots), o.n_ctx));
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const std::string& model_path, const CudaBackendOptions& o) {
+  DS_ASSIGN(Qwen35Model model, Qwen35Model::load_file(model_path));
+  return make_cuda_backend(model, o);
+}
+
+}  // namespace ds::engine
+
+#else  // built without CUDA
+
+namespace ds::engine {
+
+bool cuda_backend_available() { return false; }
+
+static Error no_cuda() {
+  return err("cuda backend: this deltaserve was built without CUDA; rebuild with nvcc available (DS_CUDA=ON)");
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const Qwen35Model&, const CudaBackendOptions&) { return no_cuda(); }
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const std::string&, const CudaBackendOptions&) { return no_cuda(); }
+
+}  // namespace ds::engine
+
+#endif

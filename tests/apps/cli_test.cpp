@@ -1,0 +1,160 @@
+// The synth / run / bench commands as a user runs them (the built binary, DS_BIN): exit codes, what goes
+// to stdout and stderr, determinism of seeded runs, stop strings, context limits, state reuse in -i,
+// and the bench JSON fields. One tiny model is synthesized once for the whole binary.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "testutil.h"
+
+namespace {
+
+struct Out {
+  int rc = -1;
+  std::string out, err;
+};
+
+const char* bin() { return std::getenv("DS_BIN"); }
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Runs `deltaserve ARGS` (optionally with stdin from a file) and captures both streams.
+Out ds_run(const std::string& args, const std::string& stdin_text = "") {
+  const std::string d = ds::test::temp_dir();
+  std::string cmd = std::string(bin()) + " " + args + " >" + d + "/out.txt 2>" + d + "/err.txt";
+  if (!stdin_text.empty()) {
+    std::ofstream(d + "/in.txt") << stdin_text;
+    cmd += " <" + d + "/in.txt";
+  } else {
+    cmd += " </dev/null";
+  }
+  Out o;
+  int st = std::system(cmd.c_str());
+  o.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  o.out = slurp(d + "/out.txt");
+  o.err = slurp(d + "/err.txt");
+  return o;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!bin()) return;
+    model_ = ds::test::temp_dir() + "/cli-tiny.gguf";
+    Out o = ds_run("synth --size tiny --type Q8_0 --seed 3 -o " + model_);
+    ASSERT_EQ(o.rc, 0) << o.err;
+  }
+  void SetUp() override {
+    if (!bin()) GTEST_SKIP() << "DS_BIN not set (run through ctest)";
+    ASSERT_TRUE(std::filesystem::exists(model_));
+  }
+  static std::string model_;
+};
+std::string Cli::model_;
+
+}  // namespace
+
+TEST_F(Cli, SynthRefusesBadArguments) {
+  Out o = ds_run("synth --size 3B -o " + ds::test::temp_dir() + "/x.gguf");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.err.find("size '3B' is not known"), std::string::npos) << o.err;
+  o = ds_run("synth --size tiny --type Q3_K -o " + ds::test::temp_dir() + "/x.gguf");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.err.find("Q4_K_M, Q8_0 or BF16"), std::string::npos) << o.err;
+  EXPECT_FALSE(std::filesystem::exists(ds::test::temp_dir() + "/x.gguf"));
+  o = ds_run("synth --size 0.8B --type Q4_K_M --plan");
+  EXPECT_EQ(o.rc, 0);
+  EXPECT_NE(o.out.find("params 752393024"), std::string::npos) << o.out;
+}
+
+TEST_F(Cli, RunStreamsSeededTextAndTimings) {
+  const std::string args = "run -m " + model_ + " --chat -p \"Hello! Who are you?\" -n 24 --temp 0.8 --seed 5 --threads 1 --ignore-eos";
+  Out a = ds_run(args), b = ds_run(args);
+  ASSERT_EQ(a.rc, 0) << a.err;
+  EXPECT_GT(a.out.size(), 10u);
+  EXPECT_EQ(a.out, b.out) << "same seed, same text";
+  EXPECT_NE(a.err.find("run: prompt"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("generated 24 tokens"), std::string::npos) << a.err;
+  Out c = ds_run("run -m " + model_ + " --chat -p \"Hello! Who are you?\" -n 24 --temp 0.8 --seed 6 --threads 1 --ignore-eos");
+  EXPECT_NE(a.out, c.out) << "another seed, other text";
+}
+
+TEST_F(Cli, StopStringCutsTheOutput) {
+  const std::string base = "run -m " + model_ + " -p \"The answer is\" -n 32 --temp 0 --threads 1";
+  Out full = ds_run(base);
+  ASSERT_EQ(full.rc, 0) << full.err;
+  ASSERT_GT(full.out.size(), 12u);
+  // A stop string taken from the middle of the greedy output: the output ends right before its first
+  // occurrence. Pick ASCII characters so the stop text is not split inside a UTF-8 character.
+  size_t at = std::string::npos;
+  for (size_t i = 4; i + 3 < full.out.size() && at == std::string::npos; i++) {
+    bool ok = true;
+    for (size_t k = 0; k < 3; k++) ok = ok && std::isalnum((unsigned char)full.out[i + k]);
+    if (ok) at = i;
+  }
+  if (at == std::string::npos) GTEST_SKIP() << "no 3 ASCII letters in a row in: " << full.out;
+  const std::string stop = full.out.substr(at, 3);
+  Out cut = ds_run(base + " --stop " + stop);
+  ASSERT_EQ(cut.rc, 0) << cut.err;
+  EXPECT_EQ(cut.out, full.out.substr(0, full.out.find(stop)) + "\n");
+  EXPECT_NE(cut.err.find("stop: stop string"), std::string::npos) << cut.err;
+}
+
+TEST_F(Cli, PromptLongerThanContextIsAClearError) {
+  Out o = ds_run("run -m " + model_ + " -p \"one two three four five six seven eight nine ten\" --ctx 4 -n 4");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("--ctx"), std::string::npos) << o.err;
+  o = ds_run("run -m " + model_ + " -n 4");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.err.find("give a prompt"), std::string::npos) << o.err;
+}
+
+TEST_F(Cli, InteractiveReusesTheState) {
+  Out o = ds_run("run -m " + model_ + " --chat -i -n 6 --temp 0 --threads 1", "Hi there\nAnd then?\n");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  // Turn 2's prompt extends turn 1's: only the new tokens run ("(N processed)" with N < prompt tokens).
+  size_t first = o.err.find("run: prompt "), second = o.err.find("run: prompt ", first + 1);
+  ASSERT_NE(second, std::string::npos) << o.err;
+  long n_prompt = 0, n_run = 0;
+  ASSERT_EQ(std::sscanf(o.err.c_str() + second, "run: prompt %ld tokens (%ld processed)", &n_prompt, &n_run), 2);
+  EXPECT_LT(n_run, n_prompt) << o.err;
+  EXPECT_GT(n_run, 0);
+}
+
+TEST_F(Cli, BenchWritesJsonLines) {
+  Out o = ds_run("bench -m " + model_ + " -p 16 -n 4 -r 2 --threads 1 --json");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  std::istringstream lines(o.out);
+  std::string line;
+  std::vector<nlohmann::json> js;
+  while (std::getline(lines, line)) js.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(js.size(), 2u) << o.out;
+  EXPECT_EQ(js[0]["test"], "pp16");
+  EXPECT_EQ(js[1]["test"], "tg4");
+  for (const auto& j : js) {
+    for (const char* k : {"model", "file_bytes", "params", "backend", "test", "tokens_per_s", "min", "max", "runs",
+                          "commit", "device", "threads"})
+      EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_EQ(j["runs"], 2);
+    EXPECT_EQ(j["threads"], 1);
+    EXPECT_EQ(j["file_bytes"].get<uint64_t>(), std::filesystem::file_size(model_));
+    EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+    EXPECT_LE(j["min"].get<double>(), j["tokens_per_s"].get<double>());
+    EXPECT_GE(j["max"].get<double>(), j["tokens_per_s"].get<double>());
+    EXPECT_FALSE(j["commit"].get<std::string>().empty());
+  }
+  // The table form, as llama-bench prints it.
+  o = ds_run("bench -m " + model_ + " -p 8 -n 0 -r 1 --threads 1 --no-warmup");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("| model"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("pp8"), std::string::npos) << o.out;
+}

@@ -1,0 +1,118 @@
+// Teacher-forced logits of every fixture GGUF on the GPU against its Hugging Face float32 reference
+// (fixtures/README.md), the procedure of tests/model/fixture_logits_test.cpp: the prompt as prefill (every
+// row's logits; 185 tokens = 3 steps of 64), then generated[:-1] one decode step each (CUDA graph replays).
+// Bound: 2e-3 max |dlogit| at every stored position, and the reference's argmax wherever its top-1 margin
+// exceeds 1e-2. Also: the decode steps replayed from a graph equal the same steps launched op by op, bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cuda_test_util.h"
+
+using namespace ds;
+
+namespace {
+constexpr double kMaxAbs = 2e-3;  // fixtures/README.md: the precise path's bound, every file and type, on CUDA too
+constexpr double kArgmaxMargin = 1e-2;
+
+struct RowStats {
+  double max_abs = 0;
+  int argmax_checked = 0;
+};
+
+void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where) {
+  int64_t am_got = 0, am_ref = 0;
+  for (int64_t v = 0; v < V; v++) {
+    const double d = std::fabs((double)got[v] - ref[v]);
+    if (!(d <= s.max_abs)) s.max_abs = std::isnan(d) ? INFINITY : d;
+    if (got[v] > got[am_got]) am_got = v;
+    if (ref[v] > ref[am_ref]) am_ref = v;
+  }
+  float second = -INFINITY;
+  for (int64_t v = 0; v < V; v++)
+    if (v != am_ref) second = std::max(second, ref[v]);
+  if (ref[am_ref] - second > kArgmaxMargin) {
+    s.argmax_checked++;
+    EXPECT_EQ(am_got, am_ref) << where << ": argmax differs from the reference (margin " << ref[am_ref] - second
+                              << ")";
+  }
+}
+
+// Prompt as one prefill (all rows), then generated[:-1] one decode step at a time.
+std::vector<float> cuda_teacher_forced(cuda::CudaModel& cm, const ds::test::ModelRef& r) {
+  const int64_t T = (int64_t)r.prompt.size(), G = (int64_t)r.generated.size() - 1, V = cm.cfg().n_vocab;
+  std::vector<float> out((T + G) * V);
+  auto st = ds::test::new_state(cm, T + G);
+  if (!st) return {};
+  auto s = cm.prefill(*st, r.prompt, out.data(), true);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  for (int64_t i = 0; i < G && s.ok(); i++) {
+    cuda::CudaSeqState* sp = st.get();
+    s = cm.decode({&sp, 1}, std::span<const int32_t>(&r.generated[i], 1), out.data() + (T + i) * V);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  }
+  EXPECT_EQ(st->n_past(), T + G);
+  return s.ok() ? out : std::vector<float>{};
+}
+
+}  // namespace
+
+class CudaFixtureLogits : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaFixtureLogits, TeacherForcedMatchesReference) {
+  DS_SKIP_WITHOUT_GPU();
+  const auto ref = ds::test::load_model_ref(GetParam());
+  ASSERT_FALSE(ref.prompt.empty());
+  auto m = Qwen35Model::load_file(ref.gguf);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  auto cm = ds::test::load_cuda(*m);
+  ASSERT_TRUE(cm);
+  const int64_t V = cm->cfg().n_vocab, T = (int64_t)ref.prompt.size();
+  ASSERT_EQ(V, ref.vocab);
+  const auto logits = cuda_teacher_forced(*cm, ref);
+  ASSERT_FALSE(logits.empty());
+  RowStats pre, dec;
+  for (size_t i = 0; i < ref.prefill_pos.size(); i++) {
+    const int64_t p = ref.prefill_pos[i];
+    compare_row(&logits[p * V], &ref.prefill[i * V], V, pre, GetParam() + " prefill position " + std::to_string(p));
+  }
+  for (size_t i = 0; i + 1 < ref.generated.size(); i++)
+    compare_row(&logits[(T + i) * V], &ref.decode[i * V], V, dec,
+                GetParam() + " decode row " + std::to_string(i) + " (position " + std::to_string(T + i) + ")");
+  std::printf("[ cuda     ] %-16s max|dlogit| prefill %.3e (%zu rows)  decode %.3e (%zu rows)  argmax rows checked %d + %d\n",
+              GetParam().c_str(), pre.max_abs, ref.prefill_pos.size(), dec.max_abs, ref.generated.size() - 1,
+              pre.argmax_checked, dec.argmax_checked);
+  EXPECT_LE(pre.max_abs, kMaxAbs) << GetParam() << " prefill rows";
+  EXPECT_LE(dec.max_abs, kMaxAbs) << GetParam() << " decode rows";
+}
+
+// Graph replays and op-by-op launches run the same kernels on the same data: identical logits.
+TEST_P(CudaFixtureLogits, GraphReplayEqualsDirectLaunches) {
+  DS_SKIP_WITHOUT_GPU();
+  const auto ref = ds::test::load_model_ref(GetParam());
+  auto m = Qwen35Model::load_file(ref.gguf);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  cuda::CudaModelOptions direct;
+  direct.use_graphs = false;
+  auto cg = ds::test::load_cuda(*m), cd = ds::test::load_cuda(*m, direct);
+  ASSERT_TRUE(cg && cd);
+  const std::vector<int32_t> prompt(ref.prompt.begin(), ref.prompt.begin() + 20);
+  auto sg = ds::test::new_state(*cg, 64), sd = ds::test::new_state(*cd, 64);
+  ASSERT_TRUE(sg && sd);
+  ASSERT_TRUE(cg->prefill(*sg, prompt, nullptr, false).ok());
+  ASSERT_TRUE(cd->prefill(*sd, prompt, nullptr, false).ok());
+  for (int i = 0; i < 6; i++) {
+    const std::vector<int32_t> tok{ref.generated[i]};
+    const auto a = ds::test::decode_step(*cg, {sg.get()}, tok);
+    const auto b = ds::test::decode_step(*cd, {sd.get()}, tok);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "step " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFiles, CudaFixtureLogits, ::testing::ValuesIn(ds::test::fixture_model_names()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });

@@ -1,0 +1,252 @@
+// Sequence states on the GPU: batched decode equals each sequence alone, prefill chunking does not change the
+// result, reset, snapshot/restore (model and Backend level), the load-time type check (no GPU needed), the
+// backend factory and `deltaserve logits --backend cuda`.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "cuda/dequant.h"
+#include "cuda_test_util.h"
+#include "engine/backend_factory.h"
+#include "engine/cuda_backend.h"
+#include "testutil.h"
+
+using namespace ds;
+
+namespace {
+
+// The single-vector and multi-vector matvec kernels sum in different orders, so a sequence decoded alone and
+// in a batch agree to float rounding, not bit for bit (engine/cuda_backend.h).
+constexpr double kBatchTol = 1e-4;
+
+const std::string kModel = "tiny-gqa-q4_k_m";
+
+struct Fixture {
+  ds::test::ModelRef ref;
+  Result<Qwen35Model> m = Error{"not loaded"};
+};
+
+Fixture load_fixture() {
+  Fixture f{ds::test::load_model_ref(kModel)};
+  f.m = Qwen35Model::load_file(f.ref.gguf);
+  EXPECT_TRUE(f.m.ok()) << f.m.error().message;
+  return f;
+}
+
+std::vector<int32_t> slice(const std::vector<int32_t>& v, size_t from, size_t n) {
+  return std::vector<int32_t>(v.begin() + from, v.begin() + from + n);
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  const auto d = ds::test::diff(a.data(), b.data(), a.size());
+  EXPECT_TRUE(d.finite) << what;
+  EXPECT_LE(d.max_abs, tol) << what << ": max |diff| at " << d.worst;
+}
+
+}  // namespace
+
+TEST(CudaState, BatchedDecodeEqualsEachAlone) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  auto cm = ds::test::load_cuda(*f.m);
+  ASSERT_TRUE(cm);
+  const int64_t V = cm->cfg().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {slice(f.ref.prompt, 0, 9), slice(f.ref.prompt, 30, 70),
+                                                     slice(f.ref.prompt, 100, 3)};
+  const size_t B = prompts.size();
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> alone, batch;
+  for (size_t i = 0; i < B; i++) {
+    alone.push_back(ds::test::new_state(*cm, 128));
+    batch.push_back(ds::test::new_state(*cm, 128));
+    ASSERT_TRUE(alone.back() && batch.back());
+    ASSERT_TRUE(cm->prefill(*alone[i], prompts[i], nullptr, false).ok());
+    ASSERT_TRUE(cm->prefill(*batch[i], prompts[i], nullptr, false).ok());
+  }
+  // Steps of 3, 2 (sequence 1 sits out) and 3 sequences again: graphs for two batch sizes.
+  for (int step = 0; step < 5; step++) {
+    std::vector<size_t> members = step == 2 ? std::vector<size_t>{0, 2} : std::vector<size_t>{0, 1, 2};
+    std::vector<cuda::CudaSeqState*> states;
+    std::vector<int32_t> toks;
+    for (size_t i : members) {
+      states.push_back(batch[i].get());
+      toks.push_back(f.ref.generated[step * 3 + i]);
+    }
+    const auto together = ds::test::decode_step(*cm, states, toks);
+    for (size_t j = 0; j < members.size(); j++) {
+      const auto one = ds::test::decode_step(*cm, {alone[members[j]].get()}, {toks[j]});
+      expect_close(std::vector<float>(together.begin() + j * V, together.begin() + (j + 1) * V), one, kBatchTol,
+                   "step " + std::to_string(step) + " sequence " + std::to_string(members[j]));
+    }
+  }
+  for (size_t i = 0; i < B; i++) EXPECT_EQ(alone[i]->n_past(), batch[i]->n_past());
+}
+
+TEST(CudaState, PrefillChunkSizeDoesNotMatter) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  cuda::CudaModelOptions small;
+  small.max_tokens = 7;  // 185 tokens = 26 steps of 7 + 3
+  auto big = ds::test::load_cuda(*f.m), sm = ds::test::load_cuda(*f.m, small);
+  ASSERT_TRUE(big && sm);
+  const int64_t T = (int64_t)f.ref.prompt.size(), V = big->cfg().n_vocab;
+  auto a = ds::test::new_state(*big, T + 4), b = ds::test::new_state(*sm, T + 4);
+  std::vector<float> la(T * V), lb(T * V);
+  ASSERT_TRUE(big->prefill(*a, f.ref.prompt, la.data(), true).ok());
+  ASSERT_TRUE(sm->prefill(*b, f.ref.prompt, lb.data(), true).ok());
+  expect_close(la, lb, kBatchTol, "prefill logits, steps of 64 vs 7");
+  const auto da = ds::test::decode_step(*big, {a.get()}, {f.ref.generated[0]});
+  const auto db = ds::test::decode_step(*sm, {b.get()}, {f.ref.generated[0]});
+  expect_close(da, db, kBatchTol, "decode after the two prefills");
+}
+
+TEST(CudaState, ResetAndSnapshotRestore) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  auto cm = ds::test::load_cuda(*f.m);
+  ASSERT_TRUE(cm);
+  const int64_t V = cm->cfg().n_vocab;
+  const auto prompt = slice(f.ref.prompt, 0, 80);
+  auto s = ds::test::new_state(*cm, 128), other = ds::test::new_state(*cm, 128);
+  ASSERT_TRUE(s && other);
+  std::vector<float> first(V), again(V);
+  ASSERT_TRUE(cm->prefill(*s, prompt, first.data(), false).ok());
+  auto snap = cm->save(*s);
+  ASSERT_TRUE(snap.ok()) << snap.error().message;
+  EXPECT_EQ((*snap)->n_tokens(), 80);
+  std::vector<std::vector<float>> cont;
+  for (int i = 0; i < 4; i++) cont.push_back(ds::test::decode_step(*cm, {s.get()}, {f.ref.generated[i]}));
+  // Restore into the same state and into another one: the same continuation, bit for bit.
+  for (cuda::CudaSeqState* t : {s.get(), other.get()}) {
+    ASSERT_TRUE(cm->restore(*t, **snap).ok());
+    EXPECT_EQ(t->n_past(), 80);
+    for (int i = 0; i < 4; i++) {
+      const auto l = ds::test::decode_step(*cm, {t}, {f.ref.generated[i]});
+      EXPECT_EQ(0, std::memcmp(l.data(), cont[i].data(), V * sizeof(float))) << "restored step " << i;
+    }
+  }
+  // Reset: the same prompt gives the same logits as on a fresh state.
+  ASSERT_TRUE(s->reset().ok());
+  EXPECT_EQ(s->n_past(), 0);
+  ASSERT_TRUE(cm->prefill(*s, prompt, again.data(), false).ok());
+  EXPECT_EQ(0, std::memcmp(first.data(), again.data(), V * sizeof(float)));
+  // Errors: past the context, bad token, a state twice in one step.
+  std::vector<int32_t> too_long(60, 1);
+  EXPECT_FALSE(cm->prefill(*s, too_long, nullptr, false).ok());
+  const int32_t bad = (int32_t)V;
+  EXPECT_FALSE(cm->prefill(*other, std::span<const int32_t>(&bad, 1), nullptr, false).ok());
+  std::vector<float> two(2 * V);
+  EXPECT_FALSE(cm->decode(std::vector<cuda::CudaSeqState*>{s.get(), s.get()}, std::vector<int32_t>{1, 2}, two.data()).ok());
+}
+
+TEST(CudaState, BackendSlotsSnapshotsAndDecode) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  engine::BackendOptions o;
+  o.n_slots = 3;
+  o.n_ctx = 256;
+  auto be = engine::make_backend("cuda", f.ref.gguf, o);
+  ASSERT_TRUE(be.ok()) << be.error().message;
+  engine::Backend& b = **be;
+  EXPECT_EQ(b.name(), "cuda");
+  EXPECT_EQ(b.n_slots(), 3);
+  EXPECT_EQ(b.n_ctx(), 256);
+  const int64_t V = b.n_vocab();
+  EXPECT_GT(b.memory().fixed_bytes_per_slot, 0u);
+  EXPECT_GT(b.memory().kv_bytes_per_token, 0u);
+  const auto prompt = slice(f.ref.prompt, 0, 50);
+  std::vector<float> l0(V), l2(V);
+  ASSERT_TRUE(b.prefill(0, prompt, l0).ok());
+  ASSERT_TRUE(b.prefill(2, prompt, l2).ok());
+  EXPECT_EQ(0, std::memcmp(l0.data(), l2.data(), V * sizeof(float)));
+  auto snap = b.save(0);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ((*snap)->n_tokens(), 50);
+  std::vector<float> two(2 * V), again(2 * V);
+  const std::vector<int32_t> slots{0, 2}, toks{f.ref.generated[0], f.ref.generated[1]};
+  ASSERT_TRUE(b.decode(slots, toks, two).ok());
+  ASSERT_TRUE(b.restore(2, **snap).ok());
+  ASSERT_TRUE(b.restore(0, **snap).ok());
+  ASSERT_TRUE(b.decode(slots, toks, again).ok());
+  EXPECT_EQ(0, std::memcmp(two.data(), again.data(), two.size() * sizeof(float)));
+  EXPECT_FALSE(b.reset(3).ok());
+  EXPECT_FALSE(b.decode(std::vector<int32_t>{0, 1}, std::vector<int32_t>{1}, two).ok());
+  EXPECT_TRUE(b.reset(0).ok());
+}
+
+// A matrix type the CUDA kernels cannot read is a load-time error naming the tensor and the type, found
+// before any GPU work (so this runs without a GPU).
+TEST(CudaLoad, UnsupportedTypeNamesTensorAndType) {
+  auto f = gguf::File::open(ds::test::fixture_gguf("tiny-sym-q8_0"));
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  gguf::Writer w(f->alignment());
+  for (const auto& kv : f->metadata()) w.set(kv.key, kv.value);
+  const std::string victim = "blk.1.ffn_up.weight";
+  for (const auto& t : f->tensors()) {
+    std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+    GgmlType type = t.type;
+    std::vector<uint8_t> data(f->tensor_data(t), f->tensor_data(t) + t.n_bytes);
+    if (t.name == victim) {  // all-zero Q4_1 blocks: valid, and no CUDA kernel reads Q4_1
+      type = GgmlType::Q4_1;
+      data.assign(ggml_row_bytes(*ggml_type_info(type), ne[0]) * ne[1], 0);
+    }
+    const size_t i = w.add_tensor(t.name, type, ne);
+    w.set_tensor_data(i, std::move(data));
+  }
+  auto edited = gguf::File::from_bytes(w.to_bytes(), "edited.gguf");
+  ASSERT_TRUE(edited.ok()) << edited.error().message;
+  ASSERT_FALSE(cuda::has_kernel(GgmlType::Q4_1)) << "pick another type for this test";
+  auto m = Qwen35Model::load(*edited);
+  ASSERT_TRUE(m.ok()) << "the CPU loader reads Q4_1: " << m.error().message;
+  auto cm = cuda::CudaModel::load(*m);
+  ASSERT_FALSE(cm.ok());
+  EXPECT_NE(cm.error().message.find(victim), std::string::npos) << cm.error().message;
+  EXPECT_NE(cm.error().message.find("Q4_1"), std::string::npos) << cm.error().message;
+}
+
+TEST(CudaLoad, BackendFactoryKinds) {
+  EXPECT_FALSE(engine::resolve_backend_kind("gpu").ok());
+  auto a = engine::resolve_backend_kind("auto");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, ds::cuda::device_count() > 0 ? "cuda" : "cpu");
+  EXPECT_EQ(*engine::resolve_backend_kind("cuda"), "cuda");
+  if (ds::cuda::device_count() == 0) {
+    auto b = engine::make_backend("cuda", ds::test::fixture_gguf(kModel), {});
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.error().message.find("no CUDA device"), std::string::npos) << b.error().message;
+  }
+}
+
+// `deltaserve logits --backend cuda`: the fixture's teacher-forcing contract through the CLI, checked on the
+// reference's prefill rows and decode rows (2e-3).
+TEST(CudaCli, LogitsBackendCuda) {
+  DS_SKIP_WITHOUT_GPU();
+  const char* bin = std::getenv("DS_BIN");
+  if (!bin) GTEST_SKIP() << "DS_BIN is not set";
+  const auto ref = ds::test::load_model_ref("tiny-sym-q4_k_m");
+  const std::string dir = ds::test::temp_dir(), ids = dir + "/cuda_cli_ids.txt", out = dir + "/cuda_cli.f32";
+  {
+    std::ofstream f(ids);
+    for (int32_t t : ref.prompt) f << t << ' ';
+    for (size_t i = 0; i + 1 < ref.generated.size(); i++) f << ref.generated[i] << ' ';
+  }
+  const std::string cmd = std::string(bin) + " logits --backend cuda -m " + ref.gguf + " --tokens-file " + ids +
+                          " --out " + out + " --decode-from " + std::to_string(ref.prompt.size()) + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto raw = ds::test::read_file(out);
+  const size_t T = ref.prompt.size(), G = ref.generated.size() - 1, V = ref.vocab;
+  ASSERT_EQ(raw.size(), (T + G) * V * sizeof(float));
+  std::vector<float> logits(raw.size() / 4);
+  std::memcpy(logits.data(), raw.data(), raw.size());
+  double worst = 0;
+  for (size_t i = 0; i < ref.prefill_pos.size(); i++)
+    worst = std::max(worst, ds::test::diff(&logits[ref.prefill_pos[i] * V], &ref.prefill[i * V], V).max_abs);
+  for (size_t i = 0; i < G; i++)
+    worst = std::max(worst, ds::test::diff(&logits[(T + i) * V], &ref.decode[i * V], V).max_abs);
+  EXPECT_LE(worst, 2e-3);
+}

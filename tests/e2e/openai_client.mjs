@@ -1,0 +1,235 @@
+// End-to-end: the official OpenAI client (npm `openai`) against `deltaserve serve` on the tiny
+// fixture model, unchanged: models, chat and completions with and without streaming, logprobs,
+// usage, multi-turn prefix reuse, typed errors (401, 400), an aborted stream, concurrent streams
+// equal to the same prompts run alone, and raw-socket abuse (malformed JSON, invalid UTF-8, huge
+// body, slow sender, disconnect mid-stream) while another stream keeps going. Bounded: ~1 minute.
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import OpenAI from 'openai';
+import { collectChatStream, fixture, startServer, stopServer } from './common.mjs';
+
+const KEY = 'e2e-key';
+const MODEL_FILE = process.env.DS_E2E_MODEL || fixture('models/tiny-sym/tiny-sym-q8_0.gguf');
+const deadline = setTimeout(() => {
+  console.error('e2e: timed out');
+  process.exit(1);
+}, 240000);
+
+const srv = await startServer(['-m', MODEL_FILE, '--parallel', '4', '--ctx', '1024', '--api-key', KEY,
+                               '--max-body-mb', '1', '--timeout', '5']);
+const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
+let failed = 0, n = 0;
+
+async function test(name, fn) {
+  n++;
+  try {
+    await fn();
+    console.log(`ok ${n} - ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`not ok ${n} - ${name}\n  ${String(e && e.stack || e).split('\n').join('\n  ')}`);
+  }
+}
+
+const greedy = { temperature: 0, max_tokens: 24 };
+const msgs = (text) => [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: text }];
+
+async function metric(name) {
+  const t = await (await fetch(`${srv.url}/metrics`)).text();
+  const m = t.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+
+await test('models.list', async () => {
+  const page = await client.models.list();
+  assert.equal(page.data.length, 1);
+  assert.equal(page.data[0].id, 'tiny-sym-q8_0');
+  const m = await client.models.retrieve('tiny-sym-q8_0');
+  assert.equal(m.object, 'model');
+});
+
+let plain;
+await test('chat non-streaming', async () => {
+  plain = await client.chat.completions.create({ model: 'tiny-sym-q8_0', messages: msgs('Tell me a story.'), ...greedy });
+  assert.equal(plain.object, 'chat.completion');
+  const c = plain.choices[0];
+  assert.equal(c.message.role, 'assistant');
+  assert.ok(['stop', 'length'].includes(c.finish_reason));
+  assert.ok(plain.usage.prompt_tokens > 10);
+  assert.ok(plain.usage.completion_tokens >= 1 && plain.usage.completion_tokens <= 24);
+  assert.equal(plain.usage.total_tokens, plain.usage.prompt_tokens + plain.usage.completion_tokens);
+});
+
+await test('chat streaming equals non-streaming (greedy), usage chunk', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'tiny-sym-q8_0', messages: msgs('Tell me a story.'), ...greedy, stream: true,
+    stream_options: { include_usage: true },
+  });
+  const r = await collectChatStream(stream);
+  const m = plain.choices[0].message;
+  assert.equal(r.content, m.content ?? '');
+  assert.equal(r.reasoning, m.reasoning_content ?? '');
+  assert.equal(r.finish, plain.choices[0].finish_reason);
+  assert.equal(r.usage.completion_tokens, plain.usage.completion_tokens);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, plain.usage.prompt_tokens);  // same prompt: from the cache
+});
+
+await test('thinking switch via chat_template_kwargs', async () => {
+  const on = await client.chat.completions.create({ model: 'x', messages: msgs('Hi'), ...greedy });
+  const off = await client.chat.completions.create({
+    model: 'x', messages: msgs('Hi'), ...greedy, chat_template_kwargs: { enable_thinking: false },
+  });
+  // Qwen3's template adds an empty think block to the prompt when thinking is off.
+  assert.equal(off.usage.prompt_tokens, on.usage.prompt_tokens + 4);
+});
+
+await test('completions non-streaming and streaming agree', async () => {
+  const a = await client.completions.create({ model: 'x', prompt: 'Once upon a time', ...greedy, logprobs: 2 });
+  assert.equal(a.object, 'text_completion');
+  assert.equal(a.choices[0].logprobs.tokens.length, a.usage.completion_tokens);
+  const s = await client.completions.create({ model: 'x', prompt: 'Once upon a time', ...greedy, stream: true });
+  let text = '';
+  for await (const c of s) text += c.choices[0]?.text ?? '';
+  assert.equal(text, a.choices[0].text);
+});
+
+await test('chat logprobs', async () => {
+  const r = await client.chat.completions.create({ model: 'x', messages: msgs('Count'), ...greedy, logprobs: true, top_logprobs: 3 });
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.length, r.usage.completion_tokens);
+  for (const t of lp) {
+    assert.ok(t.logprob <= 0);
+    assert.equal(t.top_logprobs.length, 3);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);  // greedy picks the most likely token
+  }
+});
+
+await test('multi-turn reuses the conversation prefix', async () => {
+  const turn1 = msgs('Where is Paris?');
+  const a = await client.chat.completions.create({ model: 'x', messages: turn1, ...greedy, chat_template_kwargs: { enable_thinking: false } });
+  const turn2 = [...turn1, { role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: 'And Rome?' }];
+  const b = await client.chat.completions.create({ model: 'x', messages: turn2, ...greedy, chat_template_kwargs: { enable_thinking: false } });
+  // The template re-renders turn 1's reply without the empty think block its prompt ended with, so
+  // the reusable prefix is turn 1's conversation up to its generation prompt
+  // ("<|im_start|>assistant\n<think>\n\n</think>\n\n", a dozen tokens in the tiny vocabulary).
+  const cached = b.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > 0 && a.usage.prompt_tokens - cached <= 16, `cached ${cached} of ${b.usage.prompt_tokens}`);
+});
+
+await test('typed errors: 401, 400, context length', async () => {
+  const bad = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  await assert.rejects(client.chat.completions.create({ model: 'x', messages: msgs('x'), temperature: 5 }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');
+  await assert.rejects(client.chat.completions.create({ model: 'x', messages: msgs('x'), max_tokens: 5000 }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.status === 400);
+  await assert.rejects(client.chat.completions.create({ model: 'x', messages: msgs('x'), max_tokens: 1010 }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded');
+  await assert.rejects(client.chat.completions.create({ model: 'x', messages: [] }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages');
+});
+
+await test('aborted stream frees its slot', async () => {
+  const stream = await client.chat.completions.create({ model: 'x', messages: msgs('Go on'), max_tokens: 900, ignore_eos: true, stream: true });
+  let k = 0;
+  for await (const _ of stream) if (++k === 5) break;  // leaving the loop aborts the request
+  for (let i = 0; i < 200 && (await metric('ds_requests_running')) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(await metric('ds_requests_running'), 0);
+  assert.ok((await metric('ds_requests_finished_total{reason="cancelled"}')) >= 1);
+});
+
+await test('concurrent streams equal the same prompts run alone', async () => {
+  const prompts = Array.from({ length: 10 }, (_, i) => `Question number ${i}: what comes next?`);
+  const req = (p) => ({ model: 'x', messages: msgs(p), temperature: 0, max_tokens: 20 + prompts.indexOf(p), ignore_eos: true });
+  const alone = [];
+  for (const p of prompts) alone.push((await client.chat.completions.create(req(p))).choices[0].message);
+  const together = await Promise.all(prompts.map(async (p) =>
+    collectChatStream(await client.chat.completions.create({ ...req(p), stream: true }))));
+  together.forEach((r, i) => {
+    assert.equal(r.content, alone[i].content ?? '', `prompt ${i}`);
+    assert.equal(r.reasoning, alone[i].reasoning_content ?? '', `prompt ${i}`);
+  });
+});
+
+// ---- raw sockets ----
+function raw(bytes, { readMs = 3000 } = {}) {
+  return new Promise((resolve) => {
+    const s = net.connect(srv.port, '127.0.0.1');
+    let out = Buffer.alloc(0);
+    s.on('data', (d) => { out = Buffer.concat([out, d]); });
+    s.on('error', () => {});
+    s.on('close', () => resolve(out.toString('latin1')));
+    s.write(bytes);
+    setTimeout(() => s.destroy(), readMs);
+  });
+}
+function post(path, body, extra = '') {
+  const b = Buffer.isBuffer(body) ? body : Buffer.from(body);
+  return Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${b.length}\r\nConnection: close\r\n${extra}\r\n`), b]);
+}
+const status = (resp) => Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);
+
+await test('abuse: each gets its status while a stream keeps going', async () => {
+  // A long stream runs throughout; it must finish intact.
+  const bg = client.chat.completions.create({ model: 'x', messages: msgs('Background'), temperature: 0, max_tokens: 200, ignore_eos: true, stream: true })
+    .then(collectChatStream);
+  assert.equal(status(await raw(post('/v1/chat/completions', '{"messages": [', ''))), 400);
+  assert.equal(status(await raw(post('/v1/chat/completions', Buffer.from([0x7b, 0x22, 0x6d, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])))), 400);
+  assert.equal(status(await raw(post('/v1/chat/completions', '{"messages":[{"role":"user","content":"\\ud800"}]}'))), 400);
+  assert.equal(status(await raw(post('/v1/chat/completions', JSON.stringify({ messages: 5 })))), 400);
+  assert.equal(status(await raw(post('/v1/chat/completions', JSON.stringify({ messages: msgs('x'), max_tokens: 2, what: 1 })))), 200);
+  assert.equal(status(await raw(post('/v1/completions', JSON.stringify({ prompt: 'x'.repeat(2 << 20) })))), 413);
+  assert.equal(status(await raw(post('/v1/completions', JSON.stringify({ prompt: 'word '.repeat(3000) })))), 400);
+  assert.equal(status(await raw(`GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)), 401);
+  assert.equal(status(await raw('NONSENSE\r\n\r\n')), 400);
+  // A slow sender (one byte every 20 ms for the headers) is served, and so is everyone else.
+  const slowReq = post('/v1/completions', JSON.stringify({ prompt: 'slow', max_tokens: 2 }));
+  const slow = new Promise((resolve) => {
+    const s = net.connect(srv.port, '127.0.0.1');
+    let out = '';
+    s.on('data', (d) => { out += d; });
+    s.on('close', () => resolve(out));
+    let i = 0;
+    const tick = setInterval(() => {
+      if (i < 40) s.write(slowReq.subarray(i, ++i));
+      else { clearInterval(tick); s.write(slowReq.subarray(i)); }
+    }, 20);
+  });
+  const quick = await client.completions.create({ model: 'x', prompt: 'quick', max_tokens: 3 });
+  assert.equal(quick.choices.length, 1);
+  assert.equal(status(await slow), 200);
+  // Disconnect mid-stream: the server notices and frees the slot.
+  const before = await metric('ds_requests_finished_total{reason="cancelled"}');
+  await new Promise((resolve) => {
+    const s = net.connect(srv.port, '127.0.0.1');
+    s.write(post('/v1/completions', JSON.stringify({ prompt: 'drop me', max_tokens: 800, ignore_eos: true, stream: true })));
+    let got = 0;
+    s.on('data', (d) => { got += d.length; if (got > 600) { s.destroy(); resolve(); } });
+  });
+  for (let i = 0; i < 300 && (await metric('ds_requests_finished_total{reason="cancelled"}')) === before; i++)
+    await new Promise((r) => setTimeout(r, 10));
+  assert.equal(await metric('ds_requests_finished_total{reason="cancelled"}'), before + 1);
+  const b = await bg;
+  assert.equal(b.finish, 'length');
+  const again = await client.chat.completions.create({ model: 'x', messages: msgs('Background'), temperature: 0, max_tokens: 200, ignore_eos: true });
+  assert.equal(b.content, again.choices[0].message.content ?? '');
+  assert.equal(b.reasoning, again.choices[0].message.reasoning_content ?? '');
+});
+
+await test('metrics exposition', async () => {
+  const t = await (await fetch(`${srv.url}/metrics`)).text();
+  for (const name of ['ds_http_requests_total', 'ds_requests_waiting', 'ds_time_to_first_token_seconds_bucket',
+                      'ds_inter_token_latency_seconds_bucket', 'ds_state_memory_bytes', 'ds_generation_tokens_total'])
+    assert.ok(t.includes(name), name);
+  assert.ok(!/status="5\d\d"/.test(t), 'no 5xx answered');
+});
+
+const code = await stopServer(srv);
+if (code !== 0) {
+  failed++;
+  console.log(`not ok - server exit code ${code}\n${srv.stderr()}`);
+}
+clearTimeout(deadline);
+console.log(`${n - failed}/${n} passed`);
+process.exit(failed ? 1 : 0);
