@@ -203,12 +203,31 @@ void bench_model(const Model& m, int64_t T, PrefillGemm& gemm) {
   const std::vector<GemmInputs> kinds = {GemmInputs::kBf16, GemmInputs::kF16, GemmInputs::kTf32, GemmInputs::kF32};
   // Per kind: µs of the GDN layer's and the attention layer's products (Q4_K weights).
   std::vector<double> gdn_gemm(kinds.size(), 0), attn_gemm(kinds.size(), 0);
+  std::vector<float> ref_y;
   for (const auto& s : shapes) {
     const double flop = 2.0 * s.N * s.K * T;
     for (size_t ki = 0; ki < kinds.size(); ki++) {
       const GemmInputs in = kinds[ki];
       const ops::MatmulParams p{GgmlType::Q4_K, s.N, s.K, T};
       const double us = time_us([&] { BENCH_CHECK(gemm.matmul(p, wq.data(), x.as<float>(), 0, y->as<float>(), 0, in, false, g_stream)); });
+      double rel = -1;  // relative RMS error of this input kind against the f32 product (T = 512 only)
+      if (T == 512) {
+        std::vector<float> got(T * s.N);
+        CU_CHECK(cudaStreamSynchronize(g_stream));
+        CU_CHECK(cudaMemcpy(got.data(), y->data(), got.size() * 4, cudaMemcpyDeviceToHost));
+        if (in == GemmInputs::kBf16) {  // the first kind: compute the f32 reference once per matrix
+          BENCH_CHECK(gemm.matmul(p, wq.data(), x.as<float>(), 0, y->as<float>(), 0, GemmInputs::kF32, false, g_stream));
+          CU_CHECK(cudaStreamSynchronize(g_stream));
+          ref_y.resize(got.size());
+          CU_CHECK(cudaMemcpy(ref_y.data(), y->data(), ref_y.size() * 4, cudaMemcpyDeviceToHost));
+        }
+        double num = 0, den = 0;
+        for (size_t i = 0; i < got.size(); i++) {
+          num += ((double)got[i] - ref_y[i]) * ((double)got[i] - ref_y[i]);
+          den += (double)ref_y[i] * ref_y[i];
+        }
+        rel = den > 0 ? std::sqrt(num / den) : 0;
+      }
       double us_b = 0;
       if (in == GemmInputs::kBf16) {  // the product alone: BF16 weights are used in place
         const ops::MatmulParams pb{GgmlType::BF16, s.N, s.K, T};
@@ -221,6 +240,7 @@ void bench_model(const Model& m, int64_t T, PrefillGemm& gemm) {
                   m.name, (long long)T, s.name, (long long)s.N, (long long)s.K, gemm_inputs_name(in), us,
                   flop / us * 1e-6);
       if (us_b > 0) std::printf(",\"us_bf16_weights\":%.1f,\"tflops_bf16_weights\":%.1f", us_b, flop / us_b * 1e-6);
+      if (rel >= 0) std::printf(",\"rel_rms_vs_f32\":%.2e", rel);
       std::printf("}\n");
       std::fflush(stdout);
     }

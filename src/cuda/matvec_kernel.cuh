@@ -23,7 +23,6 @@ struct Tile {
   static constexpr int kMaxBlocks = kMaxTileUnits / QT::kUnits;
   // 16-byte slots per row: the tile's bytes plus one slot for the start's misalignment.
   static constexpr int kSlots = (kMaxBlocks * QT::kBlockBytes + 15) / 16 + 1;
-  static constexpr int kLoads = (kR * kSlots + 31) / 32;  // 16-byte loads per lane per tile
   static constexpr int kStageBytes = kR * kSlots * 16;
   // Stages of the per-warp cp.async ring: as many as fit in ~10 KB per warp (2..4), so each warp keeps
   // 1..3 tiles in flight while it decodes one (about 100 KB in flight per SM at 16 warps).
@@ -108,21 +107,25 @@ __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
   // Pipeline: tiles kslice, kslice + ks, ... of this warp go through a ring of kStages shared-memory
   // stages filled by cp.async; while tile i is decoded, tiles i+1 .. i+kStages-1 are in flight.
   uint8_t* ring = s_dyn + (size_t)warp * TL::kStages * TL::kStageBytes;
+  // Copy mapping: 8 lanes per row (kR = 4 rows), lane copies slots cj, cj + 8, ... of row cr.
+  static_assert(kR == 4, "the copy mapping assumes 4 rows x 8 lanes");
+  const int cr = lane >> 3, cj = lane & 7;
+  const uint8_t* copy_row = row_ptr(cr);
   auto issue = [&](int64_t i) {  // i-th tile of this warp; one commit group per call, even if empty
     const int64_t t = kslice + i * ks;
     if (t < n_tiles) {
       const int64_t b0 = t * tile_blocks;
       const int tile_bytes =
           (int)(blocks_row - b0 < tile_blocks ? blocks_row - b0 : (int64_t)tile_blocks) * QT::kBlockBytes;
-      uint8_t* stage = ring + (int)(i % TL::kStages) * TL::kStageBytes;
+      const uint8_t* start = copy_row + b0 * QT::kBlockBytes;
+      const uint8_t* a0 = (const uint8_t*)((uintptr_t)start & ~(uintptr_t)15);
+      uint8_t* dst = ring + (int)(i % TL::kStages) * TL::kStageBytes + cr * kRowBytes;
 #pragma unroll
-      for (int c = 0; c < TL::kLoads; c++) {
-        const int idx = lane + 32 * c, r = idx / TL::kSlots, j = idx % TL::kSlots;
-        if (r < kR) {
-          const uint8_t* start = row_ptr(r) + b0 * QT::kBlockBytes;
-          const uint8_t* a0 = (const uint8_t*)((uintptr_t)start & ~(uintptr_t)15) + 16 * j;
-          const bool in = a0 < start + tile_bytes;
-          cp_async16(stage + r * kRowBytes + 16 * j, in ? a0 : start - ((uintptr_t)start & 15), in ? 16 : 0);
+      for (int c = 0; c < (TL::kSlots + 7) / 8; c++) {
+        const int j = cj + 8 * c;
+        if (j < TL::kSlots) {
+          const bool in = a0 + 16 * j < start + tile_bytes;
+          cp_async16(dst + 16 * j, in ? a0 + 16 * j : a0, in ? 16 : 0);
         }
       }
     }

@@ -153,6 +153,34 @@ TEST(PrefillGdn, DecodeContinuesFromPrefillState) {
   test::expect_near(pool, pool_r, kVsRecurrentAbs, kVsRecurrentRel, "prefill 100 + decode 30, state");
 }
 
+TEST(PrefillGdn, RecurColumnSplitsAgree) {
+  DS_PREFILL_REQUIRE_GPU();
+  // The recurrence runs in blocks of 8, 16 or 32 value columns (chosen from the head count at run time): each
+  // split, pinned, through the whole pipeline, for both head dims.
+  for (int64_t D : {128, 64}) {
+    const Case c = make_case(150, 2, 4, D, true, 60 + D, {0, 100, 150}, {1, 0});
+    std::vector<float> out_c, pool_c;
+    run_cpu(c, cpu::gdn_chunked, out_c, pool_c);
+    for (int bv : {8, 16, 32}) {
+      const auto p = c.params();
+      Dev<float> U(c.U), g(c.g), beta(c.beta), pool(c.pool0), out = Dev<float>::zeros(c.T * c.nv * c.D);
+      Dev<int32_t> starts(c.starts), slots(c.slots);
+      const GdnLayout L = GdnLayout::make(p);
+      auto ws = cuda::DeviceBuffer::alloc(L.total);
+      ASSERT_TRUE(ws.ok());
+      GdnStages S{p, U.p(), U.p() + c.Kd(), U.p() + 2 * c.Kd(), g.p(), beta.p(), pool.p(), starts.p(), slots.p(),
+                  out.p(), ws->as<uint8_t>(), L, nullptr, bv};
+      DS_CHECK_OK(S.check());
+      for (auto fn : {&GdnStages::table, &GdnStages::cumsum, &GdnStages::kkt, &GdnStages::solve, &GdnStages::wu,
+                      &GdnStages::recur, &GdnStages::output})
+        DS_CHECK_OK((S.*fn)());
+      const std::string what = c.name() + " recur columns " + std::to_string(bv);
+      test::expect_near(out.host(), out_c, kVsChunkedAbs, kVsChunkedRel, "out, " + what);
+      test::expect_near(pool.host(), pool_c, kVsChunkedAbs, kVsChunkedRel, "state, " + what);
+    }
+  }
+}
+
 TEST(PrefillGdn, RejectsBadParams) {
   DS_PREFILL_REQUIRE_GPU();
   auto ws = cuda::DeviceBuffer::alloc(1 << 20);

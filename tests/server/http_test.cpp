@@ -458,6 +458,32 @@ TEST(Http, DisconnectMidStreamFreesSlotAtOnce) {
   EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "ok"}, {"max_tokens", 3}}.dump()).first, 200);
 }
 
+TEST(Http, StalledReaderIsDroppedAfterTheWriteTimeout) {
+  ServerConfig sc;
+  sc.io_timeout_s = 1;
+  auto o = Rig::opts();
+  o.n_ctx = 60000;
+  Rig rig(sc, o);
+  // A client that asks for a long stream and never reads: once the socket buffers are full the
+  // server's write times out, the request is cancelled and its slot freed; others are served.
+  int fd = raw_connect(rig.srv.port());
+  ASSERT_GE(fd, 0);
+  int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "flood"}, {"max_tokens", 50000}, {"stream", true}}.dump());
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "other"}, {"max_tokens", 5}}.dump()).first, 200);
+  while (rig.eng.stats().requests_cancelled == 0 && std::chrono::steady_clock::now() - t0 < 20s)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+  EXPECT_LT(rig.eng.stats().generated_tokens, 50000u);
+  for (int i = 0; i < 100 && rig.eng.stats().running > 0; i++) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(rig.eng.stats().running, 0);
+  close(fd);
+  EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "after"}, {"max_tokens", 5}}.dump()).first, 200);
+}
+
 TEST(Http, SlowClientDoesNotBlockOthers) {
   Rig rig;
   // A client that sends its request one byte every 20 ms, while others are served.

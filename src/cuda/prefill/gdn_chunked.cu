@@ -8,9 +8,9 @@
 //   solve   one block per (chunk, head), one thread per column of (I + A)⁻¹ (forward substitution; a column
 //           depends only on itself, so no barriers)
 //   wu      one block per (chunk, head); a warp owns 8 rows, a lane every 32nd column
-//   recur   one block per (sequence, head, 32 value columns): the state slice S[:, j0..j0+32) lives in shared
-//           memory across the sequence's chunks (columns of S evolve independently); per chunk it writes
-//           S_c, V' = U - W S_c, then S = exp(G_last) S + (diag(exp(G_last - G)) K)ᵀ V'
+//   recur   one block per (sequence, head, BV = 8/16/32 value columns, narrower when there are few heads): the
+//           state slice S[:, j0..j0+BV) lives in shared memory across the sequence's chunks (columns of S evolve
+//           independently); per chunk it writes S_c, V' = U - W S_c, then S = exp(G_last) S + (diag(exp(G_last - G)) K)ᵀ V'
 //   output  one block per (chunk, head, 64 value columns): O = diag(exp(G)) Q S_c + Aqk V'
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,6 @@ namespace {
 constexpr int C = kGdnChunk;
 static_assert(kGdnChunk == ops::kGdnChunk, "chunk size must match the CPU reference");
 constexpr int kThreads = 256;
-constexpr int kRecurCols = 32;  // value columns per recur block
 constexpr int kOutCols = 64;    // value columns per output block
 
 struct Args {
@@ -210,17 +209,23 @@ __global__ void __launch_bounds__(kThreads) wu_kernel(Args A) {
   tri_product<D>(Ts, Bs, A.u + ch * C * D, n);
 }
 
-template <int D>
+// BV value columns per block; the block's 256 threads are BV columns x NRG = 256/BV row groups.
+template <int D, int BV>
 __global__ void __launch_bounds__(kThreads) recur_kernel(Args A) {
-  constexpr int BV = kRecurCols, SP = BV + 1, RI = D / 8;  // RI: state rows per warp in the update
+  constexpr int NRG = kThreads / BV;  // row groups
+  constexpr int RA = C / NRG;         // rows of V' per thread
+  constexpr int RB = D / NRG;         // rows of S per thread in the update
+  constexpr int WP = D + 1;           // W rows padded: the row groups of one warp read different rows
+  constexpr int SP = BV + 1;
+  static_assert(RA >= 1 && RB >= 1, "column split too fine");
   extern __shared__ float sm[];
-  float* Ws = sm;
-  float* Kd = Ws + C * D;
-  float* Ss = Kd + C * D;  // [D][SP]: S[i][j0 + jj]
-  float* Us = Ss + D * SP;  // [C][BV]: U, then V'
+  float* Ws = sm;            // [C][WP]
+  float* Kd = Ws + C * WP;   // [C][D]: diag(exp(G_last - G)) K
+  float* Ss = Kd + C * D;    // [D][SP]: S[i][j0 + jj]
+  float* Us = Ss + D * SP;   // [C][BV]: U, then V'
   float* Gs = Us + C * BV;
   const int s = blockIdx.x, h = blockIdx.y, j0 = blockIdx.z * BV, tid = threadIdx.x;
-  const int lane = tid % 32, wid = tid / 32;
+  const int col = tid % BV, rg = tid / BV;
   const int kh = h % A.nk;
   const int slot = A.state_slots ? A.state_slots[s] : s;
   float* M = A.state + ((size_t)slot * A.nv + h) * D * D;  // [dv][dk], M[j][i] = S[i][j]
@@ -240,7 +245,7 @@ __global__ void __launch_bounds__(kThreads) recur_kernel(Args A) {
       Hc[(size_t)(j0 + jj) * D + i] = Ss[i * SP + jj];
     }
     if (tid < C) Gs[tid] = tid < n ? A.gcum[ch * C + tid] : 0.f;
-    for (int idx = tid; idx < C * D; idx += kThreads) Ws[idx] = A.w[ch * C * D + idx];
+    for (int idx = tid; idx < C * D; idx += kThreads) Ws[(idx / D) * WP + idx % D] = A.w[ch * C * D + idx];
     for (int idx = tid; idx < C * BV; idx += kThreads) {
       const int tau = idx / BV, jj = idx % BV;
       Us[idx] = A.u[ch * C * D + (size_t)tau * D + j0 + jj];
@@ -251,36 +256,36 @@ __global__ void __launch_bounds__(kThreads) recur_kernel(Args A) {
       const int tau = idx / D, i = idx % D;
       Kd[idx] = tau < n ? A.k[(size_t)(t0 + tau) * A.k_stride + (size_t)kh * D + i] * expf(g_last - Gs[tau]) : 0.f;
     }
-    {  // V' = U - W S_c: warp rows wid*8 .. +8, lane = column
-      float acc[8];
+    {  // V' = U - W S_c: rows rg*RA .. +RA, column col
+      float acc[RA];
 #pragma unroll
-      for (int r = 0; r < 8; r++) acc[r] = 0.f;
+      for (int r = 0; r < RA; r++) acc[r] = 0.f;
       for (int i = 0; i < D; i++) {
-        const float sv = Ss[i * SP + lane];
+        const float sv = Ss[i * SP + col];
 #pragma unroll
-        for (int r = 0; r < 8; r++) acc[r] += Ws[(wid * 8 + r) * D + i] * sv;
+        for (int r = 0; r < RA; r++) acc[r] += Ws[(rg * RA + r) * WP + i] * sv;
       }
 #pragma unroll
-      for (int r = 0; r < 8; r++) {
-        const int tau = wid * 8 + r;
-        const float vp = tau < n ? Us[tau * BV + lane] - acc[r] : 0.f;
-        Us[tau * BV + lane] = vp;
-        if (tau < n) A.u[ch * C * D + (size_t)tau * D + j0 + lane] = vp;
+      for (int r = 0; r < RA; r++) {
+        const int tau = rg * RA + r;
+        const float vp = tau < n ? Us[tau * BV + col] - acc[r] : 0.f;
+        Us[tau * BV + col] = vp;
+        if (tau < n) A.u[ch * C * D + (size_t)tau * D + j0 + col] = vp;
       }
     }
     __syncthreads();
-    {  // S = exp(G_last) S + Kdᵀ V': warp rows wid*RI .. +RI, lane = column
+    {  // S = exp(G_last) S + Kdᵀ V': rows rg*RB .. +RB, column col
       const float e_last = expf(g_last);
-      float sv[RI];
+      float sv[RB];
 #pragma unroll
-      for (int a = 0; a < RI; a++) sv[a] = Ss[(wid * RI + a) * SP + lane] * e_last;
+      for (int a = 0; a < RB; a++) sv[a] = Ss[(rg * RB + a) * SP + col] * e_last;
       for (int tau = 0; tau < n; tau++) {
-        const float vp = Us[tau * BV + lane];
+        const float vp = Us[tau * BV + col];
 #pragma unroll
-        for (int a = 0; a < RI; a++) sv[a] += Kd[tau * D + wid * RI + a] * vp;
+        for (int a = 0; a < RB; a++) sv[a] += Kd[tau * D + rg * RB + a] * vp;
       }
 #pragma unroll
-      for (int a = 0; a < RI; a++) Ss[(wid * RI + a) * SP + lane] = sv[a];
+      for (int a = 0; a < RB; a++) Ss[(rg * RB + a) * SP + col] = sv[a];
     }
     __syncthreads();
   }
@@ -369,8 +374,8 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Args A) {
 
 template <int D> constexpr size_t kkt_smem() { return sizeof(float) * (2 * C * (D + 1) + 2 * C); }
 template <int D> constexpr size_t wu_smem() { return sizeof(float) * (C * C + C * D + 2 * C); }
-template <int D> constexpr size_t recur_smem() {
-  return sizeof(float) * (2 * C * D + D * (kRecurCols + 1) + C * kRecurCols + C);
+template <int D, int BV> constexpr size_t recur_smem() {
+  return sizeof(float) * (C * (D + 1) + C * D + D * (BV + 1) + C * BV + C);
 }
 template <int D> constexpr size_t output_smem() {
   return sizeof(float) * (C * (D + 1) + kOutCols * (D + 1) + C * (C + 1) + C * kOutCols + C);
@@ -415,14 +420,36 @@ Status launch_wu(const GdnStages& S) {
   return {};
 }
 
-template <int D>
-Status launch_recur(const GdnStages& S) {
-  auto kern = recur_kernel<D>;
-  DS_TRY(allow_smem((const void*)kern, recur_smem<D>()));
-  kern<<<dim3((unsigned)S.p.n_seqs, (unsigned)S.p.n_v_heads, D / kRecurCols), kThreads, recur_smem<D>(), S.stream>>>(
+template <int D, int BV>
+Status launch_recur_cols(const GdnStages& S) {
+  auto kern = recur_kernel<D, BV>;
+  DS_TRY(allow_smem((const void*)kern, recur_smem<D, BV>()));
+  kern<<<dim3((unsigned)S.p.n_seqs, (unsigned)S.p.n_v_heads, D / BV), kThreads, recur_smem<D, BV>(), S.stream>>>(
       make_args(S));
   CUDA_TRY_LAUNCH("gdn_chunked recur", S.stream);
   return {};
+}
+
+// The recurrence is sequential over a sequence's chunks; its parallelism is sequences x heads x column
+// slices. Narrower slices when that would leave multiprocessors idle (one block per SM runs at its latency).
+int auto_recur_cols(const GdnStages& S) {
+  int sms = 132;
+  if (auto info = device_info(); info.ok()) sms = info->sm_count;
+  const int64_t blocks32 = S.p.n_seqs * S.p.n_v_heads * (S.p.d_v / 32);
+  if (blocks32 >= 2 * sms) return 32;
+  if (2 * blocks32 >= sms) return 16;
+  return 8;
+}
+
+template <int D>
+Status launch_recur(const GdnStages& S) {
+  const int bv = S.recur_cols ? S.recur_cols : auto_recur_cols(S);
+  switch (bv) {
+    case 8: return launch_recur_cols<D, 8>(S);
+    case 16: return launch_recur_cols<D, 16>(S);
+    case 32: return launch_recur_cols<D, 32>(S);
+    default: return cu_err("cuda gdn_chunked: recur column split {}: need 8, 16 or 32", bv);
+  }
 }
 
 template <int D>

@@ -11,6 +11,21 @@
 // Precision (Mode): kPrecise = fp32 arithmetic everywhere (the CPU reference's 2e-3 logit bound);
 // kFast = tensor-core inputs (bf16/f16/tf32, chosen per product) with fp32 accumulation; the delta rule's
 // state and its within-chunk solve stay fp32 in both modes.
+//
+// How a model forward uses them (one sequence or a packed batch of prompts, T tokens per piece):
+//   once:       gemm = PrefillGemm::create(); gemm->reserve(largest trunk matrix elems, max piece tokens * largest K)
+//               and device scratch of max(gdn_chunked_workspace_bytes, attention_prefill_workspace_bytes) for the
+//               largest piece (9B at 4096 tokens: about 340 MB for the delta rule, 16 KB for attention).
+//   per piece:  positions n_past .. n_past+T-1; a prompt longer than the piece size runs piece after piece, the
+//               delta-rule states and the KV cache carrying everything between pieces (memory stays bounded).
+//   GDN layer:  matmul_many(x_norm -> qkv|z|beta|alpha) ; cuda::conv1d_silu_l2 ; cuda::gdn_gates ;
+//               gdn_chunked(q, k, v views of the conv output; state in/out) ; cuda::rms_norm_gated ;
+//               matmul(ssm_out, accumulate = true into the residual)
+//   attn layer: matmul_many(x_norm -> q|gate, k, v) ; q/k RMSNorm + RoPE ; attention_prefill (stores K/V) ;
+//               cuda::output_gate ; matmul(attn_output, accumulate = true)
+//   FFN:        matmul_many(gate, up) ; cuda::swiglu ; matmul(ffn_down, accumulate = true)
+//   the last token of each sequence then goes through the output norm and the (matvec) LM head.
+// Positions must fit the cache: the caller turns "context full" into an Error before launching anything.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -132,6 +147,7 @@ struct GdnStages {
   uint8_t* ws;  // workspace base
   GdnLayout L;
   cudaStream_t stream;
+  int recur_cols = 0;  // value columns per recur block: 8, 16 or 32; 0 = chosen from the SM count (tests pin it)
 
   Status check() const;   // parameter validation (every stage assumes it passed)
   Status table() const;   // tiles, seq_first
