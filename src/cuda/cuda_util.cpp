@@ -75,7 +75,13 @@ Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
   DeviceBuffer b;
   if (bytes == 0) return b;
   const size_t rounded = (bytes + 255) / 256 * 256;
-  CUDA_TRY(cudaMalloc(&b.ptr_, rounded));
+  if (cudaError_t e = cudaMalloc(&b.ptr_, rounded); e != cudaSuccess) {
+    // A failed cudaMalloc also leaves the error as the thread's last error; clear it, or the next
+    // kernel launch check (cudaGetLastError) would report this allocation failure as its own.
+    (void)cudaGetLastError();
+    b.ptr_ = nullptr;
+    return err("cuda: cudaMalloc of {} bytes failed: {} ({})", rounded, cudaGetErrorName(e), cudaGetErrorString(e));
+  }
   b.bytes_ = bytes;
   return b;
 }
