@@ -107,6 +107,7 @@ int run(Options o) {
     sigwait(&sigs, &sig);
     if (sig != 0) spdlog::info("serve: signal {}, shutting down", sig);
     server.stop();
+    engine.stop();  // unfinished requests end with an error now, so no handler keeps the server waiting
   });
   server.run();
   engine.stop();

@@ -119,6 +119,7 @@ void Engine::stop() {
     impl_->stopping = true;
   }
   impl_->cv.notify_all();
+  std::lock_guard lk(stop_m_);  // stop() may be called from several threads
   if (thread_.joinable()) thread_.join();
 }
 

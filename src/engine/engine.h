@@ -48,7 +48,7 @@ class Engine {
 
   // Starts the engine thread.
   void start();
-  // Stops the thread; every unfinished request gets a final Error event.
+  // Stops the thread; every unfinished request gets a final Error event. Idempotent, thread-safe.
   void stop();
 
   // Queues a request. Invalid: empty prompt, a token outside the vocabulary, prompt + max_tokens
@@ -69,6 +69,7 @@ class Engine {
   EngineConfig cfg_;
   std::unique_ptr<Impl> impl_;
   std::thread thread_;
+  std::mutex stop_m_;
 };
 
 }  // namespace ds::engine

@@ -17,6 +17,7 @@ const DURATION_S = Number(args.duration ?? 120);
 const PARALLEL = Number(args.parallel ?? 64);
 const CACHE_MB = Number(args['prefix-cache-mb'] ?? 1024);
 const VERIFY = Number(args.verify ?? 300);
+const ROUNDS = Number(args.rounds ?? 1);  // the load phase again on the same server: RSS must not keep growing
 const N_FIXED = 32;
 const MODEL_FILE = args.model ?? fixture('models/tiny-sym/tiny-sym-q8_0.gguf');
 const log = (...a) => console.error('[load]', ...a);
@@ -53,13 +54,15 @@ const rssTimeline = [];
 const stats = { requests: 0, ok: 0, s5xx: 0, s4xx: 0, other: 0, mismatches: 0, tokens: 0, ttft: [], lat: [] };
 const unique = [];  // [text, maxTokens, signature under load]
 const t0 = performance.now();
-const endAt = t0 + DURATION_S * 1000;
+let endAt = t0 + DURATION_S * 1000;
 
 async function worker(c) {
   for (let k = 0; performance.now() < endAt; k++) {
     const fixed = (c + k) % 2 === 0;
-    const i = (c * 5 + k) % N_FIXED;
-    const text = fixed ? fixedPrompt(i) : `Client ${c} request ${k}: what follows ${c * 1000 + k}?`;
+    const i = ((c % 1000) * 5 + k) % N_FIXED;
+    // Unique prompts of one fixed length, so the prefix cache's make-up (and bytes) stays stationary.
+    const id = String(c).padStart(5, '0') + String(k).padStart(5, '0');
+    const text = fixed ? fixedPrompt(i) : `Client request ${id}: what follows ${id}?`;
     const maxTokens = fixed ? fixedMax(i) : 16 + ((c + k) % 5) * 8;
     const t = performance.now();
     stats.requests++;
@@ -100,7 +103,15 @@ const metricsTimer = setInterval(async () => {
         `done=${stats.ok} tokens=${stats.tokens} rss=${(rssKiB(srv.proc.pid) / 1024).toFixed(1)}MiB`);
   } catch {}
 }, 15000);
-await Promise.all(Array.from({ length: CLIENTS }, (_, c) => worker(c)));
+const rssRounds = [], cacheRounds = [];
+const cacheBytes = async () => Number(((await (await fetch(`${srv.url}/metrics`)).text())
+  .match(/^ds_state_memory_bytes\{kind="prefix_cache"\} (\S+)$/m) || [])[1]);
+for (let round = 0; round < ROUNDS; round++) {
+  endAt = performance.now() + DURATION_S * 1000;
+  await Promise.all(Array.from({ length: CLIENTS }, (_, c) => worker(c + 1000 * round)));
+  rssRounds.push(+(rssKiB(srv.proc.pid) / 1024).toFixed(1));
+  cacheRounds.push(+((await cacheBytes()) / 1048576).toFixed(1));
+}
 clearInterval(metricsTimer);
 const elapsed = (performance.now() - t0) / 1000;
 const rssAfter = rssKiB(srv.proc.pid);
@@ -131,9 +142,10 @@ const summary = {
   requests_per_s: +(stats.ok / elapsed).toFixed(2),
   ttft_ms: { p50: +percentile(stats.ttft, 50).toFixed(1), p99: +percentile(stats.ttft, 99).toFixed(1) },
   latency_ms: { p50: +percentile(stats.lat, 50).toFixed(1), p99: +percentile(stats.lat, 99).toFixed(1) },
-  server_rss_mib: { before: +(rssBefore / 1024).toFixed(1), every_15s: rssTimeline, after: +(rssAfter / 1024).toFixed(1),
+  server_rss_mib: { before: +(rssBefore / 1024).toFixed(1), every_15s: rssTimeline, after_each_round: rssRounds, after: +(rssAfter / 1024).toFixed(1),
                     idle_after: +(rssIdle / 1024).toFixed(1) },
   prefix_cache_bytes: m('ds_state_memory_bytes{kind="prefix_cache"}'),
+  prefix_cache_mib_after_each_round: cacheRounds,
   server_5xx_in_metrics: (metrics.match(/status="5\d\d"\} (\d+)/g) || []).length,
   server_exit: code,
 };

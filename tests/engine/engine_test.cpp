@@ -363,7 +363,9 @@ TEST(Engine, StopFailsUnfinishedRequests) {
   auto h1 = rig->submit(greedy(prompt_of(1, 5), 200));
   auto h2 = rig->submit(greedy(prompt_of(2, 5), 200));
   std::this_thread::sleep_for(10ms);
+  std::thread other([&] { rig->eng.stop(); });  // stop() from two threads at once (signal + main)
   rig->eng.stop();
+  other.join();
   EXPECT_EQ(collect(*h1).last.finish, FinishReason::Error);
   EXPECT_EQ(collect(*h2).last.finish, FinishReason::Error);
   EXPECT_EQ(rig->eng.submit(greedy({1}, 1)).status, SubmitStatus::Stopped);
