@@ -8,6 +8,9 @@ namespace ds {
 
 inline float bits_to_f32(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
 inline uint32_t f32_to_bits(float f) { uint32_t b; std::memcpy(&b, &f, 4); return b; }
+// Unaligned loads: tensor data inside a GGUF is only byte-aligned per element type (formats.md §2.6).
+inline uint16_t load_u16(const void* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+inline float load_f32(const void* p) { float v; std::memcpy(&v, p, 4); return v; }
 
 inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000) << 16;

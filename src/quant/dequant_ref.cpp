@@ -200,8 +200,8 @@ void deq_tq1_0(const void* p, float* y) {
 }
 
 void deq_f32(const void* p, float* y) { std::memcpy(y, p, 4); }
-void deq_f16(const void* p, float* y) { y[0] = f16_to_f32(*(const uint16_t*)p); }
-void deq_bf16(const void* p, float* y) { y[0] = bf16_to_f32(*(const uint16_t*)p); }
+void deq_f16(const void* p, float* y) { y[0] = f16_to_f32(load_u16(p)); }
+void deq_bf16(const void* p, float* y) { y[0] = bf16_to_f32(load_u16(p)); }
 
 }  // namespace
 

@@ -209,18 +209,18 @@ bool run(GgmlType t, const uint8_t* p, int64_t n, Sink& s) {
 // Loads 8 weights of a 1-element-block type as floats.
 template <GgmlType T>
 inline __m256 load8(const uint8_t* p, int64_t i) {
-  if constexpr (T == GgmlType::F32) return _mm256_loadu_ps((const float*)p + i);
-  if constexpr (T == GgmlType::F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)p + i)));
+  if constexpr (T == GgmlType::F32) return _mm256_loadu_ps((const float*)(p + 4 * i));
+  if constexpr (T == GgmlType::F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 2 * i)));
   if constexpr (T == GgmlType::BF16)
     return _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)p + i))), 16));
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(p + 2 * i))), 16));
 }
 
 template <GgmlType T>
 inline float load1(const uint8_t* p, int64_t i) {
-  if constexpr (T == GgmlType::F32) return ((const float*)p)[i];
-  if constexpr (T == GgmlType::F16) return f16_to_f32(((const uint16_t*)p)[i]);
-  if constexpr (T == GgmlType::BF16) return bf16_to_f32(((const uint16_t*)p)[i]);
+  if constexpr (T == GgmlType::F32) return load_f32(p + 4 * i);
+  if constexpr (T == GgmlType::F16) return f16_to_f32(load_u16(p + 2 * i));
+  if constexpr (T == GgmlType::BF16) return bf16_to_f32(load_u16(p + 2 * i));
 }
 
 template <GgmlType T>

@@ -39,15 +39,18 @@ void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n) {
 float dot_row_ref(GgmlType t, const void* row, const float* x, int64_t n) {
   const GgmlTypeInfo ti = info_checked(t, n, "dot_row");
   if (t == GgmlType::F32) {
-    const auto* w = (const float*)row;
+    const auto* w = (const uint8_t*)row;
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += w[i] * x[i];
+    for (int64_t i = 0; i < n; i++) s += load_f32(w + 4 * i) * x[i];
     return s;
   }
   if (t == GgmlType::F16 || t == GgmlType::BF16) {
-    const auto* w = (const uint16_t*)row;
+    const auto* w = (const uint8_t*)row;
     float s = 0;
-    for (int64_t i = 0; i < n; i++) s += (t == GgmlType::F16 ? f16_to_f32(w[i]) : bf16_to_f32(w[i])) * x[i];
+    for (int64_t i = 0; i < n; i++) {
+      const uint16_t h = load_u16(w + 2 * i);
+      s += (t == GgmlType::F16 ? f16_to_f32(h) : bf16_to_f32(h)) * x[i];
+    }
     return s;
   }
   // Quantized: decode one block, then a float32 partial sum per block.
