@@ -307,9 +307,12 @@ __global__ void __launch_bounds__(kThreads) kernel(const Args a) {
 namespace ds::cuda {
 namespace mvd {
 
-// Launch choices (the bench sweeps them; the defaults are the measured best, bench/cuda/NOTES.md).
+// Launch choices. bench/cuda/matvec_bench_standalone.cu sweeps them; the defaults (kR = 2, 2-step
+// pipeline) are a prediction from register counts (ptxas: Q4_K 159, Q6_K 116, Q8_0 79 registers, i.e.
+// 12 / 16 / 24 warps per SM, 4 row-steps of loads in flight per warp), NOT yet measured: see
+// bench/cuda/NOTES.md.
 struct Tune {
-  int rows_per_group = 4;    // kR: 2 or 4
+  int rows_per_group = 2;    // kR: 2 or 4
   int ks_max = 4;            // most warps splitting one row group (1, 2, 4)
   int warps_per_sm = 32;     // split columns while fewer warps than this per SM would run
   bool pipe = true;          // load the next step's weights before decoding this one
