@@ -10,6 +10,8 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "core/log.h"
+#include "engine/backend_factory.h"
+#include "engine/cuda_backend.h"
 #include "engine/engine.h"
 #include "engine/qwen35_backend.h"
 #include "engine/tokenizer_codec.h"
@@ -25,7 +27,7 @@ struct Options {
   std::string model, model_id, api_key_file, backend = "auto";
   ds::server::ServerConfig srv;
   ds::engine::EngineConfig eng;
-  int32_t parallel = 16, ctx = 8192, threads = 0;
+  int32_t parallel = 16, ctx = 8192, threads = 0, device = 0;
   int64_t prefix_cache_mb = 1024;
   size_t max_body_mb = 8;
 };
@@ -38,8 +40,10 @@ int fail(const std::string& msg) {
 int run(Options o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     return fail(fmt::format("serve: --backend must be auto, cpu or cuda, got '{}'", o.backend));
-  if (o.backend == "cuda")
-    return fail("serve: the CUDA engine backend is not available yet; use --backend cpu (or auto)");
+  auto kind = ds::engine::resolve_backend_kind(o.backend);
+  if (!kind) return fail(kind.error().message);
+  if (*kind == "cuda" && !ds::engine::cuda_backend_available())
+    return fail("serve: --backend cuda: this binary has no CUDA or no GPU is visible; use --backend cpu");
   if (!o.api_key_file.empty()) {
     std::ifstream f(o.api_key_file);
     if (!f || !std::getline(f, o.srv.api_key) || o.srv.api_key.empty())
@@ -72,8 +76,20 @@ int run(Options o) {
   }
   if (o.ctx > model->cfg.n_ctx_train && model->cfg.n_ctx_train > 0)
     spdlog::warn("serve: --ctx {} is beyond the model's training context {}", o.ctx, model->cfg.n_ctx_train);
-  auto backend = ds::engine::Qwen35Backend::create(*model, o.parallel, o.ctx);
-  if (!backend) return fail(backend.error().message);
+  std::unique_ptr<ds::engine::Backend> backend;
+  if (*kind == "cuda") {
+    ds::engine::CudaBackendOptions co;
+    co.n_slots = o.parallel;
+    co.n_ctx = o.ctx;
+    co.device = o.device;
+    auto b = ds::engine::make_cuda_backend(*model, co);
+    if (!b) return fail(b.error().message);
+    backend = std::move(*b);
+  } else {
+    auto b = ds::engine::Qwen35Backend::create(*model, o.parallel, o.ctx);
+    if (!b) return fail(b.error().message);
+    backend = std::move(*b);
+  }
   ds::engine::TokenizerCodec codec(*tok);
   if (o.model_id.empty()) o.model_id = std::filesystem::path(o.model).stem().string();
   o.srv.model_id = o.model_id;
@@ -85,15 +101,15 @@ int run(Options o) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  ds::engine::Engine engine(**backend, codec, o.eng);
+  ds::engine::Engine engine(*backend, codec, o.eng);
   engine.start();
   ds::server::Server server(o.srv, engine, codec, render);
   if (auto s = server.bind(); !s) return fail(s.error().message);
-  const auto mem = (*backend)->memory();
+  const auto mem = backend->memory();
   spdlog::info(
       "serve: model '{}' ({} layers, vocab {}), backend {}, {} slots x {} tokens ({:.1f} MiB of state), "
       "queue {}, prefix cache {} MiB, {} OpenMP threads",
-      o.model_id, model->cfg.n_layer, model->cfg.n_vocab, (*backend)->name(), o.parallel, o.ctx,
+      o.model_id, model->cfg.n_layer, model->cfg.n_vocab, backend->name(), o.parallel, o.ctx,
       o.parallel * (mem.fixed_bytes_per_slot + mem.kv_bytes_per_token * o.ctx) / 1048576.0, o.eng.max_queue,
       o.prefix_cache_mb, omp_get_max_threads());
   spdlog::info("serve: listening on http://{}:{}{}", o.srv.host, server.port(),
@@ -141,7 +157,9 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
   app.add_option("--api-key-file", o->api_key_file, "read the API key from the first line of this file")
       ->check(CLI::ExistingFile);
-  app.add_option("--backend", o->backend, "auto, cpu or cuda")->capture_default_str();
+  app.add_option("--backend", o->backend, "auto (cuda when built with CUDA and a GPU is visible), cpu or cuda")
+      ->capture_default_str();
+  app.add_option("--device", o->device, "cuda: GPU index")->capture_default_str();
   app.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->capture_default_str();
   app.add_option("--model-id", o->model_id, "model name in responses and /v1/models (default: the file's stem)");
   app.add_option("--max-queue", o->eng.max_queue, "requests that may wait for a slot; more get 429")

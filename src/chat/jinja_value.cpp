@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "chat/py_str.h"
+#include "core/escape.h"
 
 namespace ds::chat::jinja {
 
@@ -329,33 +330,7 @@ Value from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 // ---- json.dumps ----
 
 static void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
-  out.push_back('"');
-  char buf[16];
-  for (char32_t c : py::decode(s)) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20 || (ensure_ascii && c >= 0x7f)) {
-          if (c >= 0x10000) {
-            char32_t v = c - 0x10000;
-            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", static_cast<unsigned>(0xd800 + (v >> 10)),
-                          static_cast<unsigned>(0xdc00 + (v & 0x3ff)));
-          } else {
-            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          }
-          out += buf;
-        } else {
-          py::append_utf8(out, c);
-        }
-    }
-  }
-  out.push_back('"');
+  append_quoted(out, s, ensure_ascii ? QuoteStyle::JsonAscii : QuoteStyle::Json);
 }
 
 static std::string json_float(double f) {

@@ -2,7 +2,8 @@
 //   matvec:          y[rows]     = W[rows, cols] · x[cols]          (+ y when accumulate)
 //   matvec_batched:  Y[B, rows]  = X[B, cols] · Wᵀ, 1 <= B <= 64    (+ Y when accumulate)
 // W is row-major in its GGUF type (row r = cols/block_size consecutive blocks), read from device memory
-// exactly once per call (for the whole batch too), with coalesced 16-byte loads. Activations stay
+// exactly once per call (for the whole batch too), with the widest aligned loads the block layout
+// allows (matvec_direct.cuh for Q4_K/Q6_K/Q8_0 at batch 1). Activations stay
 // float32 and accumulation is float32 (no activation quantization). The CPU oracle is
 // ds::quant::dot_row; results differ from it only by summation order.
 // Requirements (else an Error): W 16-byte aligned with its allocation padded to 16 bytes (cudaMalloc

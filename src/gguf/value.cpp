@@ -1,6 +1,7 @@
 // GGUF metadata values: names, predicates, constructors and the short human form used by `inspect`.
 #include <fmt/format.h>
 
+#include "core/escape.h"
 #include "gguf/gguf.h"
 
 namespace ds::gguf {
@@ -36,22 +37,8 @@ bool is_float_type(ValueType t) { return t == ValueType::FLOAT32 || t == ValueTy
 // Strings are shown quoted with control characters escaped, so a template or a token made of
 // whitespace stays readable on one line. Long strings are cut (the byte count is given).
 std::string quote(const std::string& s, size_t max_bytes) {
-  std::string out = "\"";
-  size_t n = std::min(s.size(), max_bytes);
-  for (size_t k = 0; k < n; k++) {
-    unsigned char c = (unsigned char)s[k];
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-        else out += (char)c;
-    }
-  }
-  out += "\"";
+  const size_t n = std::min(s.size(), max_bytes);
+  std::string out = quoted(std::string_view(s).substr(0, n), QuoteStyle::Display);
   if (n < s.size()) out += fmt::format("... ({} bytes)", s.size());
   return out;
 }

@@ -32,6 +32,7 @@ Status validate(const ServerConfig& c) {
 namespace {
 
 thread_local Clock::time_point t_request_start;
+constexpr int kMaxJsonDepth = 256;
 
 const std::set<std::string>& known_routes() {
   static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
@@ -61,6 +62,28 @@ std::string random_hex(size_t n) {
   std::string s;
   while (s.size() < n) s += fmt::format("{:016x}", rng());
   return s.substr(0, n);
+}
+
+// True when arrays/objects in `body` nest deeper than `max_depth` (brackets inside strings do not
+// count). The parsed value is copied and walked recursively later (request parsing, the chat
+// template), so a body of 10^5 '[' must be refused before it is parsed, not overflow a stack.
+bool nests_deeper_than(const std::string& body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      depth--;
+    }
+  }
+  return false;
 }
 
 int64_t unix_now() {
@@ -102,6 +125,10 @@ std::optional<ApiError> Server::Impl::check_auth(const httplib::Request& req) co
 std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httplib::Response& res) {
   if (auto e = check_auth(req)) {
     send_error(res, *e);
+    return std::nullopt;
+  }
+  if (nests_deeper_than(req.body, kMaxJsonDepth)) {
+    send_error(res, bad_request(fmt::format("the body nests arrays/objects more than {} levels deep", kMaxJsonDepth)));
     return std::nullopt;
   }
   try {
@@ -296,10 +323,21 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   I.svr.set_read_timeout(I.cfg.io_timeout_s, 0);
   I.svr.set_write_timeout(I.cfg.io_timeout_s, 0);
   I.svr.set_keep_alive_max_count(1000);
-  I.svr.set_keep_alive_timeout(10);
+  // An idle keep-alive connection holds a worker thread: closed after at most --timeout (or 10 s).
+  I.svr.set_keep_alive_timeout(std::min(10, I.cfg.io_timeout_s));
   I.svr.set_tcp_nodelay(true);  // SSE: each token's event leaves at once
-  I.svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  // Runs before the body is read. cpp-httplib 0.11 enforces the payload limit only for a declared
+  // Content-Length: a chunked body would be read into memory without bound, so chunked request
+  // bodies are refused (411; OpenAI clients send a Content-Length). The unread chunks that follow
+  // are then taken for a malformed next request, answered 400, and the connection closes.
+  I.svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
+    if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "identity") {
+      send_error(res, ApiError{411, "chunked request bodies are not accepted; send the body with a Content-Length",
+                               "invalid_request_error", "", "length_required"});
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   I.svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {

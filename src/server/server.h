@@ -1,8 +1,11 @@
 // The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions, POST /v1/completions
 // (streaming as server-sent events or not), GET /v1/models, GET /health, GET /metrics.
 // Every error is OpenAI's JSON error shape with a 4xx/5xx status. With an API key, every /v1 route
-// needs "Authorization: Bearer KEY". Limits: request body size (413), prompt length and max_tokens
-// (400, code context_length_exceeded), running + queued requests (429). A streaming client that
+// needs "Authorization: Bearer KEY". Limits: request body size (413; chunked request bodies are
+// refused with 411, as cpp-httplib 0.11 would read them without the limit), JSON nesting depth 256
+// (400), prompt length and max_tokens (400, code context_length_exceeded), running + queued requests
+// (429). A socket read or write stalled for io_timeout_s fails; idle keep-alive connections close
+// after min(10 s, io_timeout_s). A streaming client that
 // goes away is noticed at the next write (a token, or a keep-alive comment every second while it
 // waits) and its sequence is cancelled at once. (A non-streaming request whose client disconnects
 // runs to its end: cpp-httplib 0.11 offers no way to watch the socket meanwhile.)

@@ -1,6 +1,7 @@
 // CUDA matvec / batched matvec vs the CPU oracle ds::quant::dot_row, per type, at real shapes and at
-// awkward ones (rows not a multiple of the 4-row group, rows shorter than one 32-unit tile, a partial
-// last tile, long rows split over several warps). Error metric per output:
+// awkward ones (rows not a multiple of the row group, rows shorter than one 32-unit tile, a partial
+// last tile, long rows split over several warps, cols = one block, rows only 2- or 4-byte aligned for
+// the odd block sizes, accumulate = true for every type). Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|      (summation-order error relative to the row's magnitude)
 // Both sides are float32 sums of exactly decoded weights, so the bound is a few float32 ulps times
 // sqrt(cols); the table holds one bound per type.
@@ -71,6 +72,10 @@ std::vector<Shape> shapes_for(GgmlType t) {
       {1024, 3584, "0.8B ffn_down"},
       {4096, 4096, "9B square"},
   };
+  v.push_back({9, blk, "cols = one block"});
+  v.push_back({1, 2 * blk, "a single row"});
+  v.push_back({130, 12288, "long rows (9B ffn_down width)"});
+  v.push_back({6, 3584, "0.8B ffn width, few rows (Q6_K/Q8_0 rows only 4-byte aligned)"});
   if (blk < 256) v.push_back({77, 96, "3 units per row"});
   return v;
 }
@@ -116,7 +121,7 @@ TEST(CudaMatvec, VocabSizedOutput) {  // 0.8B tied output matrix: 248320 rows of
 
 TEST(CudaMatvec, Accumulate) {
   DS_REQUIRE_GPU();
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (GgmlType t : test::cuda_types()) {
     const int64_t rows = 301, cols = 2048;
     const auto w = test::random_weights(t, rows * cols, 5);
     const auto x = test::random_floats(cols, 6);
@@ -170,7 +175,9 @@ TEST(CudaMatvec, RejectsBadInput) {
   EXPECT_NE(s.error().message.find("matvec"), std::string::npos) << s.error().message;
   EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base, 4, 300, x, y, nullptr).ok());      // cols % 256
   EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base + 2, 4, 256, x, y, nullptr).ok());  // W misaligned
-  EXPECT_FALSE(cuda::matvec(GgmlType::Q4_K, base, 4, 256, x + 1, y, nullptr).ok());  // x misaligned
+  for (GgmlType t : test::cuda_types())  // x misaligned: an error on every path, not a fault
+    EXPECT_FALSE(cuda::matvec(t, base, 4, 256, x + 1, y, nullptr).ok()) << ggml_type_name(t);
+  EXPECT_FALSE(cuda::matvec(GgmlType::Q6_K, base + 8, 4, 256, x, y, nullptr).ok());  // W not 16-aligned
   EXPECT_FALSE(cuda::matvec(GgmlType::F32, base, 4, 12, x, y, nullptr).ok());        // cols % 8
   EXPECT_FALSE(cuda::matvec(GgmlType::Q8_0, base, 0, 32, x, y, nullptr).ok());       // empty
   EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q8_0, base, 4, 32, x, y, 65, nullptr).ok());

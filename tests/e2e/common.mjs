@@ -1,6 +1,7 @@
 // Shared by the e2e scripts: start `deltaserve serve` on a fixture model (loopback, random port),
 // read the port it prints, stop it. Only 127.0.0.1 is ever contacted.
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,7 +21,10 @@ export function binary() {
 // Starts the server; resolves { proc, port, url, stderr() } once it printed its port.
 export function startServer(args, { timeoutMs = 60000 } = {}) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(binary(), ['serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+    // The CPU backend unless asked otherwise (DS_BACKEND=cuda): the checks compare batched greedy
+    // output with lone runs, which the CPU reference guarantees bit for bit.
+    const backend = args.includes('--backend') ? [] : ['--backend', process.env.DS_BACKEND || 'cpu'];
+    const proc = spawn(binary(), ['serve', '--host', '127.0.0.1', '--port', '0', ...backend, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       // Passive OpenMP waiting: on a shared, oversubscribed machine (CI) spinning threads steal the
       // cores the work needs (measured: ~2x the decode throughput on a 2-core box under load).
@@ -52,8 +56,9 @@ export function startServer(args, { timeoutMs = 60000 } = {}) {
   });
 }
 
-// SIGTERM, then the exit code (SIGKILL after `graceMs`).
+// Closes this process's client sockets, sends SIGTERM, resolves the exit code (SIGKILL after `graceMs`).
 export function stopServer(srv, graceMs = 10000) {
+  agent.destroy();  // idle keep-alive sockets would hold server workers until their keep-alive timeout
   return new Promise((resolve) => {
     if (srv.proc.exitCode !== null) return resolve(srv.proc.exitCode);
     const t = setTimeout(() => srv.proc.kill('SIGKILL'), graceMs);
@@ -94,4 +99,109 @@ export async function collectChatStream(stream) {
     if (ch.finish_reason) r.finish = ch.finish_reason;
   }
   return r;
+}
+
+// ---- A plain node:http client (no npm packages: the GPU machine has no network) ----
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+
+// One request; resolves { status, headers, body (string), json (parsed or null) }. Never rejects on
+// an HTTP status; rejects on transport errors or after timeoutMs.
+export function httpRequest(url, { method = 'GET', headers = {}, body = null, timeoutMs = 300000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const data = body === null ? null : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    const h = { ...headers };
+    if (data) {
+      h['Content-Type'] ??= 'application/json';
+      h['Content-Length'] = data.length;
+    }
+    const req = http.request(url, { method, headers: h, agent }, (res) => {
+      const parts = [];
+      res.on('data', (d) => parts.push(d));
+      res.on('end', () => {
+        const text = Buffer.concat(parts).toString('utf8');
+        let json = null;
+        try { json = JSON.parse(text); } catch {}
+        resolve({ status: res.statusCode, headers: res.headers, body: text, json });
+      });
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
+    req.on('error', reject);
+    if (data) req.write(data);
+    req.end();
+  });
+}
+
+// A streaming request (body.stream is forced on). Resolves
+// { status, error (the JSON error body when not 200), events (parsed data events), done ([DONE] seen),
+//   text, reasoning, finish, usage, tAt (ms since the request, per event that carried text),
+//   tHeaders (ms to the response headers) }.
+// `onEvent(ev, r)` may call r.drop() to close the connection mid-stream (resolves then).
+export function streamRequest(url, body, { headers = {}, timeoutMs = 300000, onEvent = null } = {}) {
+  return new Promise((resolve, reject) => {
+    const data = Buffer.from(JSON.stringify({ ...body, stream: true }));
+    const t0 = performance.now();
+    const r = { status: 0, error: null, events: [], done: false, text: '', reasoning: '', finish: null, usage: null,
+                tAt: [], tHeaders: null, dropped: false };
+    const req = http.request(url, {
+      method: 'POST', agent,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': data.length, ...headers },
+    }, (res) => {
+      r.status = res.statusCode;
+      r.tHeaders = performance.now() - t0;
+      let buf = '';
+      const parts = [];
+      res.setEncoding('utf8');
+      res.on('data', (d) => {
+        if (res.statusCode !== 200) { parts.push(d); return; }
+        buf += d;
+        let e;
+        while ((e = buf.indexOf('\n\n')) >= 0) {
+          const ev = buf.slice(0, e);
+          buf = buf.slice(e + 2);
+          if (ev.startsWith(':')) continue;  // keep-alive comment
+          if (!ev.startsWith('data: ')) throw new Error(`bad SSE event: ${ev.slice(0, 100)}`);
+          const payload = ev.slice(6);
+          if (payload === '[DONE]') { r.done = true; continue; }
+          const j = JSON.parse(payload);
+          r.events.push(j);
+          if (j.error) r.error = j;
+          if (j.usage) r.usage = j.usage;
+          const ch = j.choices?.[0];
+          if (ch) {
+            const piece = ch.text ?? ch.delta?.content ?? '';
+            const think = ch.delta?.reasoning_content ?? '';
+            if (piece || think) r.tAt.push(performance.now() - t0);
+            r.text += piece;
+            r.reasoning += think;
+            if (ch.finish_reason) r.finish = ch.finish_reason;
+          }
+          if (onEvent) onEvent(j, r);
+          if (r.dropped) return;
+        }
+      });
+      res.on('end', () => {
+        if (res.statusCode !== 200) {
+          const text = parts.join('');
+          try { r.error = JSON.parse(text); } catch { r.error = text; }
+        }
+        resolve(r);
+      });
+      res.on('error', (err) => (r.dropped ? resolve(r) : reject(err)));
+      res.on('close', () => { if (r.dropped) resolve(r); });
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
+    req.on('error', (err) => (r.dropped ? resolve(r) : reject(err)));
+    r.drop = () => { r.dropped = true; req.destroy(); };
+    req.write(data);
+    req.end();
+  });
+}
+
+// A Prometheus sample from /metrics, e.g. metric(url, 'ds_requests_running').
+export async function metric(url, name) {
+  const t = (await httpRequest(`${url}/metrics`)).body;
+  const esc = name.replace(/[{}"\\[\]()+.*?^$|]/g, (c) => '\\' + c);
+  const m = t.match(new RegExp(`^${esc} (\\S+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
 }

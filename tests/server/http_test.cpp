@@ -367,6 +367,11 @@ TEST(Http, AbuseGetsRightStatus) {
                "context_length_exceeded");
   expect_error(rig.post("/v1/completions", json{{"prompt", std::string(100 * 1024, 'a')}}.dump()), 413, "",
                "payload_too_large");
+  // Deep nesting is refused before parsing (copies and template walks of the value recurse).
+  expect_error(rig.post(cc, "{\"messages\":" + std::string(20000, '[') + std::string(20000, ']') + "}"), 400);
+  expect_error(rig.post(cc, std::string(300, '[') + std::string(300, ']')), 400);
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"deep", json::parse(std::string(100, '[') + std::string(100, ']'))},
+                                         {"s", std::string(1000, '[')}})).first, 200);
   // Unknown fields are ignored.
   EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"frobnicate", {{"x", 1}}}})).first, 200);
   // Malformed HTTP on a raw socket: the server answers 400 and keeps serving.

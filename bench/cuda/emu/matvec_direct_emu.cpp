@@ -1,0 +1,112 @@
+// Host SIMT emulation of src/cuda/matvec_direct.cuh (kernel + launcher); built and run by run_emu.sh,
+// which explains the method. Checks y against dot_row for many shapes and every launch choice.
+#include <cuda_runtime_api.h>
+#include <vector_types.h>
+#include <vector_functions.h>
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+#include "core/fp16.h"
+#include "cuda/cuda_util.h"
+#undef CUDA_TRY_LAUNCH
+#define CUDA_TRY_LAUNCH(a, b)
+#define __device__
+#define __forceinline__ inline
+#define __global__
+#define __launch_bounds__(x)
+#define __restrict__
+#define __shared__ static
+template <class T> T __ldg(const T* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  uint8_t b[8]; std::memcpy(b, &x, 4); std::memcpy(b + 4, &y, 4);
+  uint32_t r = 0; for (int i = 0; i < 4; i++) r |= (uint32_t)b[(s >> (4 * i)) & 7] << (8 * i); return r; }
+inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, int sh) { sh &= 31; uint64_t v = ((uint64_t)hi << 32) | lo; return (uint32_t)(v >> sh); }
+inline float __uint_as_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+struct half_ { uint16_t h; };
+inline half_ __ushort_as_half(unsigned short h) { return {h}; }
+inline float __half2float(half_ h) { return ds::f16_to_f32(h.h); }
+using std::min;
+struct Dim { unsigned x; };
+thread_local Dim threadIdx, blockIdx;
+std::barrier<>* g_bar;
+float g_slots[1024];
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+  g_slots[threadIdx.x] = v; g_bar->arrive_and_wait();
+  const float r = g_slots[threadIdx.x ^ o]; g_bar->arrive_and_wait(); return r; }
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+template <class K, class A>
+void emu_launch(K k, unsigned grid, int threads, const A& a) {
+  for (unsigned b = 0; b < grid; b++) {
+    std::barrier<> bar(threads);
+    g_bar = &bar;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++)
+      ts.emplace_back([&, t] { threadIdx.x = t; blockIdx.x = b; k(a); bar.arrive_and_drop(); });
+    for (auto& t : ts) t.join();
+  }
+}
+#define cuda_fp16_h_dummy
+#include "hdr.inc"
+#include "quant/quant.h"
+using namespace ds;
+int g_fail = 0;
+template <class D> void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, uint64_t seed) {
+  const auto info = *ggml_type_info(t);
+  std::mt19937_64 rng(seed);
+  const int64_t rb = cols / info.block_size * info.type_size;
+  std::vector<uint8_t> w(rows * rb + 64);
+  uint8_t* base = w.data() + (16 - ((uintptr_t)w.data() & 15)) % 16;
+  for (int64_t i = 0; i < rows * rb; i++) base[i] = (uint8_t)rng();
+  for (int64_t b = 0; b < rows * rb; b += info.type_size) {
+    const uint16_t d = ds::f32_to_f16(0.01f * ((rng() & 1) ? 1 : -1));
+    std::memcpy(base + b + (t == GgmlType::Q6_K ? 208 : 0), &d, 2);
+    if (t == GgmlType::Q4_K) std::memcpy(base + b + 2, &d, 2);
+  }
+  std::vector<float> xv(cols + 4), y(rows, NAN), y0(rows);
+  float* x = xv.data() + (16 - ((uintptr_t)xv.data() & 15)) % 16 / 4;
+  std::normal_distribution<float> nd;
+  for (int64_t i = 0; i < cols; i++) x[i] = nd(rng);
+  for (auto& f : y0) f = nd(rng);
+  if (acc) y = y0;
+  cuda::mvd::tune() = tn;
+  auto st = cuda::mvd::launch<D>(base, rows, cols, x, y.data(), acc, nullptr);
+  if (!st.ok()) { std::printf("launch error %s\n", st.error().message.c_str()); g_fail++; return; }
+  double worst = 0;
+  std::vector<float> deq(cols);
+  for (int64_t r = 0; r < rows; r++) {
+    const uint8_t* row = base + r * rb;
+    quant::dequantize_row(t, row, deq.data(), cols);
+    double mag = 0; for (int64_t k = 0; k < cols; k++) mag += std::fabs((double)deq[k] * x[k]);
+    double ref = quant::dot_row(t, row, x, cols) + (acc ? y0[r] : 0.0);
+    const double e = std::fabs(y[r] - ref) / mag;
+    if (!(e <= worst)) worst = std::isnan(e) ? INFINITY : e;
+  }
+  const bool ok = worst <= 1e-5;
+  if (!ok) g_fail++;
+  std::printf("%s %lldx%lld r%d ks%d w%d pipe%d acc%d: worst %.3g %s\n", std::string(ggml_type_name(t)).c_str(),
+              (long long)rows, (long long)cols, tn.rows_per_group, tn.ks_max, tn.warps_per_sm, (int)tn.pipe, (int)acc,
+              worst, ok ? "ok" : "FAIL");
+}
+int main() {
+  using G = GgmlType;
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 256}, {9, 256}, {37, 512}, {21, 17408}, {5, 3584}, {67, 1024}, {3, 4096}};
+  const std::vector<cuda::mvd::Tune> tunes = {{4, 4, 32, true}, {2, 4, 32, true}, {4, 1, 32, false}, {2, 2, 32, false}};
+  uint64_t seed = 1;
+  for (auto [r, c] : shapes)
+    for (const auto& tn : tunes) {
+      const bool acc = (seed & 1);
+      run<cuda::mvd::Q4K>(G::Q4_K, r, c, tn, acc, seed++);
+      run<cuda::mvd::Q6K>(G::Q6_K, r, c, tn, acc, seed++);
+      run<cuda::mvd::Q80>(G::Q8_0, r, c, tn, acc, seed++);
+    }
+  run<cuda::mvd::Q80>(G::Q8_0, 13, 96, tunes[0], false, 99);
+  run<cuda::mvd::Q80>(G::Q8_0, 3, 32, tunes[1], true, 98);
+  std::printf("failures %d\n", g_fail);
+  return g_fail != 0;
+}

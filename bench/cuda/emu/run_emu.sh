@@ -1,0 +1,18 @@
+#!/bin/bash
+# CPU-only check of src/cuda/matvec_direct.cuh (no GPU needed): every CUDA thread of a block runs as a
+# std::thread, shuffles and __syncthreads are block-wide barriers (the kernel's shuffle sequence is
+# block-uniform), __ldg/__byte_perm/__funnelshift_r have host shims. The header is included after a
+# sed pass that turns its <<<>>> launches into emu_launch(...) calls. Checks y against
+# ds::quant::dot_row for several shapes x launch choices (kR, ks, pipeline), with and without accumulate.
+# Usage (repository root): bench/cuda/emu/run_emu.sh      (~1 min; exit status 1 on a mismatch)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+tmp=$(mktemp -d)
+grep -v '#include <cuda_fp16.h>\|#include "cuda/cuda_util.h"\|#pragma once' "$root/src/cuda/matvec_direct.cuh" |
+  sed -E 's/kernel<D, ([24]), (true|false)><<<grid, kThreads, 0, stream>>>\(a\);/emu_launch(kernel<D, \1, \2>, grid, kThreads, a);/' \
+  > "$tmp/hdr.inc"
+cuda=${CUDA_HOME:-/usr/local/cuda}
+g++ -std=c++20 -O1 -pthread -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
+  "$root/bench/cuda/emu/matvec_direct_emu.cpp" "$root"/src/quant/*.cpp "$root/src/core/ggml_type.cpp" \
+  "$root/src/cuda/cuda_util.cpp" -L"$cuda/lib64" -lcudart_static -ldl -lrt -o "$tmp/emu"
+"$tmp/emu"

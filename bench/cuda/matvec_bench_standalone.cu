@@ -1,0 +1,359 @@
+// matvec_bench_standalone: batch-1 matvec timing + correctness on the GPU machine, with no CMake and no
+// third-party libraries beyond fmt's headers (the device machine has nvcc but not the project's full
+// dependency set). For every (type, shape) it checks cuda::matvec against ds::quant::dot_row on sampled
+// rows, times the current dispatch, the shared-memory tile kernel (the previous batch-1 path,
+// mv::launch<QT, false>) and, for Q4_K/Q6_K/Q8_0, the direct-load kernel under several launch choices
+// (mvd::Tune). One JSON line per measurement; "pct" = share of the 4.29 TB/s copy ceiling
+// (performance.md); bytes = weights + x + y, each once. Weights rotate among copies totalling
+// >= 512 MB, so L2 (60 MB) holds none of them between calls.
+//
+// Build (from the repository root; ~2 min on 2 cores):
+//   nvcc -O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -DFMT_HEADER_ONLY -DFMT_USE_CONSTEXPR=1 \
+//     -DFMT_CONSTEVAL= -Xcompiler -O3 -I src -o mvbench bench/cuda/matvec_bench_standalone.cu \
+//     src/cuda/matvec.cu src/cuda/matvec_batched.cu src/cuda/cuda_util.cpp src/core/ggml_type.cpp \
+//     src/quant/*.cpp
+// Run: ./mvbench [--quick] [--filter SUBSTRING]   (exit status 1 if any check fails)
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/ggml_type.h"
+#include "cuda/matvec.h"
+#include "cuda/matvec_direct.cuh"
+#include "cuda/matvec_kernel.cuh"
+#include "quant/quant.h"
+
+using namespace ds;
+namespace {
+
+constexpr double kCeiling = 4.29e12;
+bool g_quick = false;
+std::string g_filter;
+int g_fail = 0;
+
+#define CK(expr)                                                                               \
+  do {                                                                                         \
+    cudaError_t e_ = (expr);                                                                   \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+// Random blocks; every f16 scale field a finite value of either sign (dmin positive).
+std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t seed) {
+  const auto info = *ggml_type_info(t);
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> out(n_elems / info.block_size * info.type_size);
+  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) {
+    std::normal_distribution<float> nd;
+    for (int64_t i = 0; i < n_elems; i++) {
+      const float f = nd(rng);
+      if (t == GgmlType::F32) std::memcpy(&out[4 * i], &f, 4);
+      else {
+        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
+        std::memcpy(&out[2 * i], &h, 2);
+      }
+    }
+    return out;
+  }
+  for (auto& b : out) b = (uint8_t)rng();
+  for (size_t b = 0; b < out.size(); b += info.type_size) {
+    const float dv = std::ldexp(1.0f, -6 - (int)(rng() % 4)) * ((rng() & 1) ? 1.f : -1.f);
+    const uint16_t d = f32_to_f16(dv), dm = f32_to_f16(std::fabs(dv));
+    const size_t off = t == GgmlType::Q6_K ? 208 : 0;
+    std::memcpy(&out[b + off], &d, 2);
+    if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) std::memcpy(&out[b + 2], &dm, 2);
+  }
+  return out;
+}
+
+double median_time(const std::function<void(int)>& fn, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; i++) fn(i);
+  CK(cudaDeviceSynchronize());
+  std::vector<double> v;
+  for (int trial = 0; trial < 5; trial++) {
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < reps; i++) fn(i);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    v.push_back(ms * 1e-3 / reps);
+  }
+  CK(cudaGetLastError());
+  std::sort(v.begin(), v.end());
+  return v[2];
+}
+
+// Worst |y - ref| / sum |w x| over sampled rows (ref = dot_row, + y0 when accumulating).
+double check(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x,
+             const std::vector<float>& y, const float* y0, int64_t* worst_row) {
+  const uint64_t rb = ggml_row_bytes(*ggml_type_info(t), cols);
+  std::vector<float> deq(cols);
+  double worst = 0;
+  const int64_t step = std::max<int64_t>(1, rows / 97);
+  for (int64_t r = 0;; r = std::min(r + step, rows - 1)) {
+    const uint8_t* row = w.data() + r * rb;
+    quant::dequantize_row(t, row, deq.data(), cols);
+    double mag = 0;
+    for (int64_t k = 0; k < cols; k++) mag += std::fabs((double)deq[k] * x[k]);
+    double ref = quant::dot_row(t, row, x.data(), cols);
+    if (y0) ref += y0[r];
+    const double e = std::fabs(y[r] - ref) / std::max(mag, 1e-30);
+    if (!(e <= worst)) { worst = std::isnan(e) ? INFINITY : e; *worst_row = r; }
+    if (r == rows - 1) break;
+  }
+  return worst;
+}
+
+using LaunchFn = std::function<Status(const void* w, const float* x, float* y, bool acc)>;
+
+// Correctness of one launch path on one (type, shape): plain and accumulate.
+void verify(const char* path, GgmlType t, int64_t rows, int64_t cols, const LaunchFn& fn, uint64_t seed) {
+  const auto w = random_weights(t, rows * cols, seed);
+  std::mt19937_64 rng(seed + 1);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(cols), y0(rows);
+  for (auto& f : x) f = nd(rng);
+  for (auto& f : y0) f = nd(rng);
+  void *dw, *dx, *dy;
+  CK(cudaMalloc(&dw, w.size() + 16));
+  CK(cudaMalloc(&dx, cols * 4));
+  CK(cudaMalloc(&dy, rows * 4));
+  CK(cudaMemcpy(dw, w.data(), w.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dx, x.data(), cols * 4, cudaMemcpyHostToDevice));
+  for (bool acc : {false, true}) {
+    if (acc) CK(cudaMemcpy(dy, y0.data(), rows * 4, cudaMemcpyHostToDevice));
+    else CK(cudaMemset(dy, 0xFF, rows * 4));  // NaN: every output must be written
+    auto st = fn(dw, (const float*)dx, (float*)dy, acc);
+    if (!st.ok()) {
+      std::printf("{\"check\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"error\":\"%s\"}\n", path,
+                  std::string(ggml_type_name(t)).c_str(), (long long)rows, (long long)cols, st.error().message.c_str());
+      g_fail++;
+      continue;
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<float> y(rows);
+    CK(cudaMemcpy(y.data(), dy, rows * 4, cudaMemcpyDeviceToHost));
+    int64_t wr = -1;
+    const double e = check(t, w, rows, cols, x, y, acc ? y0.data() : nullptr, &wr);
+    const bool ok = e <= 1e-5;
+    if (!ok) g_fail++;
+    std::printf("{\"check\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"accumulate\":%d,\"worst\":%.3g,"
+                "\"worst_row\":%lld,\"ok\":%s}\n",
+                path, std::string(ggml_type_name(t)).c_str(), (long long)rows, (long long)cols, (int)acc, e, (long long)wr,
+                ok ? "true" : "false");
+  }
+  CK(cudaFree(dw));
+  CK(cudaFree(dx));
+  CK(cudaFree(dy));
+}
+
+struct Weights {
+  std::vector<void*> copies;
+  size_t bytes = 0;
+  ~Weights() {
+    for (void* p : copies) cudaFree(p);
+  }
+};
+
+void fill_weights(Weights& W, GgmlType t, int64_t rows, int64_t cols) {
+  const auto info = *ggml_type_info(t);
+  W.bytes = ggml_row_bytes(info, cols) * rows;
+  const int64_t pat_elems = std::min<int64_t>(rows * cols, (int64_t)(16 << 20) / info.type_size * info.block_size);
+  const auto pat = random_weights(t, pat_elems, 7);
+  const size_t n = std::max<size_t>(1, (512u << 20) / W.bytes);
+  for (size_t c = 0; c < n; c++) {
+    void* p;
+    CK(cudaMalloc(&p, W.bytes + 16));
+    for (size_t off = 0; off < W.bytes; off += pat.size())
+      CK(cudaMemcpy((uint8_t*)p + off, pat.data(), std::min(pat.size(), W.bytes - off), cudaMemcpyHostToDevice));
+    W.copies.push_back(p);
+  }
+}
+
+void time_path(const char* model, const char* tensor, const char* path, GgmlType t, int64_t rows, int64_t cols,
+               const Weights& W, const float* x, float* y, const LaunchFn& fn) {
+  const int reps = g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
+  bool bad = false;
+  const double s = median_time([&](int i) {
+    auto st = fn(W.copies[i % W.copies.size()], x, y, false);
+    if (!st.ok()) bad = true;
+  }, reps);
+  if (bad) {
+    std::printf("{\"op\":\"matvec\",\"path\":\"%s\",\"error\":true}\n", path);
+    g_fail++;
+    return;
+  }
+  const double bytes = (double)W.bytes + 4.0 * (rows + cols);
+  std::printf("{\"op\":\"matvec\",\"model\":\"%s\",\"tensor\":\"%s\",\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,"
+              "\"path\":\"%s\",\"us\":%.2f,\"gb_s\":%.1f,\"pct\":%.1f}\n",
+              model, tensor, std::string(ggml_type_name(t)).c_str(), (long long)rows, (long long)cols, path, s * 1e6,
+              bytes / s / 1e9, 100.0 * bytes / s / kCeiling);
+  std::fflush(stdout);
+}
+
+template <GgmlType T>
+LaunchFn tile_path(int64_t rows, int64_t cols) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mv::MvArgs a{static_cast<const uint8_t*>(w), 0, rows, cols, x, y, 1, 0, 0, acc};
+    return cuda::mv::launch<cuda::qt::QuantTraits<T>, false>(T, a, nullptr);
+  };
+}
+LaunchFn dispatch_path(GgmlType t, int64_t rows, int64_t cols) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    return cuda::matvec(t, w, rows, cols, x, y, nullptr, acc);
+  };
+}
+template <class D>
+LaunchFn direct_path(int64_t rows, int64_t cols, cuda::mvd::Tune tn) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mvd::Tune keep = cuda::mvd::tune();
+    cuda::mvd::tune() = tn;
+    auto st = cuda::mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvd::tune() = keep;
+    return st;
+  };
+}
+
+const std::vector<cuda::mvd::Tune> kTunes = {
+    {4, 4, 32, true},  {2, 4, 32, true},  {4, 1, 32, true}, {2, 1, 32, true}, {4, 4, 32, false},
+    {2, 4, 32, false}, {4, 1, 32, false}, {2, 4, 64, true}, {4, 4, 64, true}, {2, 2, 32, true}};
+std::string tune_name(const cuda::mvd::Tune& t) {
+  return "direct_r" + std::to_string(t.rows_per_group) + "_ks" + std::to_string(t.ks_max) + "_w" +
+         std::to_string(t.warps_per_sm) + (t.pipe ? "_pipe" : "_nopipe");
+}
+
+template <GgmlType T, class D>
+void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t cols, bool sweep) {
+  const std::string key = std::string(model) + " " + tensor + " " + std::string(ggml_type_name(T));
+  if (!g_filter.empty() && key.find(g_filter) == std::string::npos) return;
+  Weights W;
+  fill_weights(W, T, rows, cols);
+  float *x, *y;
+  CK(cudaMalloc(&x, cols * 4));
+  CK(cudaMalloc(&y, rows * 4));
+  std::vector<float> hx(cols, 0.5f);
+  CK(cudaMemcpy(x, hx.data(), cols * 4, cudaMemcpyHostToDevice));
+  time_path(model, tensor, "tile_old", T, rows, cols, W, x, y, tile_path<T>(rows, cols));
+  time_path(model, tensor, "dispatch", T, rows, cols, W, x, y, dispatch_path(T, rows, cols));
+  if constexpr (!std::is_same_v<D, void>) {
+    if (sweep)
+      for (const auto& tn : kTunes)
+        time_path(model, tensor, tune_name(tn).c_str(), T, rows, cols, W, x, y, direct_path<D>(rows, cols, tn));
+  }
+  CK(cudaFree(x));
+  CK(cudaFree(y));
+}
+
+struct Shape {
+  const char* model;
+  const char* tensor;
+  int64_t rows, cols;
+};
+const std::vector<Shape> kShapes = {
+    {"9B", "ffn_up", 12288, 4096},      {"9B", "ffn_down", 4096, 12288}, {"9B", "attn_qkv", 8192, 4096},
+    {"9B", "ssm_out", 4096, 4096},      {"9B", "output", 248320, 4096},  {"0.8B", "attn_qkv", 6144, 1024},
+    {"0.8B", "ffn_up", 3584, 1024},     {"0.8B", "ffn_down", 1024, 3584}, {"0.8B", "ssm_out", 1024, 2048},
+    {"0.8B", "output", 248320, 1024},
+};
+
+template <GgmlType T, class D>
+void bench_type(bool sweep) {
+  for (const Shape& s : kShapes) bench_shape<T, D>(s.model, s.tensor, s.rows, s.cols, sweep);
+}
+
+template <GgmlType T, class D>
+void verify_type(uint64_t& seed) {
+  const int64_t blk = ggml_type_info(T)->block_size;
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {1027, 256}, {515, 512}, {333, 1280}, {21, 17408}, {1, 256}, {7, 2048}, {2048, 1024}, {1024, 3584},
+      {4096, 4096}, {130, 12288}, {77, 96}, {5, 32}, {3, 64}};
+  for (auto [rows, cols] : shapes) {
+    if (cols % blk) continue;
+    verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
+    if constexpr (!std::is_same_v<D, void>) {
+      for (const auto& tn : {kTunes[1], kTunes[2], kTunes[4]})
+        verify(tune_name(tn).c_str(), T, rows, cols, direct_path<D>(rows, cols, tn), seed++);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool do_time = true, do_check = true;
+  for (int i = 1; i < argc; i++) {
+    if (!std::strcmp(argv[i], "--quick")) g_quick = true;
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
+    else if (!std::strcmp(argv[i], "--check-only")) do_time = false;
+    else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
+    else {
+      std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, 0));
+  std::printf("{\"device\":\"%s\",\"sms\":%d}\n", p.name, p.multiProcessorCount);
+  using G = GgmlType;
+  namespace D = cuda::mvd;
+  if (do_check) {
+    uint64_t seed = 1;
+    verify_type<G::Q4_K, D::Q4K>(seed);
+    verify_type<G::Q6_K, D::Q6K>(seed);
+    verify_type<G::Q8_0, D::Q80>(seed);
+    verify_type<G::F32, void>(seed);
+    verify_type<G::F16, void>(seed);
+    verify_type<G::BF16, void>(seed);
+    verify_type<G::Q4_0, void>(seed);
+    verify_type<G::Q5_0, void>(seed);
+    verify_type<G::IQ4_NL, void>(seed);
+    verify_type<G::Q5_K, void>(seed);
+    verify_type<G::IQ4_XS, void>(seed);
+    // Misaligned x must be an error, not a fault.
+    void* buf;
+    CK(cudaMalloc(&buf, 1 << 20));
+    const float* xb = (const float*)buf + 1024 + 1;
+    for (G t : {G::Q4_K, G::Q6_K, G::Q8_0}) {
+      const bool rejected = !cuda::matvec(t, buf, 4, 256, xb, (float*)buf + 4096, nullptr).ok();
+      std::printf("{\"check\":\"misaligned_x\",\"type\":\"%s\",\"ok\":%s}\n", std::string(ggml_type_name(t)).c_str(),
+                  rejected ? "true" : "false");
+      if (!rejected) g_fail++;
+    }
+    CK(cudaFree(buf));
+  }
+  if (do_time) {
+    // d2d copy ceiling, re-measured.
+    void *a, *b;
+    const size_t n = 1ull << 30;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    const double s = median_time([&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 5);
+    std::printf("{\"op\":\"d2d_copy\",\"gb_s\":%.1f}\n", 2.0 * n / s / 1e9);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    bench_type<G::Q4_K, D::Q4K>(true);
+    bench_type<G::Q6_K, D::Q6K>(true);
+    bench_type<G::Q8_0, D::Q80>(true);
+    for (const Shape& s : kShapes) {
+      if (std::strcmp(s.model, "9B") || std::strcmp(s.tensor, "output") == 0) continue;
+      bench_shape<G::BF16, void>(s.model, s.tensor, s.rows, s.cols, false);
+      bench_shape<G::F32, void>(s.model, s.tensor, s.rows, s.cols, false);
+    }
+  }
+  std::printf("{\"failures\":%d}\n", g_fail);
+  return g_fail ? 1 : 0;
+}
