@@ -10,6 +10,9 @@ namespace ds::quant {
 constexpr int kQK = 32;    // elements per block of the 32-element formats
 constexpr int kQKK = 256;  // elements per K-quant / i-quant super-block
 
+// Packed (alignment 1): blocks sit at any byte address inside a GGUF file, and member access through a
+// misaligned pointer to a 2-aligned struct is undefined behaviour (UBSan flags it).
+#pragma pack(push, 1)
 struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
 struct BlockQ4_1 { uint16_t d, m; uint8_t qs[16]; };
 struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
@@ -32,6 +35,7 @@ struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t
 struct BlockTQ1_0 { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; };
 struct BlockTQ2_0 { uint8_t qs[64]; uint16_t d; };
 struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };
+#pragma pack(pop)
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
