@@ -89,9 +89,11 @@ TEST(CudaState, PrefillChunkSizeDoesNotMatter) {
   DS_SKIP_WITHOUT_GPU();
   auto f = load_fixture();
   ASSERT_TRUE(f.m.ok());
-  cuda::CudaModelOptions small;
+  cuda::CudaModelOptions steps;
+  steps.prefill_min_tokens = 1 << 30;  // the step path (the piece prefill: cuda_prefill_model_test.cpp)
+  cuda::CudaModelOptions small = steps;
   small.max_tokens = 7;  // 185 tokens = 26 steps of 7 + 3
-  auto big = ds::test::load_cuda(*f.m), sm = ds::test::load_cuda(*f.m, small);
+  auto big = ds::test::load_cuda(*f.m, steps), sm = ds::test::load_cuda(*f.m, small);
   ASSERT_TRUE(big && sm);
   const int64_t T = (int64_t)f.ref.prompt.size(), V = big->cfg().n_vocab;
   auto a = ds::test::new_state(*big, T + 4), b = ds::test::new_state(*sm, T + 4);
@@ -222,8 +224,8 @@ TEST(CudaLoad, BackendFactoryKinds) {
   }
 }
 
-// `deltaserve logits --backend cuda`: the fixture's teacher-forcing contract through the CLI, checked on the
-// reference's prefill rows and decode rows (2e-3).
+// `deltaserve logits --backend cuda --precise`: the fixture's teacher-forcing contract through the CLI, checked
+// on the reference's prefill rows and decode rows (2e-3).
 TEST(CudaCli, LogitsBackendCuda) {
   DS_SKIP_WITHOUT_GPU();
   const char* bin = std::getenv("DS_BIN");
@@ -235,7 +237,7 @@ TEST(CudaCli, LogitsBackendCuda) {
     for (int32_t t : ref.prompt) f << t << ' ';
     for (size_t i = 0; i + 1 < ref.generated.size(); i++) f << ref.generated[i] << ' ';
   }
-  const std::string cmd = std::string(bin) + " logits --backend cuda -m " + ref.gguf + " --tokens-file " + ids +
+  const std::string cmd = std::string(bin) + " logits --backend cuda --precise -m " + ref.gguf + " --tokens-file " + ids +
                           " --out " + out + " --decode-from " + std::to_string(ref.prompt.size()) + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto raw = ds::test::read_file(out);
