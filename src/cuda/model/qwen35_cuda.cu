@@ -133,6 +133,7 @@ Result<DeviceBuffer> alloc_floats(int64_t n) { return DeviceBuffer::alloc((size_
 const char* precision_name(Precision p) { return p == Precision::kPrecise ? "precise" : "fast"; }
 
 CudaModel::Impl::~Impl() {
+  pf.reset();  // its cuBLAS handle is bound to the stream destroyed below
   for (auto& [k, g] : graphs) cudaGraphExecDestroy(g);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   if (io_host) cudaFreeHost(io_host);
