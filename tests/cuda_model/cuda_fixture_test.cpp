@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cuda/prefill/prefill.cuh"
 #include "cuda_test_util.h"
 
 using namespace ds;
@@ -118,6 +119,35 @@ TEST_P(CudaFixtureLogits, TeacherForcedPrecisePrefillMatchesReference) {
 TEST_P(CudaFixtureLogits, TeacherForcedFastPrefillMatchesReference) {
   DS_SKIP_WITHOUT_GPU();
   check_teacher_forced(GetParam(), Path::kFast);
+}
+
+// Not a bound: the fast mode's error with each choice of GEMM inputs for every product (the default: f16 with
+// the GDN qkv activations split), printed for the record (CPU emulation predicted bf16 0.06-0.27, f16
+// 0.012-0.038, the default 0.005-0.013 on the prefill rows).
+TEST_P(CudaFixtureLogits, FastGemmInputsSurvey) {
+  DS_SKIP_WITHOUT_GPU();
+  const auto ref = ds::test::load_model_ref(GetParam());
+  auto m = Qwen35Model::load_file(ref.gguf);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const int64_t V = ref.vocab, T = (int64_t)ref.prompt.size();
+  for (int in : {-1, 1, 2, 3, 4}) {
+    cuda::CudaModelOptions o;
+    o.fast_gemm_inputs = in;
+    auto cm = ds::test::load_cuda(*m, o);
+    ASSERT_TRUE(cm);
+    const auto logits = cuda_teacher_forced(*cm, ref);
+    ASSERT_FALSE(logits.empty());
+    RowStats pre, dec;
+    pre.margin = dec.margin = 1e30;  // no argmax checks here
+    for (size_t i = 0; i < ref.prefill_pos.size(); i++)
+      compare_row(&logits[ref.prefill_pos[i] * V], &ref.prefill[i * V], V, pre, "");
+    for (size_t i = 0; i + 1 < ref.generated.size(); i++)
+      compare_row(&logits[(T + i) * V], &ref.decode[i * V], V, dec, "");
+    std::printf("[ survey   ] %-16s fast gemm inputs %-8s max|dlogit| prefill %.3e  decode %.3e\n",
+                GetParam().c_str(),
+                in < 0 ? "default" : cuda::prefill::gemm_inputs_name(static_cast<cuda::prefill::GemmInputs>(in)),
+                pre.max_abs, dec.max_abs);
+  }
 }
 
 // Graph replays and op-by-op launches run the same kernels on the same data: identical logits.
