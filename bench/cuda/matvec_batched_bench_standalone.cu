@@ -6,6 +6,7 @@
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
+// Usage: mvb_bench [check | time | timeq]   (no argument: check, then time)
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s;
 //   also the FMA kernel (matvec_batched_fma.cuh) for comparison.
 #include <cuda_runtime.h>
@@ -151,7 +152,7 @@ static void run_checks() {
   }
 }
 
-static void run_timing() {
+static void run_timing(bool with_fma) {
   struct S { const char* name; int64_t rows, cols; };
   const S shapes[] = {{"ffn_up", 12288, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
                       {"output", 248320, 4096}};
@@ -178,7 +179,7 @@ static void run_timing() {
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
         for (int path = 0; path < 2; path++) {
-          if (path == 1 && (B == 1 || B == 64 && s.rows == 248320)) continue;
+          if (path == 1 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           auto call = [&] {
             if (path == 0) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
             const cuda::mvb::MvArgs a{(const uint8_t*)dw, 0, s.rows, s.cols, dx, dy, B, 0, 0, false};
@@ -220,9 +221,10 @@ static void on_segv(int) {
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IONBF, 0);
   signal(SIGSEGV, on_segv);
-  const bool check = argc < 2 || std::strcmp(argv[1], "time") != 0;
-  const bool time = argc < 2 || std::strcmp(argv[1], "check") != 0;
-  if (check) run_checks();
-  if (time) run_timing();
+  // no argument: check + time (with the FMA kernel); "check"; "time"; "timeq" (tensor-core path only).
+  const char* mode = argc < 2 ? "all" : argv[1];
+  if (!std::strcmp(mode, "all") || !std::strcmp(mode, "check")) run_checks();
+  if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
+  if (!std::strcmp(mode, "timeq")) run_timing(false);
   return 0;
 }
