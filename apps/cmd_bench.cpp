@@ -2,6 +2,10 @@
 // and generation (tgN: N tokens decoded one at a time from an empty context) throughput, measured as
 // llama-bench measures them (a warm-up run first, then -r runs), printed as llama-bench's table or as
 // one JSON line per test (median, min, max, spread, commit, device) for bench/results/*.jsonl.
+// --backend cuda (or auto with a GPU) times the CUDA model (src/cuda/model): ppN is one prefill call that
+// ends with the last token's logits on the host, so its time is also the time to first token (ttft_ms);
+// tgN is N decode steps (CUDA graph replays). The prefill mode (fast, or --precise) is printed and recorded.
+// A per-kernel breakdown of a decode step: `deltaserve cuda-bench --breakdown`.
 #include <omp.h>
 
 #include <algorithm>
@@ -12,12 +16,19 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include "command.h"
 #include "core/log.h"
+#include "engine/backend_factory.h"
 #include "git_sha.h"
 #include "model/qwen35.h"
+#if DS_HAVE_CUDA
+#include "cuda/cuda_util.h"
+#include "cuda/model/qwen35_cuda.cuh"
+#endif
 
 namespace {
 
@@ -27,15 +38,22 @@ struct BenchArgs {
   std::string model, backend = "cpu";
   std::vector<int> n_prompt{512}, n_gen{128};
   int reps = 3, threads = 0;
-  bool json = false, no_warmup = false;
+  bool json = false, no_warmup = false, precise = false;
   uint64_t seed = 1234;
 };
 
 struct Test {
   std::string name;  // pp512, tg128
   int n_prompt = 0, n_gen = 0;
-  std::vector<double> tps;  // tokens per second of each run
+  std::vector<double> tps;   // tokens per second of each run
+  std::vector<double> ttft;  // pp: seconds from the call to the last token's logits on the host
 };
+
+// One run: the prompt as one forward call (its logits on the host), then n_gen single-token steps.
+struct RunTimes {
+  double total = 0, prompt = 0;
+};
+using RunFn = std::function<ds::Result<RunTimes>(const std::vector<int32_t>& prompt, int n_gen)>;
 
 std::string cpu_name() {
   std::ifstream f("/proc/cpuinfo");
@@ -121,10 +139,9 @@ int fail(const ds::Error& e) {
 }
 
 int run(const BenchArgs& a) {
-  if (a.backend != "cpu") {
-    spdlog::error("bench: backend '{}' is not available yet; use --backend cpu", a.backend);
-    return 1;
-  }
+  auto kind = ds::engine::resolve_backend_kind(a.backend);
+  if (!kind) return fail(ds::err("bench: {}", kind.error().message));
+  const bool cuda = *kind == "cuda";
   if (a.reps < 1) {
     spdlog::error("bench: -r must be at least 1");
     return 2;
@@ -138,48 +155,92 @@ int run(const BenchArgs& a) {
   uint64_t model_bytes = 0, params = 0;
   for (const auto& t : file.tensors()) model_bytes += t.n_bytes, params += t.n_elements;
   const std::string desc = "qwen35 " + size_name(cfg) + " " + ftype_name(file.get_uint_or("general.file_type", 999));
-  const std::string device = cpu_name();
+  std::string device = cpu_name();
+  const std::string mode = cuda && a.precise ? "precise" : cuda ? "fast" : "fp32";
 
   std::vector<Test> tests;
   for (int p : a.n_prompt)
-    if (p > 0) tests.push_back({"pp" + std::to_string(p), p, 0, {}});
+    if (p > 0) tests.push_back({"pp" + std::to_string(p), p, 0, {}, {}});
   for (int n : a.n_gen)
-    if (n > 0) tests.push_back({"tg" + std::to_string(n), 0, n, {}});
+    if (n > 0) tests.push_back({"tg" + std::to_string(n), 0, n, {}, {}});
   if (tests.empty()) {
     spdlog::error("bench: nothing to measure (every -p and -n is 0)");
     return 2;
   }
   int64_t max_ctx = 1;
   for (const auto& t : tests) max_ctx = std::max<int64_t>(max_ctx, t.n_prompt + t.n_gen);
-  auto state = ds::SequenceState::create(cfg, max_ctx);
-  if (!state) return fail(state.error());
   std::vector<float> logits(cfg.n_vocab);
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<int32_t> any_token(0, (int32_t)cfg.n_vocab - 1);
 
-  // One run of a test; returns its seconds.
-  auto run_once = [&](const Test& t, int n_prompt, int n_gen) -> ds::Result<double> {
-    state->reset();
-    std::vector<int32_t> toks(std::max(n_prompt, 1));
-    for (auto& x : toks) x = any_token(rng);
-    auto t0 = Clock::now();
-    if (n_prompt > 0) DS_TRY(ds::forward(*model, *state, toks, logits.data(), false));
-    for (int i = 0; i < n_gen; i++) {
-      const int32_t tok = any_token(rng);
-      DS_TRY(ds::forward(*model, *state, std::span<const int32_t>(&tok, 1), logits.data(), false));
-    }
+  RunFn run_once;
+  std::optional<ds::SequenceState> state;
+#if DS_HAVE_CUDA
+  std::unique_ptr<ds::cuda::CudaModel> gpu;
+  std::unique_ptr<ds::cuda::CudaSeqState> gstate;
+#endif
+  if (cuda) {
+#if DS_HAVE_CUDA
+    ds::cuda::CudaModelOptions mo;
+    mo.precision = a.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
+    auto cm = ds::cuda::CudaModel::load(*model, mo);
+    if (!cm) return fail(cm.error());
+    gpu = std::move(*cm);
+    auto gs = gpu->create_state(max_ctx);
+    if (!gs) return fail(gs.error());
+    gstate = std::move(*gs);
+    const auto info = ds::cuda::device_info();
+    device = info ? info->name : "CUDA device";
+    run_once = [&](const std::vector<int32_t>& prompt, int n_gen) -> ds::Result<RunTimes> {
+      DS_TRY(gstate->reset());
+      RunTimes r;
+      const auto t0 = Clock::now();
+      if (!prompt.empty()) DS_TRY(gpu->prefill(*gstate, prompt, logits.data(), false));
+      r.prompt = std::chrono::duration<double>(Clock::now() - t0).count();
+      for (int i = 0; i < n_gen; i++) {
+        const int32_t tok = any_token(rng);
+        ds::cuda::CudaSeqState* sp = gstate.get();  // a graph replay; the logits land in pinned host memory
+        DS_TRY(gpu->decode({&sp, 1}, std::span<const int32_t>(&tok, 1), nullptr));
+      }
+      r.total = std::chrono::duration<double>(Clock::now() - t0).count();
+      return r;
+    };
+#endif
+  } else {
+    auto st = ds::SequenceState::create(cfg, max_ctx);
+    if (!st) return fail(st.error());
+    state = std::move(*st);
+    run_once = [&](const std::vector<int32_t>& prompt, int n_gen) -> ds::Result<RunTimes> {
+      state->reset();
+      RunTimes r;
+      const auto t0 = Clock::now();
+      if (!prompt.empty()) DS_TRY(ds::forward(*model, *state, prompt, logits.data(), false));
+      r.prompt = std::chrono::duration<double>(Clock::now() - t0).count();
+      for (int i = 0; i < n_gen; i++) {
+        const int32_t tok = any_token(rng);
+        DS_TRY(ds::forward(*model, *state, std::span<const int32_t>(&tok, 1), logits.data(), false));
+      }
+      r.total = std::chrono::duration<double>(Clock::now() - t0).count();
+      return r;
+    };
+  }
+  auto timed = [&](const Test& t, int n_prompt, int n_gen) -> ds::Result<RunTimes> {
     (void)t;
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    std::vector<int32_t> toks(n_prompt);
+    for (auto& x : toks) x = any_token(rng);
+    return run_once(toks, n_gen);
   };
 
-  spdlog::info("bench: {} ({}, {:.2f} MiB, {} params) on {} ({} threads), {} runs per test", a.model, desc,
-               model_bytes / 1048576.0, params, device, threads, a.reps);
+  spdlog::info("bench: {} ({}, {:.2f} MiB, {} params) on {} ({}), {} runs per test", a.model, desc,
+               model_bytes / 1048576.0, params, device,
+               cuda ? "cuda, prefill " + mode : std::to_string(threads) + " threads", a.reps);
   if (!a.json) {
-    std::printf("| %-30s | %10s | %10s | %-8s | %7s | %10s | %20s |\n", "model", "size", "params", "backend", "threads",
-                "test", "t/s");
-    std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(30, '-').c_str(), std::string(9, '-').c_str(),
-                std::string(9, '-').c_str(), std::string(8, '-').c_str(), std::string(6, '-').c_str(),
-                std::string(9, '-').c_str(), std::string(19, '-').c_str());
+    std::printf("| %-30s | %10s | %10s | %-8s | %7s | %-7s | %10s | %20s | %10s |\n", "model", "size", "params",
+                "backend", "threads", "mode", "test", "t/s", "ttft ms");
+    std::printf("| %s | %s: | %s: | %s | %s: | %s | %s: | %s: | %s: |\n", std::string(30, '-').c_str(),
+                std::string(9, '-').c_str(), std::string(9, '-').c_str(), std::string(8, '-').c_str(),
+                std::string(6, '-').c_str(), std::string(7, '-').c_str(), std::string(9, '-').c_str(),
+                std::string(19, '-').c_str(), std::string(9, '-').c_str());
     std::fflush(stdout);
   }
   const std::string commit = DS_GIT_SHA;
@@ -187,16 +248,18 @@ int run(const BenchArgs& a) {
     if (!a.no_warmup) {
       // As llama-bench: a full prompt run before pp, one token before tg.
       spdlog::info("bench: {} warm-up", t.name);
-      auto w = run_once(t, t.n_prompt, t.n_gen > 0 ? 1 : 0);
+      auto w = timed(t, t.n_prompt, t.n_gen > 0 ? 1 : 0);
       if (!w) return fail(w.error());
     }
     for (int r = 0; r < a.reps; r++) {
-      auto s = run_once(t, t.n_prompt, t.n_gen);
+      auto s = timed(t, t.n_prompt, t.n_gen);
       if (!s) return fail(s.error());
-      const double tps = (t.n_prompt + t.n_gen) / *s;
+      const double tps = (t.n_prompt + t.n_gen) / s->total;
       t.tps.push_back(tps);
-      spdlog::info("bench: {} run {}/{}: {:.2f} s, {:.2f} tok/s", t.name, r + 1, a.reps, *s, tps);
+      if (t.n_prompt > 0) t.ttft.push_back(s->prompt);
+      spdlog::info("bench: {} run {}/{}: {:.4f} s, {:.2f} tok/s", t.name, r + 1, a.reps, s->total, tps);
     }
+    const double ttft_ms = t.ttft.empty() ? 0 : median(t.ttft) * 1e3;
     const double med = median(t.tps), avg = mean(t.tps), sd = stddev(t.tps);
     const double lo = *std::min_element(t.tps.begin(), t.tps.end()), hi = *std::max_element(t.tps.begin(), t.tps.end());
     if (a.json) {
@@ -206,9 +269,10 @@ int run(const BenchArgs& a) {
       j["file_bytes"] = file.file_size();
       j["model_bytes"] = model_bytes;
       j["params"] = params;
-      j["backend"] = a.backend;
+      j["backend"] = cuda ? "cuda" : "cpu";
       j["device"] = device;
       j["threads"] = threads;
+      j["mode"] = mode;
       j["test"] = t.name;
       j["n_prompt"] = t.n_prompt;
       j["n_gen"] = t.n_gen;
@@ -218,6 +282,7 @@ int run(const BenchArgs& a) {
       j["min"] = std::round(lo * 100) / 100;
       j["max"] = std::round(hi * 100) / 100;
       j["runs"] = a.reps;
+      if (t.n_prompt > 0) j["ttft_ms"] = std::round(ttft_ms * 1000) / 1000;
       j["samples"] = t.tps;
       j["commit"] = commit;
       j["load_avg"] = load_avg();
@@ -230,8 +295,9 @@ int run(const BenchArgs& a) {
       std::string size = gib >= 1 ? fmt::format("{:.2f} GiB", gib) : fmt::format("{:.2f} MiB", model_bytes / 1048576.0);
       std::string prm = params >= 1e9 ? fmt::format("{:.2f} B", params / 1e9) : fmt::format("{:.2f} M", params / 1e6);
       std::string ts = fmt::format("{:.2f} ± {:.2f}", avg, sd);
-      std::printf("| %-30s | %10s | %10s | %-8s | %7d | %10s | %20s |\n", desc.c_str(), size.c_str(), prm.c_str(),
-                  "CPU", threads, t.name.c_str(), ts.c_str());
+      const std::string ttft = t.n_prompt > 0 ? fmt::format("{:.2f}", ttft_ms) : "";
+      std::printf("| %-30s | %10s | %10s | %-8s | %7d | %-7s | %10s | %20s | %10s |\n", desc.c_str(), size.c_str(),
+                  prm.c_str(), cuda ? "CUDA" : "CPU", threads, mode.c_str(), t.name.c_str(), ts.c_str(), ttft.c_str());
     }
     std::fflush(stdout);
   }
@@ -250,14 +316,23 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-r,--repetitions", a->reps, "Runs per test (after one warm-up)")->capture_default_str();
   app.add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", a->backend, "Compute backend: cpu")->capture_default_str();
+  app.add_option("--backend", a->backend,
+                 "Compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto (cuda "
+                 "when this build has CUDA and a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--precise", a->precise,
+               "cuda: prefill in fp32 everywhere (2e-3 of the reference) instead of the default fast mode "
+               "(tensor-core inputs, 0.02); the cpu backend is fp32 everywhere (mode fp32), fast = precise there");
   app.add_option("--seed", a->seed, "Seed of the random token ids")->capture_default_str();
   app.add_flag("--json", a->json,
                "One JSON line per test on stdout (tokens_per_s = median, min, max, stddev, commit, device, ...)");
   app.add_flag("--no-warmup", a->no_warmup, "Skip the warm-up run");
   app.footer(
       "ppN: N random token ids in one forward call from an empty context; tgN: N tokens decoded one at a\n"
-      "time from an empty context (as llama-bench). Append --json output to bench/results/<backend>.jsonl.");
+      "time from an empty context (as llama-bench). ttft ms: the median time of the ppN call, which ends with\n"
+      "the last token's logits on the host (time to first token). Append --json output to\n"
+      "bench/results/<backend>.jsonl.");
   return [a] { return run(*a); };
 }
 

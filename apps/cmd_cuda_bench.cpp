@@ -26,7 +26,7 @@ namespace {
 struct Options {
   std::string model, json;
   int prompt = 0, tg = 128, batch = 1, reps = 3, top = 30;
-  bool breakdown = false, no_graphs = false;
+  bool breakdown = false, no_graphs = false, precise = false;
 };
 
 #if DS_HAVE_CUDA
@@ -84,6 +84,7 @@ int run(const Options& o) {
   }
   ds::cuda::CudaModelOptions mo;
   mo.use_graphs = !o.no_graphs;
+  mo.precision = o.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
   auto cm = ds::cuda::CudaModel::load(*m, mo);
   if (!cm) {
     spdlog::error("{}", cm.error().message);
@@ -143,8 +144,10 @@ int run(const Options& o) {
   out["ms_per_step"] = step_ms;
   if (o.prompt > 0) {
     const double pp = median(pp_s);
-    std::printf("prefill pp%d: %.1f tok/s (x%d sequences)\n", o.prompt, o.batch * o.prompt / pp, o.batch);
+    std::printf("prefill pp%d (%s): %.1f tok/s (x%d sequences)\n", o.prompt, ds::cuda::precision_name(mo.precision),
+                o.batch * o.prompt / pp, o.batch);
     out["pp"] = o.prompt;
+    out["mode"] = ds::cuda::precision_name(mo.precision);
     out["pp_tok_s"] = o.batch * o.prompt / pp;
   }
   if (o.breakdown) {
@@ -196,6 +199,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_flag("--breakdown", o->breakdown, "per-kernel table of one decode step: time, bytes, GB/s");
   app.add_option("--top", o->top, "slowest ops listed in the breakdown")->capture_default_str();
+  app.add_flag("--precise", o->precise, "prefill in fp32 everywhere instead of the default fast mode");
   app.add_flag("--no-graphs", o->no_graphs, "launch the decode steps op by op instead of replaying CUDA graphs");
   app.add_option("--json", o->json, "append the results as one JSON line to this file");
   return [o] { return run(*o); };

@@ -2,6 +2,8 @@
 // The first K tokens run as one prefill (chunked delta rule), the rest one at a time (recurrent rule);
 // the output holds the logits of every position, float32 little-endian, row-major [n_tokens, n_vocab].
 // --backend cuda runs the same contract on the GPU (src/cuda/model); auto picks it when a GPU is present.
+// --precise: the GPU prefill in fp32 everywhere (2e-3 of the references) instead of the default fast mode
+// (tensor-core GEMM inputs, 0.02); the CPU is fp32 everywhere, so on the CPU both are the same.
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
@@ -43,7 +45,7 @@ ds::Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
 
 struct Options {
   std::string model, tokens_file, out, backend = "cpu";
-  bool no_graphs = false;
+  bool no_graphs = false, precise = false;
   int64_t decode_from = -1;
   int threads = 0;
 };
@@ -51,15 +53,16 @@ struct Options {
 // The same contract on the GPU: prefill of the first k tokens with every row's logits, then one decode
 // step per token (CUDA graph replays unless no_graphs).
 ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, int64_t k, bool no_graphs,
-                       std::vector<float>& logits) {
+                       bool precise, std::vector<float>& logits) {
 #if DS_HAVE_CUDA
   ds::cuda::CudaModelOptions mo;
   mo.use_graphs = !no_graphs;
+  mo.precision = precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
   DS_ASSIGN(auto cm, ds::cuda::CudaModel::load(m, mo));
   const int64_t n = (int64_t)ids.size(), V = m.cfg.n_vocab;
   DS_ASSIGN(auto st, cm->create_state(n));
-  spdlog::info("logits: cuda: {:.1f} MB of weights on the device, state {:.1f} MB", cm->weight_bytes() / 1e6,
-               st->bytes() / 1e6);
+  spdlog::info("logits: cuda: {:.1f} MB of weights on the device, state {:.1f} MB, prefill {}",
+               cm->weight_bytes() / 1e6, st->bytes() / 1e6, ds::cuda::precision_name(mo.precision));
   if (k > 0) DS_TRY(cm->prefill(*st, ids.first(k), logits.data(), true));
   for (int64_t t = k; t < n; t++) {
     ds::cuda::CudaSeqState* sp = st.get();
@@ -67,7 +70,7 @@ ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, i
   }
   return {};
 #else
-  (void)m, (void)ids, (void)k, (void)no_graphs, (void)logits;
+  (void)m, (void)ids, (void)k, (void)no_graphs, (void)precise, (void)logits;
   return ds::err("logits: --backend cuda: this deltaserve was built without CUDA; rebuild with nvcc available");
 #endif
 }
@@ -111,7 +114,7 @@ int run(const Options& o) {
   const std::span<const int32_t> all(*ids);
   if (cuda) {
     spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cuda", n, k, n - k, V);
-    if (auto s = cuda_logits(*model, all, k, o.no_graphs, logits); !s) {
+    if (auto s = cuda_logits(*model, all, k, o.no_graphs, o.precise, logits); !s) {
       spdlog::error("{}", s.error().message);
       return 1;
     }
@@ -155,6 +158,9 @@ ds::app::RunFn setup(CLI::App& app) {
                  "(cuda when this build has CUDA and a GPU is present, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
+  app.add_flag("--precise", o->precise,
+               "cuda: prefill in fp32 everywhere (within 2e-3 of the fp32 reference) instead of the default fast "
+               "mode (tensor-core inputs, within 0.02); the cpu backend is fp32 everywhere, fast = precise there");
   app.add_flag("--no-graphs", o->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
   app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   return [o] { return run(*o); };

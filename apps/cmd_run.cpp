@@ -17,7 +17,11 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "core/log.h"
+#include "engine/backend_factory.h"
 #include "model/qwen35.h"
+#if DS_HAVE_CUDA
+#include "cuda/model/qwen35_cuda.cuh"
+#endif
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +33,7 @@ using json = nlohmann::ordered_json;
 struct RunArgs {
   std::string model, prompt, prompt_file, system, backend = "cpu";
   bool chat = false, think = false, no_think = false, interactive = false, ignore_eos = false, show_prompt = false;
+  bool precise = false, no_graphs = false;
   int n_predict = 128;
   int64_t ctx = 4096;
   int threads = 0;
@@ -40,11 +45,13 @@ struct RunArgs {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The model, its tokenizer and one sequence's state, with the tokens that state has processed.
+// The model, its tokenizer and one sequence's state (on the CPU, or on the GPU with --backend cuda), with the
+// tokens that state has processed.
 struct Session {
   ds::Qwen35Model model;
   std::unique_ptr<ds::tokenizer::Tokenizer> tok;
-  ds::SequenceState state;
+  ds::SequenceState state;     // cpu
+  int64_t max_ctx = 0;
   std::vector<int32_t> fed;    // tokens in the state, in order
   std::vector<float> logits;   // [V]: the prediction after the last fed token
   bool add_bos = false;
@@ -54,9 +61,60 @@ struct Session {
   bool keep_snapshot = false;
   ds::SequenceState snap;
   std::vector<int32_t> snap_tokens;
+#if DS_HAVE_CUDA
+  std::unique_ptr<ds::cuda::CudaModel> gpu;  // set with --backend cuda
+  std::unique_ptr<ds::cuda::CudaSeqState> gstate;
+  std::unique_ptr<ds::cuda::CudaSnapshot> gsnap;
+#endif
+
+  bool on_gpu() const {
+#if DS_HAVE_CUDA
+    return gpu != nullptr;
+#else
+    return false;
+#endif
+  }
 
   static bool extends(const std::vector<int32_t>& longer, const std::vector<int32_t>& prefix) {
     return longer.size() > prefix.size() && std::equal(prefix.begin(), prefix.end(), longer.begin());
+  }
+
+  ds::Status reset() {
+#if DS_HAVE_CUDA
+    if (gpu) return gstate->reset();
+#endif
+    state.reset();
+    return {};
+  }
+  ds::Status save_snapshot() {
+#if DS_HAVE_CUDA
+    if (gpu) {
+      DS_ASSIGN(gsnap, gpu->save(*gstate));
+      return {};
+    }
+#endif
+    snap = state;
+    return {};
+  }
+  ds::Status restore_snapshot() {
+#if DS_HAVE_CUDA
+    if (gpu) return gpu->restore(*gstate, *gsnap);
+#endif
+    state = snap;
+    return {};
+  }
+  // Runs tokens after the ones fed; logits := the prediction after the last one.
+  ds::Status forward(std::span<const int32_t> toks) {
+#if DS_HAVE_CUDA
+    if (gpu) {
+      if (toks.size() == 1 && !fed.empty()) {  // a decode step (a CUDA graph replay)
+        ds::cuda::CudaSeqState* sp = gstate.get();
+        return gpu->decode({&sp, 1}, toks, logits.data());
+      }
+      return gpu->prefill(*gstate, toks, logits.data(), false);
+    }
+#endif
+    return ds::forward(model, state, toks, logits.data(), false);
   }
 
   // Makes the state hold exactly `tokens`, running only what is new: the tail after the tokens already
@@ -64,26 +122,26 @@ struct Session {
   ds::Result<int64_t> set_prompt(const std::vector<int32_t>& tokens) {
     if (!extends(tokens, fed)) {
       if (keep_snapshot && !snap_tokens.empty() && extends(tokens, snap_tokens)) {
-        state = snap;
+        DS_TRY(restore_snapshot());
         fed = snap_tokens;
       } else {
-        state.reset();
+        DS_TRY(reset());
         fed.clear();
       }
     }
     const size_t keep = fed.size();
     std::span<const int32_t> tail(tokens.data() + keep, tokens.size() - keep);
     if (tail.empty()) return ds::err("run: empty prompt");
-    DS_TRY(ds::forward(model, state, tail, logits.data(), false));
+    DS_TRY(forward(tail));
     fed.insert(fed.end(), tail.begin(), tail.end());
     if (keep_snapshot) {
-      snap = state;
+      DS_TRY(save_snapshot());
       snap_tokens = fed;
     }
     return (int64_t)tail.size();
   }
   ds::Status feed(int32_t token) {
-    DS_TRY(ds::forward(model, state, std::span<const int32_t>(&token, 1), logits.data(), false));
+    DS_TRY(forward(std::span<const int32_t>(&token, 1)));
     fed.push_back(token);
     return {};
   }
@@ -145,9 +203,9 @@ ds::Result<TurnResult> generate(Session& s, ds::sampler::Sampler& sampler, const
                                 const std::vector<int32_t>& prompt) {
   TurnResult r;
   r.n_prompt = (int64_t)prompt.size();
-  if (r.n_prompt > s.state.max_ctx)
+  if (r.n_prompt > s.max_ctx)
     return ds::err("run: the prompt has {} tokens but the context holds {} (--ctx); shorten the prompt or raise --ctx",
-                   r.n_prompt, s.state.max_ctx);
+                   r.n_prompt, s.max_ctx);
   auto t0 = Clock::now();
   DS_ASSIGN(r.n_prompt_run, s.set_prompt(prompt));
   r.t_prompt = seconds_since(t0);
@@ -172,7 +230,7 @@ ds::Result<TurnResult> generate(Session& s, ds::sampler::Sampler& sampler, const
       r.stop_reason = "stop string";
       break;
     }
-    if ((int64_t)s.fed.size() >= s.state.max_ctx) {
+    if ((int64_t)s.fed.size() >= s.max_ctx) {
       r.stop_reason = "context full";
       break;
     }
@@ -201,10 +259,9 @@ int fail(const ds::Error& e) {
 }
 
 int run(RunArgs a) {
-  if (a.backend != "cpu") {
-    spdlog::error("run: backend '{}' is not available for generation yet; use --backend cpu", a.backend);
-    return 1;
-  }
+  auto kind = ds::engine::resolve_backend_kind(a.backend);
+  if (!kind) return fail(ds::err("run: {}", kind.error().message));
+  const bool cuda = *kind == "cuda";
   if (a.think && a.no_think) {
     spdlog::error("run: --think and --no-think contradict each other");
     return 2;
@@ -236,9 +293,25 @@ int run(RunArgs a) {
   if (a.ctx > model->cfg.n_ctx_train) {
     spdlog::warn("run: --ctx {} is beyond the {} positions the model was trained for", a.ctx, model->cfg.n_ctx_train);
   }
-  auto state = ds::SequenceState::create(model->cfg, a.ctx);
+  auto state = ds::SequenceState::create(model->cfg, cuda ? 1 : a.ctx);  // cuda: the state lives on the GPU
   if (!state) return fail(state.error());
   Session s{std::move(*model), std::make_unique<ds::tokenizer::Tokenizer>(std::move(*tok)), std::move(*state)};
+  s.max_ctx = a.ctx;
+  if (cuda) {
+#if DS_HAVE_CUDA
+    ds::cuda::CudaModelOptions mo;
+    mo.use_graphs = !a.no_graphs;
+    mo.precision = a.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
+    auto cm = ds::cuda::CudaModel::load(s.model, mo);
+    if (!cm) return fail(cm.error());
+    s.gpu = std::move(*cm);
+    auto gs = s.gpu->create_state(a.ctx);
+    if (!gs) return fail(gs.error());
+    s.gstate = std::move(*gs);
+    spdlog::info("run: cuda: {:.1f} MB of weights and a {:.1f} MB state on the device, prefill {}",
+                 s.gpu->weight_bytes() / 1e6, s.gstate->bytes() / 1e6, ds::cuda::precision_name(mo.precision));
+#endif
+  }
   s.keep_snapshot = a.interactive;
   s.logits.resize(s.model.cfg.n_vocab);
   s.add_bos = s.model.file->get_bool("tokenizer.ggml.add_bos_token").ok() &&
@@ -253,8 +326,9 @@ int run(RunArgs a) {
   sp.repetition_penalty = a.repeat_penalty;
   sp.seed = seed;
   ds::sampler::Sampler sampler(sp);
-  spdlog::info("run: {} loaded in {:.2f} s ({} layers, vocab {}, ctx {}, {} threads, {}, seed {})", a.model,
-               seconds_since(t_load), s.model.cfg.n_layer, s.model.cfg.n_vocab, a.ctx, omp_get_max_threads(),
+  spdlog::info("run: {} loaded in {:.2f} s ({} layers, vocab {}, ctx {}, {}, {}, seed {})", a.model,
+               seconds_since(t_load), s.model.cfg.n_layer, s.model.cfg.n_vocab, a.ctx,
+               s.on_gpu() ? std::string("cuda") : fmt::format("cpu, {} threads", omp_get_max_threads()),
                a.temp <= 0 ? std::string("greedy") : fmt::format("temp {} top-k {} top-p {} min-p {}", a.temp, a.top_k, a.top_p, a.min_p),
                seed);
 
@@ -337,7 +411,15 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-turn tokens");
   app.add_option("--ctx", a->ctx, "Context size in tokens (prompt + generation)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--threads", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", a->backend, "Compute backend: cpu")->capture_default_str();
+  app.add_option("--backend", a->backend,
+                 "Compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto (cuda "
+                 "when this build has CUDA and a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--precise", a->precise,
+               "cuda: prefill in fp32 everywhere (the 2e-3 accuracy of the reference) instead of the default fast "
+               "mode (tensor-core inputs); the cpu backend is fp32 everywhere, fast = precise there");
+  app.add_flag("--no-graphs", a->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
   app.add_flag("--show-prompt", a->show_prompt, "Print the prompt as the model sees it (after the template) on stderr");
   app.footer("Example: deltaserve run -m model.gguf --chat -p \"Hello! Who are you?\" -n 64 --temp 0.8 --seed 1");
   return [a] { return run(*a); };

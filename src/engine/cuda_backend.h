@@ -1,6 +1,7 @@
 // The engine Backend (engine/backend.h) on one NVIDIA GPU: a CudaModel (src/cuda/model/qwen35_cuda.cuh) with
-// n_slots device sequence states of n_ctx positions each. prefill runs a slot's tokens in steps of up to 64
-// (weights read once per step); decode runs up to 64 slots as one step (a CUDA graph replay per batch size);
+// n_slots device sequence states of n_ctx positions each. prefill runs a slot's tokens through CudaModel::prefill
+// (prompts of 16 tokens or more: the piece prefill with matrix-matrix products, fast or --precise; shorter ones in
+// steps of up to 64); decode runs up to 64 slots as one step (a CUDA graph replay per batch size);
 // save/restore are device-to-device copies of a slot's recurrent state and its KV rows in use.
 // Batch invariance: every kernel computes a slot's rows independently of the others, except that a decode of
 // one slot uses the single-vector matvec and a batch the multi-vector one, whose float summation orders
@@ -25,6 +26,7 @@ struct CudaBackendOptions {
   int32_t n_ctx = 4096;  // positions per slot (KV cache rows)
   int device = 0;
   bool use_graphs = true;
+  bool precise = false;  // prefill in fp32 everywhere (cuda::Precision::kPrecise) instead of the fast default
 };
 
 // True when this binary was built with CUDA and a CUDA device is visible.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "cuda/dequant.h"
 #include "cuda_test_util.h"
@@ -89,9 +90,11 @@ TEST(CudaState, PrefillChunkSizeDoesNotMatter) {
   DS_SKIP_WITHOUT_GPU();
   auto f = load_fixture();
   ASSERT_TRUE(f.m.ok());
-  cuda::CudaModelOptions small;
+  cuda::CudaModelOptions steps;
+  steps.prefill_min_tokens = 1 << 30;  // the step path (the piece prefill: cuda_prefill_model_test.cpp)
+  cuda::CudaModelOptions small = steps;
   small.max_tokens = 7;  // 185 tokens = 26 steps of 7 + 3
-  auto big = ds::test::load_cuda(*f.m), sm = ds::test::load_cuda(*f.m, small);
+  auto big = ds::test::load_cuda(*f.m, steps), sm = ds::test::load_cuda(*f.m, small);
   ASSERT_TRUE(big && sm);
   const int64_t T = (int64_t)f.ref.prompt.size(), V = big->cfg().n_vocab;
   auto a = ds::test::new_state(*big, T + 4), b = ds::test::new_state(*sm, T + 4);
@@ -222,8 +225,8 @@ TEST(CudaLoad, BackendFactoryKinds) {
   }
 }
 
-// `deltaserve logits --backend cuda`: the fixture's teacher-forcing contract through the CLI, checked on the
-// reference's prefill rows and decode rows (2e-3).
+// `deltaserve logits --backend cuda --precise`: the fixture's teacher-forcing contract through the CLI, checked
+// on the reference's prefill rows and decode rows (2e-3).
 TEST(CudaCli, LogitsBackendCuda) {
   DS_SKIP_WITHOUT_GPU();
   const char* bin = std::getenv("DS_BIN");
@@ -235,7 +238,7 @@ TEST(CudaCli, LogitsBackendCuda) {
     for (int32_t t : ref.prompt) f << t << ' ';
     for (size_t i = 0; i + 1 < ref.generated.size(); i++) f << ref.generated[i] << ' ';
   }
-  const std::string cmd = std::string(bin) + " logits --backend cuda -m " + ref.gguf + " --tokens-file " + ids +
+  const std::string cmd = std::string(bin) + " logits --backend cuda --precise -m " + ref.gguf + " --tokens-file " + ids +
                           " --out " + out + " --decode-from " + std::to_string(ref.prompt.size()) + " 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto raw = ds::test::read_file(out);
@@ -249,4 +252,42 @@ TEST(CudaCli, LogitsBackendCuda) {
   for (size_t i = 0; i < G; i++)
     worst = std::max(worst, ds::test::diff(&logits[(T + i) * V], &ref.decode[i * V], V).max_abs);
   EXPECT_LE(worst, 2e-3);
+}
+
+// `deltaserve bench --backend cuda` and `run --backend cuda`: the llama-bench JSON fields plus the prefill mode
+// and the time to first token of each ppN.
+TEST(CudaCli, BenchAndRunBackendCuda) {
+  DS_SKIP_WITHOUT_GPU();
+  const char* bin = std::getenv("DS_BIN");
+  if (!bin) GTEST_SKIP() << "DS_BIN is not set";
+  const auto ref = ds::test::load_model_ref("tiny-sym-q4_k_m");
+  const std::string dir = ds::test::temp_dir(), out = dir + "/cuda_bench.jsonl";
+  for (const std::string mode : {"fast", "precise"}) {
+    const std::string cmd = std::string(bin) + " bench --backend cuda -m " + ref.gguf + " -p 64,200 -n 8 -r 2 --json" +
+                            (mode == "precise" ? " --precise" : "") + " > " + out + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream f(out);
+    std::string line;
+    std::vector<nlohmann::json> js;
+    while (std::getline(f, line)) js.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(js.size(), 3u);
+    for (const auto& j : js) {
+      for (const char* k : {"model", "file_bytes", "params", "backend", "test", "tokens_per_s", "min", "max", "runs",
+                            "commit", "device", "mode"})
+        EXPECT_TRUE(j.contains(k)) << k;
+      EXPECT_EQ(j["backend"], "cuda");
+      EXPECT_EQ(j["mode"], mode);
+      EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+    }
+    EXPECT_EQ(js[0]["test"], "pp64");
+    EXPECT_EQ(js[1]["test"], "pp200");
+    EXPECT_EQ(js[2]["test"], "tg8");
+    EXPECT_GT(js[0]["ttft_ms"].get<double>(), 0);
+    EXPECT_GT(js[1]["ttft_ms"].get<double>(), 0);
+    EXPECT_FALSE(js[2].contains("ttft_ms"));
+  }
+  const std::string run = std::string(bin) + " run --backend cuda -m " + ref.gguf +
+                          " -p 'hello there, this prompt has a few more than sixteen tokens in it for sure' -n 8 "
+                          "--temp 0 > /dev/null 2>&1";
+  EXPECT_EQ(std::system(run.c_str()), 0) << run;
 }

@@ -29,8 +29,10 @@ const std::map<GemmInputs, Tol> kTol = {
     {GemmInputs::kTf32, {2e-3, 5e-3}},
     {GemmInputs::kBf16, {1e-2, 3e-2}},
     {GemmInputs::kF16, {2e-3, 5e-3}},
+    {GemmInputs::kF16Split, {2e-3, 5e-3}},
 };
-const std::vector<GemmInputs> kAllInputs = {GemmInputs::kF32, GemmInputs::kTf32, GemmInputs::kBf16, GemmInputs::kF16};
+const std::vector<GemmInputs> kAllInputs = {GemmInputs::kF32, GemmInputs::kTf32, GemmInputs::kBf16, GemmInputs::kF16,
+                                            GemmInputs::kF16Split};
 
 const std::vector<GgmlType> kTypes = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16, GgmlType::Q8_0,
                                       GgmlType::Q4_0, GgmlType::Q5_0,   GgmlType::IQ4_NL, GgmlType::Q4_K,

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/model_kernels.cuh"
+#include "cuda/prefill/prefill.cuh"
 #include "cuda/model/qwen35_cuda.cuh"
 
 namespace ds::cuda {
@@ -35,6 +37,7 @@ struct Proj {
   std::vector<DevMat> groups;
   std::vector<int64_t> out_off;
   std::vector<View> views;
+  std::vector<DevMat> mats;  // matrix i of the input list alone (rows of its group): the prefill GEMM operands
   int64_t total_rows() const {
     int64_t n = 0;
     for (const auto& g : groups) n += g.rows;
@@ -60,6 +63,18 @@ struct DevLayer {
   int attn_index = -1;                // attention: index among the attention layers (KV cache slot)
 };
 
+// Scratch of the piece prefill (qwen35_cuda_prefill.cu), [piece][...] floats each, allocated on first use.
+struct PrefillScratch {
+  int64_t piece = 0;  // tokens per piece
+  std::unique_ptr<prefill::PrefillGemm> gemm;
+  DeviceBuffer h, xn, pa, pb, pc, pd, u, core, ws, io;  // io: int32 ids [piece], pos [piece], seq_starts [2]
+  size_t ws_bytes = 0;
+  int32_t* io_host = nullptr;  // pinned, same layout as io
+  ~PrefillScratch() {
+    if (io_host) cudaFreeHost(io_host);
+  }
+};
+
 struct CudaModel::Impl {
   cudaStream_t stream = nullptr;
   DeviceBuffer arena;  // every weight and f32 vector
@@ -78,6 +93,8 @@ struct CudaModel::Impl {
   float* logits_host = nullptr;   // pinned [max_tokens][V]
   // Intermediates the fused kernels skip, for the named dumps (allocated on the first dump).
   DeviceBuffer dbg_conv, dbg_core, dbg_g, dbg_beta, dbg_qn, dbg_kn, dbg_kr;
+
+  std::unique_ptr<PrefillScratch> pf;  // the piece prefill's scratch (null until the first one)
 
   std::map<std::pair<int, int64_t>, cudaGraphExec_t> graphs;  // (batch, max_ctx) -> decode step
   std::vector<cudaEvent_t> events;                            // profiling

@@ -58,6 +58,12 @@ struct ConvArgs {
 inline constexpr int kMaxConvKernel = 8;
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
+// The same for the piece prefill: n_tokens tokens of one sequence, in parallel over tokens (one block per
+// (token, head of head_dim channels)), the window `win` ([Kc-1][Cc], oldest row first; a.state_off unused)
+// read but not changed; conv_window_advance then moves the window past those tokens (run it after).
+Status conv_silu_l2_piece(const ConvArgs& a, const float* win, int n_tokens, cudaStream_t stream);
+Status conv_window_advance(const ConvArgs& a, float* win, int n_tokens, cudaStream_t stream);
+
 // cpu::gdn_gates + cpu::gdn_recurrent + cpu::rms_norm_gated, per sequence in token order; each value head's
 // state [dv][dk] (at base + state_off + h*dv*dk floats) is read once and written once per step.
 struct GdnArgs {

@@ -130,7 +130,10 @@ Result<DeviceBuffer> alloc_floats(int64_t n) { return DeviceBuffer::alloc((size_
 
 }  // namespace
 
+const char* precision_name(Precision p) { return p == Precision::kPrecise ? "precise" : "fast"; }
+
 CudaModel::Impl::~Impl() {
+  pf.reset();  // its cuBLAS handle is bound to the stream destroyed below
   for (auto& [k, g] : graphs) cudaGraphExecDestroy(g);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   if (io_host) cudaFreeHost(io_host);
@@ -146,6 +149,9 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   DS_TRY(check_model(m));
   if (o.max_tokens < 1 || o.max_tokens > kMaxStepTokens)
     return cu_err("cuda: max_tokens {} outside [1, {}]", o.max_tokens, kMaxStepTokens);
+  if (o.prefill_piece < 1) return cu_err("cuda: prefill_piece {} must be >= 1", o.prefill_piece);
+  if (o.fast_gemm_inputs < -1 || o.fast_gemm_inputs > 4)
+    return cu_err("cuda: fast_gemm_inputs {} outside [-1, 4]", o.fast_gemm_inputs);
   if (device_count() == 0) return cu_err("cuda: no CUDA device found (no GPU, or no driver)");
   CUDA_TRY(cudaSetDevice(o.device));
 
@@ -225,6 +231,25 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
     for (const float** f : {&D.attn_norm, &D.post_norm, &D.conv_w, &D.dt_bias, &D.ssm_a, &D.ssm_norm, &D.q_norm,
                             &D.k_norm})
       if (*f) resolve(*f, base);
+  }
+
+  // Each projection matrix alone, for the prefill GEMMs: a row range of its group (rows start on block bounds).
+  for (DevLayer& D : I.layers) {
+    for (Proj* p : {&D.in, &D.ffn}) {
+      p->mats.clear();
+      for (size_t i = 0; i < p->views.size(); i++) {
+        const Proj::View& v = p->views[i];
+        const DevMat& g = p->groups[v.group];
+        const bool last = i + 1 == p->views.size() || p->views[i + 1].group != v.group;
+        const int64_t end = last ? g.rows : p->views[i + 1].row_off;
+        const size_t row_bytes = ggml_row_bytes(*ggml_type_info(g.type), (uint64_t)g.cols);
+        DevMat m = g;
+        m.rows = end - v.row_off;
+        m.w = g.w + (size_t)v.row_off * row_bytes;
+        m.bytes = (size_t)m.rows * row_bytes;
+        p->mats.push_back(m);
+      }
+    }
   }
 
   // Scratch: the projection buffer holds the larger of a layer's input projections and its ffn gate+up.
@@ -311,6 +336,13 @@ Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s) con
   }
   CUDA_TRY(cudaStreamSynchronize(st));
   return std::move(snap);
+}
+
+Result<std::vector<float>> CudaModel::download(const CudaSeqState& s) const {
+  DS_ASSIGN(auto snap, save(s));
+  std::vector<float> out(snap->buf_.size() / sizeof(float));
+  if (!out.empty()) CUDA_TRY(cudaMemcpy(out.data(), snap->buf_.data(), out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return out;
 }
 
 Status CudaModel::restore(CudaSeqState& s, const CudaSnapshot& snap) const {

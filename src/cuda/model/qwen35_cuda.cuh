@@ -9,11 +9,19 @@
 //   The KV cache is fp32 on purpose: exactness against the fp32 reference first (2e-3 on the fixture logits);
 //   f16 would halve its bytes and is a later option.
 // - A forward step runs T <= max_tokens tokens of S sequences as one packed batch on one stream: every
-//   projection reads its weights once per step; the conv and the delta rule run token by token (prefill is a
-//   loop over tokens through the recurrent rule, which is mathematically the chunked rule of the CPU prefill;
-//   the chunked GPU prefill is issue 6). No host synchronisation inside a step; the only one is in front of
-//   the logits download. Decode steps (one token for each of B sequences) are captured in a CUDA graph per
-//   (B, max_ctx) on first use and replayed.
+//   projection reads its weights once per step; the conv and the delta rule run token by token. Decode steps
+//   (one token for each of B sequences) are captured in a CUDA graph per (B, max_ctx) on first use and
+//   replayed. No host synchronisation inside a step; the only one is in front of the logits download.
+// - Prefill (CudaModel::prefill of T >= prefill_min_tokens tokens, issue 6) runs the prompt in pieces of up to
+//   prefill_piece tokens through every layer with matrix-matrix products (src/cuda/prefill: weights dequantized
+//   into cuBLAS GEMMs), the conv in parallel over tokens, the chunked gated delta rule (chunk 64) and flash-style
+//   causal attention writing the KV cache. The delta-rule states, conv windows and KV cache carry everything
+//   between pieces and into decode. The piece scratch (about 350 KB per piece token for a 9B model) is
+//   allocated once, on the first such prefill, sized from the config and prefill_piece. Shorter prompts, and
+//   every prefill with a dump hook (so that every named intermediate exists), run the step path.
+//   Precision::kPrecise: fp32 arithmetic everywhere (the 2e-3 logit bound of the fixtures); Precision::kFast:
+//   tensor-core GEMM inputs (f16 weights and activations; the GDN qkv projection's activations as two f16
+//   terms) and attention products with fp32 accumulation (the 0.02 bound). Decode is fp32 in both.
 // Not thread-safe: one CudaModel is driven by one thread at a time.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -32,10 +40,20 @@ namespace ds::cuda {
 
 inline constexpr int kMaxStepTokens = 64;  // tokens per forward step (the batched matvec's limit)
 
+enum class Precision { kFast, kPrecise };
+const char* precision_name(Precision p);  // "fast" / "precise"
+
 struct CudaModelOptions {
   int device = 0;
-  int max_tokens = kMaxStepTokens;  // tokens per step: prefill runs in chunks of this many, decode batches up to it
+  int max_tokens = kMaxStepTokens;  // tokens per step: short prefills run in steps of this many, decode batches up to it
   bool use_graphs = true;           // capture decode steps in CUDA graphs
+  Precision precision = Precision::kFast;  // of the piece prefill (see the file comment)
+  int prefill_piece = 4096;                // tokens per prefill piece (bounds the prefill scratch)
+  int prefill_min_tokens = 16;             // prompts of fewer tokens run the step path
+  // Fast mode's GEMM inputs: -1 = the measured default (prefill::default_gemm_inputs: f16, the GDN qkv
+  // projection f16 with split activations), else a prefill::GemmInputs value for every product (0 f32, 1 tf32,
+  // 2 bf16, 3 f16, 4 f16 split), for accuracy and speed experiments.
+  int fast_gemm_inputs = -1;
 };
 
 class CudaModel;
@@ -107,12 +125,16 @@ class CudaModel {
 
   Result<std::unique_ptr<CudaSeqState>> create_state(int64_t max_ctx) const;
 
-  // Runs tokens of one sequence at positions n_past .. n_past+T-1 (in steps of max_tokens) and advances it.
+  // Runs tokens of one sequence at positions n_past .. n_past+T-1 (pieces or steps, see the file comment) and
+  // advances it.
   // logits_out (host memory; may be null for no logits) receives [T, V] floats (all_logits) or [1, V] (the
   // last token). Errors leave the state unchanged only when they are caught before the GPU runs (bad token,
   // context overflow, wrong state).
   Status prefill(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
                  const DumpFn& dump = {});
+
+  // Whether this config's shapes fit the piece prefill kernels (else every prefill runs the step path).
+  bool piece_prefill_supported() const;
 
   // One token for each of B sequences (distinct states of one max_ctx, B <= max_tokens) in one step;
   // logits_out (host) receives [B, V], row i for seqs[i]. With use_graphs (and no dump) the step is a CUDA
@@ -123,6 +145,9 @@ class CudaModel {
   const float* last_logits() const;
 
   Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
+  // The state as host floats, in the snapshot layout: the recurrent part (conv windows, delta-rule states; the
+  // 256-byte padding included) then, per attention layer, the K rows and V rows in use. For tests.
+  Result<std::vector<float>> download(const CudaSeqState& s) const;
   Status restore(CudaSeqState& s, const CudaSnapshot& snap) const;
 
   // Runs one decode step (B sequences, no graph) with CUDA events around every op and returns the ops in
@@ -136,6 +161,9 @@ class CudaModel {
   CudaModel() = default;
   Status check_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                     std::span<const int32_t> n_per_seq) const;
+  Status prefill_pieces(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits);
+  Status prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
+                       bool want_last);
   Status run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                   std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out, const DumpFn& dump,
                   std::vector<KernelTiming>* prof, bool graph);

@@ -441,6 +441,8 @@ Status CudaModel::prefill(CudaSeqState& s, std::span<const int32_t> tokens, floa
   for (int64_t t = 0; t < T; t++)
     if (tokens[t] < 0 || tokens[t] >= V)
       return cu_err("cuda: prefill: token {} at index {} is outside the vocabulary [0, {})", tokens[t], t, V);
+  if (!dump && T >= opt_.prefill_min_tokens && piece_prefill_supported())
+    return prefill_pieces(s, tokens, logits_out, all_logits);
   CudaSeqState* sp = &s;
   for (int64_t off = 0; off < T; off += opt_.max_tokens) {
     const int32_t n = (int32_t)std::min<int64_t>(opt_.max_tokens, T - off);

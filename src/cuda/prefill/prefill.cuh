@@ -54,7 +54,9 @@ enum class Mode { kPrecise, kFast };
 //   kTf32  fp32 W and X, TF32 tensor cores (10-bit mantissa inputs), fp32 accumulation
 //   kBf16  bf16 W and X (8-bit mantissa), fp32 accumulation: the fastest, widest range
 //   kF16   f16 W and X (11-bit mantissa), fp32 accumulation: as fast as bf16, but X must stay < 65504
-enum class GemmInputs { kF32, kTf32, kBf16, kF16 };
+//   kF16Split  f16 W; X as two f16 terms hi + lo (hi = f16(X), lo = f16(X - hi): ~22 bits), two products
+//          accumulated in fp32: twice the f16 cost, X's rounding gone (the GDN qkv projection needs it)
+enum class GemmInputs { kF32, kTf32, kBf16, kF16, kF16Split };
 const char* gemm_inputs_name(GemmInputs in);
 
 // The inputs a mode uses for a weight type (the measured choice lives here, in one place).
