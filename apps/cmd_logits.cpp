@@ -45,7 +45,7 @@ ds::Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
 
 struct Options {
   std::string model, tokens_file, out, backend = "cpu";
-  bool no_graphs = false, precise = false;
+  bool no_graphs = false, precise = false, reference = false;
   int64_t decode_from = -1;
   int threads = 0;
 };
@@ -125,16 +125,17 @@ int run(const Options& o) {
     spdlog::error("{}", state.error().message);
     return 1;
   }
-  spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cpu, {} threads", n, k, n - k, V,
-               omp_get_max_threads());
+  const ds::CpuPath path = o.reference ? ds::CpuPath::kReference : ds::CpuPath::kFast;
+  spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cpu ({} ops), {} threads", n, k, n - k,
+               V, o.reference ? "reference" : "fast", omp_get_max_threads());
   if (k > 0) {
-    if (auto s = ds::forward(*model, *state, all.first(k), logits.data(), true); !s) {
+    if (auto s = ds::forward(*model, *state, all.first(k), logits.data(), true, {}, path); !s) {
       spdlog::error("{}", s.error().message);
       return 1;
     }
   }
   for (int64_t t = k; t < n; t++) {
-    if (auto s = ds::forward(*model, *state, all.subspan(t, 1), logits.data() + t * V, false); !s) {
+    if (auto s = ds::forward(*model, *state, all.subspan(t, 1), logits.data() + t * V, false, {}, path); !s) {
       spdlog::error("{}", s.error().message);
       return 1;
     }
@@ -154,13 +155,16 @@ ds::app::RunFn setup(CLI::App& app) {
                  "(recurrent rule); default: all tokens as one prefill")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--backend", o->backend,
-                 "compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto "
+                 "compute backend: cpu (fp32), cuda (the GPU; an error without one), or auto "
                  "(cuda when this build has CUDA and a GPU is present, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   app.add_flag("--precise", o->precise,
                "cuda: prefill in fp32 everywhere (within 2e-3 of the fp32 reference) instead of the default fast "
                "mode (tensor-core inputs, within 0.02); the cpu backend is fp32 everywhere, fast = precise there");
+  app.add_flag("--reference", o->reference,
+               "cpu: run the plain one-function-per-op reference ops (the specification, slow) instead of their "
+               "blocked/vectorized twins (same fp32 math, different summation order)");
   app.add_flag("--no-graphs", o->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
   app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   return [o] { return run(*o); };

@@ -21,4 +21,5 @@ done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libc
 done
 cp -r "$FIX/models" "$DEST/fixtures/"
 cp "$FIX/tokenizer/vocab-qwen3.gguf.xz" "$DEST/fixtures/tokenizer/"
+cp -r "$FIX/quant" "$DEST/fixtures/"  # dequantization goldens (test_cuda)
 du -sh "$DEST" "$DEST"/*

@@ -14,11 +14,12 @@
 // (g = lane/4, t = lane%4) holds elements 4t .. 4t+3 of the chunk in k-slots 2t, 2t+1, 2t+8, 2t+9, so
 // a lane decodes 4 consecutive codes of rows g and g+8 (one 32-bit word for 4/5/6-bit formats) and
 // loads 4 consecutive activations (one float4) of batch column g. Weights are read straight from
-// global memory (every byte by exactly one warp); the columns are split over gridDim.y slices whose
-// partial sums are added with atomics (Y zeroed first unless accumulating), so results can differ
-// in the last bits from run to run when the columns are split.
+// global memory (every byte by exactly one warp). The kWarps warps of a CTA share one row tile and split
+// its columns (warp w takes blocks [blocks·w/kWarps, blocks·(w+1)/kWarps)); their partial sums meet in
+// shared memory and warp 0 adds them in warp order: deterministic (the same inputs give the same bits on
+// every run and in every batch composition of the same size), no atomics.
 //
-// Measured (H200, bench/cuda/matvec_batched_bench_standalone.cu, default macros): error vs dot_row
+// Measured with the earlier atomics split (H200, bench/cuda/matvec_batched_bench_standalone.cu): error vs dot_row
 // max 1.6e-7 of sum|w x| (rms 2e-8) with 3 terms, max 1.6e-6 (rms 4e-7) with 2 terms. Q4_K
 // [12288 x 4096]: 64 us at B = 8, 98 us at B = 32, 150 us at B = 64 (43 TFLOP/s; the FMA kernel:
 // 264 / 963 / 1866 us). Latency-bound, far from tensor-core peak: see DS_MMA_XSMEM and the report.
@@ -297,9 +298,9 @@ __global__ void __launch_bounds__(kThreads) matvec_mma_kernel(const Args a) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int nt = (a.batch + 7) >> 3;
-  const int64_t row0 = ((int64_t)blockIdx.x * kWarps + warp) * 16 * kMT;
+  const int64_t row0 = (int64_t)blockIdx.x * 16 * kMT;  // the CTA's row tile (CTA-uniform)
   if (row0 >= a.rows) return;
-  const int64_t kb0 = a.blocks * blockIdx.y / a.ks, kb1 = a.blocks * (blockIdx.y + 1) / a.ks;
+  const int64_t kb0 = a.blocks * warp / kWarps, kb1 = a.blocks * (warp + 1) / kWarps;
 
   const uint8_t* wrow[kMT][2];
 #pragma unroll
@@ -420,6 +421,20 @@ __global__ void __launch_bounds__(kThreads) matvec_mma_kernel(const Args a) {
     }
   }
 
+  // Column slices of the warps meet in shared memory; warp 0 adds them in warp order (deterministic).
+  __shared__ float red[kWarps - 1][kMT * 8 * 4][32];
+  if (warp > 0) {
+#pragma unroll
+    for (int m = 0; m < kMT; m++)
+#pragma unroll
+      for (int n = 0; n < 8; n++) {
+        if (n >= nt) break;
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[warp - 1][(m * 8 + n) * 4 + i][lane] = acc[m][n][i];
+      }
+  }
+  __syncthreads();
+  if (warp != 0) return;
   // Accumulator i of n-tile n: row g + 8 (i / 2), batch column 8n + 2t + i % 2.
 #pragma unroll
   for (int m = 0; m < kMT; m++)
@@ -428,12 +443,13 @@ __global__ void __launch_bounds__(kThreads) matvec_mma_kernel(const Args a) {
       if (n >= nt) break;
 #pragma unroll
       for (int i = 0; i < 4; i++) {
+        float v = acc[m][n][i];
+        for (int w = 0; w < kWarps - 1; w++) v += red[w][(m * 8 + n) * 4 + i][lane];
         const int64_t r = row0 + 16 * m + 8 * (i / 2) + g;
         const int b = 8 * n + 2 * t + (i % 2);
         if (r >= a.rows || b >= a.batch) continue;
         float* yp = a.y + (int64_t)b * a.rows + r;
-        if (a.ks > 1) atomicAdd(yp, acc[m][n][i]);
-        else *yp = a.accumulate ? *yp + acc[m][n][i] : acc[m][n][i];
+        *yp = a.accumulate ? *yp + v : v;
       }
     }
 }
@@ -618,22 +634,23 @@ inline int sm_count() {
 
 template <class D, int kMT>
 Status launch_mt(Args a, cudaStream_t stream) {
+#if DS_MMA_XSMEM
   const int64_t rows_per_cta = 16 * kMT * kWarps;
   const int64_t grid_x = (a.rows + rows_per_cta - 1) / rows_per_cta;
-  // Column slices until the grid covers the GPU a few times over (memory-bound small batches want
-  // many warps in flight); each slice keeps >= 2 blocks per row.
+  // Column slices until the grid covers the GPU a few times over; slices add with atomics.
   const int64_t want = (int64_t)sm_count() * (a.batch <= 16 ? 2 * DS_MMA_WANT : DS_MMA_WANT);
   a.ks = 1;
   while (grid_x * a.ks < want && a.blocks / (a.ks * 2) >= 2 && a.ks < 64) a.ks *= 2;
   if (a.ks > 1 && !a.accumulate)
     CUDA_TRY(cudaMemsetAsync(a.y, 0, (size_t)a.batch * a.rows * sizeof(float), stream));
-#if DS_MMA_XSMEM
   static const cudaError_t attr =
       cudaFuncSetAttribute(matvec_mma_xs_kernel<D, kMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kXsBytes);
   CUDA_TRY(attr);
   matvec_mma_xs_kernel<D, kMT><<<dim3((unsigned)grid_x, (unsigned)a.ks), kThreads, kXsBytes, stream>>>(a);
 #else
-  matvec_mma_kernel<D, kMT><<<dim3((unsigned)grid_x, (unsigned)a.ks), kThreads, 0, stream>>>(a);
+  // One CTA per row tile of 16·kMT rows; its warps split the columns (see the file comment).
+  const int64_t grid_x = (a.rows + 16 * kMT - 1) / (16 * kMT);
+  matvec_mma_kernel<D, kMT><<<(unsigned)grid_x, kThreads, 0, stream>>>(a);
 #endif
   CUDA_TRY_LAUNCH("matvec_batched (mma)", stream);
   return {};

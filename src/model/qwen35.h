@@ -109,7 +109,14 @@ using DumpFn = std::function<void(std::string_view name, const float* data, std:
 // Runs tokens at positions n_past .. n_past+T-1 and advances the state. logits_out receives
 // [T, V] (all_logits) or [1, V] (the last token) floats. T > 1 uses the chunked delta rule, T == 1 the
 // recurrent one. Errors (state unchanged): empty input, a token id outside [0, V), or n_past + T > max_ctx.
+// Which CPU op implementations a forward call runs. kReference: the plain float32 functions of
+// src/cpu/cpu.h, one per op (the specification). kFast: the blocked/vectorized twins of src/cpu/fast.h
+// (same functions, same fp32 arithmetic; only the order of the sums differs, each tested against its
+// reference), with the products that share an input run in one parallel region. Both are held to the
+// same 2e-3 fixture bound.
+enum class CpuPath { kFast, kReference };
+
 Status forward(const Qwen35Model& model, SequenceState& state, std::span<const int32_t> tokens,
-               float* logits_out, bool all_logits, const DumpFn& dump = {});
+               float* logits_out, bool all_logits, const DumpFn& dump = {}, CpuPath path = CpuPath::kFast);
 
 }  // namespace ds

@@ -1,9 +1,11 @@
-// The fp32 reference forward pass of Qwen3.5 (qwen35-spec.md §1.2, §4, §5, §6, §11), one sequence, as a flat
-// list of op calls (src/cpu). Every intermediate has a dump name "L<layer>.<name>" for CPU-vs-CUDA diffs.
+// The fp32 forward pass of Qwen3.5 (qwen35-spec.md §1.2, §4, §5, §6, §11), one sequence, as a flat list of
+// op calls (src/cpu): the reference ops (CpuPath::kReference) or their fast twins (kFast, the default).
+// Every intermediate has a dump name "L<layer>.<name>" for CPU-vs-CUDA diffs.
 #include <cmath>
 #include <initializer_list>
 
 #include "cpu/cpu.h"
+#include "cpu/fast.h"
 #include "model/qwen35.h"
 
 namespace ds {
@@ -15,14 +17,23 @@ struct Ctx {
   const Qwen35Config& c;
   const DumpFn& dump;
   int64_t T;
+  CpuPath path;
   void emit(const std::string& name, const Buf& b, std::initializer_list<int64_t> shape) const {
     if (dump) dump(name, b.data(), std::span<const int64_t>(shape.begin(), shape.size()));
   }
+  // y_i [T, w_i.n_rows] = x [T, K] w_iᵀ for products that share the input x.
+  void matmul(std::initializer_list<std::pair<const QTensor*, float*>> ws, const float* x) const {
+    if (path == CpuPath::kReference) {
+      for (const auto& [w, y] : ws) cpu::matmul({w->type, w->n_rows, w->n_cols, T}, w->data, x, y);
+      return;
+    }
+    cpu::MatmulJob jobs[8];
+    size_t n = 0;
+    for (const auto& [w, y] : ws) jobs[n++] = {{w->type, w->n_rows, w->n_cols, T}, w->data, y};
+    cpu::matmul_fast(std::span<const cpu::MatmulJob>(jobs, n), x);
+  }
+  void matmul(const QTensor& w, const float* x, float* y) const { matmul({{&w, y}}, x); }
 };
-
-void matmul(const QTensor& w, const float* x, int64_t T, float* y) {
-  cpu::matmul({w.type, w.n_rows, w.n_cols, T}, w.data, x, y);
-}
 
 // Gated DeltaNet mixer (§4): xn [T, H] -> out [T, H]; updates the conv window and the delta-rule state.
 void gdn_layer(const Ctx& x, int64_t il, const Qwen35GdnWeights& W, const Buf& xn, float* conv_state,
@@ -32,10 +43,7 @@ void gdn_layer(const Ctx& x, int64_t il, const Qwen35GdnWeights& W, const Buf& x
   const int64_t Kd = c.key_dim(), Vd = c.value_dim(), Cc = c.conv_dim();
   const std::string L = "L" + std::to_string(il) + ".gdn.";
   Buf qkv(T * Cc), z(T * Vd), a(T * nv), b(T * nv);
-  matmul(W.qkv, xn.data(), T, qkv.data());
-  matmul(W.gate, xn.data(), T, z.data());
-  matmul(W.beta, xn.data(), T, b.data());
-  matmul(W.alpha, xn.data(), T, a.data());
+  x.matmul({{&W.qkv, qkv.data()}, {&W.gate, z.data()}, {&W.beta, b.data()}, {&W.alpha, a.data()}}, xn.data());
   x.emit(L + "qkv", qkv, {T, Cc});
   x.emit(L + "z", z, {T, Vd});
   Buf g(T * nv), beta(T * nv);
@@ -50,12 +58,13 @@ void gdn_layer(const Ctx& x, int64_t il, const Qwen35GdnWeights& W, const Buf& x
   x.emit(L + "qk_l2", u, {T, Cc});
   Buf o(T * Vd);
   const ops::GdnParams gp{T, 1, nk, nv, dk, dv, Cc, Cc, Cc, 1.0f / std::sqrt((float)dk)};
-  auto rule = T > 1 ? cpu::gdn_chunked : cpu::gdn_recurrent;  // prefill: chunked (§4.6); decode: recurrent
+  const bool ref = x.path == CpuPath::kReference;  // prefill: chunked (§4.6); decode: recurrent
+  auto rule = T > 1 ? (ref ? cpu::gdn_chunked : cpu::gdn_chunked_fast) : (ref ? cpu::gdn_recurrent : cpu::gdn_recurrent_fast);
   rule(gp, u.data(), u.data() + Kd, u.data() + 2 * Kd, g.data(), beta.data(), ssm_state, nullptr, nullptr, o.data());
   x.emit(L + "core_out", o, {T, nv, dv});
   cpu::rms_norm_gated({T * nv, dv, (float)c.rms_eps}, o.data(), z.data(), W.norm.data(), o.data());
   x.emit(L + "norm_out", o, {T, Vd});
-  matmul(W.out, o.data(), T, out.data());
+  x.matmul(W.out, o.data(), out.data());
   x.emit(L + "out", out, {T, c.n_embd});
 }
 
@@ -66,9 +75,7 @@ void attn_layer(const Ctx& x, int64_t il, const Qwen35AttnWeights& W, const Buf&
   const int64_t T = x.T, nh = c.n_head, nkv = c.n_head_kv, hd = c.head_dim;
   const std::string L = "L" + std::to_string(il) + ".attn.";
   Buf qf(T * nh * 2 * hd), k(T * nkv * hd), v(T * nkv * hd);
-  matmul(W.q, xn.data(), T, qf.data());
-  matmul(W.k, xn.data(), T, k.data());
-  matmul(W.v, xn.data(), T, v.data());
+  x.matmul({{&W.q, qf.data()}, {&W.k, k.data()}, {&W.v, v.data()}}, xn.data());
   x.emit(L + "q_full", qf, {T, nh, 2 * hd});
   x.emit(L + "k_proj", k, {T, nkv, hd});
   x.emit(L + "v", v, {T, nkv, hd});
@@ -87,18 +94,19 @@ void attn_layer(const Ctx& x, int64_t il, const Qwen35AttnWeights& W, const Buf&
   x.emit(L + "k_rope", k, {T, nkv, hd});
   Buf a(T * nh * hd);
   const ops::AttentionParams ap{T, 1, nh, nkv, hd, max_ctx, 1.0f / std::sqrt((float)hd)};
-  cpu::attention(ap, q.data(), k.data(), v.data(), k_cache, v_cache, pos.data(), nullptr, nullptr, a.data());
+  auto attend = x.path == CpuPath::kReference ? cpu::attention : cpu::attention_fast;
+  attend(ap, q.data(), k.data(), v.data(), k_cache, v_cache, pos.data(), nullptr, nullptr, a.data());
   x.emit(L + "core_out", a, {T, nh * hd});
   cpu::output_gate({T, nh, hd, nh * 2 * hd, 2 * hd}, a.data(), qf.data() + hd);
   x.emit(L + "gated", a, {T, nh * hd});
-  matmul(W.o, a.data(), T, out.data());
+  x.matmul(W.o, a.data(), out.data());
   x.emit(L + "out", out, {T, c.n_embd});
 }
 
 }  // namespace
 
 Status forward(const Qwen35Model& model, SequenceState& st, std::span<const int32_t> tokens, float* logits_out,
-               bool all_logits, const DumpFn& dump) {
+               bool all_logits, const DumpFn& dump, CpuPath path) {
   const Qwen35Config& c = model.cfg;
   const int64_t T = (int64_t)tokens.size(), H = c.n_embd, V = c.n_vocab, I = c.n_ff;
   if (T == 0) return err("model: forward: no tokens");
@@ -110,7 +118,7 @@ Status forward(const Qwen35Model& model, SequenceState& st, std::span<const int3
                st.max_ctx);
   if (st.conv.size() != c.layers.size())
     return err("model: forward: sequence state has {} layers, the model {}", st.conv.size(), c.layers.size());
-  const Ctx x{c, dump, T};
+  const Ctx x{c, dump, T, path};
 
   Buf h(T * H), xn(T * H), mix(T * H);
   cpu::get_rows({model.token_embd.type, V, H, T}, model.token_embd.data, tokens.data(), h.data());
@@ -130,13 +138,12 @@ Status forward(const Qwen35Model& model, SequenceState& st, std::span<const int3
     cpu::rms_norm(ops::RmsNormParams::packed(T, H, (float)c.rms_eps), h.data(), Ly.post_norm.data(), xn.data());
     x.emit(L + "ffn_norm", xn, {T, H});
     Buf gate(T * I), up(T * I);
-    matmul(Ly.ffn_gate, xn.data(), T, gate.data());
-    matmul(Ly.ffn_up, xn.data(), T, up.data());
+    x.matmul({{&Ly.ffn_gate, gate.data()}, {&Ly.ffn_up, up.data()}}, xn.data());
     x.emit(L + "ffn_gate", gate, {T, I});
     x.emit(L + "ffn_up", up, {T, I});
     cpu::swiglu({T, I}, gate.data(), up.data(), gate.data());
     x.emit(L + "ffn_act", gate, {T, I});
-    matmul(Ly.ffn_down, gate.data(), T, mix.data());
+    x.matmul(Ly.ffn_down, gate.data(), mix.data());
     x.emit(L + "ffn_out", mix, {T, H});
     cpu::add({T * H}, h.data(), mix.data(), h.data());
     x.emit(L + "out", h, {T, H});
@@ -147,7 +154,8 @@ Status forward(const Qwen35Model& model, SequenceState& st, std::span<const int3
   Buf y(n_out * H);
   cpu::rms_norm(ops::RmsNormParams::packed(n_out, H, (float)c.rms_eps), last, model.output_norm.data(), y.data());
   x.emit("final_norm", y, {n_out, H});
-  matmul(model.output, y.data(), n_out, logits_out);
+  const Ctx xo{c, dump, n_out, path};
+  xo.matmul(model.output, y.data(), logits_out);
   if (dump) {
     const int64_t shape[2] = {n_out, V};
     dump("logits", logits_out, shape);

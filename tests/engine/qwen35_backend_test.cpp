@@ -1,5 +1,5 @@
-// The CPU model backend on the fixture models: batched decode bit-identical to the model's own
-// forward() per sequence, the batched path within the fixture's tolerance of the Hugging Face
+// The CPU model backend on the fixture models: prefill bit-identical to the model's forward() and
+// batched decode bit-identical to forward() with the reference ops (CpuPath::kReference) per sequence, the batched path within the fixture's tolerance of the Hugging Face
 // reference while other sequences share its batches, exact snapshot/restore, and greedy replies
 // through the engine identical alone and in a full batch.
 #include <gtest/gtest.h>
@@ -74,7 +74,7 @@ TEST_P(Backend, BatchedDecodeBitIdenticalToForward) {
     std::vector<float> out(slots.size() * V);
     ASSERT_TRUE(be.decode(slots, toks, out).ok());
     for (size_t i = 0; i < slots.size(); i++) {
-      ASSERT_TRUE(forward(f->model, ref[slots[i]], std::span(&toks[i], 1), lr.data(), false).ok());
+      ASSERT_TRUE(forward(f->model, ref[slots[i]], std::span(&toks[i], 1), lr.data(), false, {}, CpuPath::kReference).ok());
       EXPECT_EQ(std::memcmp(out.data() + i * V, lr.data(), V * 4), 0) << "slot " << slots[i] << " batch " << slots.size();
     }
   }

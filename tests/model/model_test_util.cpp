@@ -43,16 +43,16 @@ ModelRef load_model_ref(const std::string& name) {
   return r;
 }
 
-std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r) {
+std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r, CpuPath path) {
   const int64_t T = (int64_t)r.prompt.size(), G = (int64_t)r.generated.size() - 1, V = m.cfg.n_vocab;
   std::vector<float> out((T + G) * V);
   auto st = SequenceState::create(m.cfg, T + G);
   EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
   if (!st.ok()) return {};
-  auto s = forward(m, *st, r.prompt, out.data(), true);
+  auto s = forward(m, *st, r.prompt, out.data(), true, {}, path);
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
   for (int64_t i = 0; i < G && s.ok(); i++) {
-    s = forward(m, *st, std::span<const int32_t>(&r.generated[i], 1), out.data() + (T + i) * V, false);
+    s = forward(m, *st, std::span<const int32_t>(&r.generated[i], 1), out.data() + (T + i) * V, false, {}, path);
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
   }
   return out;

@@ -27,6 +27,7 @@ ModelRef load_model_ref(const std::string& name);
 
 // Teacher forcing: prompt as one prefill (all logits), then generated[:-1] one token at a time.
 // Returns logits of every position, [prompt + generated - 1, vocab].
-std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r);
+std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r,
+                                         CpuPath path = CpuPath::kFast);
 
 }  // namespace ds::test
