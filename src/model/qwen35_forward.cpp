@@ -51,7 +51,8 @@ void gdn_layer(const Ctx& x, int64_t il, const Qwen35GdnWeights& W, const Buf& x
   x.emit(L + "g", g, {T, nv});
   x.emit(L + "beta", beta, {T, nv});
   Buf u(T * Cc);
-  cpu::conv1d_silu({T, 1, Cc, c.conv_kernel}, qkv.data(), W.conv.data(), conv_state, nullptr, nullptr, u.data());
+  auto conv = x.path == CpuPath::kReference ? cpu::conv1d_silu : cpu::conv1d_silu_fast;
+  conv({T, 1, Cc, c.conv_kernel}, qkv.data(), W.conv.data(), conv_state, nullptr, nullptr, u.data());
   x.emit(L + "conv_out", u, {T, Cc});
   // L2-normalize the q and k heads in place (2*nk rows of dk per token); v stays as is.
   cpu::l2_norm({T, 2 * nk, dk, Cc, dk, Cc, dk, ops::kL2NormEps}, u.data(), u.data());

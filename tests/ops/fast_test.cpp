@@ -265,3 +265,27 @@ TEST(Fast, AttentionAgainstReference) {
     }
   }
 }
+
+TEST(Fast, Conv1dSiluAgainstReference) {
+  // Kc = 4 as in Qwen3.5; T = 1 and 7 take the reference inside the fast call, 8 / 65 / 200 the fast loop;
+  // a packed batch mixes a short and a long sequence with state slots.
+  const int64_t Cc = 77, Kc = 4;
+  const auto w = ds::test::randn(Cc * Kc, 11, 0.5f);
+  for (int64_t T : {1, 7, 8, 65, 200}) {
+    const auto x = ds::test::randn(T * Cc, 12 + T, 1.0f);
+    auto s_ref = ds::test::randn((Kc - 1) * Cc, 13, 1.0f), s_fast = s_ref;
+    std::vector<float> y_ref(T * Cc), y_fast(T * Cc);
+    cpu::conv1d_silu({T, 1, Cc, Kc}, x.data(), w.data(), s_ref.data(), nullptr, nullptr, y_ref.data());
+    cpu::conv1d_silu_fast({T, 1, Cc, Kc}, x.data(), w.data(), s_fast.data(), nullptr, nullptr, y_fast.data());
+    expect_close(y_fast, y_ref, 1e-6, 1e-5, "conv out T=" + std::to_string(T));
+    expect_close(s_fast, s_ref, 0, 0, "conv window T=" + std::to_string(T));
+  }
+  const int32_t starts[3] = {0, 3, 103}, slots[2] = {1, 0};
+  const auto x = ds::test::randn(103 * Cc, 21, 1.0f);
+  auto s_ref = ds::test::randn(2 * (Kc - 1) * Cc, 22, 1.0f), s_fast = s_ref;
+  std::vector<float> y_ref(103 * Cc), y_fast(103 * Cc);
+  cpu::conv1d_silu({103, 2, Cc, Kc}, x.data(), w.data(), s_ref.data(), starts, slots, y_ref.data());
+  cpu::conv1d_silu_fast({103, 2, Cc, Kc}, x.data(), w.data(), s_fast.data(), starts, slots, y_fast.data());
+  expect_close(y_fast, y_ref, 1e-6, 1e-5, "packed conv out");
+  expect_close(s_fast, s_ref, 0, 0, "packed conv windows");
+}
