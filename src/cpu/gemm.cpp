@@ -24,7 +24,7 @@
 namespace ds::cpu {
 namespace {
 
-constexpr int64_t kTokenBlock = 256;        // tokens per prefill work item (x block stays in L2/L3)
+constexpr int64_t kTokenBlock = 512;        // tokens per prefill work item (x block stays in L2/L3)
 constexpr int64_t kDecodeSliceBytes = 65536;  // weight bytes per decode work item
 // Below this many multiply-adds a group runs on the calling thread (a fork costs more than it saves).
 constexpr int64_t kParallelMacs = int64_t(1) << 18;
