@@ -21,6 +21,15 @@ namespace ds::cuda {
 
 constexpr int kMatvecMaxBatch = 64;
 
+// Kernel choice for Q4_K / Q6_K at batch 1 (a comparison hook for tests and benchmarks):
+//   Auto:   the x-in-shared-memory kernel (matvec_smem.cuh) where x fits and rows are long enough,
+//           else the direct-load kernel (matvec_direct.cuh);
+//   Direct: always the direct-load kernel;  Smem: the shared-memory kernel wherever x fits.
+// The initial value comes from the environment variable DS_MATVEC_PATH (auto | direct | smem).
+enum class MatvecPath { Auto, Direct, Smem };
+MatvecPath matvec_path();
+void set_matvec_path(MatvecPath p);
+
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);
 
