@@ -9,9 +9,11 @@
 //
 // Build (from the repository root; ~2 min on 2 cores):
 //   nvcc -O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -DFMT_HEADER_ONLY -DFMT_USE_CONSTEXPR=1 \
-//     -DFMT_CONSTEVAL= -Xcompiler -O3 -I src -o mvbench bench/cuda/matvec_bench_standalone.cu \
+//     -DFMT_CONSTEVAL= -DNDEBUG -Xcompiler -O3 -I src -o mvbench bench/cuda/matvec_bench_standalone.cu \
 //     src/cuda/matvec.cu src/cuda/matvec_batched.cu src/cuda/cuda_util.cpp src/core/ggml_type.cpp \
 //     src/quant/*.cpp
+// -DNDEBUG matters: without it every launch synchronizes the stream (cuda_util.cpp launch_status) and
+// every timing includes ~10 us of sync.
 // Run: ./mvbench [--quick] [--filter SUBSTRING]   (exit status 1 if any check fails)
 #include <cuda_runtime_api.h>
 
@@ -219,9 +221,13 @@ LaunchFn dispatch_path(GgmlType t, int64_t rows, int64_t cols) {
   };
 }
 template <class S>
-LaunchFn smem_path(int64_t rows, int64_t cols) {
+LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPerSm) {
   return [=](const void* w, const float* x, float* y, bool acc) {
-    return cuda::mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    const cuda::mvs::Tune keep = cuda::mvs::tune();
+    cuda::mvs::tune().grid_ctas_per_sm = grid_cap;
+    auto st = cuda::mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvs::tune() = keep;
+    return st;
   };
 }
 template <class D>
@@ -259,7 +265,11 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
   if constexpr (!std::is_same_v<D, void>)
     time_path(model, tensor, "direct", T, rows, cols, W, x, y, direct_path<D>(rows, cols, cuda::mvd::Tune{}));
   if constexpr (!std::is_same_v<S, void>) {
-    if (cuda::mvs::fits(cols)) time_path(model, tensor, "smem", T, rows, cols, W, x, y, smem_path<S>(rows, cols));
+    if (cuda::mvs::fits(cols)) {
+      time_path(model, tensor, "smem", T, rows, cols, W, x, y, smem_path<S>(rows, cols));
+      time_path(model, tensor, "smem_grid4", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 4));
+      time_path(model, tensor, "smem_nocap", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 0));
+    }
   }
   if constexpr (!std::is_same_v<D, void>) {
     if (sweep)
@@ -296,7 +306,10 @@ void verify_type(uint64_t& seed) {
   for (auto [rows, cols] : shapes) {
     if (cols % blk) continue;
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
-    if constexpr (!std::is_same_v<S, void>) verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
+    if constexpr (!std::is_same_v<S, void>) {
+      verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
+      verify("smem_nocap", T, rows, cols, smem_path<S>(rows, cols, 0), seed++);
+    }
     if constexpr (!std::is_same_v<D, void>) {
       verify("direct", T, rows, cols, direct_path<D>(rows, cols, cuda::mvd::Tune{}), seed++);
       if (g_quick) continue;

@@ -172,6 +172,16 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
 namespace ds::cuda {
 namespace mvs {
 
+// Launch choice (bench/cuda/matvec_bench_standalone.cu compares): grid cap in CTAs per SM (0: no cap,
+// one row pair per warp).
+struct Tune {
+  int grid_ctas_per_sm = kCtasPerSm;
+};
+inline Tune& tune() {
+  static Tune t;
+  return t;
+}
+
 // Whether this path takes [rows, cols] (x must fit in shared memory).
 inline bool fits(int64_t cols) { return cols * 4 <= kMaxXBytes; }
 
@@ -188,7 +198,9 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
   const Args a{w, cols / D::kBlockElems * D::kBlockBytes, (int)rows,
                (int)(cols / D::kBlockElems * D::kTasksPerBlock), x, y, accumulate};
   const int64_t npairs = (rows + 1) / 2;
-  const int64_t grid = std::min<int64_t>((npairs + kWarps - 1) / kWarps, (int64_t)kCtasPerSm * mvd::sm_count_direct());
+  const int cap = tune().grid_ctas_per_sm;
+  int64_t grid = (npairs + kWarps - 1) / kWarps;
+  if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * mvd::sm_count_direct());
   kernel<S><<<(unsigned)grid, kThreads, (size_t)(cols * 4), stream>>>(a);
   CUDA_TRY_LAUNCH("matvec_smem", stream);
   return {};
