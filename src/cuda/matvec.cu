@@ -46,9 +46,11 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
                       bool accumulate) {
   if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
   const MatvecPath p = path_ref();
-  // Auto: at least one 32-task step per row (Q4_K cols >= 2048, Q6_K cols >= 1024).
-  const bool long_rows = cols / D::kBlockElems * D::kTasksPerBlock >= 32;
-  if (p != MatvecPath::Direct && mvs::fits(cols) && (p == MatvecPath::Smem || long_rows))
+  // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
+  // measured shape; Q6_K is 2-33% slower there except on vocab-sized short rows (0.8B output
+  // [248320 x 1024]: 115 vs 134 us).
+  const bool auto_smem = T == GgmlType::Q4_K || (rows >= 65536 && cols <= 2048);
+  if (p != MatvecPath::Direct && mvs::fits(cols) && (p == MatvecPath::Smem || auto_smem))
     return mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   return mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
 }

@@ -22,8 +22,9 @@ namespace ds::cuda {
 constexpr int kMatvecMaxBatch = 64;
 
 // Kernel choice for Q4_K / Q6_K at batch 1 (a comparison hook for tests and benchmarks):
-//   Auto:   the x-in-shared-memory kernel (matvec_smem.cuh) where x fits and rows are long enough,
-//           else the direct-load kernel (matvec_direct.cuh);
+//   Auto:   Q4_K: the x-in-shared-memory kernel (matvec_smem.cuh) where x fits (cols <= 25600);
+//           Q6_K: the direct-load kernel (matvec_direct.cuh), except vocab-sized short rows
+//           (rows >= 65536, cols <= 2048) in shared memory (choices measured, bench/cuda/NOTES.md);
 //   Direct: always the direct-load kernel;  Smem: the shared-memory kernel wherever x fits.
 // The initial value comes from the environment variable DS_MATVEC_PATH (auto | direct | smem).
 enum class MatvecPath { Auto, Direct, Smem };

@@ -182,6 +182,18 @@ inline Tune& tune() {
   return t;
 }
 
+namespace {
+// Lets kernel<S> take up to kMaxXBytes of dynamic shared memory, once per translation unit: every
+// .cu file that launches it has its own copy of the kernel (the bench links two), and the attribute
+// is per kernel, so a process-wide static would leave the second copy at the 48 KB default.
+template <class S>
+cudaError_t allow_smem() {
+  static const cudaError_t e =
+      cudaFuncSetAttribute(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXBytes);
+  return e;
+}
+}  // namespace
+
 // Whether this path takes [rows, cols] (x must fit in shared memory).
 inline bool fits(int64_t cols) { return cols * 4 <= kMaxXBytes; }
 
@@ -191,8 +203,7 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
               cudaStream_t stream) {
   if (!fits(cols) || rows > (int64_t)1 << 30)
     return cu_err("cuda matvec_smem: [{}, {}] too large (x over {} bytes or rows over 2^30)", rows, cols, kMaxXBytes);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXBytes);
+  const cudaError_t attr = allow_smem<S>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   using D = typename S::D;
   const Args a{w, cols / D::kBlockElems * D::kBlockBytes, (int)rows,
