@@ -9,9 +9,11 @@
 //
 // Build (from the repository root; ~2 min on 2 cores):
 //   nvcc -O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -DFMT_HEADER_ONLY -DFMT_USE_CONSTEXPR=1 \
-//     -DFMT_CONSTEVAL= -Xcompiler -O3 -I src -o mvbench bench/cuda/matvec_bench_standalone.cu \
+//     -DFMT_CONSTEVAL= -DNDEBUG -Xcompiler -O3 -I src -o mvbench bench/cuda/matvec_bench_standalone.cu \
 //     src/cuda/matvec.cu src/cuda/matvec_batched.cu src/cuda/cuda_util.cpp src/core/ggml_type.cpp \
 //     src/quant/*.cpp
+// -DNDEBUG matters: without it every launch synchronizes the stream (cuda_util.cpp launch_status) and
+// every timing includes ~10 us of sync.
 // Run: ./mvbench [--quick] [--filter SUBSTRING]   (exit status 1 if any check fails)
 #include <cuda_runtime_api.h>
 
@@ -29,6 +31,7 @@
 #include "cuda/matvec.h"
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
+#include "cuda/matvec_smem.cuh"
 #include "quant/quant.h"
 
 using namespace ds;
@@ -217,6 +220,16 @@ LaunchFn dispatch_path(GgmlType t, int64_t rows, int64_t cols) {
     return cuda::matvec(t, w, rows, cols, x, y, nullptr, acc);
   };
 }
+template <class S>
+LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPerSm) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mvs::Tune keep = cuda::mvs::tune();
+    cuda::mvs::tune().grid_ctas_per_sm = grid_cap;
+    auto st = cuda::mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvs::tune() = keep;
+    return st;
+  };
+}
 template <class D>
 LaunchFn direct_path(int64_t rows, int64_t cols, cuda::mvd::Tune tn) {
   return [=](const void* w, const float* x, float* y, bool acc) {
@@ -236,7 +249,7 @@ std::string tune_name(const cuda::mvd::Tune& t) {
          std::to_string(t.warps_per_sm) + (t.pipe ? "_pipe" : "_nopipe");
 }
 
-template <GgmlType T, class D>
+template <GgmlType T, class D, class S = void>
 void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t cols, bool sweep) {
   const std::string key = std::string(model) + " " + tensor + " " + std::string(ggml_type_name(T));
   if (!g_filter.empty() && key.find(g_filter) == std::string::npos) return;
@@ -247,8 +260,17 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
   CK(cudaMalloc(&y, rows * 4));
   std::vector<float> hx(cols, 0.5f);
   CK(cudaMemcpy(x, hx.data(), cols * 4, cudaMemcpyHostToDevice));
-  time_path(model, tensor, "tile_old", T, rows, cols, W, x, y, tile_path<T>(rows, cols));
+  if (!g_quick) time_path(model, tensor, "tile_old", T, rows, cols, W, x, y, tile_path<T>(rows, cols));
   time_path(model, tensor, "dispatch", T, rows, cols, W, x, y, dispatch_path(T, rows, cols));
+  if constexpr (!std::is_same_v<D, void>)
+    time_path(model, tensor, "direct", T, rows, cols, W, x, y, direct_path<D>(rows, cols, cuda::mvd::Tune{}));
+  if constexpr (!std::is_same_v<S, void>) {
+    if (cuda::mvs::fits(cols)) {
+      time_path(model, tensor, "smem", T, rows, cols, W, x, y, smem_path<S>(rows, cols));
+      time_path(model, tensor, "smem_grid4", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 4));
+      time_path(model, tensor, "smem_nocap", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 0));
+    }
+  }
   if constexpr (!std::is_same_v<D, void>) {
     if (sweep)
       for (const auto& tn : kTunes)
@@ -264,18 +286,18 @@ struct Shape {
   int64_t rows, cols;
 };
 const std::vector<Shape> kShapes = {
-    {"9B", "ffn_up", 12288, 4096},      {"9B", "ffn_down", 4096, 12288}, {"9B", "attn_qkv", 8192, 4096},
+    {"9B", "ffn_gate_up", 24576, 4096}, {"9B", "ffn_up", 12288, 4096}, {"9B", "ffn_down", 4096, 12288}, {"9B", "attn_qkv", 8192, 4096},
     {"9B", "ssm_out", 4096, 4096},      {"9B", "output", 248320, 4096},  {"0.8B", "attn_qkv", 6144, 1024},
     {"0.8B", "ffn_up", 3584, 1024},     {"0.8B", "ffn_down", 1024, 3584}, {"0.8B", "ssm_out", 1024, 2048},
     {"0.8B", "output", 248320, 1024},
 };
 
-template <GgmlType T, class D>
+template <GgmlType T, class D, class S = void>
 void bench_type(bool sweep) {
-  for (const Shape& s : kShapes) bench_shape<T, D>(s.model, s.tensor, s.rows, s.cols, sweep);
+  for (const Shape& s : kShapes) bench_shape<T, D, S>(s.model, s.tensor, s.rows, s.cols, sweep);
 }
 
-template <GgmlType T, class D>
+template <GgmlType T, class D, class S = void>
 void verify_type(uint64_t& seed) {
   const int64_t blk = ggml_type_info(T)->block_size;
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
@@ -284,7 +306,13 @@ void verify_type(uint64_t& seed) {
   for (auto [rows, cols] : shapes) {
     if (cols % blk) continue;
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
+    if constexpr (!std::is_same_v<S, void>) {
+      verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
+      verify("smem_nocap", T, rows, cols, smem_path<S>(rows, cols, 0), seed++);
+    }
     if constexpr (!std::is_same_v<D, void>) {
+      verify("direct", T, rows, cols, direct_path<D>(rows, cols, cuda::mvd::Tune{}), seed++);
+      if (g_quick) continue;
       for (const auto& tn : {kTunes[1], kTunes[2], kTunes[4]})
         verify(tune_name(tn).c_str(), T, rows, cols, direct_path<D>(rows, cols, tn), seed++);
     }
@@ -312,8 +340,8 @@ int main(int argc, char** argv) {
   namespace D = cuda::mvd;
   if (do_check) {
     uint64_t seed = 1;
-    verify_type<G::Q4_K, D::Q4K>(seed);
-    verify_type<G::Q6_K, D::Q6K>(seed);
+    verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
+    verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
     verify_type<G::Q8_0, D::Q80>(seed);
     verify_type<G::F32, void>(seed);
     verify_type<G::F16, void>(seed);
@@ -345,8 +373,12 @@ int main(int argc, char** argv) {
     std::printf("{\"op\":\"d2d_copy\",\"gb_s\":%.1f}\n", 2.0 * n / s / 1e9);
     CK(cudaFree(a));
     CK(cudaFree(b));
-    bench_type<G::Q4_K, D::Q4K>(true);
-    bench_type<G::Q6_K, D::Q6K>(true);
+    bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
+    bench_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(!g_quick);
+    if (g_quick) {
+      std::printf("{\"failures\":%d}\n", g_fail);
+      return g_fail ? 1 : 0;
+    }
     bench_type<G::Q8_0, D::Q80>(true);
     for (const Shape& s : kShapes) {
       if (std::strcmp(s.model, "9B") || std::strcmp(s.tensor, "output") == 0) continue;

@@ -1,13 +1,18 @@
-// Batch-1 matrix-vector product (matvec.h). Q4_K, Q6_K and Q8_0 (the weights of Q4_K_M and Q8_0
-// files) go through the direct-load kernels of matvec_direct.cuh; every other type through the
+// Batch-1 matrix-vector product (matvec.h). Q4_K and Q6_K go through the x-in-shared-memory kernel of
+// matvec_smem.cuh or the direct-load kernel of matvec_direct.cuh (matvec_path()), Q8_0 through the
+// direct-load kernel; every other type through the
 // shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template). Thread mapping
 // of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share of
 // their columns when ks warps split the columns of few, long rows). A warp walks its rows in tiles of
 // `lpr` units (quant_traits.cuh) per row: it copies the tile's bytes of all kR rows into its
 // shared-memory slice with aligned 16-byte loads, then each lane decodes one unit per row from shared
 // memory. Partial sums meet through shuffles within the group and shared memory across the ks warps.
+#include <cstdlib>
+#include <cstring>
+
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
+#include "cuda/matvec_smem.cuh"
 
 namespace ds::cuda {
 
@@ -25,6 +30,31 @@ Status check_args(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
   return {};
 }
 
+MatvecPath& path_ref() {
+  static MatvecPath p = [] {
+    const char* e = std::getenv("DS_MATVEC_PATH");
+    if (e && !std::strcmp(e, "direct")) return MatvecPath::Direct;
+    if (e && !std::strcmp(e, "smem")) return MatvecPath::Smem;
+    return MatvecPath::Auto;
+  }();
+  return p;
+}
+
+// Q4_K / Q6_K: the shared-memory kernel (S) or the direct-load one (D), per matvec_path().
+template <GgmlType T, class D, class S>
+Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
+                      bool accumulate) {
+  if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
+  const MatvecPath p = path_ref();
+  // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
+  // measured shape; Q6_K is 2-33% slower there except on vocab-sized short rows (0.8B output
+  // [248320 x 1024]: 115 vs 134 us).
+  const bool auto_smem = T == GgmlType::Q4_K || (rows >= 65536 && cols <= 2048);
+  if (p != MatvecPath::Direct && mvs::fits(cols) && (p == MatvecPath::Smem || auto_smem))
+    return mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  return mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+}
+
 template <GgmlType T, class D>
 Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
               bool accumulate) {
@@ -33,11 +63,16 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 }
 }  // namespace
 
+MatvecPath matvec_path() { return path_ref(); }
+void set_matvec_path(MatvecPath p) { path_ref() = p; }
+
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate) {
   switch (type) {
-    case GgmlType::Q4_K: return direct<GgmlType::Q4_K, mvd::Q4K>(w, rows, cols, x, y, stream, accumulate);
-    case GgmlType::Q6_K: return direct<GgmlType::Q6_K, mvd::Q6K>(w, rows, cols, x, y, stream, accumulate);
+    case GgmlType::Q4_K:
+      return direct_or_smem<GgmlType::Q4_K, mvd::Q4K, mvs::Q4KS>(w, rows, cols, x, y, stream, accumulate);
+    case GgmlType::Q6_K:
+      return direct_or_smem<GgmlType::Q6_K, mvd::Q6K, mvs::Q6KS>(w, rows, cols, x, y, stream, accumulate);
     case GgmlType::Q8_0: return direct<GgmlType::Q8_0, mvd::Q80>(w, rows, cols, x, y, stream, accumulate);
     default: break;
   }

@@ -21,6 +21,16 @@ namespace ds::cuda {
 
 constexpr int kMatvecMaxBatch = 64;
 
+// Kernel choice for Q4_K / Q6_K at batch 1 (a comparison hook for tests and benchmarks):
+//   Auto:   Q4_K: the x-in-shared-memory kernel (matvec_smem.cuh) where x fits (cols <= 25600);
+//           Q6_K: the direct-load kernel (matvec_direct.cuh), except vocab-sized short rows
+//           (rows >= 65536, cols <= 2048) in shared memory (choices measured, bench/cuda/NOTES.md);
+//   Direct: always the direct-load kernel;  Smem: the shared-memory kernel wherever x fits.
+// The initial value comes from the environment variable DS_MATVEC_PATH (auto | direct | smem).
+enum class MatvecPath { Auto, Direct, Smem };
+MatvecPath matvec_path();
+void set_matvec_path(MatvecPath p);
+
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);
 

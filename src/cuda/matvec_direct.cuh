@@ -55,6 +55,46 @@ __device__ __forceinline__ uint2 realign8(uint2 a, uint2 b, int mis) {
   return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
 }
 
+// Q4_K sub-block pair c of a block with header h (d, dmin, 12 scale bytes): combines the raw sums
+// lo = sum q x over sub-block 2c, hi = over 2c + 1, and the activation sums xlo, xhi of the same
+// elements into d * (sc0 lo + sc1 hi) - dmin * (mn0 xlo + mn1 xhi) (formats.md §5.8).
+__device__ __forceinline__ float q4k_finish(uint4 h, int c, float lo, float hi, float xlo, float xhi) {
+  // Scales and mins of sub-blocks 2c and 2c + 1, two bytes at a time.
+  const int sh = 16 * (c & 1);
+  const uint32_t A = h.y >> sh, B = h.z >> sh, C = h.w >> sh;
+  uint32_t sc, mn;
+  if (c < 2) {
+    sc = A & 0x3F3Fu;
+    mn = B & 0x3F3Fu;
+  } else {
+    sc = (C & 0x0F0Fu) | ((A >> 2) & 0x3030u);
+    mn = ((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u);
+  }
+  const float d = h2f(h.x & 0xFFFF), dmin = h2f(h.x >> 16);
+  const float s = fmaf(bf<0>(sc, 0.f), lo, bf<1>(sc, 0.f) * hi);
+  const float m = fmaf(bf<0>(mn, 0.f), xlo, bf<1>(mn, 0.f) * xhi);
+  return fmaf(d, s, -dmin * m);
+}
+
+// Q6_K unit: the four 8-byte pieces (ql, ql + 32, qh, scales of half n) realigned from a Raw load.
+struct Q6Words { uint2 qa, qb, qh, sc; };
+// Codes + 32 of runs u = 0..3, 4 elements j*4 .. j*4 + 3 of each run (j = 0, 1), one word per run.
+__device__ __forceinline__ void q6k_codes(const Q6Words& w, int j, uint32_t q[4]) {
+  const uint32_t wa = j ? w.qa.y : w.qa.x, wb = j ? w.qb.y : w.qb.x, wh = j ? w.qh.y : w.qh.x;
+  q[0] = (wa & 0x0F0F0F0Fu) | ((wh & 0x03030303u) << 4);
+  q[1] = (wb & 0x0F0F0F0Fu) | (((wh >> 2) & 0x03030303u) << 4);
+  q[2] = ((wa >> 4) & 0x0F0F0F0Fu) | (((wh >> 4) & 0x03030303u) << 4);
+  q[3] = ((wb >> 4) & 0x0F0F0F0Fu) | (((wh >> 6) & 0x03030303u) << 4);
+}
+// d * sum_u scale_u * acc[u] for unit t (m = t % 4).
+__device__ __forceinline__ float q6k_finish(uint2 sc, int t, const float acc[4], uint32_t d) {
+  // Scales of runs 0..3: scale bytes 2u + m / 2 of the 8 of half n (signed).
+  const uint32_t s4 = __byte_perm(sc.x, sc.y, (t & 2) ? 0x7531u : 0x6420u) ^ 0x80808080u;
+  const float tot = fmaf(bf<0>(s4, 128.f), acc[0],
+                         fmaf(bf<1>(s4, 128.f), acc[1], fmaf(bf<2>(s4, 128.f), acc[2], bf<3>(s4, 128.f) * acc[3])));
+  return h2f(d) * tot;
+}
+
 // ---- Q4_K: task = (block, sub-block pair c), 64 elements 64c .. 64c + 63 ----------------------------
 struct Q4K {
   static constexpr int kBlockElems = 256, kBlockBytes = 144, kTasksPerBlock = 4;
@@ -91,21 +131,7 @@ struct Q4K {
       a1 = fmaf(bf<0>(hi, 0.f), v[32], a1); b1 = fmaf(bf<1>(hi, 0.f), v[33], b1);
       a1 = fmaf(bf<2>(hi, 0.f), v[34], a1); b1 = fmaf(bf<3>(hi, 0.f), v[35], b1);
     }
-    // Scales and mins of sub-blocks 2c and 2c + 1 (formats.md §5.8), two bytes at a time.
-    const int c = t & 3, sh = 16 * (c & 1);
-    const uint32_t A = r.h.y >> sh, B = r.h.z >> sh, C = r.h.w >> sh;
-    uint32_t sc, mn;
-    if (c < 2) {
-      sc = A & 0x3F3Fu;
-      mn = B & 0x3F3Fu;
-    } else {
-      sc = (C & 0x0F0Fu) | ((A >> 2) & 0x3030u);
-      mn = ((C >> 4) & 0x0F0Fu) | ((B >> 2) & 0x3030u);
-    }
-    const float d = h2f(r.h.x & 0xFFFF), dmin = h2f(r.h.x >> 16);
-    const float s = fmaf(bf<0>(sc, 0.f), a0 + b0, bf<1>(sc, 0.f) * (a1 + b1));
-    const float m = fmaf(bf<0>(mn, 0.f), xs.s0, bf<1>(mn, 0.f) * xs.s1);
-    return fmaf(d, s, -dmin * m);
+    return q4k_finish(r.h, t & 3, a0 + b0, a1 + b1, xs.s0, xs.s1);
   }
 };
 
@@ -179,19 +205,17 @@ struct Q6K {
     }
     r.d = ldg_u16(b + 208);
   }
+  __device__ __forceinline__ static Q6Words words(const Raw& r) {
+    return {realign8(r.p[0][0], r.p[0][1], r.mis), realign8(r.p[1][0], r.p[1][1], r.mis),
+            realign8(r.p[2][0], r.p[2][1], r.mis), realign8(r.p[3][0], r.p[3][1], r.mis)};
+  }
   __device__ __forceinline__ static float dot(const Raw& r, int t, const X& xs) {
-    const uint2 qa = realign8(r.p[0][0], r.p[0][1], r.mis);
-    const uint2 qb = realign8(r.p[1][0], r.p[1][1], r.mis);
-    const uint2 qh = realign8(r.p[2][0], r.p[2][1], r.mis);
-    const uint2 sc = realign8(r.p[3][0], r.p[3][1], r.mis);
+    const Q6Words w = words(r);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int j = 0; j < 2; j++) {
-      const uint32_t wa = j ? qa.y : qa.x, wb = j ? qb.y : qb.x, wh = j ? qh.y : qh.x;
-      const uint32_t q[4] = {(wa & 0x0F0F0F0Fu) | ((wh & 0x03030303u) << 4),
-                             (wb & 0x0F0F0F0Fu) | (((wh >> 2) & 0x03030303u) << 4),
-                             ((wa >> 4) & 0x0F0F0F0Fu) | (((wh >> 4) & 0x03030303u) << 4),
-                             ((wb >> 4) & 0x0F0F0F0Fu) | (((wh >> 6) & 0x03030303u) << 4)};
+      uint32_t q[4];
+      q6k_codes(w, j, q);
 #pragma unroll
       for (int u = 0; u < 4; u++) {
         const float* v = xs.v + 8 * u + 4 * j;
@@ -202,11 +226,7 @@ struct Q6K {
         acc[u] += s;
       }
     }
-    // Scales of runs t = 0..3: scale bytes 2t + m / 2 of the 8 of half n (signed).
-    const uint32_t s4 = __byte_perm(sc.x, sc.y, (t & 2) ? 0x7531u : 0x6420u) ^ 0x80808080u;
-    const float tot = fmaf(bf<0>(s4, 128.f), acc[0],
-                           fmaf(bf<1>(s4, 128.f), acc[1], fmaf(bf<2>(s4, 128.f), acc[2], bf<3>(s4, 128.f) * acc[3])));
-    return h2f(r.d) * tot;
+    return q6k_finish(w.sc, t, acc, r.d);
   }
 };
 

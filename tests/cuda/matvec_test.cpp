@@ -61,8 +61,14 @@ void check_rows(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t
                                << "]: worst row " << worst_row;
 }
 
-std::vector<Shape> shapes_for(GgmlType t) {
+// The CUDA kernels' column granule: the block size, 8 for the unquantized types (matvec.h).
+int64_t cuda_block(GgmlType t) {
   const int64_t blk = ggml_type_info(t)->block_size;
+  return (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) ? std::max<int64_t>(blk, 8) : blk;
+}
+
+std::vector<Shape> shapes_for(GgmlType t) {
+  const int64_t blk = cuda_block(t);
   std::vector<Shape> v = {
       {1027, 256, "8 units per row (lpr 8), rows % 4 = 3"},
       {515, 512, "lpr 16"},
@@ -78,6 +84,25 @@ std::vector<Shape> shapes_for(GgmlType t) {
   v.push_back({6, 3584, "0.8B ffn width, few rows (Q6_K/Q8_0 rows only 4-byte aligned)"});
   if (blk < 256) v.push_back({77, 96, "3 units per row"});
   return v;
+}
+
+// One matvec of random weights against the CPU oracle (y poisoned with NaN, or random when accumulating).
+void run_case(GgmlType t, const Shape& s, uint64_t seed, bool accumulate, const std::string& what) {
+  const auto w = test::random_weights(t, s.rows * s.cols, seed);
+  const auto x = test::random_floats(s.cols, seed + 1);
+  const auto y0 = test::random_floats(s.rows, seed + 2);
+  auto dw = test::to_device(w);
+  auto dx = test::to_device(x);
+  auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+  ASSERT_TRUE(dy.ok());
+  std::vector<float> init = accumulate ? y0 : std::vector<float>(s.rows, NAN);
+  ASSERT_TRUE(dy->upload(init.data(), init.size() * 4).ok());
+  auto st = cuda::matvec(t, dw.data(), s.rows, s.cols, dx.as<float>(), dy->as<float>(), nullptr, accumulate);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = test::to_host<float>(*dy, s.rows);
+  check_rows(t, w, s.rows, s.cols, x.data(), y.data(), accumulate ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
+             what + " " + s.what);
 }
 
 TEST(CudaMatvec, MatchesCpuDotRow) {
@@ -101,6 +126,27 @@ TEST(CudaMatvec, MatchesCpuDotRow) {
       check_rows(t, w, s.rows, s.cols, x.data(), y.data(), nullptr, s.rows > 2000 ? 7 : 1, s.what);
     }
   }
+}
+
+// Q4_K / Q6_K have two batch-1 kernels (x in shared memory, direct loads); each must match on every
+// shape, plain and accumulating. Odd row counts leave the shared-memory kernel a half row pair.
+TEST(CudaMatvec, BothKernelPathsMatchCpu) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep = cuda::matvec_path();
+  uint64_t seed = 500;
+  for (cuda::MatvecPath p : {cuda::MatvecPath::Smem, cuda::MatvecPath::Direct, cuda::MatvecPath::Auto}) {
+    cuda::set_matvec_path(p);
+    const std::string name = p == cuda::MatvecPath::Smem ? "smem" : p == cuda::MatvecPath::Direct ? "direct" : "auto";
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      auto shapes = shapes_for(t);
+      shapes.push_back({4097, 4096, "odd rows, 9B width"});
+      shapes.push_back({3, 25600, "widest x the shared-memory kernel takes"});
+      shapes.push_back({5, 25856, "x one block too wide for shared memory: direct fallback"});
+      for (const Shape& s : shapes)
+        for (bool acc : {false, true}) run_case(t, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+    }
+  }
+  cuda::set_matvec_path(keep);
 }
 
 TEST(CudaMatvec, VocabSizedOutput) {  // 0.8B tied output matrix: 248320 rows of Q6_K

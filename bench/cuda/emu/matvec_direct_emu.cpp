@@ -19,7 +19,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __global__
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 template <class T> T __ldg(const T* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
@@ -33,7 +33,7 @@ inline half_ __ushort_as_half(unsigned short h) { return {h}; }
 inline float __half2float(half_ h) { return ds::f16_to_f32(h.h); }
 using std::min;
 struct Dim { unsigned x; };
-thread_local Dim threadIdx, blockIdx;
+thread_local Dim threadIdx, blockIdx, gridDim;
 std::barrier<>* g_bar;
 float g_slots[1024];
 inline float __shfl_xor_sync(unsigned, float v, int o) {
@@ -47,16 +47,22 @@ void emu_launch(K k, unsigned grid, int threads, const A& a) {
     g_bar = &bar;
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; t++)
-      ts.emplace_back([&, t] { threadIdx.x = t; blockIdx.x = b; k(a); bar.arrive_and_drop(); });
+      ts.emplace_back([&, t] { threadIdx.x = t; blockIdx.x = b; gridDim.x = grid; k(a); bar.arrive_and_drop(); });
     for (auto& t : ts) t.join();
   }
 }
+// Dynamic shared memory of the emulated block (blocks run one after another).
+std::vector<float4> g_dyn(100 * 1024 / 16);
+inline float4* emu_dyn_smem() { return g_dyn.data(); }
 #define cuda_fp16_h_dummy
 #include "hdr.inc"
+#include "hdr_smem.inc"
 #include "quant/quant.h"
 using namespace ds;
 int g_fail = 0;
-template <class D> void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, uint64_t seed) {
+// S = void: the direct-load kernel under tune tn; else the shared-memory kernel S.
+template <class D, class S = void>
+void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, uint64_t seed) {
   const auto info = *ggml_type_info(t);
   std::mt19937_64 rng(seed);
   const int64_t rb = cols / info.block_size * info.type_size;
@@ -75,7 +81,9 @@ template <class D> void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::T
   for (auto& f : y0) f = nd(rng);
   if (acc) y = y0;
   cuda::mvd::tune() = tn;
-  auto st = cuda::mvd::launch<D>(base, rows, cols, x, y.data(), acc, nullptr);
+  Status st;
+  if constexpr (std::is_same_v<S, void>) st = cuda::mvd::launch<D>(base, rows, cols, x, y.data(), acc, nullptr);
+  else st = cuda::mvs::launch<S>(base, rows, cols, x, y.data(), acc, nullptr);
   if (!st.ok()) { std::printf("launch error %s\n", st.error().message.c_str()); g_fail++; return; }
   double worst = 0;
   std::vector<float> deq(cols);
@@ -89,6 +97,7 @@ template <class D> void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::T
   }
   const bool ok = worst <= 1e-5;
   if (!ok) g_fail++;
+  if constexpr (!std::is_same_v<S, void>) std::printf("smem ");
   std::printf("%s %lldx%lld r%d ks%d w%d pipe%d acc%d: worst %.3g %s\n", std::string(ggml_type_name(t)).c_str(),
               (long long)rows, (long long)cols, tn.rows_per_group, tn.ks_max, tn.warps_per_sm, (int)tn.pipe, (int)acc,
               worst, ok ? "ok" : "FAIL");
@@ -104,6 +113,12 @@ int main() {
       run<cuda::mvd::Q4K>(G::Q4_K, r, c, tn, acc, seed++);
       run<cuda::mvd::Q6K>(G::Q6_K, r, c, tn, acc, seed++);
       run<cuda::mvd::Q80>(G::Q8_0, r, c, tn, acc, seed++);
+    }
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 256}, {9, 256}, {37, 512}, {21, 17408},
+                                                              {5, 3584}, {67, 1024}, {3, 4096}, {301, 2048}, {4, 25600}, {4501, 512}})
+    for (bool acc : {false, true}) {
+      run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, r, c, tunes[0], acc, seed++);
+      run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, r, c, tunes[0], acc, seed++);
     }
   run<cuda::mvd::Q80>(G::Q8_0, 13, 96, tunes[0], false, 99);
   run<cuda::mvd::Q80>(G::Q8_0, 3, 32, tunes[1], true, 98);

@@ -1,0 +1,221 @@
+// Batch-1 matvec for Q4_K and Q6_K with the activations staged in shared memory (matvec.h; the
+// direct-load kernel of matvec_direct.cuh is the alternative, DS_MATVEC_PATH selects). Thread mapping:
+//   - a CTA is 8 warps (256 threads), launched at most 2 per SM (<= 128 registers/thread, so >= 16
+//     warps per SM); the grid is min(ceil(rows / 16), 2 * #SMs) CTAs, each warp walks row pairs
+//     p = blockIdx.x * 8 + warp, p + 8 * gridDim.x, ... (rows 2p, 2p + 1; an odd last row re-reads
+//     itself and discards the second result);
+//   - the CTA first copies x[cols] (fp32) into dynamic shared memory, float4 at a time, in a
+//     task-major order (below), then never reads x from global memory again;
+//   - a row pair is walked in steps of 32 tasks (a task is a fixed piece of a row, as in
+//     matvec_direct.cuh: 64 elements = one sub-block pair of a Q4_K block, 32 elements = one unit
+//     (n, m) of a Q6_K block); lane l takes task 32 s + l of both rows at step s;
+//   - software pipeline: before decoding step s, the lane issues the weight loads of the next step
+//     (the next 32 tasks, or the first 32 of the warp's next row pair) into a second register set,
+//     so a warp has about two steps = 2 rows x 32 lanes x (48 B Q4_K | 66 B Q6_K) in flight;
+//     the first step's loads are issued before the x copy, overlapping it;
+//   - a task's x values are read from shared memory once per row pair (float4 loads) and used for
+//     both rows; results meet through warp shuffles; lane 0 writes y[2p], y[2p + 1].
+// Shared-memory layout of x: float4 chunk k of task t sits at slot k * T + t (T = tasks per row), so
+// the 32 lanes of a step (consecutive t, same k) read 32 consecutive float4s: no bank conflicts. The
+// one-time copy writes with a stride of T slots (conflicted, but it is cols / 4 stores per CTA).
+// Decoding is matvec_direct.cuh's (same loads, bf<>, q4k_finish, q6k_codes / q6k_finish): weights are
+// exact, fp32 products and sums.
+#pragma once
+#include <algorithm>
+
+#include "cuda/matvec_direct.cuh"
+
+namespace ds::cuda {
+namespace mvs {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kCtasPerSm = 2;
+constexpr int64_t kMaxXBytes = 100 * 1024;  // larger x: the caller takes the direct-load path
+
+struct Args {
+  const uint8_t* w;
+  int64_t row_bytes;
+  int rows, tasks;  // tasks per row
+  const float* x;
+  float* y;
+  bool accumulate;
+};
+
+// ---- Q4_K: task t = (block t / 4, sub-block pair c = t % 4); chunks k = 0..7 hold elements
+// 64c + 4k .. + 3 (low nibbles of code word k), k = 8..15 elements 64c + 32 + 4(k - 8) (high nibbles).
+struct Q4KS {
+  using D = mvd::Q4K;
+  static constexpr int kX4 = 16;  // float4 chunks per task
+  __device__ __forceinline__ static int slot(int f, int T) { return (f & 15) * T + (f >> 4); }
+  __device__ __forceinline__ static void dot2(const D::Raw (&r)[2], int t, const float4* xt, int T, float (&acc)[2]) {
+    float a[2][4];  // per row: two chains for the low sub-block, two for the high one
+#pragma unroll
+    for (int k = 0; k < 2; k++) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const float4 lo = xt[j * T], hi = xt[(8 + j) * T];
+      s0 += (lo.x + lo.y) + (lo.z + lo.w);
+      s1 += (hi.x + hi.y) + (hi.z + hi.w);
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        const uint4& q4 = j < 4 ? r[k].q0 : r[k].q1;
+        const uint32_t q = (j & 3) == 0 ? q4.x : (j & 3) == 1 ? q4.y : (j & 3) == 2 ? q4.z : q4.w;
+        const uint32_t l = q & 0x0F0F0F0Fu, h = (q >> 4) & 0x0F0F0F0Fu;
+        a[k][0] = fmaf(mvd::bf<0>(l, 0.f), lo.x, a[k][0]); a[k][1] = fmaf(mvd::bf<1>(l, 0.f), lo.y, a[k][1]);
+        a[k][0] = fmaf(mvd::bf<2>(l, 0.f), lo.z, a[k][0]); a[k][1] = fmaf(mvd::bf<3>(l, 0.f), lo.w, a[k][1]);
+        a[k][2] = fmaf(mvd::bf<0>(h, 0.f), hi.x, a[k][2]); a[k][3] = fmaf(mvd::bf<1>(h, 0.f), hi.y, a[k][3]);
+        a[k][2] = fmaf(mvd::bf<2>(h, 0.f), hi.z, a[k][2]); a[k][3] = fmaf(mvd::bf<3>(h, 0.f), hi.w, a[k][3]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+      acc[k] += mvd::q4k_finish(r[k].h, t & 3, a[k][0] + a[k][1], a[k][2] + a[k][3], s0, s1);
+  }
+};
+
+// ---- Q6_K: task t = (block t / 8, n = (t / 4) % 2, m = t % 4), elements 128n + 8m + 32u + 4j + 0..3
+// (run u = 0..3, j = 0..1) of the block; chunk k = 2u + j.
+struct Q6KS {
+  using D = mvd::Q6K;
+  static constexpr int kX4 = 8;
+  // float4 f = x[4f .. 4f + 3]: within its block (64 chunks) bits are n:1 u:2 m:2 j:1.
+  __device__ __forceinline__ static int slot(int f, int T) {
+    const int t = (f >> 6) * 8 + ((f >> 5) & 1) * 4 + ((f >> 1) & 3);
+    const int k = ((f >> 3) & 3) * 2 + (f & 1);
+    return k * T + t;
+  }
+  __device__ __forceinline__ static void dot2(const D::Raw (&r)[2], int t, const float4* xt, int T, float (&acc)[2]) {
+    const mvd::Q6Words w[2] = {D::words(r[0]), D::words(r[1])};
+    float a[2][4];
+#pragma unroll
+    for (int k = 0; k < 2; k++) a[k][0] = a[k][1] = a[k][2] = a[k][3] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      uint32_t q[2][4];
+      mvd::q6k_codes(w[0], j, q[0]);
+      mvd::q6k_codes(w[1], j, q[1]);
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const float4 v = xt[(2 * u + j) * T];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          float s = mvd::bf<0>(q[k][u], 32.f) * v.x;
+          s = fmaf(mvd::bf<1>(q[k][u], 32.f), v.y, s);
+          s = fmaf(mvd::bf<2>(q[k][u], 32.f), v.z, s);
+          s = fmaf(mvd::bf<3>(q[k][u], 32.f), v.w, s);
+          a[k][u] += s;
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) acc[k] += mvd::q6k_finish(w[k].sc, t, a[k], r[k].d);
+  }
+};
+
+// Weight loads of task t (if it exists) of rows 2p, 2p + 1 (clamped to the last row).
+template <class S>
+__device__ __forceinline__ void load_pair(const Args& a, int p, int t, typename S::D::Raw (&r)[2]) {
+  if (t >= a.tasks) return;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const int row = min(2 * p + k, a.rows - 1);
+    S::D::load(a.w + (int64_t)row * a.row_bytes, t, r[k]);
+  }
+}
+
+template <class S>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
+  extern __shared__ float4 xs[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int T = a.tasks, steps = (T + 31) / 32, npairs = (a.rows + 1) / 2;
+  const int pstride = gridDim.x * kWarps;
+  int p = blockIdx.x * kWarps + warp, s = 0;
+  typename S::D::Raw cur[2], nxt[2];
+  if (p < npairs) load_pair<S>(a, p, lane, cur);  // in flight during the x copy
+
+  const float4* x4 = reinterpret_cast<const float4*>(a.x);
+  for (int f = threadIdx.x; f < T * S::kX4; f += kThreads) xs[S::slot(f, T)] = __ldg(x4 + f);
+  __syncthreads();
+  if (p >= npairs) return;
+
+  float acc[2] = {0.f, 0.f};
+  for (;;) {
+    int pn = p, sn = s + 1;
+    if (sn == steps) { sn = 0; pn += pstride; }
+    if (pn < npairs) load_pair<S>(a, pn, 32 * sn + lane, nxt);
+    const int t = 32 * s + lane;
+    if (t < T) S::dot2(cur, t, xs + t, T, acc);
+    if (sn == 0) {  // row pair p done
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+      if (lane < 2 && 2 * p + lane < a.rows) {
+        const int row = 2 * p + lane;
+        const float v = lane ? acc[1] : acc[0];
+        a.y[row] = a.accumulate ? a.y[row] + v : v;
+      }
+      acc[0] = acc[1] = 0.f;
+      if (pn >= npairs) break;
+    }
+    cur[0] = nxt[0];
+    cur[1] = nxt[1];
+    p = pn;
+    s = sn;
+  }
+}
+
+}  // namespace mvs
+}  // namespace ds::cuda
+
+namespace ds::cuda {
+namespace mvs {
+
+// Launch choice (bench/cuda/matvec_bench_standalone.cu compares): grid cap in CTAs per SM (0: no cap,
+// one row pair per warp).
+struct Tune {
+  int grid_ctas_per_sm = kCtasPerSm;
+};
+inline Tune& tune() {
+  static Tune t;
+  return t;
+}
+
+namespace {
+// Lets kernel<S> take up to kMaxXBytes of dynamic shared memory, once per translation unit: every
+// .cu file that launches it has its own copy of the kernel (the bench links two), and the attribute
+// is per kernel, so a process-wide static would leave the second copy at the 48 KB default.
+template <class S>
+cudaError_t allow_smem() {
+  static const cudaError_t e =
+      cudaFuncSetAttribute(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXBytes);
+  return e;
+}
+}  // namespace
+
+// Whether this path takes [rows, cols] (x must fit in shared memory).
+inline bool fits(int64_t cols) { return cols * 4 <= kMaxXBytes; }
+
+// Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w / x / y, fits().
+template <class S>
+Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
+              cudaStream_t stream) {
+  if (!fits(cols) || rows > (int64_t)1 << 30)
+    return cu_err("cuda matvec_smem: [{}, {}] too large (x over {} bytes or rows over 2^30)", rows, cols, kMaxXBytes);
+  const cudaError_t attr = allow_smem<S>();
+  if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+  using D = typename S::D;
+  const Args a{w, cols / D::kBlockElems * D::kBlockBytes, (int)rows,
+               (int)(cols / D::kBlockElems * D::kTasksPerBlock), x, y, accumulate};
+  const int64_t npairs = (rows + 1) / 2;
+  const int cap = tune().grid_ctas_per_sm;
+  int64_t grid = (npairs + kWarps - 1) / kWarps;
+  if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * mvd::sm_count_direct());
+  kernel<S><<<(unsigned)grid, kThreads, (size_t)(cols * 4), stream>>>(a);
+  CUDA_TRY_LAUNCH("matvec_smem", stream);
+  return {};
+}
+
+}  // namespace mvs
+}  // namespace ds::cuda
