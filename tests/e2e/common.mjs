@@ -106,7 +106,18 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
 
 // One request; resolves { status, headers, body (string), json (parsed or null) }. Never rejects on
 // an HTTP status; rejects on transport errors or after timeoutMs.
-export function httpRequest(url, { method = 'GET', headers = {}, body = null, timeoutMs = 300000 } = {}) {
+// A request on a reused keep-alive socket can race the server closing that idle socket (the abuse test's
+// server closes idle connections after its 2 s --timeout): Node then reports ECONNRESET ("socket hang up")
+// with req.reusedSocket set. That request never reached the server, so it is sent again once, as Node's
+// documentation advises.
+export function httpRequest(url, opts = {}, retried = false) {
+  return httpRequestOnce(url, opts).catch((e) => {
+    if (!retried && e.reusedSocket && e.code === 'ECONNRESET') return httpRequest(url, opts, true);
+    throw e;
+  });
+}
+
+function httpRequestOnce(url, { method = 'GET', headers = {}, body = null, timeoutMs = 300000 } = {}) {
   return new Promise((resolve, reject) => {
     const data = body === null ? null : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
     const h = { ...headers };
@@ -126,7 +137,7 @@ export function httpRequest(url, { method = 'GET', headers = {}, body = null, ti
       res.on('error', reject);
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
-    req.on('error', reject);
+    req.on('error', (e) => { e.reusedSocket = req.reusedSocket; reject(e); });
     if (data) req.write(data);
     req.end();
   });
@@ -137,7 +148,14 @@ export function httpRequest(url, { method = 'GET', headers = {}, body = null, ti
 //   text, reasoning, finish, usage, tAt (ms since the request, per event that carried text),
 //   tHeaders (ms to the response headers) }.
 // `onEvent(ev, r)` may call r.drop() to close the connection mid-stream (resolves then).
-export function streamRequest(url, body, { headers = {}, timeoutMs = 300000, onEvent = null } = {}) {
+export function streamRequest(url, body, opts = {}, retried = false) {
+  return streamRequestOnce(url, body, opts).catch((e) => {  // see httpRequest: the keep-alive race
+    if (!retried && e.reusedSocket && e.code === 'ECONNRESET' && !e.gotResponse) return streamRequest(url, body, opts, true);
+    throw e;
+  });
+}
+
+function streamRequestOnce(url, body, { headers = {}, timeoutMs = 300000, onEvent = null } = {}) {
   return new Promise((resolve, reject) => {
     const data = Buffer.from(JSON.stringify({ ...body, stream: true }));
     const t0 = performance.now();
@@ -191,7 +209,12 @@ export function streamRequest(url, body, { headers = {}, timeoutMs = 300000, onE
       res.on('close', () => { if (r.dropped) resolve(r); });
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
-    req.on('error', (err) => (r.dropped ? resolve(r) : reject(err)));
+    req.on('error', (err) => {
+      if (r.dropped) return resolve(r);
+      err.reusedSocket = req.reusedSocket;
+      err.gotResponse = r.status !== 0;
+      reject(err);
+    });
     r.drop = () => { r.dropped = true; req.destroy(); };
     req.write(data);
     req.end();
