@@ -8,7 +8,7 @@
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
 // Usage: mvb_bench [check | time | timeq]   (no argument: check, then time)
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s;
-//   also the FMA kernel (matvec_batched_fma.cuh) for comparison.
+//   also the FMA tile kernel (matvec_kernel.cuh) for comparison.
 #include <cuda_runtime.h>
 #include <execinfo.h>
 #include <csignal>
@@ -24,7 +24,7 @@
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "cuda/matvec.h"
-#include "cuda/matvec_batched_fma.cuh"
+#include "cuda/matvec_kernel.cuh"
 #include "quant/quant.h"
 
 using namespace ds;
@@ -182,13 +182,13 @@ static void run_timing(bool with_fma) {
           if (path == 1 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           auto call = [&] {
             if (path == 0) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
-            const cuda::mvb::MvArgs a{(const uint8_t*)dw, 0, s.rows, s.cols, dx, dy, B, 0, 0, false};
+            const cuda::mv::MvArgs a{(const uint8_t*)dw, 0, s.rows, s.cols, dx, dy, B, 0, 0, false};
             switch (t) {
 #define DS_CASE(T) \
-  case GgmlType::T: return cuda::mvb::launch<cuda::qt::QuantTraits<GgmlType::T>, true>(t, a, nullptr);
+  case GgmlType::T: return cuda::mv::launch<cuda::qt::QuantTraits<GgmlType::T>, true>(t, a, nullptr);
               DS_CUDA_FOR_EACH_TYPE(DS_CASE)
 #undef DS_CASE
-              default: return cuda::mvb::launch<cuda::qt::QuantTraits<GgmlType::F32>, true>(t, a, nullptr);
+              default: return cuda::mv::launch<cuda::qt::QuantTraits<GgmlType::F32>, true>(t, a, nullptr);
             }
           };
           ST(call());

@@ -8,7 +8,7 @@ set -u
 O=${OUT:-/tmp/mvb_out}; mkdir -p "$O"; S=$O/summary.txt; : > "$S"
 B=$(mktemp -d)
 F="-O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -DFMT_USE_CONSTEXPR=1 -DFMT_CONSTEVAL= -DFMT_HEADER_ONLY -I src"
-V="b3: b2:-DDS_MMA_TERMS=2 xs3:-DDS_MMA_XSMEM=1 xs2:-DDS_MMA_XSMEM=1,-DDS_MMA_TERMS=2 b3pf0:-DDS_MMA_PF=0 b3want8:-DDS_MMA_WANT=8 b3w8:-DDS_MMA_WARPS=8 xs3want1:-DDS_MMA_XSMEM=1,-DDS_MMA_WANT=1 xs3mt2:-DDS_MMA_XSMEM=1,-DDS_MMA_MT1_MAX_BATCH=8"
+V="b3: b2:-DDS_MMA_TERMS=2 b3pf0:-DDS_MMA_PF=0 b3mt2:-DDS_MMA_MT1_MAX_BATCH=8"
 for v in $V; do n=${v%%:*}; d=${v#*:}; nvcc $F ${d//,/ } -c src/cuda/matvec_batched.cu -o $B/mb_$n.o 2>> $B/build.txt & done
 nvcc $F -c src/cuda/matvec.cu -o $B/matvec.o 2>> $B/build.txt &
 nvcc $F -c bench/cuda/matvec_batched_bench_standalone.cu -o $B/bench.o 2>> $B/build.txt &

@@ -34,6 +34,9 @@ cudaError_t launch_status(cudaStream_t stream);
 // Number of CUDA devices usable now (0 when there is no driver or no GPU; never an error).
 int device_count();
 
+// Multiprocessors of the current device, read once (132 if the query fails): kernels size their grids by it.
+int sm_count();
+
 struct DeviceInfo {
   int id = 0;
   std::string name;

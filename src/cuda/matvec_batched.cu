@@ -1,8 +1,8 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
 // Block-quantized, BF16 and F16 weights go to the tensor-core kernel (matvec_mma.cuh: integer codes
 // as bf16 times x split into bf16 terms, fp32 accumulation, near-fp32 accuracy); F32 weights and
-// F16/BF16 rows whose length is not a multiple of 16 use the FMA kernel (matvec_batched_fma.cuh).
-#include "cuda/matvec_batched_fma.cuh"
+// F16/BF16 rows whose length is not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).
+#include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
 
 #include <tuple>
@@ -12,10 +12,10 @@ namespace {
 
 Status fma_path(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                 cudaStream_t stream, bool accumulate) {
-  const mvb::MvArgs a{static_cast<const uint8_t*>(w), 0, rows, cols, x, y, batch, 0, 0, accumulate};
+  const mv::MvArgs a{static_cast<const uint8_t*>(w), 0, rows, cols, x, y, batch, 0, 0, accumulate};
   switch (type) {
 #define DS_CASE(T) \
-  case GgmlType::T: return mvb::launch<qt::QuantTraits<GgmlType::T>, true>(type, a, stream);
+  case GgmlType::T: return mv::launch<qt::QuantTraits<GgmlType::T>, true>(type, a, stream);
     DS_CUDA_FOR_EACH_TYPE(DS_CASE)
 #undef DS_CASE
     default:

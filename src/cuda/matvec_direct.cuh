@@ -23,6 +23,7 @@
 
 #include <cstdint>
 
+#include "cuda/cuda_util.h"
 #include "cuda/quant_traits.cuh"
 
 namespace ds::cuda {
@@ -342,19 +343,6 @@ inline Tune& tune() {
   return t;
 }
 
-inline int sm_count_direct() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return n;
-}
-
 // Checks done by the caller (matvec.cu): rows, cols > 0, cols % kBlockElems == 0, alignment of w / x / y.
 template <class D>
 Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
@@ -368,7 +356,7 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
   const int kr = tn.rows_per_group == 2 ? 2 : 4;
   const int64_t wrows = (int64_t)kr * (32 / a.lpr);
   const int64_t n_warps = (rows + wrows - 1) / wrows;
-  const int64_t want = (int64_t)sm_count_direct() * tn.warps_per_sm;
+  const int64_t want = (int64_t)sm_count() * tn.warps_per_sm;
   while (a.ks < tn.ks_max && a.ks < kWarps && n_warps * a.ks < want && a.tasks >= 2 * a.ks * a.lpr) a.ks *= 2;
   const int64_t per_cta = kWarps / a.ks;
   const unsigned grid = (unsigned)((n_warps + per_cta - 1) / per_cta);

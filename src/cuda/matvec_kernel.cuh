@@ -223,19 +223,6 @@ __global__ void __launch_bounds__(kThreads, 2) matvec_kernel(const MvArgs a) {
   }
 }
 
-inline int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return n;
-}
-
 template <class QT, bool kBatched>
 Status launch(GgmlType type, MvArgs a, cudaStream_t stream) {
   if (a.rows <= 0 || a.cols <= 0) return cu_err("cuda matvec: empty matrix [{}, {}]", a.rows, a.cols);

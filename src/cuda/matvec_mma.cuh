@@ -22,7 +22,8 @@
 // Measured with the earlier atomics split (H200, bench/cuda/matvec_batched_bench_standalone.cu): error vs dot_row
 // max 1.6e-7 of sum|w x| (rms 2e-8) with 3 terms, max 1.6e-6 (rms 4e-7) with 2 terms. Q4_K
 // [12288 x 4096]: 64 us at B = 8, 98 us at B = 32, 150 us at B = 64 (43 TFLOP/s; the FMA kernel:
-// 264 / 963 / 1866 us). Latency-bound, far from tensor-core peak: see DS_MMA_XSMEM and the report.
+// 264 / 963 / 1866 us). Latency-bound, far from tensor-core peak (next: x split once per CTA into shared memory, staged
+// weight tiles; see bench/cuda/NOTES.md).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -40,14 +41,8 @@ namespace mma {
 #ifndef DS_MMA_WARPS
 #define DS_MMA_WARPS 4
 #endif
-#ifndef DS_MMA_WANT
-#define DS_MMA_WANT 4
-#endif
 #ifndef DS_MMA_PF
 #define DS_MMA_PF 1024  // L2 prefetch distance per row in bytes (0: off)
-#endif
-#ifndef DS_MMA_XSMEM
-#define DS_MMA_XSMEM 0  // 1: matvec_mma_xs_kernel (x split once per CTA into shared memory)
 #endif
 #ifndef DS_MMA_MT1_MAX_BATCH
 #define DS_MMA_MT1_MAX_BATCH 16
@@ -287,7 +282,7 @@ struct Args {
   int64_t rows, cols, row_bytes, blocks;  // blocks per row (decoder blocks)
   const float* x;
   float* y;
-  int batch, ks;  // ks column slices (gridDim.y); > 1 adds with atomics
+  int batch;
   bool accumulate;
 };
 
@@ -454,204 +449,11 @@ __global__ void __launch_bounds__(kThreads) matvec_mma_kernel(const Args a) {
     }
 }
 
-// ---- variant: x split once per CTA into shared memory (DS_MMA_XSMEM=1; not yet measured) -----------
-// Per stage of kXsElems columns the CTA loads X[0..8·nt)[stage] once (coalesced float4), splits it
-// into kTerms bf16 terms and stores them in fragment order (xs[term][n][chunk][lane] = the uint2
-// b0b1/b2b3 of lane `lane` for n-tile n and chunk `chunk`), plus each 16-column chunk's sum per batch
-// row (for the min term). Warps then read B fragments with one conflict-free 8-byte LDS each instead
-// of a global load + split per warp. Same decode, mma and epilogue as matvec_mma_kernel.
-constexpr int kXsElems = 128, kXsChunks = kXsElems / 16;
-constexpr size_t kXsBytes = (size_t)kTerms * 8 * kXsChunks * 32 * 8 + (size_t)kXsChunks * 64 * 4;
-
-template <class D, int kMT>
-__global__ void __launch_bounds__(kThreads) matvec_mma_xs_kernel(const Args a) {
-  static_assert(kXsElems % D::kStepElems == 0, "a stage holds whole steps");
-  constexpr int kGC = D::kChunks / D::kGroups;
-  extern __shared__ __align__(16) uint8_t s_dyn[];
-  uint2* xs = reinterpret_cast<uint2*>(s_dyn);                                      // [kTerms][8][kXsChunks][32]
-  float* xsum = reinterpret_cast<float*>(s_dyn + (size_t)kTerms * 8 * kXsChunks * 32 * 8);  // [kXsChunks][64]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
-  const int nt = (a.batch + 7) >> 3;
-  const int64_t row0 = ((int64_t)blockIdx.x * kWarps + warp) * 16 * kMT;
-  const bool active = row0 < a.rows;  // inactive warps still fill shared memory
-  const int64_t e_beg = a.blocks * blockIdx.y / a.ks * D::kBlockElems;
-  const int64_t e_end = a.blocks * (blockIdx.y + 1) / a.ks * D::kBlockElems;
-
-  const uint8_t* wrow[kMT][2];
-#pragma unroll
-  for (int m = 0; m < kMT; m++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int64_t r = row0 + 16 * m + 8 * h + g;
-      wrow[m][h] = a.w + (r < a.rows ? r : a.rows - 1) * a.row_bytes;
-    }
-  float acc[kMT][8][4];
-#pragma unroll
-  for (int m = 0; m < kMT; m++)
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) acc[m][n][i] = 0.f;
-
-  for (int64_t e = e_beg; e < e_end; e += kXsElems) {
-    __syncthreads();  // the previous stage has been consumed
-    // Fill: item i -> t = i % 4, g = i / 4 % 8, chunk = i / 32 % kXsChunks, n-tile = i / (32 kXsChunks).
-    for (int i = threadIdx.x; i < nt * 32 * kXsChunks; i += kThreads) {
-      const int ft = i & 3, fg = (i >> 2) & 7, fc = (i >> 5) % kXsChunks, fn = i / (32 * kXsChunks);
-      const int b = 8 * fn + fg;
-      const int64_t col = e + 16 * fc + 4 * ft;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (b < a.batch && col < e_end) v = __ldg(reinterpret_cast<const float4*>(a.x + (int64_t)b * a.cols + col));
-      uint32_t p0[kTerms], p1[kTerms];
-      split_pair(v.x, v.y, p0);
-      split_pair(v.z, v.w, p1);
-#pragma unroll
-      for (int k = 0; k < kTerms; k++)
-        xs[((k * 8 + fn) * kXsChunks + fc) * 32 + 4 * fg + ft] = make_uint2(p0[k], p1[k]);
-      if constexpr (D::kHasMin) {  // the 4 lanes of one (b, chunk) are lanes 4 fg .. 4 fg + 3 of this warp
-        float sum = (v.x + v.y) + (v.z + v.w);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (ft == 0) xsum[fc * 64 + b] = sum;
-      }
-    }
-    __syncthreads();
-    if (!active) continue;
-    const int64_t e_stop = e + kXsElems < e_end ? e + kXsElems : e_end;
-#pragma unroll 1
-    for (int64_t es = e; es < e_stop; es += D::kStepElems) {
-      const int64_t kb = es / D::kBlockElems;
-      const int s = (int)(es % D::kBlockElems) / D::kStepElems;
-      const int cs = (int)(es - e) / 16;  // first stage chunk of this step
-      uint32_t af[kMT][D::kChunks][D::kAT][4];
-      float sc[kMT][2][D::kGroups], mn[kMT][2][D::kGroups];
-#pragma unroll
-      for (int m = 0; m < kMT; m++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          uint32_t q[D::kChunks][D::kAT][2];
-          D::decode(wrow[m][h] + kb * D::kBlockBytes, s, t, q, sc[m][h], mn[m][h]);
-#pragma unroll
-          for (int c = 0; c < D::kChunks; c++)
-#pragma unroll
-            for (int at = 0; at < D::kAT; at++) {
-              af[m][c][at][h] = q[c][at][0];
-              af[m][c][at][2 + h] = q[c][at][1];
-            }
-        }
-#pragma unroll
-      for (int n = 0; n < 8; n++) {
-        if (n >= nt) break;
-        uint32_t bt[D::kChunks][kTerms][2];
-#pragma unroll
-        for (int c = 0; c < D::kChunks; c++)
-#pragma unroll
-          for (int k = 0; k < kTerms; k++) {
-            const uint2 v = xs[((k * 8 + n) * kXsChunks + cs + c) * 32 + lane];
-            bt[c][k][0] = v.x;
-            bt[c][k][1] = v.y;
-          }
-        float s0[D::kGroups], s1[D::kGroups];
-        if constexpr (D::kHasMin) {
-#pragma unroll
-          for (int j = 0; j < D::kGroups; j++) {
-            s0[j] = 0.f;
-            s1[j] = 0.f;
-#pragma unroll
-            for (int cc = 0; cc < kGC; cc++) {
-              const float2 v = *reinterpret_cast<const float2*>(xsum + (cs + j * kGC + cc) * 64 + 8 * n + 2 * t);
-              s0[j] += v.x;
-              s1[j] += v.y;
-            }
-          }
-        }
-#pragma unroll
-        for (int m = 0; m < kMT; m++) {
-          if constexpr (D::kNoScale) {
-#pragma unroll
-            for (int at = 0; at < D::kAT; at++)
-#pragma unroll
-              for (int k = 0; k < kTerms; k++) {
-                if (at > 0 && k == kTerms - 1) continue;
-                mma_bf16(acc[m][n], af[m][0][at], bt[0][k][0], bt[0][k][1]);
-              }
-          } else {
-#pragma unroll
-            for (int j = 0; j < D::kGroups; j++) {
-              float c4[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-              for (int cc = 0; cc < kGC; cc++)
-#pragma unroll
-                for (int k = 0; k < kTerms; k++)
-                  mma_bf16(c4, af[m][j * kGC + cc][0], bt[j * kGC + cc][k][0], bt[j * kGC + cc][k][1]);
-              acc[m][n][0] = fmaf(sc[m][0][j], c4[0], acc[m][n][0]);
-              acc[m][n][1] = fmaf(sc[m][0][j], c4[1], acc[m][n][1]);
-              acc[m][n][2] = fmaf(sc[m][1][j], c4[2], acc[m][n][2]);
-              acc[m][n][3] = fmaf(sc[m][1][j], c4[3], acc[m][n][3]);
-              if constexpr (D::kHasMin) {
-                acc[m][n][0] = fmaf(-mn[m][0][j], s0[j], acc[m][n][0]);
-                acc[m][n][1] = fmaf(-mn[m][0][j], s1[j], acc[m][n][1]);
-                acc[m][n][2] = fmaf(-mn[m][1][j], s0[j], acc[m][n][2]);
-                acc[m][n][3] = fmaf(-mn[m][1][j], s1[j], acc[m][n][3]);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  if (!active) return;
-#pragma unroll
-  for (int m = 0; m < kMT; m++)
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-      if (n >= nt) break;
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const int64_t r = row0 + 16 * m + 8 * (i / 2) + g;
-        const int b = 8 * n + 2 * t + (i % 2);
-        if (r >= a.rows || b >= a.batch) continue;
-        float* yp = a.y + (int64_t)b * a.rows + r;
-        if (a.ks > 1) atomicAdd(yp, acc[m][n][i]);
-        else *yp = a.accumulate ? *yp + acc[m][n][i] : acc[m][n][i];
-      }
-    }
-}
-
-inline int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return n;
-}
-
 template <class D, int kMT>
 Status launch_mt(Args a, cudaStream_t stream) {
-#if DS_MMA_XSMEM
-  const int64_t rows_per_cta = 16 * kMT * kWarps;
-  const int64_t grid_x = (a.rows + rows_per_cta - 1) / rows_per_cta;
-  // Column slices until the grid covers the GPU a few times over; slices add with atomics.
-  const int64_t want = (int64_t)sm_count() * (a.batch <= 16 ? 2 * DS_MMA_WANT : DS_MMA_WANT);
-  a.ks = 1;
-  while (grid_x * a.ks < want && a.blocks / (a.ks * 2) >= 2 && a.ks < 64) a.ks *= 2;
-  if (a.ks > 1 && !a.accumulate)
-    CUDA_TRY(cudaMemsetAsync(a.y, 0, (size_t)a.batch * a.rows * sizeof(float), stream));
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(matvec_mma_xs_kernel<D, kMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kXsBytes);
-  CUDA_TRY(attr);
-  matvec_mma_xs_kernel<D, kMT><<<dim3((unsigned)grid_x, (unsigned)a.ks), kThreads, kXsBytes, stream>>>(a);
-#else
   // One CTA per row tile of 16·kMT rows; its warps split the columns (see the file comment).
   const int64_t grid_x = (a.rows + 16 * kMT - 1) / (16 * kMT);
   matvec_mma_kernel<D, kMT><<<(unsigned)grid_x, kThreads, 0, stream>>>(a);
-#endif
   CUDA_TRY_LAUNCH("matvec_batched (mma)", stream);
   return {};
 }
@@ -669,7 +471,7 @@ Status launch(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
     return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
   if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
   Args a{static_cast<const uint8_t*>(w), rows, cols, cols / D::kBlockElems * D::kBlockBytes,
-         cols / D::kBlockElems, x, y, batch, 1, accumulate};
+         cols / D::kBlockElems, x, y, batch, accumulate};
   if (batch <= DS_MMA_MT1_MAX_BATCH) return launch_mt<D, 1>(a, stream);
   return launch_mt<D, 2>(a, stream);
 }

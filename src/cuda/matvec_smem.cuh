@@ -211,7 +211,7 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
   const int64_t npairs = (rows + 1) / 2;
   const int cap = tune().grid_ctas_per_sm;
   int64_t grid = (npairs + kWarps - 1) / kWarps;
-  if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * mvd::sm_count_direct());
+  if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * sm_count());
   kernel<S><<<(unsigned)grid, kThreads, (size_t)(cols * 4), stream>>>(a);
   CUDA_TRY_LAUNCH("matvec_smem", stream);
   return {};
