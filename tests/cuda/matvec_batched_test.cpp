@@ -1,7 +1,7 @@
 // cuda::matvec_batched vs the CPU oracle ds::quant::dot_row, per type and per batch row, for
 // B in {2, 7, 8, 33, 64} (a partial 8-column tile, exactly one tile, 4 tiles + 1 column, 8 tiles), rows
 // that are not a multiple of the 16-row tensor-core tile, rows shorter than one warp's tile, long rows
-// split over column slices (atomics), and accumulate = true. Error metric per output:
+// split over the warps of a CTA, and accumulate = true; and run-to-run bit-identical results. Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bound 1e-5 for every type. The tensor-core path (matvec_mma.cuh) splits x into 3 bf16 terms (24
 // significant bits, as fp32) and multiplies exact integer codes, so only the fp32 summation order
@@ -106,7 +106,7 @@ TEST(CudaMatvecBatched, Accumulate) {
   uint64_t seed = 5000;
   for (GgmlType t : test::cuda_types())
     for (int batch : {7, 64})
-      for (const Case& c : {Case{301, 2048, "301 rows"}, Case{21, 17408, "column slices add atomically"}}) {
+      for (const Case& c : {Case{301, 2048, "301 rows"}, Case{21, 17408, "long rows, column slices per warp"}}) {
         std::string where;
         const double e = run_case(t, c, batch, true, seed += 3, where);
         EXPECT_LE(e, kTol) << ggml_type_name(t) << " accumulate [" << c.rows << " x " << c.cols << "] B "
@@ -128,6 +128,30 @@ TEST(CudaMatvecBatched, BatchOneIsMatvec) {
   ASSERT_TRUE(cuda::matvec(t, dw.data(), rows, cols, dx.as<float>(), d1->as<float>(), nullptr).ok());
   ASSERT_TRUE(cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), d2->as<float>(), 1, nullptr).ok());
   EXPECT_EQ(test::to_host<float>(*d1, rows), test::to_host<float>(*d2, rows));
+}
+
+// The same inputs give the same bits on every call (no atomics in the reduction): greedy decoding of a
+// batch must be reproducible.
+TEST(CudaMatvecBatched, RunToRunIdentical) {
+  DS_REQUIRE_GPU();
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    const int64_t rows = 333, cols = 12288;
+    const int batch = 33;
+    const auto w = test::random_weights(t, rows * cols, 21);
+    const auto x = test::random_floats(batch * cols, 22);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(batch * rows * 4);
+    ASSERT_TRUE(dy.ok());
+    std::vector<float> first;
+    for (int rep = 0; rep < 5; rep++) {
+      ASSERT_TRUE(cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), batch, nullptr).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto y = test::to_host<float>(*dy, batch * rows);
+      if (rep == 0) first = y;
+      else EXPECT_EQ(y, first) << ggml_type_name(t) << " repetition " << rep;
+    }
+  }
 }
 
 TEST(CudaMatvecBatched, RejectsBadBatch) {
