@@ -22,6 +22,7 @@
 
 #include "command.h"
 #include "core/log.h"
+#include "backend_options.h"
 #include "engine/backend_factory.h"
 #include "git_sha.h"
 #include "model/qwen35.h"
@@ -34,11 +35,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct BenchArgs {
-  std::string model, backend = "cpu";
+struct BenchArgs : ds::app::BackendOptions {
+  std::string model;
   std::vector<int> n_prompt{512}, n_gen{128};
   int reps = 3, threads = 0;
-  bool json = false, no_warmup = false, precise = false;
+  bool json = false, no_warmup = false;
   uint64_t seed = 1234;
 };
 
@@ -316,14 +317,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-r,--repetitions", a->reps, "Runs per test (after one warm-up)")->capture_default_str();
   app.add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", a->backend,
-                 "Compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto (cuda "
-                 "when this build has CUDA and a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  app.add_flag("--precise", a->precise,
-               "cuda: prefill in fp32 everywhere (2e-3 of the reference) instead of the default fast mode "
-               "(tensor-core inputs, 0.02); the cpu backend is fp32 everywhere (mode fp32), fast = precise there");
+  ds::app::add_backend_options(app, *a, /*with_graphs=*/false);
   app.add_option("--seed", a->seed, "Seed of the random token ids")->capture_default_str();
   app.add_flag("--json", a->json,
                "One JSON line per test on stdout (tokens_per_s = median, min, max, stddev, commit, device, ...)");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "command.h"
+#include "backend_options.h"
 #include "engine/backend_factory.h"
 #include "model/qwen35.h"
 #if DS_HAVE_CUDA
@@ -43,9 +44,9 @@ ds::Result<std::vector<int32_t>> read_token_ids(const std::string& path) {
   return ids;
 }
 
-struct Options {
-  std::string model, tokens_file, out, backend = "cpu";
-  bool no_graphs = false, precise = false, reference = false;
+struct Options : ds::app::BackendOptions {
+  std::string model, tokens_file, out;
+  bool reference = false;
   int64_t decode_from = -1;
   int threads = 0;
 };
@@ -154,18 +155,10 @@ ds::app::RunFn setup(CLI::App& app) {
                  "process the first K tokens as one prefill (chunked delta rule) and the rest one at a time "
                  "(recurrent rule); default: all tokens as one prefill")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", o->backend,
-                 "compute backend: cpu (fp32), cuda (the GPU; an error without one), or auto "
-                 "(cuda when this build has CUDA and a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  app.add_flag("--precise", o->precise,
-               "cuda: prefill in fp32 everywhere (within 2e-3 of the fp32 reference) instead of the default fast "
-               "mode (tensor-core inputs, within 0.02); the cpu backend is fp32 everywhere, fast = precise there");
+  ds::app::add_backend_options(app, *o);
   app.add_flag("--reference", o->reference,
                "cpu: run the plain one-function-per-op reference ops (the specification, slow) instead of their "
                "blocked/vectorized twins (same fp32 math, different summation order)");
-  app.add_flag("--no-graphs", o->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
   app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   return [o] { return run(*o); };
 }

@@ -17,6 +17,7 @@
 #include "chat/chat_template.h"
 #include "command.h"
 #include "core/log.h"
+#include "backend_options.h"
 #include "engine/backend_factory.h"
 #include "model/qwen35.h"
 #if DS_HAVE_CUDA
@@ -30,10 +31,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;
 
-struct RunArgs {
-  std::string model, prompt, prompt_file, system, backend = "cpu";
+struct RunArgs : ds::app::BackendOptions {
+  std::string model, prompt, prompt_file, system;
   bool chat = false, think = false, no_think = false, interactive = false, ignore_eos = false, show_prompt = false;
-  bool precise = false, no_graphs = false;
   int n_predict = 128;
   int64_t ctx = 4096;
   int threads = 0;
@@ -411,15 +411,7 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-turn tokens");
   app.add_option("--ctx", a->ctx, "Context size in tokens (prompt + generation)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--threads", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", a->backend,
-                 "Compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto (cuda "
-                 "when this build has CUDA and a GPU is present, else cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
-      ->capture_default_str();
-  app.add_flag("--precise", a->precise,
-               "cuda: prefill in fp32 everywhere (the 2e-3 accuracy of the reference) instead of the default fast "
-               "mode (tensor-core inputs); the cpu backend is fp32 everywhere, fast = precise there");
-  app.add_flag("--no-graphs", a->no_graphs, "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
+  ds::app::add_backend_options(app, *a);
   app.add_flag("--show-prompt", a->show_prompt, "Print the prompt as the model sees it (after the template) on stderr");
   app.footer("Example: deltaserve run -m model.gguf --chat -p \"Hello! Who are you?\" -n 64 --temp 0.8 --seed 1");
   return [a] { return run(*a); };

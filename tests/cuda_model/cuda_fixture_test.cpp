@@ -17,6 +17,8 @@
 using namespace ds;
 
 namespace {
+using ds::test::compare_row;
+using ds::test::RowStats;
 constexpr double kMaxAbs = 2e-3;      // fixtures/README.md: the precise path's bound, every file and type, on CUDA too
 constexpr double kMaxAbsFast = 0.02;  // issue 6: the default (fast) prefill's bound on every fixture
 constexpr double kArgmaxMargin = 1e-2;
@@ -28,30 +30,6 @@ cuda::CudaModelOptions path_options(Path p) {
   o.precision = p == Path::kFast ? cuda::Precision::kFast : cuda::Precision::kPrecise;
   if (p == Path::kSteps) o.prefill_min_tokens = 1 << 30;
   return o;
-}
-
-struct RowStats {
-  double max_abs = 0;
-  int argmax_checked = 0;
-  double margin = kArgmaxMargin;
-};
-
-void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where) {
-  int64_t am_got = 0, am_ref = 0;
-  for (int64_t v = 0; v < V; v++) {
-    const double d = std::fabs((double)got[v] - ref[v]);
-    if (!(d <= s.max_abs)) s.max_abs = std::isnan(d) ? INFINITY : d;
-    if (got[v] > got[am_got]) am_got = v;
-    if (ref[v] > ref[am_ref]) am_ref = v;
-  }
-  float second = -INFINITY;
-  for (int64_t v = 0; v < V; v++)
-    if (v != am_ref) second = std::max(second, ref[v]);
-  if (ref[am_ref] - second > s.margin) {
-    s.argmax_checked++;
-    EXPECT_EQ(am_got, am_ref) << where << ": argmax differs from the reference (margin " << ref[am_ref] - second
-                              << ")";
-  }
 }
 
 // Prompt as one prefill (all rows), then generated[:-1] one decode step at a time.

@@ -9,7 +9,7 @@
 //   DS_BIN=build/apps/deltaserve node tests/e2e/abuse_test.mjs
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { fixture, httpRequest, metric, startServer, stopServer, streamRequest } from './common.mjs';
+import { fixture, httpRequest, metric, rawPost, rawRequest, rawStatus, startServer, stopServer, streamRequest } from './common.mjs';
 
 const KEY = 'abuse-key';
 const TIMEOUT_S = 2;  // --timeout: a stalled socket read or write
@@ -68,21 +68,10 @@ async function normalRequestWorks() {
   assert.equal(r.json.usage.completion_tokens <= 3, true);
 }
 
-// Raw bytes over a socket; resolves the response text once the server closes (or after readMs).
-function raw(bytes, { readMs = 5000 } = {}) {
-  return new Promise((resolve) => {
-    const s = net.connect(srv.port, '127.0.0.1');
-    let out = Buffer.alloc(0);
-    s.on('data', (d) => { out = Buffer.concat([out, d]); });
-    s.on('error', () => {});
-    s.on('close', () => resolve(out.toString('latin1')));
-    s.write(bytes);
-    setTimeout(() => s.destroy(), readMs);
-  });
-}
+const raw = (bytes, opts) => rawRequest(srv.port, bytes, opts);
 // The status and JSON body of a raw HTTP response.
 function parseRaw(resp) {
-  const status = Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);
+  const status = rawStatus(resp);
   const head = resp.slice(0, resp.indexOf('\r\n\r\n'));
   const body = resp.slice(resp.indexOf('\r\n\r\n') + 4);
   let json = null;
@@ -90,11 +79,7 @@ function parseRaw(resp) {
   const ct = (head.match(/^Content-Type: (.*)$/mi) || [])[1];
   return { status, body, json, headers: { 'content-type': ct } };
 }
-const rawPost = (path, body, extra = '') => {
-  const b = Buffer.isBuffer(body) ? body : Buffer.from(body);
-  return Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
-    `Content-Type: application/json\r\nContent-Length: ${b.length}\r\nConnection: close\r\n${extra}\r\n`), b]);
-};
+const post_ = (path, body, extra = '') => rawPost(path, body, KEY, extra);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 await test('malformed JSON is 400', async () => {
@@ -134,7 +119,7 @@ await test('unknown fields are accepted and ignored', async () => {
 
 await test('huge bodies are 413 (chunked ones 411)', async () => {
   // Over --max-body-mb 1, declared in Content-Length.
-  expectError(parseRaw(await raw(rawPost('/v1/completions', JSON.stringify({ prompt: 'x'.repeat(2 << 20) })))), 413,
+  expectError(parseRaw(await raw(post_('/v1/completions', JSON.stringify({ prompt: 'x'.repeat(2 << 20) })))), 413,
               { code: 'payload_too_large' });
   // A chunked body (no Content-Length) is refused before it is read: cpp-httplib would read it
   // without a size limit. The body is kept small so that the client has sent it all before the answer

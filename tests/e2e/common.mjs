@@ -2,6 +2,7 @@
 // read the port it prints, stop it. Only 127.0.0.1 is ever contacted.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -228,3 +229,26 @@ export async function metric(url, name) {
   const m = t.match(new RegExp(`^${esc} (\\S+)$`, 'm'));
   return m ? Number(m[1]) : NaN;
 }
+
+// ---- raw sockets (requests no HTTP client library would send) ----
+// Writes `bytes` to 127.0.0.1:port; resolves the response text once the server closes (or after readMs).
+export function rawRequest(port, bytes, { readMs = 5000 } = {}) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    let out = Buffer.alloc(0);
+    s.on('data', (d) => { out = Buffer.concat([out, d]); });
+    s.on('error', () => {});
+    s.on('close', () => resolve(out.toString('latin1')));
+    s.write(bytes);
+    setTimeout(() => s.destroy(), readMs);
+  });
+}
+// A complete HTTP/1.1 POST (Connection: close) with a JSON content type, `key` as the bearer token and
+// `extra` header lines; `body` is a string or a Buffer (sent as is, however malformed).
+export function rawPost(path, body, key, extra = '') {
+  const b = Buffer.isBuffer(body) ? body : Buffer.from(body);
+  return Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${b.length}\r\nConnection: close\r\n${extra}\r\n`), b]);
+}
+// The status code of a raw HTTP response.
+export const rawStatus = (resp) => Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);

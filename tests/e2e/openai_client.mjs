@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import OpenAI from 'openai';
-import { collectChatStream, fixture, startServer, stopServer } from './common.mjs';
+import { collectChatStream, fixture, rawPost, rawRequest, rawStatus, startServer, stopServer } from './common.mjs';
 
 const KEY = 'e2e-key';
 const MODEL_FILE = process.env.DS_E2E_MODEL || fixture('models/tiny-sym/tiny-sym-q8_0.gguf');
@@ -152,23 +152,9 @@ await test('concurrent streams equal the same prompts run alone', async () => {
 });
 
 // ---- raw sockets ----
-function raw(bytes, { readMs = 3000 } = {}) {
-  return new Promise((resolve) => {
-    const s = net.connect(srv.port, '127.0.0.1');
-    let out = Buffer.alloc(0);
-    s.on('data', (d) => { out = Buffer.concat([out, d]); });
-    s.on('error', () => {});
-    s.on('close', () => resolve(out.toString('latin1')));
-    s.write(bytes);
-    setTimeout(() => s.destroy(), readMs);
-  });
-}
-function post(path, body, extra = '') {
-  const b = Buffer.isBuffer(body) ? body : Buffer.from(body);
-  return Buffer.concat([Buffer.from(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
-    `Content-Type: application/json\r\nContent-Length: ${b.length}\r\nConnection: close\r\n${extra}\r\n`), b]);
-}
-const status = (resp) => Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);
+const raw = (bytes) => rawRequest(srv.port, bytes, { readMs: 3000 });
+const post = (path, body, extra = '') => rawPost(path, body, KEY, extra);
+const status = rawStatus;
 
 await test('abuse: each gets its status while a stream keeps going', async () => {
   // A long stream runs throughout; it must finish intact.

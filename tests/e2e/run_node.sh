@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest entry of the stdlib-only node scripts here (abuse_test.mjs, load_test.mjs, serve_bench.mjs):
+# ctest entry of the stdlib-only node scripts here (abuse_test.mjs, load_test.mjs):
 #   run_node.sh SCRIPT [args]
 # Exit 77 (ctest: skipped) with a message when node or the fixture model is missing.
 set -uo pipefail

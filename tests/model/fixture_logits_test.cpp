@@ -11,34 +11,10 @@
 using namespace ds;
 
 namespace {
+using ds::test::compare_row;
+using ds::test::RowStats;
 constexpr double kMaxAbs = 2e-3;     // fixtures/README.md: the precise path's bound, every file and type
-constexpr double kArgmaxMargin = 1e-2;
 
-struct RowStats {
-  double max_abs = 0;
-  int argmax_checked = 0, argmax_bad = 0;
-};
-
-void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where) {
-  int64_t am_got = 0, am_ref = 0;
-  for (int64_t v = 0; v < V; v++) {
-    const double d = std::fabs((double)got[v] - ref[v]);
-    if (!(d <= s.max_abs)) s.max_abs = std::isnan(d) ? INFINITY : d;
-    if (got[v] > got[am_got]) am_got = v;
-    if (ref[v] > ref[am_ref]) am_ref = v;
-  }
-  float second = -INFINITY;
-  for (int64_t v = 0; v < V; v++)
-    if (v != am_ref) second = std::max(second, ref[v]);
-  if (ref[am_ref] - second > kArgmaxMargin) {
-    s.argmax_checked++;
-    if (am_got != am_ref) {
-      s.argmax_bad++;
-      ADD_FAILURE() << where << ": argmax " << am_got << ", reference " << am_ref << " (margin "
-                    << ref[am_ref] - second << ")";
-    }
-  }
-}
 }  // namespace
 
 class FixtureLogits : public ::testing::TestWithParam<std::tuple<std::string, CpuPath>> {};

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -56,6 +58,27 @@ std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
   }
   return out;
+}
+
+void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where) {
+  int64_t am_got = 0, am_ref = 0;
+  for (int64_t v = 0; v < V; v++) {
+    const double d = std::fabs((double)got[v] - ref[v]);
+    if (!(d <= s.max_abs)) s.max_abs = std::isnan(d) ? INFINITY : d;
+    if (got[v] > got[am_got]) am_got = v;
+    if (ref[v] > ref[am_ref]) am_ref = v;
+  }
+  float second = -INFINITY;
+  for (int64_t v = 0; v < V; v++)
+    if (v != am_ref) second = std::max(second, ref[v]);
+  if (ref[am_ref] - second > s.margin) {
+    s.argmax_checked++;
+    if (am_got != am_ref) {
+      s.argmax_bad++;
+      ADD_FAILURE() << where << ": argmax " << am_got << ", reference " << am_ref << " (margin "
+                    << ref[am_ref] - second << ")";
+    }
+  }
 }
 
 }  // namespace ds::test

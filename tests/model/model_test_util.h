@@ -30,4 +30,14 @@ ModelRef load_model_ref(const std::string& name);
 std::vector<float> teacher_forced_logits(const Qwen35Model& m, const ModelRef& r,
                                          CpuPath path = CpuPath::kFast);
 
+// Per-file comparison of logits rows against the reference: the largest |dlogit| seen, and the argmax
+// checked (a test failure naming `where` when it differs) on rows whose reference top-1 margin exceeds
+// `margin` (fixtures/README.md: 1e-2 for the fp32 paths).
+struct RowStats {
+  double max_abs = 0;
+  int argmax_checked = 0, argmax_bad = 0;
+  double margin = 1e-2;
+};
+void compare_row(const float* got, const float* ref, int64_t V, RowStats& s, const std::string& where);
+
 }  // namespace ds::test

@@ -1,0 +1,31 @@
+// The compute-backend options that logits, run and bench share (one wording, one check): --backend
+// cpu|cuda|auto, --precise (the CUDA prefill mode) and --no-graphs (CUDA decode without graph replay).
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace ds::app {
+
+struct BackendOptions {
+  std::string backend = "cpu";
+  bool precise = false;    // cuda: fp32 prefill instead of the fast tensor-core mode
+  bool no_graphs = false;  // cuda: launch each decode step's kernels instead of replaying a CUDA graph
+};
+
+// Adds --backend and --precise, and --no-graphs when with_graphs (bench times graphs only).
+inline void add_backend_options(CLI::App& app, BackendOptions& o, bool with_graphs = true) {
+  app.add_option("--backend", o.backend,
+                 "Compute backend: cpu (the fp32 reference), cuda (the GPU; an error without one), or auto (cuda "
+                 "when this build has CUDA and a GPU is present, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--precise", o.precise,
+               "cuda: prefill in fp32 everywhere (within 2e-3 of the fp32 reference) instead of the default fast "
+               "mode (tensor-core inputs, within 0.02); the cpu backend is fp32 everywhere, fast = precise there");
+  if (with_graphs)
+    app.add_flag("--no-graphs", o.no_graphs,
+                 "cuda: launch every decode step's kernels instead of replaying a CUDA graph");
+}
+
+}  // namespace ds::app
