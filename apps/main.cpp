@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "command.h"
+#include "git_sha.h"
 #include "core/log.h"
 
 namespace ds::app {
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
       "deltaserve: a Qwen3.5 (Gated DeltaNet hybrid) inference engine and OpenAI-compatible server.\n"
       "Run 'deltaserve <command> --help' for the options of a command."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "deltaserve 0.1.0");
+  app.set_version_flag("--version", "deltaserve 0.1.0 (commit " DS_GIT_SHA ")");
   auto& cmds = ds::app::commands();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
   ds::app::RunFn to_run;

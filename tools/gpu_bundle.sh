@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Packs what tools/gpu_model_check.sh needs on a GPU machine that has the CUDA runtime but none of Debian's
+# Packs what tools/gpu_full_check.sh needs on a GPU machine that has the CUDA runtime but none of Debian's
 # development packages: the built binaries (deltaserve, test_cuda_model, test_cuda if built), the shared
 # libraries they load that are not part of glibc or the NVIDIA driver (lib/), and the fixture models and
 # tokenizer vocabulary (fixtures/). Run here after building with CUDA; carry the folder (add it to
-# .git/info/exclude) and run: OUT=$OUT BIN_DIR=<folder> tools/gpu_model_check.sh
+# .git/info/exclude) and run: OUT=$OUT BIN_DIR=<folder> tools/gpu_full_check.sh
 # Usage: tools/gpu_bundle.sh [BUILD_DIR=build] [DEST=gpu-bundle]
 set -eu
 BUILD=${1:-build}

@@ -9,7 +9,10 @@
 #   MODELS   "size:type ..." to synthesize and bench (default: the performance.md table)
 #   TESTS    test binaries to run (default: test_cuda test_cuda_model test_cuda_prefill)
 #   PRECISE  1 (default) also times the precise prefill of every model
-# $OUT gets at most five files: tests.log, bench.log, bench.jsonl, breakdown.log, steps.log.
+#   SAN      1: compute-sanitizer memcheck + racecheck on the fixture models after the tests (default 0: slow)
+#   SERVE    1: the serving benchmark (tools/serve_bench.sh, python3) on the 9B Q4_K_M at the end (default 0)
+# $OUT gets at most seven files: tests.log, sanitizer.log, bench.log, bench.jsonl, breakdown.log, serve.jsonl,
+# steps.log.
 set -u
 cd "$(dirname "$0")/.."
 B=$(cd "${BIN_DIR:-gpu-bundle}" && pwd)
@@ -41,6 +44,21 @@ for t in $TESTS; do
   [ -x "$B/$t" ] && step "$t" 120 "$OUT/tests.log" "$B/$t" --gtest_brief=1
 done
 
+if [ "${SAN:-0}" = 1 ]; then
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  # One fixture end to end (all three prefill paths, graph-replayed decode), CPU vs CUDA dumps (every kernel with
+  # its debug outputs), batching, snapshots and the piece prefill.
+  F='AllFiles/CudaFixtureLogits.TeacherForced*/tiny_gqa_q4_k_m:Models/CudaVsCpuDumps.*:CudaState.*:CudaPrefill.*'
+  if [ -n "$CS" ]; then
+    step memcheck 240 "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 \
+      "$B/test_cuda_model" --gtest_brief=1 --gtest_filter="$F"
+    step racecheck 240 "$OUT/sanitizer.log" "$CS" --tool racecheck --racecheck-report hazard --error-exitcode 1 \
+      "$B/test_cuda_model" --gtest_brief=1 --gtest_filter="$F"
+  else
+    say "compute-sanitizer not found"
+  fi
+fi
+
 for m in $MODELS; do
   M=$(file_of "$m")
   while [ ! -e "$M.ok" ] && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 1; done
@@ -58,6 +76,12 @@ if [ "${PRECISE:-1}" = 1 ]; then
     M=$(file_of "$m"); [ -e "$M.ok" ] || continue
     step "precise $m" 90 "$OUT/bench.log" "$DS_BIN" bench -m "$M" --backend cuda -p 512,4096 -n 0 -r 2 --precise --json
   done
+fi
+if [ "${SERVE:-0}" = 1 ] && [ -e "$(file_of 9B:Q4_K_M).ok" ]; then
+  say "== serve_bench 9B:Q4_K_M"
+  DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 280 bash tools/serve_bench.sh "$(file_of 9B:Q4_K_M)" --budget-s 270 \
+    >> "$OUT/steps.log" 2>&1
+  say "== serve_bench rc=$?"
 fi
 grep -h '^{' "$OUT/bench.log" > "$OUT/bench.jsonl"
 say "done"

@@ -158,3 +158,12 @@ TEST_F(Cli, BenchWritesJsonLines) {
   EXPECT_NE(o.out.find("| model"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("pp8"), std::string::npos) << o.out;
 }
+
+// --version names the commit the binary was built from (bench results and serve_bench.py record it).
+TEST(CliVersion, NamesTheCommit) {
+  if (!bin()) GTEST_SKIP() << "DS_BIN not set (run through ctest)";
+  const Out o = ds_run("--version");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("deltaserve "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("(commit "), std::string::npos) << o.out;
+}

@@ -173,12 +173,13 @@ def run_clients(n_clients, n_requests, make_body, port, max_tokens, st):
         t.join()
 
 
-def git_commit():
+def binary_commit(binary):
+    """The commit the binary was built from (`deltaserve --version`: "deltaserve X (commit SHA)")."""
     try:
-        c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
-        return c + ("-dirty" if dirty else "")
-    except Exception:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+        m = re.search(r"\(commit (\S+)\)", out)
+        return m.group(1) if m else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
         return "unknown"
 
 
@@ -247,7 +248,7 @@ def main():
                                     capture_output=True, text=True).stdout.strip() or device
         except OSError:
             pass
-    commit = git_commit()
+    commit = binary_commit(binary)
     failures = 0
     r1 = lambda x: round(x, 1)
     r2 = lambda x: round(x, 2)
