@@ -17,9 +17,11 @@ grep -v '#include "cuda/matvec_direct.cuh"\|#pragma once' "$root/src/cuda/matvec
   sed -E -e 's/extern __shared__ float4 xs\[\];/float4* xs = emu_dyn_smem();/' \
     -e 's/kernel<S><<<\(unsigned\)grid, kThreads, \(size_t\)\(cols \* 4\), stream>>>\(a\);/emu_launch(kernel<S>, (unsigned)grid, kThreads, a);/' \
     -e 's/cudaFuncSetAttribute\(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, \(int\)kMaxXBytes\)/cudaSuccess/' \
+    -e 's/cudaFuncSetAttribute\(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax\)/cudaSuccess/' \
+    -e 's/kernel_async<S, N><<<\(unsigned\)grid, S::kAWarps \* 32, .*>>>\(a\);/emu_launch(kernel_async<S, N>, (unsigned)grid, S::kAWarps * 32, a);/' \
   > "$tmp/hdr_smem.inc"
 cuda=${CUDA_HOME:-/usr/local/cuda}
-g++ -std=c++20 -O1 -pthread -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
+g++ -std=c++20 -O1 -pthread -DDS_MATVEC_EMU -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
   "$root/bench/cuda/emu/matvec_direct_emu.cpp" "$root"/src/quant/*.cpp "$root/src/core/ggml_type.cpp" \
   "$root/src/cuda/cuda_util.cpp" -L"$cuda/lib64" -lcudart_static -ldl -lrt -o "$tmp/emu"
 "$tmp/emu"
