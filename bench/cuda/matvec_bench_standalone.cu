@@ -227,6 +227,7 @@ LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPe
     const cuda::mvs::Tune keep = cuda::mvs::tune();
     cuda::mvs::tune().grid_ctas_per_sm = grid_cap;
     cuda::mvs::tune().async_stages = async_stages;
+    cuda::mvs::tune().async_max_elems = -1;  // the ring kernel at every size when asked for
     auto st = cuda::mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
     cuda::mvs::tune() = keep;
     return st;

@@ -1,4 +1,6 @@
-// Batch-1 matrix-vector product (matvec.h). Q4_K and Q6_K go through the x-in-shared-memory kernel of
+// Batch-1 matrix-vector product (matvec.h) and its fused-input form matvec_fused (RMSNorm / SwiGLU in the
+// shared-memory kernels' prologue, else a transform kernel + the plain product).
+// Q4_K and Q6_K go through the x-in-shared-memory kernels of
 // matvec_smem.cuh or the direct-load kernel of matvec_direct.cuh (matvec_path()), Q8_0 through the
 // direct-load kernel; every other type through the
 // shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template). Thread mapping
@@ -77,8 +79,9 @@ __global__ void __launch_bounds__(kPreThreads) pre_kernel(const float* __restric
 
 // Q6_K: the fused (shared-memory) kernel unless the plain product would take the direct kernel and is
 // large enough that the shared-memory kernel's deficit there outweighs the saved launch (the 9B/27B
-// output heads: 430 vs 383 us measured, bench/cuda/NOTES.md).
-bool fuse_q6k(int64_t rows, int64_t cols) { return (rows >= 65536 && cols <= 2048) || rows * cols <= (int64_t)1 << 27; }
+// output heads: 425 vs 383 us; 27B ffn_down [5120 x 17408]: 49 vs 39 us; 9B ffn_down [4096 x 12288]:
+// 24.9 vs 24.8 us, where the saved launch wins; bench/cuda/NOTES.md).
+bool fuse_q6k(int64_t rows, int64_t cols) { return (rows >= 65536 && cols <= 2048) || rows * cols <= (int64_t)1 << 26; }
 
 template <GgmlType T, class D>
 Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
@@ -89,6 +92,8 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 }  // namespace
 
 MatvecPath matvec_path() { return path_ref(); }
+int matvec_async_stages() { return mvs::tune().async_stages; }
+void set_matvec_async_stages(int n) { mvs::tune().async_stages = n; }
 
 bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;

@@ -30,6 +30,10 @@ constexpr int kMatvecMaxBatch = 64;
 enum class MatvecPath { Auto, Direct, Smem };
 MatvecPath matvec_path();
 void set_matvec_path(MatvecPath p);
+// The shared-memory path's cp.async ring depth (matvec_smem.cuh kernel_async; 0: the register-pipeline
+// kernel only). Default 4, or DS_MATVEC_ASYNC; a hook for tests and A/B runs.
+int matvec_async_stages();
+void set_matvec_async_stages(int n);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);

@@ -1,5 +1,8 @@
 // Batch-1 matvec for Q4_K and Q6_K with the activations staged in shared memory (matvec.h; the
-// direct-load kernel of matvec_direct.cuh is the alternative, DS_MATVEC_PATH selects). Thread mapping:
+// direct-load kernel of matvec_direct.cuh is the alternative, DS_MATVEC_PATH selects). Two kernels:
+// kernel<S> (register pipeline, described here) and kernel_async<S, N> (cp.async ring + programmatic
+// dependent launch, described at its definition); launch() picks by type and size (Tune). Both can
+// apply an input transform while staging x (Pre: RMSNorm or SwiGLU, matvec_fused). kernel<S>'s mapping:
 //   - a CTA is 8 warps (256 threads), launched at most 2 per SM (<= 128 registers/thread, so >= 16
 //     warps per SM); the grid is min(ceil(rows / 16), 2 * #SMs) CTAs, each warp walks row pairs
 //     p = blockIdx.x * 8 + warp, p + 8 * gridDim.x, ... (rows 2p, 2p + 1; an odd last row re-reads
@@ -124,9 +127,24 @@ template <int N>
 inline void cp_wait() {}
 #endif
 
+// Programmatic dependent launch (sm_90): kernel_async is launched so that it may start while the kernel
+// before it finishes; it issues its first weight copies (weights never depend on earlier kernels), then
+// waits for the preceding grid to complete (grid_dep_wait: a no-op when launched without the
+// attribute) before touching x, y or anything else an earlier kernel writes. It lets the next kernel
+// start early (grid_dep_trigger) once its own x is staged, so the next product's weight stream fills
+// this one's tail.
+#if !defined(DS_MATVEC_EMU) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
+#else
+__device__ __forceinline__ void grid_dep_wait() {}
+__device__ __forceinline__ void grid_dep_trigger() {}
+#endif
+
 struct Q4KS {
   using D = mvd::Q4K;
   static constexpr bool kAsync = true;  // has the cp.async ring kernel (kernel_async)
+  static constexpr bool kAsyncAlways = false;  // only small products (Tune::async_max_elems), see launch()
   using Piece = uint4;
   static constexpr int kVec = 3;        // 16-byte pieces of one task of one row: header, two code chunks
   static constexpr int kAWarps = 16;    // warps of a kernel_async CTA
@@ -180,6 +198,7 @@ struct Q4KS {
 struct Q6KS {
   using D = mvd::Q6K;
   static constexpr bool kAsync = true;
+  static constexpr bool kAsyncAlways = true;  // faster than kernel<Q6KS> at every measured shape
   using Piece = uint2;
   // Pieces 2i, 2i + 1: the two aligned 8-byte words around piece i of D::load (ql, ql + 32, qh, scales;
   // the second only when the block is misaligned), piece 8: the aligned 4-byte word holding d.
@@ -305,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
 // warp decodes the current one, without holding them in registers. A lane reads back only the bytes it
 // copied itself, so cp.async.wait_group is the only synchronisation. Item order, decoding and the
 // reduction are kernel<S>'s.
-constexpr int kSmemMax = 227 * 1024;  // sm_90 dynamic shared memory per CTA
+constexpr int kSmemMax = 226 * 1024;  // dynamic shared memory per CTA (sm_90 allows 227 KB with the static part)
 
 template <class S>
 constexpr int ring_bytes_per_stage() { return S::kAWarps * 2 * S::kVec * 32 * (int)sizeof(typename S::Piece); }
@@ -336,8 +355,10 @@ __global__ void __launch_bounds__(S::kAWarps * 32, 1) kernel_async(const Args a)
     cp_commit();  // empty groups keep the group count uniform
   };
 #pragma unroll
-  for (int i = 0; i < kStages - 1; i++) issue(i);  // in flight during the x copy
+  for (int i = 0; i < kStages - 1; i++) issue(i);  // in flight during the x copy (and the previous kernel)
+  grid_dep_wait();
   stage_x<S, kAWarps * 32>(a, xs, T);
+  grid_dep_trigger();
   int p = blockIdx.x * kAWarps + warp, s = 0;
   if (p >= npairs) return;
 
@@ -385,12 +406,19 @@ namespace mvs {
 struct Tune {
   int grid_ctas_per_sm = kCtasPerSm;
   int async_stages = 4;  // kernel_async with at most this many ring slots (2..4) where it fits; 0: kernel<S>
+  bool pdl = true;       // launch kernel_async as a programmatic dependent of the previous kernel
+  // Q4_K takes kernel_async only for products of at most this many weights or rows of at most
+  // async_max_cols (H200, mvbench: faster on every 0.8B shape and 9B ssm_out [4096 x 4096], 2-37% slower
+  // than kernel<Q4KS> on the larger 9B / 27B products); -1: every size.
+  int64_t async_max_elems = (int64_t)1 << 24;
+  int64_t async_max_cols = 2048;
 };
 // DS_MATVEC_ASYNC=N sets async_stages (0: the register-pipeline kernel), for A/B runs of the whole model.
 inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_ASYNC")) d.async_stages = std::atoi(e);
+    if (const char* e = std::getenv("DS_MATVEC_PDL")) d.pdl = e[0] != '0';
     return d;
   }();
   return t;
@@ -417,7 +445,23 @@ Status launch_async(const Args& a, int64_t npairs, size_t x_bytes, cudaStream_t 
   const cudaError_t attr = allow_smem_async<S, N>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   const int64_t grid = std::min<int64_t>((npairs + S::kAWarps - 1) / S::kAWarps, sm_count());
-  kernel_async<S, N><<<(unsigned)grid, S::kAWarps * 32, x_bytes + (size_t)N * ring_bytes_per_stage<S>(), stream>>>(a);
+  const size_t smem = x_bytes + (size_t)N * ring_bytes_per_stage<S>();
+  if (tune().pdl) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(S::kAWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel_async<S, N>, a);
+    if (e != cudaSuccess) return cu_err("cuda matvec_smem_async: launch: {}", cudaGetErrorString(e));
+  } else {
+    kernel_async<S, N><<<(unsigned)grid, S::kAWarps * 32, smem, stream>>>(a);
+  }
   CUDA_TRY_LAUNCH("matvec_smem_async", stream);
   return {};
 }
@@ -438,13 +482,17 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
   const Args a{w, cols / D::kBlockElems * D::kBlockBytes, (int)rows,
                (int)(cols / D::kBlockElems * D::kTasksPerBlock), x, y, accumulate, pre, (int)cols};
   const int64_t npairs = (rows + 1) / 2;
+  const Tune& tn = tune();
+  const bool small = tn.async_max_elems < 0 || rows * cols <= tn.async_max_elems || cols <= tn.async_max_cols;
   if constexpr (S::kAsync) {
-    const size_t xb = (size_t)cols * 4;
-    int n = std::min(tune().async_stages, 4);
-    while (n >= 2 && xb + (size_t)n * ring_bytes_per_stage<S>() > (size_t)kSmemMax) n--;
-    if (n == 4) return launch_async<S, 4>(a, npairs, xb, stream);
-    if (n == 3) return launch_async<S, 3>(a, npairs, xb, stream);
-    if (n == 2) return launch_async<S, 2>(a, npairs, xb, stream);
+    if (S::kAsyncAlways || small) {
+      const size_t xb = (size_t)cols * 4;
+      int n = std::min(tn.async_stages, 4);
+      while (n >= 2 && xb + (size_t)n * ring_bytes_per_stage<S>() > (size_t)kSmemMax) n--;
+      if (n == 4) return launch_async<S, 4>(a, npairs, xb, stream);
+      if (n == 3) return launch_async<S, 3>(a, npairs, xb, stream);
+      if (n == 2) return launch_async<S, 2>(a, npairs, xb, stream);
+    }
   }
   const int cap = tune().grid_ctas_per_sm;
   int64_t grid = (npairs + kWarps - 1) / kWarps;

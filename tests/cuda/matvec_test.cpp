@@ -251,10 +251,18 @@ void run_fused_case(GgmlType t, const Shape& s, uint64_t seed, bool swiglu, bool
 TEST(CudaMatvec, FusedInputMatchesCpu) {
   DS_REQUIRE_GPU();
   const cuda::MatvecPath keep = cuda::matvec_path();
+  const int keep_stages = cuda::matvec_async_stages();
   uint64_t seed = 7000;
-  for (cuda::MatvecPath p : {cuda::MatvecPath::Auto, cuda::MatvecPath::Smem, cuda::MatvecPath::Direct}) {
+  // Smem twice: the default kernel choice (cp.async ring kernel for Q6_K and small Q4_K), and with the
+  // ring kernel off (the register-pipeline kernel with the same prologue).
+  for (int variant = 0; variant < 4; variant++) {
+    const cuda::MatvecPath p = variant == 0 ? cuda::MatvecPath::Auto
+                               : variant == 3 ? cuda::MatvecPath::Direct
+                                              : cuda::MatvecPath::Smem;
     cuda::set_matvec_path(p);
-    const std::string name = p == cuda::MatvecPath::Smem ? "smem" : p == cuda::MatvecPath::Direct ? "direct" : "auto";
+    cuda::set_matvec_async_stages(variant == 2 ? 0 : keep_stages);
+    const std::string name = p == cuda::MatvecPath::Smem ? (variant == 2 ? "smem (no ring)" : "smem")
+                             : p == cuda::MatvecPath::Direct ? "direct" : "auto";
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
       if (p != cuda::MatvecPath::Auto && t != GgmlType::Q4_K && t != GgmlType::Q6_K) continue;
       std::vector<Shape> shapes = {
@@ -272,11 +280,13 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
     }
   }
   cuda::set_matvec_path(keep);
+  cuda::set_matvec_async_stages(keep_stages);
   // What the model relies on: the fused kernel is taken for Q4_K at every layer width, not silently the fallback.
   if (keep == cuda::MatvecPath::Auto) {
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 12288, 4096));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 5120, 17408));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q6_K, 4096, 12288));
+    EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096));  // 9B output head: direct kernel + norm
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
   }
 }

@@ -85,6 +85,7 @@ void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, u
   if (acc) y = y0;
   cuda::mvd::tune() = tn;
   cuda::mvs::tune().async_stages = stages;
+  cuda::mvs::tune().pdl = false;
   std::vector<float> auxv(cols + 4), xt(cols);
   float* aux = auxv.data() + (16 - ((uintptr_t)auxv.data() & 15)) % 16 / 4;
   for (int64_t i = 0; i < cols; i++) aux[i] = nd(rng);
@@ -121,8 +122,20 @@ void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, u
               (long long)rows, (long long)cols, tn.rows_per_group, tn.ks_max, tn.warps_per_sm, (int)tn.pipe, (int)acc,
               worst, ok ? "ok" : "FAIL");
 }
-int main() {
+int main(int argc, char** argv) {
   using G = GgmlType;
+  if (argc > 1 && !std::strcmp(argv[1], "--prologue")) {  // quick: the fused prologues on both smem kernels
+    uint64_t seed = 1000;
+    const cuda::mvd::Tune tn{4, 4, 32, true};
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{9, 256}, {37, 512}, {5, 3584}})
+      for (int stages : {0, 2})
+        for (int pre : {1, 2}) {
+          run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, r, c, tn, seed & 1, seed, stages, pre); seed++;
+          run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, r, c, tn, seed & 1, seed, stages, pre); seed++;
+        }
+    std::printf("failures %d\n", g_fail);
+    return g_fail != 0;
+  }
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 256}, {9, 256}, {37, 512}, {21, 17408}, {5, 3584}, {67, 1024}, {3, 4096}};
   const std::vector<cuda::mvd::Tune> tunes = {{4, 4, 32, true}, {2, 4, 32, true}, {4, 1, 32, false}, {2, 2, 32, false}};
   uint64_t seed = 1;
