@@ -289,7 +289,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
   typename S::D::Raw cur[2], nxt[2];
   if (p < npairs) load_pair<S>(a, p, lane, cur);  // in flight during the x copy
 
+  grid_dep_wait();  // see kernel_async; a no-op unless launched with Tune::pdl_register
   stage_x<S>(a, xs, T);
+  grid_dep_trigger();
   if (p >= npairs) return;
 
   float acc[2] = {0.f, 0.f};
@@ -407,6 +409,9 @@ struct Tune {
   int grid_ctas_per_sm = kCtasPerSm;
   int async_stages = 4;  // kernel_async with at most this many ring slots (2..4) where it fits; 0: kernel<S>
   bool pdl = true;       // launch kernel_async as a programmatic dependent of the previous kernel
+  // The same for kernel<S> (DS_MATVEC_PDL_REGISTER=1). Off: not measured yet (kernel_async: +6% on the
+  // whole 9B decode with PDL, bench/cuda/NOTES.md).
+  bool pdl_register = false;
   // Q4_K takes kernel_async only for products of at most this many weights or rows of at most
   // async_max_cols (H200, mvbench: faster on every 0.8B shape and 9B ssm_out [4096 x 4096], 2-37% slower
   // than kernel<Q4KS> on the larger 9B / 27B products); -1: every size.
@@ -419,6 +424,7 @@ inline Tune& tune() {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_ASYNC")) d.async_stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_PDL")) d.pdl = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_PDL_REGISTER")) d.pdl_register = e[0] == '1';
     return d;
   }();
   return t;
@@ -440,28 +446,35 @@ cudaError_t allow_smem_async() {
       cudaFuncSetAttribute(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
   return e;
 }
+// Launches k<<<grid, threads, smem, stream>>>(a), as a programmatic dependent launch when pdl is set.
+template <class K>
+Status launch_maybe_pdl(K k, unsigned grid, int threads, size_t smem, cudaStream_t stream, bool pdl, const Args& a) {
+  if (!pdl) {
+    k<<<grid, threads, smem, stream>>>(a);
+    return {};
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a);
+  if (e != cudaSuccess) return cu_err("cuda matvec_smem: launch: {}", cudaGetErrorString(e));
+  return {};
+}
+
 template <class S, int N>
 Status launch_async(const Args& a, int64_t npairs, size_t x_bytes, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_async<S, N>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   const int64_t grid = std::min<int64_t>((npairs + S::kAWarps - 1) / S::kAWarps, sm_count());
   const size_t smem = x_bytes + (size_t)N * ring_bytes_per_stage<S>();
-  if (tune().pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3(S::kAWarps * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel_async<S, N>, a);
-    if (e != cudaSuccess) return cu_err("cuda matvec_smem_async: launch: {}", cudaGetErrorString(e));
-  } else {
-    kernel_async<S, N><<<(unsigned)grid, S::kAWarps * 32, smem, stream>>>(a);
-  }
+  DS_TRY(launch_maybe_pdl(kernel_async<S, N>, (unsigned)grid, S::kAWarps * 32, smem, stream, tune().pdl, a));
   CUDA_TRY_LAUNCH("matvec_smem_async", stream);
   return {};
 }
@@ -497,7 +510,7 @@ Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, floa
   const int cap = tune().grid_ctas_per_sm;
   int64_t grid = (npairs + kWarps - 1) / kWarps;
   if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * sm_count());
-  kernel<S><<<(unsigned)grid, kThreads, (size_t)(cols * 4), stream>>>(a);
+  DS_TRY(launch_maybe_pdl(kernel<S>, (unsigned)grid, kThreads, (size_t)(cols * 4), stream, tn.pdl_register, a));
   CUDA_TRY_LAUNCH("matvec_smem", stream);
   return {};
 }

@@ -16,11 +16,10 @@ grep -v '#include <cuda_fp16.h>\|#include "cuda/cuda_util.h"\|#pragma once' "$ro
 # The shared-memory kernel (matvec_smem.cuh): dynamic shared memory becomes a host buffer.
 grep -v '#include "cuda/matvec_direct.cuh"\|#pragma once' "$root/src/cuda/matvec_smem.cuh" |
   sed -E -e 's/extern __shared__ float4 xs\[\];/float4* xs = emu_dyn_smem();/' \
-    -e 's/kernel<S><<<\(unsigned\)grid, kThreads, \(size_t\)\(cols \* 4\), stream>>>\(a\);/emu_launch(kernel<S>, (unsigned)grid, kThreads, a);/' \
     -e 's/cudaFuncSetAttribute\(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, \(int\)kMaxXBytes\)/cudaSuccess/' \
     -e 's/cudaFuncSetAttribute\(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax\)/cudaSuccess/' \
-    -e 's/cudaLaunchKernelEx\(&cfg, kernel_async<S, N>, a\)/(emu_launch(kernel_async<S, N>, (unsigned)grid, S::kAWarps * 32, a), cudaSuccess)/' \
-    -e 's/kernel_async<S, N><<<\(unsigned\)grid, S::kAWarps \* 32, .*>>>\(a\);/emu_launch(kernel_async<S, N>, (unsigned)grid, S::kAWarps * 32, a);/' \
+    -e 's/k<<<grid, threads, smem, stream>>>\(a\);/emu_launch(k, grid, threads, a);/' \
+    -e 's/cudaLaunchKernelEx\(&cfg, k, a\)/(emu_launch(k, grid, threads, a), cudaSuccess)/' \
   > "$tmp/hdr_smem.inc"
 cuda=${CUDA_HOME:-/usr/local/cuda}
 g++ -std=c++20 -O1 -pthread -DDS_MATVEC_EMU -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
