@@ -220,11 +220,14 @@ LaunchFn dispatch_path(GgmlType t, int64_t rows, int64_t cols) {
     return cuda::matvec(t, w, rows, cols, x, y, nullptr, acc);
   };
 }
+// async_stages: cp.async ring kernel with up to that many slots (types that have it), 0: register pipeline.
 template <class S>
-LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPerSm) {
+LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPerSm, int async_stages = 0) {
   return [=](const void* w, const float* x, float* y, bool acc) {
     const cuda::mvs::Tune keep = cuda::mvs::tune();
     cuda::mvs::tune().grid_ctas_per_sm = grid_cap;
+    cuda::mvs::tune().async_stages = async_stages;
+    cuda::mvs::tune().async_max_elems = -1;  // the ring kernel at every size when asked for
     auto st = cuda::mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
     cuda::mvs::tune() = keep;
     return st;
@@ -262,13 +265,31 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
   CK(cudaMemcpy(x, hx.data(), cols * 4, cudaMemcpyHostToDevice));
   if (!g_quick) time_path(model, tensor, "tile_old", T, rows, cols, W, x, y, tile_path<T>(rows, cols));
   time_path(model, tensor, "dispatch", T, rows, cols, W, x, y, dispatch_path(T, rows, cols));
+  {  // the decode's RMSNorm-fused product (matvec_fused; x doubles as the norm weights)
+    float* scratch;
+    CK(cudaMalloc(&scratch, cols * 4));
+    time_path(model, tensor, "fused_rms", T, rows, cols, W, x, y, [=](const void* w, const float* xx, float* yy, bool acc) {
+      cuda::MatvecInput in{xx};
+      in.norm_w = xx;
+      in.eps = 1e-6f;
+      return cuda::matvec_fused(T, w, rows, cols, in, yy, scratch, nullptr, acc);
+    });
+    CK(cudaFree(scratch));
+  }
   if constexpr (!std::is_same_v<D, void>)
     time_path(model, tensor, "direct", T, rows, cols, W, x, y, direct_path<D>(rows, cols, cuda::mvd::Tune{}));
   if constexpr (!std::is_same_v<S, void>) {
     if (cuda::mvs::fits(cols)) {
       time_path(model, tensor, "smem", T, rows, cols, W, x, y, smem_path<S>(rows, cols));
-      time_path(model, tensor, "smem_grid4", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 4));
-      time_path(model, tensor, "smem_nocap", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 0));
+      if (S::kAsync) {
+        time_path(model, tensor, "smem_async2", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 2, 2));
+        time_path(model, tensor, "smem_async3", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 2, 3));
+        time_path(model, tensor, "smem_async4", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 2, 4));
+      }
+      if (!g_quick) {
+        time_path(model, tensor, "smem_grid4", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 4));
+        time_path(model, tensor, "smem_nocap", T, rows, cols, W, x, y, smem_path<S>(rows, cols, 0));
+      }
     }
   }
   if constexpr (!std::is_same_v<D, void>) {
@@ -289,7 +310,7 @@ const std::vector<Shape> kShapes = {
     {"9B", "ffn_gate_up", 24576, 4096}, {"9B", "ffn_up", 12288, 4096}, {"9B", "ffn_down", 4096, 12288}, {"9B", "attn_qkv", 8192, 4096},
     {"9B", "ssm_out", 4096, 4096},      {"9B", "output", 248320, 4096},  {"0.8B", "attn_qkv", 6144, 1024},
     {"0.8B", "ffn_up", 3584, 1024},     {"0.8B", "ffn_down", 1024, 3584}, {"0.8B", "ssm_out", 1024, 2048},
-    {"0.8B", "output", 248320, 1024},
+    {"0.8B", "output", 248320, 1024}, {"27B", "ffn_gate_up", 34816, 5120}, {"27B", "ffn_down", 5120, 17408},
 };
 
 template <GgmlType T, class D, class S = void>
@@ -309,6 +330,8 @@ void verify_type(uint64_t& seed) {
     if constexpr (!std::is_same_v<S, void>) {
       verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
       verify("smem_nocap", T, rows, cols, smem_path<S>(rows, cols, 0), seed++);
+      if (S::kAsync)
+        for (int n : {2, 3, 4}) verify(("smem_async" + std::to_string(n)).c_str(), T, rows, cols, smem_path<S>(rows, cols, 2, n), seed++);
     }
     if constexpr (!std::is_same_v<D, void>) {
       verify("direct", T, rows, cols, direct_path<D>(rows, cols, cuda::mvd::Tune{}), seed++);

@@ -1,4 +1,6 @@
-// Batch-1 matrix-vector product (matvec.h). Q4_K and Q6_K go through the x-in-shared-memory kernel of
+// Batch-1 matrix-vector product (matvec.h) and its fused-input form matvec_fused (RMSNorm / SwiGLU in the
+// shared-memory kernels' prologue, else a transform kernel + the plain product).
+// Q4_K and Q6_K go through the x-in-shared-memory kernels of
 // matvec_smem.cuh or the direct-load kernel of matvec_direct.cuh (matvec_path()), Q8_0 through the
 // direct-load kernel; every other type through the
 // shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template). Thread mapping
@@ -55,6 +57,32 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   return mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
 }
 
+// The fallback of matvec_fused: the input transform as its own kernel (one CTA; x is a few K floats).
+constexpr int kPreThreads = 1024;
+__global__ void __launch_bounds__(kPreThreads) pre_kernel(const float* __restrict__ x, mvs::Pre pre, int n,
+                                                          float* __restrict__ out) {
+  __shared__ float red[kPreThreads / 32];
+  if (pre.gate) {
+    for (int i = threadIdx.x; i < n; i += kPreThreads) out[i] = mvs::silu(pre.gate[i]) * x[i];
+    return;
+  }
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < n; i += kPreThreads) ss += x[i] * x[i];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int i = 0; i < kPreThreads / 32; i++) tot += red[i];
+  const float scale = 1.0f / sqrtf(tot / (float)n + pre.eps);
+  for (int i = threadIdx.x; i < n; i += kPreThreads) out[i] = x[i] * scale * pre.norm_w[i];
+}
+
+// Q6_K: the fused (shared-memory) kernel unless the plain product would take the direct kernel and is
+// large enough that the shared-memory kernel's deficit there outweighs the saved launch (the 9B/27B
+// output heads: 425 vs 383 us; 27B ffn_down [5120 x 17408]: 49 vs 39 us; 9B ffn_down [4096 x 12288]:
+// 24.9 vs 24.8 us, where the saved launch wins; bench/cuda/NOTES.md).
+bool fuse_q6k(int64_t rows, int64_t cols) { return (rows >= 65536 && cols <= 2048) || rows * cols <= (int64_t)1 << 26; }
+
 template <GgmlType T, class D>
 Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
               bool accumulate) {
@@ -64,6 +92,38 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 }  // namespace
 
 MatvecPath matvec_path() { return path_ref(); }
+int matvec_async_stages() { return mvs::tune().async_stages; }
+void set_matvec_async_stages(int n) { mvs::tune().async_stages = n; }
+
+bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
+  if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
+  if (type == GgmlType::Q4_K) return true;
+  if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
+  return false;
+}
+
+Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
+                    float* scratch, cudaStream_t stream, bool accumulate) {
+  if (in.norm_w && in.gate) return cu_err("cuda matvec_fused: RMSNorm and SwiGLU inputs at once");
+  if (!in.norm_w && !in.gate) return matvec(type, w, rows, cols, in.x, y, stream, accumulate);
+  if (cols > (int64_t)1 << 30) return cu_err("cuda matvec_fused: {} cols", cols);
+  const mvs::Pre pre{in.norm_w, in.eps, in.gate};
+  // The prologue reads x, gate, norm_w as float4; other alignments take the two-launch path.
+  const bool aligned = ((uintptr_t)in.x | (uintptr_t)in.gate | (uintptr_t)in.norm_w) % 16 == 0;
+  if (aligned && matvec_fuses(type, rows, cols)) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    if (type == GgmlType::Q4_K) {
+      if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+      return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
+    }
+    if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+    return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
+  }
+  if (!scratch) return cu_err("cuda matvec_fused: {} [{}, {}] needs a scratch buffer", type_cstr(type), rows, cols);
+  pre_kernel<<<1, kPreThreads, 0, stream>>>(in.x, pre, (int)cols, scratch);
+  CUDA_TRY_LAUNCH("matvec_fused input", stream);
+  return matvec(type, w, rows, cols, scratch, y, stream, accumulate);
+}
 void set_matvec_path(MatvecPath p) { path_ref() = p; }
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

@@ -30,9 +30,32 @@ constexpr int kMatvecMaxBatch = 64;
 enum class MatvecPath { Auto, Direct, Smem };
 MatvecPath matvec_path();
 void set_matvec_path(MatvecPath p);
+// The shared-memory path's cp.async ring depth (matvec_smem.cuh kernel_async; 0: the register-pipeline
+// kernel only). Default 4, or DS_MATVEC_ASYNC; a hook for tests and A/B runs.
+int matvec_async_stages();
+void set_matvec_async_stages(int n);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);
+
+// Batch-1 matvec whose input is a transform of x, computed in the kernel's prologue (no separate launch,
+// no materialised input) where a fused kernel exists (Q4_K, Q6_K through matvec_smem.cuh when x fits):
+//   norm_w set: x' = x * (1 / sqrt(mean(x^2) + eps)) * norm_w  (cpu::rms_norm of one row)
+//   gate set:   x' = silu(gate) * x                            (cpu::swiglu with up = x)
+//   neither:    x' = x (plain matvec)
+// Every other type / path runs the transform as its own kernel into `scratch` (cols floats, 16-byte
+// aligned) and then the plain matvec, so callers may use it for any weight type. gate and norm_w must
+// not both be set; gate and x 16-byte aligned.
+struct MatvecInput {
+  const float* x = nullptr;
+  const float* norm_w = nullptr;
+  float eps = 0.f;
+  const float* gate = nullptr;
+};
+Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
+                    float* scratch, cudaStream_t stream, bool accumulate = false);
+// Whether matvec_fused runs the transform inside the matvec kernel for this type / shape (else: two launches).
+bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols);
 
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

@@ -1,5 +1,8 @@
 // Batch-1 matvec for Q4_K and Q6_K with the activations staged in shared memory (matvec.h; the
-// direct-load kernel of matvec_direct.cuh is the alternative, DS_MATVEC_PATH selects). Thread mapping:
+// direct-load kernel of matvec_direct.cuh is the alternative, DS_MATVEC_PATH selects). Two kernels:
+// kernel<S> (register pipeline, described here) and kernel_async<S, N> (cp.async ring + programmatic
+// dependent launch, described at its definition); launch() picks by type and size (Tune). Both can
+// apply an input transform while staging x (Pre: RMSNorm or SwiGLU, matvec_fused). kernel<S>'s mapping:
 //   - a CTA is 8 warps (256 threads), launched at most 2 per SM (<= 128 registers/thread, so >= 16
 //     warps per SM); the grid is min(ceil(rows / 16), 2 * #SMs) CTAs, each warp walks row pairs
 //     p = blockIdx.x * 8 + warp, p + 8 * gridDim.x, ... (rows 2p, 2p + 1; an odd last row re-reads
@@ -22,6 +25,7 @@
 // exact, fp32 products and sums.
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/matvec_direct.cuh"
 
@@ -33,6 +37,13 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kCtasPerSm = 2;
 constexpr int64_t kMaxXBytes = 100 * 1024;  // larger x: the caller takes the direct-load path
 
+// Input transform of the prologue (matvec.h, matvec_fused): both null = plain x.
+struct Pre {
+  const float* norm_w = nullptr;  // RMSNorm: x * (1 / sqrt(mean(x^2) + eps)) * norm_w
+  float eps = 0.f;
+  const float* gate = nullptr;    // SwiGLU: silu(gate) * x
+};
+
 struct Args {
   const uint8_t* w;
   int64_t row_bytes;
@@ -40,13 +51,120 @@ struct Args {
   const float* x;
   float* y;
   bool accumulate;
+  Pre pre;
+  int cols;
 };
+
+// Same formula as mk::swiglu / cpu::swiglu.
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
+// Copies x (transformed per a.pre) into shared memory in S's slot order. Every CTA computes the RMSNorm
+// sum of squares itself (cols floats, L2-resident): cheaper than a separate launch. Ends with a barrier.
+template <class S, int NT = kThreads>
+__device__ __forceinline__ void stage_x(const Args& a, float4* xs, int T) {
+  const float4* x4 = reinterpret_cast<const float4*>(a.x);
+  const int n4 = T * S::kX4;
+  if (a.pre.gate) {
+    const float4* g4 = reinterpret_cast<const float4*>(a.pre.gate);
+    for (int f = threadIdx.x; f < n4; f += NT) {
+      const float4 u = __ldg(x4 + f), g = __ldg(g4 + f);
+      xs[S::slot(f, T)] = make_float4(silu(g.x) * u.x, silu(g.y) * u.y, silu(g.z) * u.z, silu(g.w) * u.w);
+    }
+  } else if (a.pre.norm_w) {
+    __shared__ float red[NT / 32];
+    float ss = 0.f;
+    for (int f = threadIdx.x; f < n4; f += NT) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+      xs[S::slot(f, T)] = v;
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) tot += red[i];
+    const float scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+    const float4* w4 = reinterpret_cast<const float4*>(a.pre.norm_w);
+    // Each thread rescales the slots it wrote: no barrier needed in between.
+    for (int f = threadIdx.x; f < n4; f += NT) {
+      const float4 w = __ldg(w4 + f);
+      float4& v = xs[S::slot(f, T)];
+      v = make_float4(v.x * scale * w.x, v.y * scale * w.y, v.z * scale * w.z, v.w * scale * w.w);
+    }
+  } else {
+    for (int f = threadIdx.x; f < n4; f += NT) xs[S::slot(f, T)] = __ldg(x4 + f);
+  }
+  __syncthreads();
+}
 
 // ---- Q4_K: task t = (block t / 4, sub-block pair c = t % 4); chunks k = 0..7 hold elements
 // 64c + 4k .. + 3 (low nibbles of code word k), k = 8..15 elements 64c + 32 + 4(k - 8) (high nibbles).
+// cp.async (sm_80+): global -> shared copies that complete asynchronously, in commit groups.
+// DS_MATVEC_EMU (bench/cuda/emu host emulation): plain copies, done at once.
+#ifndef DS_MATVEC_EMU
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#else
+inline void cp_async16(void* smem, const void* gmem) { std::memcpy(smem, gmem, 16); }
+inline void cp_async8(void* smem, const void* gmem) { std::memcpy(smem, gmem, 8); }
+inline void cp_async4(void* smem, const void* gmem) { std::memcpy(smem, gmem, 4); }
+inline void cp_commit() {}
+template <int N>
+inline void cp_wait() {}
+#endif
+
+// Programmatic dependent launch (sm_90): kernel_async is launched so that it may start while the kernel
+// before it finishes; it issues its first weight copies (weights never depend on earlier kernels), then
+// waits for the preceding grid to complete (grid_dep_wait: a no-op when launched without the
+// attribute) before touching x, y or anything else an earlier kernel writes. It lets the next kernel
+// start early (grid_dep_trigger) once its own x is staged, so the next product's weight stream fills
+// this one's tail.
+#if !defined(DS_MATVEC_EMU) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" :::); }
+#else
+__device__ __forceinline__ void grid_dep_wait() {}
+__device__ __forceinline__ void grid_dep_trigger() {}
+#endif
+
 struct Q4KS {
   using D = mvd::Q4K;
+  static constexpr bool kAsync = true;  // has the cp.async ring kernel (kernel_async)
+  static constexpr bool kAsyncAlways = false;  // only small products (Tune::async_max_elems), see launch()
+  using Piece = uint4;
+  static constexpr int kVec = 3;        // 16-byte pieces of one task of one row: header, two code chunks
+  static constexpr int kAWarps = 16;    // warps of a kernel_async CTA
   static constexpr int kX4 = 16;  // float4 chunks per task
+  // Piece v of the task goes to dst[32 v] (the ring is lane-interleaved: lane l's pieces at l + 32 v).
+  __device__ __forceinline__ static void copy_async(const uint8_t* row, int t, uint4* dst) {
+    const uint8_t* b = row + (t >> 2) * D::kBlockBytes;
+    const int c = t & 3;
+    cp_async16(dst, b);
+    cp_async16(dst + 32, b + 16 + 32 * c);
+    cp_async16(dst + 64, b + 32 + 32 * c);
+  }
+  __device__ __forceinline__ static void read(const uint4* src, const uint8_t* const (&)[2], int, D::Raw (&r)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      r[k].h = src[96 * k];
+      r[k].q0 = src[96 * k + 32];
+      r[k].q1 = src[96 * k + 64];
+    }
+  }
   __device__ __forceinline__ static int slot(int f, int T) { return (f & 15) * T + (f >> 4); }
   __device__ __forceinline__ static void dot2(const D::Raw (&r)[2], int t, const float4* xt, int T, float (&acc)[2]) {
     float a[2][4];  // per row: two chains for the low sub-block, two for the high one
@@ -79,6 +197,42 @@ struct Q4KS {
 // (run u = 0..3, j = 0..1) of the block; chunk k = 2u + j.
 struct Q6KS {
   using D = mvd::Q6K;
+  static constexpr bool kAsync = true;
+  static constexpr bool kAsyncAlways = true;  // faster than kernel<Q6KS> at every measured shape
+  using Piece = uint2;
+  // Pieces 2i, 2i + 1: the two aligned 8-byte words around piece i of D::load (ql, ql + 32, qh, scales;
+  // the second only when the block is misaligned), piece 8: the aligned 4-byte word holding d.
+  static constexpr int kVec = 9;
+  static constexpr int kAWarps = 8;  // 8 warps x 2 rows x 72 B x 32 lanes = 37 KB per ring slot
+  __device__ __forceinline__ static void copy_async(const uint8_t* row, int t, uint2* dst) {
+    const uint8_t* b = row + (t >> 3) * D::kBlockBytes;
+    const int n = (t >> 2) & 1, m = t & 3;
+    const int mis = (int)((uintptr_t)b & 7);
+    const uint8_t* base = b - mis;
+    const int off[4] = {64 * n + 8 * m, 64 * n + 32 + 8 * m, 128 + 32 * n + 8 * m, 192 + 8 * n};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      cp_async8(dst + 64 * i, base + off[i]);
+      if (mis) cp_async8(dst + 64 * i + 32, base + off[i] + 8);
+    }
+    cp_async4(dst + 256, reinterpret_cast<const uint8_t*>((uintptr_t)(b + 208) & ~(uintptr_t)3));
+  }
+  __device__ __forceinline__ static void read(const uint2* src, const uint8_t* const (&rows)[2], int t,
+                                              D::Raw (&r)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const uint2* q = src + 9 * 32 * k;
+      const uint8_t* b = rows[k] + (t >> 3) * D::kBlockBytes;
+      r[k].mis = (int)((uintptr_t)b & 7);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        r[k].p[i][0] = q[64 * i];
+        r[k].p[i][1] = r[k].mis ? q[64 * i + 32] : make_uint2(0, 0);
+      }
+      const uint32_t dw = q[256].x;
+      r[k].d = ((uintptr_t)(b + 208) & 2) ? dw >> 16 : dw & 0xFFFFu;
+    }
+  }
   static constexpr int kX4 = 8;
   // float4 f = x[4f .. 4f + 3]: within its block (64 chunks) bits are n:1 u:2 m:2 j:1.
   __device__ __forceinline__ static int slot(int f, int T) {
@@ -135,9 +289,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
   typename S::D::Raw cur[2], nxt[2];
   if (p < npairs) load_pair<S>(a, p, lane, cur);  // in flight during the x copy
 
-  const float4* x4 = reinterpret_cast<const float4*>(a.x);
-  for (int f = threadIdx.x; f < T * S::kX4; f += kThreads) xs[S::slot(f, T)] = __ldg(x4 + f);
-  __syncthreads();
+  grid_dep_wait();  // see kernel_async; a no-op unless launched with Tune::pdl_register
+  stage_x<S>(a, xs, T);
+  grid_dep_trigger();
   if (p >= npairs) return;
 
   float acc[2] = {0.f, 0.f};
@@ -166,6 +320,83 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
   }
 }
 
+// ---- cp.async ring variant (types with S::kAsync): one 16-warp CTA per SM, x staged once per SM, and
+// each warp streams its (row pair, step) items through a ring of kStages slots in shared memory
+// (cp.async.cg, L2 only): kStages - 1 items (2 rows x 32 lanes x 48 B for Q4_K) are in flight while the
+// warp decodes the current one, without holding them in registers. A lane reads back only the bytes it
+// copied itself, so cp.async.wait_group is the only synchronisation. Item order, decoding and the
+// reduction are kernel<S>'s.
+constexpr int kSmemMax = 226 * 1024;  // dynamic shared memory per CTA (sm_90 allows 227 KB with the static part)
+
+template <class S>
+constexpr int ring_bytes_per_stage() { return S::kAWarps * 2 * S::kVec * 32 * (int)sizeof(typename S::Piece); }
+
+template <class S, int kStages>
+__global__ void __launch_bounds__(S::kAWarps * 32, 1) kernel_async(const Args a) {
+  constexpr int kAWarps = S::kAWarps;
+  using Piece = typename S::Piece;
+  extern __shared__ float4 xs[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int T = a.tasks, steps = (T + 31) / 32, npairs = (a.rows + 1) / 2;
+  const int pstride = gridDim.x * kAWarps;
+  constexpr int kSlot = 2 * S::kVec * 32;  // pieces per ring slot of one warp
+  Piece* ring = reinterpret_cast<Piece*>(xs + T * S::kX4) + warp * kStages * kSlot + lane;
+  int pi = blockIdx.x * kAWarps + warp, si = 0;  // next item to issue
+  auto issue = [&](int slot) {
+    if (pi < npairs) {
+      const int t = 32 * si + lane;
+      if (t < T) {
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          const int row = min(2 * pi + k, a.rows - 1);
+          S::copy_async(a.w + (int64_t)row * a.row_bytes, t, ring + slot * kSlot + k * S::kVec * 32);
+        }
+      }
+      if (++si == steps) { si = 0; pi += pstride; }
+    }
+    cp_commit();  // empty groups keep the group count uniform
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; i++) issue(i);  // in flight during the x copy (and the previous kernel)
+  grid_dep_wait();
+  stage_x<S, kAWarps * 32>(a, xs, T);
+  grid_dep_trigger();
+  int p = blockIdx.x * kAWarps + warp, s = 0;
+  if (p >= npairs) return;
+
+  float acc[2] = {0.f, 0.f};
+  int rd = 0, wr = kStages - 1;  // ring slots: item being decoded, item being issued
+  for (;;) {
+    issue(wr);
+    cp_wait<kStages - 1>();  // the group of the item in slot rd is complete
+    const int t = 32 * s + lane;
+    if (t < T) {
+      typename S::D::Raw r[2];
+      const uint8_t* rows[2] = {a.w + (int64_t)(2 * p) * a.row_bytes,
+                                a.w + (int64_t)min(2 * p + 1, a.rows - 1) * a.row_bytes};
+      S::read(ring + rd * kSlot, rows, t, r);
+      S::dot2(r, t, xs + t, T, acc);
+    }
+    rd = rd + 1 == kStages ? 0 : rd + 1;
+    wr = wr + 1 == kStages ? 0 : wr + 1;
+    if (++s == steps) {  // row pair p done
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+      if (lane < 2 && 2 * p + lane < a.rows) {
+        const int row = 2 * p + lane;
+        const float v = lane ? acc[1] : acc[0];
+        a.y[row] = a.accumulate ? a.y[row] + v : v;
+      }
+      acc[0] = acc[1] = 0.f;
+      s = 0;
+      p += pstride;
+      if (p >= npairs) break;
+    }
+  }
+  cp_wait<0>();
+}
+
 }  // namespace mvs
 }  // namespace ds::cuda
 
@@ -176,9 +407,26 @@ namespace mvs {
 // one row pair per warp).
 struct Tune {
   int grid_ctas_per_sm = kCtasPerSm;
+  int async_stages = 4;  // kernel_async with at most this many ring slots (2..4) where it fits; 0: kernel<S>
+  bool pdl = true;       // launch kernel_async as a programmatic dependent of the previous kernel
+  // The same for kernel<S> (DS_MATVEC_PDL_REGISTER=1). Off: not measured yet (kernel_async: +6% on the
+  // whole 9B decode with PDL, bench/cuda/NOTES.md).
+  bool pdl_register = false;
+  // Q4_K takes kernel_async only for products of at most this many weights or rows of at most
+  // async_max_cols (H200, mvbench: faster on every 0.8B shape and 9B ssm_out [4096 x 4096], 2-37% slower
+  // than kernel<Q4KS> on the larger 9B / 27B products); -1: every size.
+  int64_t async_max_elems = (int64_t)1 << 24;
+  int64_t async_max_cols = 2048;
 };
+// DS_MATVEC_ASYNC=N sets async_stages (0: the register-pipeline kernel), for A/B runs of the whole model.
 inline Tune& tune() {
-  static Tune t;
+  static Tune t = [] {
+    Tune d;
+    if (const char* e = std::getenv("DS_MATVEC_ASYNC")) d.async_stages = std::atoi(e);
+    if (const char* e = std::getenv("DS_MATVEC_PDL")) d.pdl = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_PDL_REGISTER")) d.pdl_register = e[0] == '1';
+    return d;
+  }();
   return t;
 }
 
@@ -192,6 +440,44 @@ cudaError_t allow_smem() {
       cudaFuncSetAttribute(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXBytes);
   return e;
 }
+template <class S, int N>
+cudaError_t allow_smem_async() {
+  static const cudaError_t e =
+      cudaFuncSetAttribute(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
+  return e;
+}
+// Launches k<<<grid, threads, smem, stream>>>(a), as a programmatic dependent launch when pdl is set.
+template <class K>
+Status launch_maybe_pdl(K k, unsigned grid, int threads, size_t smem, cudaStream_t stream, bool pdl, const Args& a) {
+  if (!pdl) {
+    k<<<grid, threads, smem, stream>>>(a);
+    return {};
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a);
+  if (e != cudaSuccess) return cu_err("cuda matvec_smem: launch: {}", cudaGetErrorString(e));
+  return {};
+}
+
+template <class S, int N>
+Status launch_async(const Args& a, int64_t npairs, size_t x_bytes, cudaStream_t stream) {
+  const cudaError_t attr = allow_smem_async<S, N>();
+  if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+  const int64_t grid = std::min<int64_t>((npairs + S::kAWarps - 1) / S::kAWarps, sm_count());
+  const size_t smem = x_bytes + (size_t)N * ring_bytes_per_stage<S>();
+  DS_TRY(launch_maybe_pdl(kernel_async<S, N>, (unsigned)grid, S::kAWarps * 32, smem, stream, tune().pdl, a));
+  CUDA_TRY_LAUNCH("matvec_smem_async", stream);
+  return {};
+}
 }  // namespace
 
 // Whether this path takes [rows, cols] (x must fit in shared memory).
@@ -200,19 +486,31 @@ inline bool fits(int64_t cols) { return cols * 4 <= kMaxXBytes; }
 // Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w / x / y, fits().
 template <class S>
 Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
-              cudaStream_t stream) {
+              cudaStream_t stream, const Pre& pre = {}) {
   if (!fits(cols) || rows > (int64_t)1 << 30)
     return cu_err("cuda matvec_smem: [{}, {}] too large (x over {} bytes or rows over 2^30)", rows, cols, kMaxXBytes);
   const cudaError_t attr = allow_smem<S>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_smem: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   using D = typename S::D;
   const Args a{w, cols / D::kBlockElems * D::kBlockBytes, (int)rows,
-               (int)(cols / D::kBlockElems * D::kTasksPerBlock), x, y, accumulate};
+               (int)(cols / D::kBlockElems * D::kTasksPerBlock), x, y, accumulate, pre, (int)cols};
   const int64_t npairs = (rows + 1) / 2;
+  const Tune& tn = tune();
+  const bool small = tn.async_max_elems < 0 || rows * cols <= tn.async_max_elems || cols <= tn.async_max_cols;
+  if constexpr (S::kAsync) {
+    if (S::kAsyncAlways || small) {
+      const size_t xb = (size_t)cols * 4;
+      int n = std::min(tn.async_stages, 4);
+      while (n >= 2 && xb + (size_t)n * ring_bytes_per_stage<S>() > (size_t)kSmemMax) n--;
+      if (n == 4) return launch_async<S, 4>(a, npairs, xb, stream);
+      if (n == 3) return launch_async<S, 3>(a, npairs, xb, stream);
+      if (n == 2) return launch_async<S, 2>(a, npairs, xb, stream);
+    }
+  }
   const int cap = tune().grid_ctas_per_sm;
   int64_t grid = (npairs + kWarps - 1) / kWarps;
   if (cap > 0) grid = std::min<int64_t>(grid, (int64_t)cap * sm_count());
-  kernel<S><<<(unsigned)grid, kThreads, (size_t)(cols * 4), stream>>>(a);
+  DS_TRY(launch_maybe_pdl(kernel<S>, (unsigned)grid, kThreads, (size_t)(cols * 4), stream, tn.pdl_register, a));
   CUDA_TRY_LAUNCH("matvec_smem", stream);
   return {};
 }

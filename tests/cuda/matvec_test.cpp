@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/cpu.h"
 #include "cuda/matvec.h"
 #include "cuda_test_util.h"
 #include "quant/quant.h"
@@ -206,6 +207,104 @@ TEST(CudaMatvec, BatchedMatchesCpu) {
                  "batch " + std::to_string(batch) + " last column");
     }
   }
+}
+
+// matvec_fused: the RMSNorm / SwiGLU input transform in the matvec prologue (Q4_K, Q6_K in shared
+// memory) or as a separate kernel (every other type, the direct path, x too wide), against the CPU
+// reference transform (cpu::rms_norm / cpu::swiglu) followed by dot_row. The fused kernel's x' differs
+// from the CPU's by the rounding of the norm scale (float vs double sum of squares) and of expf, far
+// under the matvec bound.
+void run_fused_case(GgmlType t, const Shape& s, uint64_t seed, bool swiglu, bool accumulate, const std::string& what) {
+  const auto w = test::random_weights(t, s.rows * s.cols, seed);
+  // x with a large common scale (RMSNorm must remove it) / gate values across silu's range.
+  const auto x = test::random_floats(s.cols, seed + 1, swiglu ? 1.f : 37.f);
+  const auto aux = test::random_floats(s.cols, seed + 2, swiglu ? 4.f : 1.f);  // gate, or norm weights
+  const auto y0 = test::random_floats(s.rows, seed + 3);
+  std::vector<float> xt(s.cols);
+  const float eps = 1e-6f;
+  if (swiglu) {
+    ops::SwigluParams p{1, s.cols};
+    cpu::swiglu(p, aux.data(), x.data(), xt.data());
+  } else {
+    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), aux.data(), xt.data());
+  }
+  auto dw = test::to_device(w);
+  auto dx = test::to_device(x);
+  auto daux = test::to_device(aux);
+  auto dscratch = cuda::DeviceBuffer::alloc(s.cols * 4);
+  auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+  ASSERT_TRUE(dy.ok() && dscratch.ok());
+  std::vector<float> init = accumulate ? y0 : std::vector<float>(s.rows, NAN);
+  ASSERT_TRUE(dy->upload(init.data(), init.size() * 4).ok());
+  cuda::MatvecInput in{dx.as<float>()};
+  if (swiglu) in.gate = daux.as<float>();
+  else { in.norm_w = daux.as<float>(); in.eps = eps; }
+  auto st = cuda::matvec_fused(t, dw.data(), s.rows, s.cols, in, dy->as<float>(), dscratch->as<float>(), nullptr,
+                               accumulate);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = test::to_host<float>(*dy, s.rows);
+  check_rows(t, w, s.rows, s.cols, xt.data(), y.data(), accumulate ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
+             what + (swiglu ? " swiglu" : " rms_norm") + (accumulate ? " accumulate " : " ") + s.what);
+}
+
+TEST(CudaMatvec, FusedInputMatchesCpu) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep = cuda::matvec_path();
+  const int keep_stages = cuda::matvec_async_stages();
+  uint64_t seed = 7000;
+  // Smem twice: the default kernel choice (cp.async ring kernel for Q6_K and small Q4_K), and with the
+  // ring kernel off (the register-pipeline kernel with the same prologue).
+  for (int variant = 0; variant < 4; variant++) {
+    const cuda::MatvecPath p = variant == 0 ? cuda::MatvecPath::Auto
+                               : variant == 3 ? cuda::MatvecPath::Direct
+                                              : cuda::MatvecPath::Smem;
+    cuda::set_matvec_path(p);
+    cuda::set_matvec_async_stages(variant == 2 ? 0 : keep_stages);
+    const std::string name = p == cuda::MatvecPath::Smem ? (variant == 2 ? "smem (no ring)" : "smem")
+                             : p == cuda::MatvecPath::Direct ? "direct" : "auto";
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+      if (p != cuda::MatvecPath::Auto && t != GgmlType::Q4_K && t != GgmlType::Q6_K) continue;
+      std::vector<Shape> shapes = {
+          {1027, 256, "one block per row, rows % 16 = 3"},
+          {333, 1280, "5 blocks"},
+          {4097, 4096, "odd rows, 9B width"},
+          {21, 17408, "27B ffn width"},
+          {2, 12288, "9B ffn width, one row pair"},
+          {3, 25600, "widest x in shared memory"},
+          {5, 25856, "x too wide: two-launch fallback"},
+      };
+      for (const Shape& s : shapes)
+        for (bool sw : {false, true})
+          for (bool acc : {false, true}) run_fused_case(t, s, seed += 5, sw, acc, name);
+    }
+  }
+  cuda::set_matvec_path(keep);
+  cuda::set_matvec_async_stages(keep_stages);
+  // What the model relies on: the fused kernel is taken for Q4_K at every layer width, not silently the fallback.
+  if (keep == cuda::MatvecPath::Auto) {
+    EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 12288, 4096));
+    EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 5120, 17408));
+    EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q6_K, 4096, 12288));
+    EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096));  // 9B output head: direct kernel + norm
+    EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
+  }
+}
+
+TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K
+  DS_REQUIRE_GPU();
+  run_fused_case(GgmlType::Q6_K, {248320, 1024, "vocab rows"}, 91, false, false, "auto");
+}
+
+TEST(CudaMatvec, FusedRejectsBothTransforms) {
+  DS_REQUIRE_GPU();
+  auto buf = cuda::DeviceBuffer::alloc(1 << 20);
+  ASSERT_TRUE(buf.ok());
+  float* x = buf->as<float>() + 1024;
+  cuda::MatvecInput in{x};
+  in.norm_w = x;
+  in.gate = x;
+  EXPECT_FALSE(cuda::matvec_fused(GgmlType::Q4_K, buf->data(), 4, 256, in, x + 4096, x + 8192, nullptr).ok());
 }
 
 TEST(CudaMatvec, RejectsBadInput) {

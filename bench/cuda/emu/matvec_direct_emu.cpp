@@ -52,7 +52,7 @@ void emu_launch(K k, unsigned grid, int threads, const A& a) {
   }
 }
 // Dynamic shared memory of the emulated block (blocks run one after another).
-std::vector<float4> g_dyn(100 * 1024 / 16);
+std::vector<float4> g_dyn(227 * 1024 / 16);
 inline float4* emu_dyn_smem() { return g_dyn.data(); }
 #define cuda_fp16_h_dummy
 #include "hdr.inc"
@@ -61,8 +61,11 @@ inline float4* emu_dyn_smem() { return g_dyn.data(); }
 using namespace ds;
 int g_fail = 0;
 // S = void: the direct-load kernel under tune tn; else the shared-memory kernel S.
+// stages: the shared-memory kernel's cp.async ring depth (0: register pipeline); pre: 0 plain x,
+// 1 RMSNorm prologue, 2 SwiGLU prologue (reference: the same float formulas on the host).
 template <class D, class S = void>
-void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, uint64_t seed) {
+void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, uint64_t seed, int stages = 0,
+         int pre = 0) {
   const auto info = *ggml_type_info(t);
   std::mt19937_64 rng(seed);
   const int64_t rb = cols / info.block_size * info.type_size;
@@ -81,9 +84,26 @@ void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, u
   for (auto& f : y0) f = nd(rng);
   if (acc) y = y0;
   cuda::mvd::tune() = tn;
+  cuda::mvs::tune().async_stages = stages;
+  cuda::mvs::tune().pdl = false;
+  std::vector<float> auxv(cols + 4), xt(cols);
+  float* aux = auxv.data() + (16 - ((uintptr_t)auxv.data() & 15)) % 16 / 4;
+  for (int64_t i = 0; i < cols; i++) aux[i] = nd(rng);
+  cuda::mvs::Pre pr;
+  if (pre == 1) {
+    pr.norm_w = aux; pr.eps = 1e-6f;
+    double ss = 0; for (int64_t i = 0; i < cols; i++) ss += (double)x[i] * x[i];
+    const float sc = 1.0f / std::sqrt((float)(ss / cols) + 1e-6f);
+    for (int64_t i = 0; i < cols; i++) xt[i] = x[i] * sc * aux[i];
+  } else if (pre == 2) {
+    pr.gate = aux;
+    for (int64_t i = 0; i < cols; i++) xt[i] = aux[i] / (1.0f + std::exp(-aux[i])) * x[i];
+  }
   Status st;
   if constexpr (std::is_same_v<S, void>) st = cuda::mvd::launch<D>(base, rows, cols, x, y.data(), acc, nullptr);
-  else st = cuda::mvs::launch<S>(base, rows, cols, x, y.data(), acc, nullptr);
+  else st = cuda::mvs::launch<S>(base, rows, cols, x, y.data(), acc, nullptr, pr);
+  if (pre) std::memcpy(x, xt.data(), cols * 4);  // the reference multiplies by x'
+  cuda::mvs::tune().async_stages = 0;
   if (!st.ok()) { std::printf("launch error %s\n", st.error().message.c_str()); g_fail++; return; }
   double worst = 0;
   std::vector<float> deq(cols);
@@ -97,13 +117,25 @@ void run(GgmlType t, int64_t rows, int64_t cols, cuda::mvd::Tune tn, bool acc, u
   }
   const bool ok = worst <= 1e-5;
   if (!ok) g_fail++;
-  if constexpr (!std::is_same_v<S, void>) std::printf("smem ");
+  if constexpr (!std::is_same_v<S, void>) std::printf("smem async%d pre%d ", stages, pre);
   std::printf("%s %lldx%lld r%d ks%d w%d pipe%d acc%d: worst %.3g %s\n", std::string(ggml_type_name(t)).c_str(),
               (long long)rows, (long long)cols, tn.rows_per_group, tn.ks_max, tn.warps_per_sm, (int)tn.pipe, (int)acc,
               worst, ok ? "ok" : "FAIL");
 }
-int main() {
+int main(int argc, char** argv) {
   using G = GgmlType;
+  if (argc > 1 && !std::strcmp(argv[1], "--prologue")) {  // quick: the fused prologues on both smem kernels
+    uint64_t seed = 1000;
+    const cuda::mvd::Tune tn{4, 4, 32, true};
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{9, 256}, {37, 512}, {5, 3584}})
+      for (int stages : {0, 2})
+        for (int pre : {1, 2}) {
+          run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, r, c, tn, seed & 1, seed, stages, pre); seed++;
+          run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, r, c, tn, seed & 1, seed, stages, pre); seed++;
+        }
+    std::printf("failures %d\n", g_fail);
+    return g_fail != 0;
+  }
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 256}, {9, 256}, {37, 512}, {21, 17408}, {5, 3584}, {67, 1024}, {3, 4096}};
   const std::vector<cuda::mvd::Tune> tunes = {{4, 4, 32, true}, {2, 4, 32, true}, {4, 1, 32, false}, {2, 2, 32, false}};
   uint64_t seed = 1;
@@ -120,6 +152,17 @@ int main() {
       run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, r, c, tunes[0], acc, seed++);
       run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, r, c, tunes[0], acc, seed++);
     }
+  // cp.async ring kernel at every depth, and the fused prologues.
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 256}, {9, 256}, {37, 512}, {21, 17408},
+                                                              {5, 3584}, {67, 1024}, {301, 2048}, {4, 25600}, {4501, 512}})
+    for (int stages : {2, 3, 4})
+      for (int pre : {0, 1, 2}) {
+        const bool acc = (seed & 1);
+        run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, r, c, tunes[0], acc, seed++, stages, pre);
+        run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, r, c, tunes[0], acc, seed++, stages, pre);
+      }
+  run<cuda::mvd::Q4K, cuda::mvs::Q4KS>(G::Q4_K, 301, 2048, tunes[0], true, seed++, 0, 1);
+  run<cuda::mvd::Q6K, cuda::mvs::Q6KS>(G::Q6_K, 301, 2048, tunes[0], false, seed++, 0, 2);
   run<cuda::mvd::Q80>(G::Q8_0, 13, 96, tunes[0], false, 99);
   run<cuda::mvd::Q80>(G::Q8_0, 3, 32, tunes[1], true, 98);
   std::printf("failures %d\n", g_fail);

@@ -5,7 +5,8 @@
 # sed pass that turns its <<<>>> launches into emu_launch(...) calls. Checks y against
 # ds::quant::dot_row for several shapes x launch choices (kR, ks, pipeline), with and without accumulate;
 # also the shared-memory kernel of matvec_smem.cuh (Q4_K, Q6_K).
-# Usage (repository root): bench/cuda/emu/run_emu.sh      (~1 min; exit status 1 on a mismatch)
+# Usage (repository root): bench/cuda/emu/run_emu.sh [--prologue]   (exit status 1 on a mismatch;
+# --prologue: only the fused RMSNorm / SwiGLU prologue on both shared-memory kernels, small shapes)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 tmp=$(mktemp -d)
@@ -15,11 +16,13 @@ grep -v '#include <cuda_fp16.h>\|#include "cuda/cuda_util.h"\|#pragma once' "$ro
 # The shared-memory kernel (matvec_smem.cuh): dynamic shared memory becomes a host buffer.
 grep -v '#include "cuda/matvec_direct.cuh"\|#pragma once' "$root/src/cuda/matvec_smem.cuh" |
   sed -E -e 's/extern __shared__ float4 xs\[\];/float4* xs = emu_dyn_smem();/' \
-    -e 's/kernel<S><<<\(unsigned\)grid, kThreads, \(size_t\)\(cols \* 4\), stream>>>\(a\);/emu_launch(kernel<S>, (unsigned)grid, kThreads, a);/' \
     -e 's/cudaFuncSetAttribute\(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, \(int\)kMaxXBytes\)/cudaSuccess/' \
+    -e 's/cudaFuncSetAttribute\(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax\)/cudaSuccess/' \
+    -e 's/k<<<grid, threads, smem, stream>>>\(a\);/emu_launch(k, grid, threads, a);/' \
+    -e 's/cudaLaunchKernelEx\(&cfg, k, a\)/(emu_launch(k, grid, threads, a), cudaSuccess)/' \
   > "$tmp/hdr_smem.inc"
 cuda=${CUDA_HOME:-/usr/local/cuda}
-g++ -std=c++20 -O1 -pthread -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
+g++ -std=c++20 -O1 -pthread -DDS_MATVEC_EMU -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \
   "$root/bench/cuda/emu/matvec_direct_emu.cpp" "$root"/src/quant/*.cpp "$root/src/core/ggml_type.cpp" \
   "$root/src/cuda/cuda_util.cpp" -L"$cuda/lib64" -lcudart_static -ldl -lrt -o "$tmp/emu"
-"$tmp/emu"
+"$tmp/emu" "$@"

@@ -3,6 +3,7 @@
 // projections (y += W x) except when dumping, where the projection output is materialised for its name.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 
@@ -86,14 +87,40 @@ View view(Step& s, const Proj& p, int i) {
   return {s.f(s.I.proj) + p.out_off[v.group] + v.row_off, p.groups[v.group].rows};
 }
 
-Status proj(Step& s, const std::string& name, const Proj& p, const float* x) {
+// Batch 1 without dumps: the RMSNorm in front of a projection and the SwiGLU in front of ffn_down run in
+// the matvec's prologue (matvec_fused), so xn / act are not materialised (the dump path keeps the named
+// intermediates, and T > 1 the separate kernels).
+// DS_DECODE_FUSE=0 turns it off (A/B measurements).
+bool fused(const Step& s) {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_DECODE_FUSE");
+    return !(e && e[0] == '0');
+  }();
+  return on && s.T == 1 && !s.dumping();
+}
+
+// A projection's input: x itself, or (fused) the RMSNorm of x with weights norm_w.
+struct In {
+  const float* x;
+  const float* norm_w = nullptr;
+};
+
+Status proj(Step& s, const std::string& name, const Proj& p, In in) {
   for (size_t g = 0; g < p.groups.size(); g++) {
     const DevMat& m = p.groups[g];
     float* y = s.f(s.I.proj) + p.out_off[g];
-    DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m),
-              [&] { return matvec_batched(m.type, m.w, m.rows, m.cols, x, y, s.T, s.st); }));
+    DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
+      if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
+      const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
+      return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
+    }));
   }
   return {};
+}
+
+// The input of the projection after the layer's norm: the normalised xn, or h with the norm fused.
+In normed(Step& s, const float* norm_w) {
+  return fused(s) ? In{s.f(s.I.h), norm_w} : In{s.f(s.I.xn)};
 }
 
 // h += W x; when dumping, W x is materialised first and emitted under `name`.
@@ -122,7 +149,7 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, Cc = c.conv_dim(), Vd = c.value_dim(), Kd = c.key_dim(), nv = c.n_v_heads;
   const std::string L = "L" + std::to_string(il) + ".gdn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, s.f(I.xn)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
   const View qkv = view(s, D.in, 0), z = view(s, D.in, 1), beta = view(s, D.in, 2), alpha = view(s, D.in, 3);
   DS_TRY(emit(s, L + "qkv", qkv.p, qkv.ld, T, Cc, {T, Cc}));
   DS_TRY(emit(s, L + "z", z.p, z.ld, T, Vd, {T, Vd}));
@@ -191,7 +218,7 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, nh = c.n_head, nkv = c.n_head_kv, hd = c.head_dim;
   const std::string L = "L" + std::to_string(il) + ".attn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, s.f(I.xn)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
   const View q = view(s, D.in, 0), k = view(s, D.in, 1), v = view(s, D.in, 2);
   DS_TRY(emit(s, L + "q_full", q.p, q.ld, T, nh * 2 * hd, {T, nh, 2 * hd}));
   DS_TRY(emit(s, L + "k_proj", k.p, k.ld, T, nkv * hd, {T, nkv, hd}));
@@ -256,12 +283,20 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, H = c.n_embd, Iff = c.n_ff;
   const std::string L = "L" + std::to_string(il) + ".";
   DS_TRY(emit(s, L + "ffn_inp", s.f(I.h), H, T, H, {T, H}));
-  DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
+  if (!fused(s)) DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
   DS_TRY(emit(s, L + "ffn_norm", s.f(I.xn), H, T, H, {T, H}));
-  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, s.f(I.xn)));
+  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.post_norm)));
   const View g = view(s, D.ffn, 0), u = view(s, D.ffn, 1);
   DS_TRY(emit(s, L + "ffn_gate", g.p, g.ld, T, Iff, {T, Iff}));
   DS_TRY(emit(s, L + "ffn_up", u.p, u.ld, T, Iff, {T, Iff}));
+  if (fused(s)) {  // h += W_down (silu(g) * u)
+    const DevMat& m = D.down;
+    return op(s, L + "ffn_out[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
+      MatvecInput mi{u.p};
+      mi.gate = g.p;
+      return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true);
+    });
+  }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
             [&] { return mk::swiglu(g.p, g.ld, u.p, u.ld, s.f(I.act), s.T, Iff, s.st); }));
   DS_TRY(emit(s, L + "ffn_act", s.f(I.act), Iff, T, Iff, {T, Iff}));
@@ -281,7 +316,7 @@ Status enqueue_step(Step& s) {
   for (int il = 0; il < (int)c.n_layer; il++) {
     const DevLayer& D = I.layers[il];
     const std::string L = "L" + std::to_string(il) + ".";
-    DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
+    if (!fused(s)) DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
     DS_TRY(emit(s, L + "attn_norm", s.f(I.xn), H, T, H, {T, H}));
     if (D.kind == LayerKind::GatedDeltaNet) {
       DS_TRY(gdn_layer(s, il, D));
@@ -292,6 +327,16 @@ Status enqueue_step(Step& s) {
   }
   if (s.n_out == 0) return {};
   const int64_t n_out = s.n_out;
+  const DevMat& o = I.output;
+  if (fused(s) && n_out == 1 && matvec_fuses(o.type, o.rows, o.cols)) {  // logits = W_out rms_norm(h)
+    DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * (H + V), [&] {
+      const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
+      return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
+    }));
+    CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)V * sizeof(float), cudaMemcpyDeviceToHost,
+                             s.st));
+    return {};
+  }
   if (!s.last_rows) {
     DS_TRY(rms(s, "final_norm", s.f(I.h), I.output_norm, s.f(I.y), s.n_out));
   } else {
@@ -302,7 +347,6 @@ Status enqueue_step(Step& s) {
     }
   }
   DS_TRY(emit(s, "final_norm", s.f(I.y), H, n_out, H, {n_out, H}));
-  const DevMat& o = I.output;
   DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * n_out * (H + V), [&] {
     return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
   }));
