@@ -92,6 +92,7 @@ __global__ void __launch_bounds__(256) split_x_kernel(const float* __restrict__ 
 }
 
 // ---- 2. the GEMM kernel ----------------------------------------------------------------------------
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 // Q6_K in quarter blocks: step s = half s % 2 of matvec_mma.cuh's DecQ6K step s / 2 (its chunks s%2, 2+s%2,
 // 4+s%2, 6+s%2), so a warp holds the codes of 4 chunks instead of 8 (register pressure at 8 n-tiles).
 struct DecQ6KQuarter {
@@ -132,7 +133,9 @@ struct Layout {
   static constexpr int kP0 = (kSB + 15 + 15) / 16 * 16;
   static constexpr int kPitch = (kP0 / 16) % 2 ? kP0 : kP0 + 16;
   static constexpr int kStageBytes = kRows * kPitch;
-  static constexpr int kStages = 200 * 1024 / kStageBytes < 4 ? 200 * 1024 / kStageBytes : 4;
+  // 3 stages where they fit (2 in flight while one is decoded); the rest of the 256 KB of L1/shared memory
+  // stays L1, which holds the x fragments of the current and next step (up to 2 x 24 KB).
+  static constexpr int kStages = 3 * kStageBytes <= 200 * 1024 ? 3 : 2;
   static constexpr int kSmem = kStages * kStageBytes;
   static_assert(kStages >= 2, "stage too large");
 };
@@ -186,6 +189,19 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[m][n][i] = 0.f;
 
+  // x fragments of step s at element eb of a block (with the block's first element e_blk): L1 prefetch of
+  // its kChunks x NT x 32 lanes x kT x 8 bytes, one 128-byte line per thread, so the step's loads hit L1
+  // (every warp of the CTA reads the same fragments; from L2 each would wait ~0.5 us).
+  constexpr int kLinesPerChunk = NT * 32 * 2 * kT * 4 / 128;
+  const int64_t e_end = st1 * L::kStageElems;
+  auto prefetch_step = [&](int64_t e_blk, int s) {
+    if (e_blk >= e_end || (int)threadIdx.x >= D::kChunks * kLinesPerChunk) return;
+    const int c = threadIdx.x / kLinesPerChunk, l = threadIdx.x % kLinesPerChunk;
+    const int64_t q = (e_blk + chunk_off<D>(s, c)) / 16;
+    prefetch_l1(a.xf + q * NT * 32 * 2 * kT + 32 * l);
+  };
+  prefetch_step(st0 * L::kStageElems, 0);
+
 #pragma unroll
   for (int i = 0; i < L::kStages - 1; i++) {
     if (i < n_my) issue(i);
@@ -235,6 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
             }
           }
         const int64_t eb = e_stage + blk * D::kBlockElems;  // the block's first element
+        if (s + 1 < kSteps) prefetch_step(eb, s + 1);
+        else prefetch_step(eb + D::kBlockElems, 0);
 #pragma unroll
         for (int n = 0; n < NT; n++) {
 #pragma unroll
