@@ -24,13 +24,18 @@
 // calls: calls must not run concurrently on different streams (the engine runs one step at a time).
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/matvec_mma.cuh"
 
 namespace ds::cuda {
 namespace gemm {
 
-constexpr int kWarps = 8, kThreads = 32 * kWarps, kMT = 2, kRows = kWarps * 16 * kMT;
+// kRows = 256 rows per CTA either as 8 warps x two 16-row m-tiles (MT = 2: each x fragment feeds 2 m-tiles)
+// or 16 warps x one m-tile (MT = 1: half the registers per thread, twice the warps to hide latency).
+constexpr int kRows = 256;
+template <int MT>
+constexpr int threads_for() { return 32 * kRows / (16 * MT); }
 constexpr int64_t kMaxCols = 32768;
 constexpr int64_t kXfWords = kMaxCols / 16 * 8 * 32 * 3 * 2;  // per kstep: 8 n-tiles x 32 lanes x 3 terms x 2 words
 constexpr int64_t kXsumFloats = kMaxCols / 32 * 64;
@@ -152,8 +157,9 @@ struct Args {
   unsigned* count;
 };
 
-template <class D, int NT, int kT>
-__global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
+template <class D, int NT, int kT, int kMT>
+__global__ void __launch_bounds__(threads_for<kMT>(), 1) gemm_kernel(const Args a) {
+  constexpr int kThreads = threads_for<kMT>();
   using L = Layout<D>;
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kSteps = D::kBlockElems / D::kStepElems;
@@ -213,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
   for (int m = 0; m < kMT; m++)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int64_t r = row0 + warp * 32 + 16 * m + 8 * h + g;
+      const int64_t r = row0 + warp * 16 * kMT + 16 * m + 8 * h + g;
       rowq[m][h] = r < a.rows ? r : a.rows - 1;
     }
 
@@ -229,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const uintptr_t src = (uintptr_t)(a.w + rowq[m][h] * a.row_bytes + (st0 + i) * L::kSB);
-        blk0[m][h] = slot + (warp * 32 + 16 * m + 8 * h + g) * L::kPitch + (src & 15);
+        blk0[m][h] = slot + (warp * 16 * kMT + 16 * m + 8 * h + g) * L::kPitch + (src & 15);
       }
     const int64_t e_stage = (st0 + i) * L::kStageElems;
 #pragma unroll 1
@@ -314,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
       for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          const int64_t r = row0 + warp * 32 + 16 * m + 8 * (i / 2) + g;
+          const int64_t r = row0 + warp * 16 * kMT + 16 * m + 8 * (i / 2) + g;
           const int b = 8 * n + 2 * t + (i % 2);
           if (r >= a.rows || b >= a.batch) continue;
           float* yp = a.y + (int64_t)b * a.rows + r;
@@ -329,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
     for (int n = 0; n < NT; n++)
 #pragma unroll
       for (int i = 0; i < 4; i++)
-        part[(8 * n + 2 * t + (i % 2)) * kRows + warp * 32 + 16 * m + 8 * (i / 2) + g] = acc[m][n][i];
+        part[(8 * n + 2 * t + (i % 2)) * kRows + warp * 16 * kMT + 16 * m + 8 * (i / 2) + g] = acc[m][n][i];
   __threadfence();
   __syncthreads();
   __shared__ int is_last;
@@ -351,34 +357,43 @@ __global__ void __launch_bounds__(kThreads, 1) gemm_kernel(const Args a) {
 }
 
 // ---- host side -------------------------------------------------------------------------------------
-template <class D, int NT, int kT>
+template <class D, int NT, int kT, int MT>
 cudaError_t allow_smem() {
-  static const cudaError_t e = cudaFuncSetAttribute(gemm_kernel<D, NT, kT>,
+  static const cudaError_t e = cudaFuncSetAttribute(gemm_kernel<D, NT, kT, MT>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<D>::kSmem);
   return e;
 }
 
-template <class D, int NT, int kT>
+template <class D, int NT, int kT, int MT>
 Status launch_nt(const Args& a, dim3 grid, cudaStream_t stream) {
-  const cudaError_t e = allow_smem<D, NT, kT>();
+  const cudaError_t e = allow_smem<D, NT, kT, MT>();
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (gemm): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  gemm_kernel<D, NT, kT><<<grid, kThreads, Layout<D>::kSmem, stream>>>(a);
+  gemm_kernel<D, NT, kT, MT><<<grid, threads_for<MT>(), Layout<D>::kSmem, stream>>>(a);
   CUDA_TRY_LAUNCH("matvec_batched (gemm)", stream);
   return {};
 }
 
-template <class D, int kT>
+template <class D, int kT, int MT>
 Status launch_terms(const Args& a, dim3 grid, int nt, cudaStream_t stream) {
   switch (nt) {
-    case 1: return launch_nt<D, 1, kT>(a, grid, stream);
-    case 2: return launch_nt<D, 2, kT>(a, grid, stream);
-    case 3: return launch_nt<D, 3, kT>(a, grid, stream);
-    case 4: return launch_nt<D, 4, kT>(a, grid, stream);
-    case 5: return launch_nt<D, 5, kT>(a, grid, stream);
-    case 6: return launch_nt<D, 6, kT>(a, grid, stream);
-    case 7: return launch_nt<D, 7, kT>(a, grid, stream);
-    default: return launch_nt<D, 8, kT>(a, grid, stream);
+    case 1: return launch_nt<D, 1, kT, MT>(a, grid, stream);
+    case 2: return launch_nt<D, 2, kT, MT>(a, grid, stream);
+    case 3: return launch_nt<D, 3, kT, MT>(a, grid, stream);
+    case 4: return launch_nt<D, 4, kT, MT>(a, grid, stream);
+    case 5: return launch_nt<D, 5, kT, MT>(a, grid, stream);
+    case 6: return launch_nt<D, 6, kT, MT>(a, grid, stream);
+    case 7: return launch_nt<D, 7, kT, MT>(a, grid, stream);
+    default: return launch_nt<D, 8, kT, MT>(a, grid, stream);
   }
+}
+
+// Warp shape (see kRows): DS_MVB_MT = 1 (16 warps x 16 rows) or 2 (8 warps x 32 rows, the default).
+inline int warp_rows_setting() {
+  static const int mt = [] {
+    const char* e = std::getenv("DS_MVB_MT");
+    return e && e[0] == '1' && e[1] == 0 ? 1 : 2;
+  }();
+  return mt;
 }
 
 // K splits per row tile: the split count whose CTAs fill their waves best (a few % off per extra split), each
@@ -426,8 +441,9 @@ Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* 
   const Args a{static_cast<const uint8_t*>(w), rows, cols, cols / D::kBlockElems * D::kBlockBytes, y, batch,
                splits, accumulate, xf, xsum, part, count};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (terms == 2) return launch_terms<D, 2>(a, grid, nt, stream);
-  return launch_terms<D, 3>(a, grid, nt, stream);
+  if (warp_rows_setting() == 1)
+    return terms == 2 ? launch_terms<D, 2, 1>(a, grid, nt, stream) : launch_terms<D, 3, 1>(a, grid, nt, stream);
+  return terms == 2 ? launch_terms<D, 2, 2>(a, grid, nt, stream) : launch_terms<D, 3, 2>(a, grid, nt, stream);
 }
 
 }  // namespace gemm
