@@ -10,18 +10,24 @@
 //     xf[kstep q][n-tile][lane][term][2 words] (lane (g, t) of n-tile n holds elements 16q + 4t .. +3 of batch
 //     column 8n + g: the k-permutation of matvec_mma.cuh), plus Σx per 32-element group (for mins).
 //     Columns B .. 8·NT-1 are zeros.
-//  2. gemm: a CTA owns kRows = 256 consecutive rows (8 warps x 32 rows: two 16-row m-tiles each) and a
-//     contiguous range of stages (256 elements of every row; 128 for Q8_0) of the K dimension. The
-//     quantized weight tile of a stage (256 rows x one stage, 16-byte chunks of each row's span) goes to
-//     shared memory with cp.async, kStages deep, read from device memory exactly once per call. Each warp
-//     decodes its rows' codes from shared memory once per step and reuses them for every n-tile and term;
-//     the B fragments come pre-split from xf (global, through L1: the 8 warps of a CTA read the same ones).
+//  2. gemm: a CTA owns kRows = 256 consecutive rows (8 warps x two 16-row m-tiles, or 16 warps x one; see
+//     warp_rows_for) and a contiguous range of stages (256 elements of every row; 128 for Q8_0) of the K
+//     dimension. The quantized weight tile of a stage (256 rows x one stage, 16-byte chunks of each row's
+//     span) goes to shared memory with cp.async, 2-3 stages deep, read from device memory exactly once per
+//     call. Each warp decodes its rows' codes from shared memory once per step and reuses them for every
+//     n-tile and term; the B fragments come pre-split from xf (global, through L1: every warp of a CTA
+//     reads the same ones; the next step's are prefetched into L1 one line per thread).
 //     Every warp owns whole rows and all batch columns: no reduction inside the CTA.
 //     When the row tiles alone do not fill the GPU, K is split over `splits` CTAs per row tile: each writes
 //     its partial sums to a workspace, the last to arrive (atomic counter) adds the partials in split order
 //     (deterministic: the same bits on every run whatever the arrival order) and writes y.
 // The workspace (x fragments, group sums, partial sums, counters) is static device memory shared by all
 // calls: calls must not run concurrently on different streams (the engine runs one step at a time).
+//
+// Measured (H200, bench/cuda/NOTES.md 2026-12-02 batched section): 9B shapes at B = 64 reach 40-62
+// "effective" TFLOP/s (2·B·rows·cols per second) with 3 terms and 51-88 with 2 terms, i.e. 120-190 TFLOP/s
+// of bf16 mma.sync work, a fraction of the tensor cores' rate: the kernel is latency-bound (2-4 warps per
+// scheduler, x fragments through L1), not compute- or memory-bound. See the notes for what to try next.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -387,13 +393,15 @@ Status launch_terms(const Args& a, dim3 grid, int nt, cudaStream_t stream) {
   }
 }
 
-// Warp shape (see kRows): DS_MVB_MT = 1 (16 warps x 16 rows) or 2 (8 warps x 32 rows, the default).
-inline int warp_rows_setting() {
-  static const int mt = [] {
+// Warp shape (see kRows) for nt n-tiles: 16 warps x 16 rows up to 4 n-tiles (B <= 32), 8 warps x 32 rows
+// above (measured on the H200, bench/cuda/NOTES.md: MT = 1 is 5-15% faster at B = 8 and 32, MT = 2 10-40%
+// faster at B = 64, where MT = 1 spills under its 128-register cap). DS_MVB_MT = 1 or 2 forces one.
+inline int warp_rows_for(int nt) {
+  static const int forced = [] {
     const char* e = std::getenv("DS_MVB_MT");
-    return e && e[0] == '1' && e[1] == 0 ? 1 : 2;
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
   }();
-  return mt;
+  return forced ? forced : nt <= 4 ? 1 : 2;
 }
 
 // K splits per row tile: the split count whose CTAs fill their waves best (a few % off per extra split), each
@@ -441,7 +449,7 @@ Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* 
   const Args a{static_cast<const uint8_t*>(w), rows, cols, cols / D::kBlockElems * D::kBlockBytes, y, batch,
                splits, accumulate, xf, xsum, part, count};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (warp_rows_setting() == 1)
+  if (warp_rows_for(nt) == 1)
     return terms == 2 ? launch_terms<D, 2, 1>(a, grid, nt, stream) : launch_terms<D, 3, 1>(a, grid, nt, stream);
   return terms == 2 ? launch_terms<D, 2, 2>(a, grid, nt, stream) : launch_terms<D, 3, 2>(a, grid, nt, stream);
 }
