@@ -56,6 +56,18 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
                     float* scratch, cudaStream_t stream, bool accumulate = false);
 // Whether matvec_fused runs the transform inside the matvec kernel for this type / shape (else: two launches).
 bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols);
+// Batched path for 2 <= B <= 64 (matvec_batched.cu), a comparison hook for tests and benchmarks:
+//   Gemm: Q4_K / Q6_K / Q8_0 through the GEMM-structured tensor-core kernel (matvec_gemm.cuh), other types
+//         through matvec_mma.cuh;  Mma: every block type through matvec_mma.cuh.
+// Terms: bf16 terms per activation in the tensor-core paths (3: 24 significant bits, as fp32; 2: 16 bits).
+// Initial values from the environment: DS_MVB_PATH (gemm | mma, default gemm), DS_MVB_TERMS (2 | 3, default 3);
+// DS_MVB_MT (1 | 2) forces the GEMM kernel's warp shape (default: by batch size, matvec_gemm.cuh).
+// Not thread-safe against concurrent matvec_batched calls (set them before launching work).
+enum class MatvecBatchedPath { Gemm, Mma };
+MatvecBatchedPath matvec_batched_path();
+void set_matvec_batched_path(MatvecBatchedPath p);
+int matvec_batched_terms();
+void set_matvec_batched_terms(int terms);  // 2 or 3 (other values: 3)
 
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

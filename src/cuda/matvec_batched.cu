@@ -1,11 +1,16 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
-// Block-quantized, BF16 and F16 weights go to the tensor-core kernel (matvec_mma.cuh: integer codes
-// as bf16 times x split into bf16 terms, fp32 accumulation, near-fp32 accuracy); F32 weights and
-// F16/BF16 rows whose length is not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).
+// Q4_K, Q6_K and Q8_0 weights go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
+// staged once per CTA, x split into bf16 terms once per call); other block-quantized, BF16 and F16 weights
+// to the per-warp tensor-core kernel (matvec_mma.cuh); both multiply integer codes as bf16 by x split into
+// bf16 terms with fp32 accumulation (near-fp32 accuracy). F32 weights and F16/BF16 rows whose length is
+// not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+
+#include "cuda/matvec_gemm.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
-
-#include <tuple>
 
 namespace ds::cuda {
 namespace {
@@ -23,7 +28,42 @@ Status fma_path(GgmlType type, const void* w, int64_t rows, int64_t cols, const 
   }
 }
 
+MatvecBatchedPath& path_setting() {
+  static MatvecBatchedPath p = [] {
+    const char* e = std::getenv("DS_MVB_PATH");
+    return e && !std::strcmp(e, "mma") ? MatvecBatchedPath::Mma : MatvecBatchedPath::Gemm;
+  }();
+  return p;
+}
+
+int& terms_setting() {
+  static int t = [] {
+    const char* e = std::getenv("DS_MVB_TERMS");
+    return e && !std::strcmp(e, "2") ? 2 : 3;
+  }();
+  return t;
+}
+
+template <class DG, class D>
+Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                   cudaStream_t stream, bool accumulate) {
+  if (path_setting() == MatvecBatchedPath::Gemm && gemm::supports<DG>(rows, cols, batch)) {
+    if (rows <= 0 || cols <= 0) return cu_err("cuda matvec_batched: empty matrix [{}, {}]", rows, cols);
+    if ((uintptr_t)w % 16 != 0) return cu_err("cuda matvec_batched: weights {} are not 16-byte aligned", w);
+    if ((uintptr_t)x % 16 != 0)
+      return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
+    if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
+    return gemm::launch<DG>(w, rows, cols, x, y, batch, stream, accumulate, terms_setting());
+  }
+  return mma::launch<D>(type, w, rows, cols, x, y, batch, stream, accumulate);
+}
+
 }  // namespace
+
+MatvecBatchedPath matvec_batched_path() { return path_setting(); }
+void set_matvec_batched_path(MatvecBatchedPath p) { path_setting() = p; }
+int matvec_batched_terms() { return terms_setting(); }
+void set_matvec_batched_terms(int terms) { terms_setting() = terms == 2 ? 2 : 3; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
@@ -32,10 +72,10 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
   const auto args = std::make_tuple(type, w, rows, cols, x, y, batch, stream, accumulate);
   switch (type) {
-    case GgmlType::Q4_K: return std::apply(mma::launch<mma::DecQ4K>, args);
+    case GgmlType::Q4_K: return std::apply(gemm_or_mma<mma::DecQ4K, mma::DecQ4K>, args);
     case GgmlType::Q5_K: return std::apply(mma::launch<mma::DecQ5K>, args);
-    case GgmlType::Q6_K: return std::apply(mma::launch<mma::DecQ6K>, args);
-    case GgmlType::Q8_0: return std::apply(mma::launch<mma::DecQ8_0>, args);
+    case GgmlType::Q6_K: return std::apply(gemm_or_mma<gemm::DecQ6KQuarter, mma::DecQ6K>, args);
+    case GgmlType::Q8_0: return std::apply(gemm_or_mma<mma::DecQ8_0, mma::DecQ8_0>, args);
     case GgmlType::Q4_0: return std::apply(mma::launch<mma::DecQ4_0>, args);
     case GgmlType::Q5_0: return std::apply(mma::launch<mma::DecQ5_0>, args);
     case GgmlType::IQ4_NL: return std::apply(mma::launch<mma::DecIQ4NL>, args);
