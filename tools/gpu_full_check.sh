@@ -9,7 +9,8 @@
 #   MODELS   "size:type ..." to synthesize and bench (default: the performance.md table)
 #   TESTS    test binaries to run (default: test_cuda test_cuda_model test_cuda_prefill)
 #   PRECISE  1 (default) also times the precise prefill of every model
-#   SAN      1: compute-sanitizer memcheck + racecheck on the fixture models after the tests (default 0: slow)
+#   SAN      1: compute-sanitizer memcheck + racecheck on the fixture models after the tests (default 0: slow);
+#            SAN_FILTER (gtest filter of test_cuda_model), SAN_LIMIT (seconds per tool, default 240)
 #   SERVE    1: the serving benchmark (tools/serve_bench.sh, python3) on the 9B Q4_K_M at the end (default 0)
 # $OUT gets at most seven files: tests.log, sanitizer.log, bench.log, bench.jsonl, breakdown.log, serve.jsonl,
 # steps.log.
@@ -48,11 +49,11 @@ if [ "${SAN:-0}" = 1 ]; then
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   # One fixture end to end (all three prefill paths, graph-replayed decode), CPU vs CUDA dumps (every kernel with
   # its debug outputs), batching, snapshots and the piece prefill.
-  F='AllFiles/CudaFixtureLogits.TeacherForced*/tiny_gqa_q4_k_m:Models/CudaVsCpuDumps.*:CudaState.*:CudaPrefill.*'
+  F=${SAN_FILTER:-'AllFiles/CudaFixtureLogits.TeacherForced*/tiny_gqa_q4_k_m:Models/CudaVsCpuDumps.*:CudaState.BatchedDecodeEqualsEachAlone:CudaPrefill.FastPrefillThenDecode'}
   if [ -n "$CS" ]; then
-    step memcheck 240 "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 \
+    step memcheck "${SAN_LIMIT:-240}" "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 \
       "$B/test_cuda_model" --gtest_brief=1 --gtest_filter="$F"
-    step racecheck 240 "$OUT/sanitizer.log" "$CS" --tool racecheck --racecheck-report hazard --error-exitcode 1 \
+    step racecheck "${SAN_LIMIT:-240}" "$OUT/sanitizer.log" "$CS" --tool racecheck --racecheck-report hazard --error-exitcode 1 \
       "$B/test_cuda_model" --gtest_brief=1 --gtest_filter="$F"
   else
     say "compute-sanitizer not found"
