@@ -120,6 +120,24 @@ TEST(Fast, MatmulAgainstExactProduct) {
   });
 }
 
+TEST(Fast, MatmulPanelColumnsPastTheLastTile) {
+  // The prefill panel is transposed in width x width register tiles (8 or 16 columns of K); K = 37 and 72
+  // leave a remainder for both widths (F32 and F16 rows take any K), and 19 rows a partial panel.
+  for (int64_t K : {37, 72}) {
+    std::vector<QMatrix> mats;
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16}) mats.push_back(make_matrix(t, 19, K, 30 + (int)t));
+    for_each_isa([&](const std::string& isa) {
+      const int64_t T = 9;
+      const auto x = ds::test::randn(T * K, 5 + K);
+      for (const QMatrix& m : mats) {
+        std::vector<float> y(T * 19, NAN);
+        cpu::matmul_fast({m.type, 19, K, T}, m.bytes.data(), x.data(), y.data());
+        EXPECT_LE(scaled_error(m, x, T, y), kMatmulTolScaled) << isa << " " << ggml_type_name(m.type) << " K=" << K;
+      }
+    });
+  }
+}
+
 TEST(Fast, MatmulJobsShareOneCall) {
   // Three weights of different types and row counts (1, 33, 300) with one x, in one call: each equals
   // its own call bit for bit (the same kernels see the same rows), and both paths of T.
