@@ -309,6 +309,7 @@ bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows,
 
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n) {
   if (!cpu_has_avx2_fma()) return false;
+  if (cpu_has_avx512() && dequant_kernel_avx512(t, row, y, n)) return true;
   return dequant_generic_avx2(t, (const uint8_t*)row, y, n) || dequant_avx2(t, row, y, n);
 }
 

@@ -1,4 +1,4 @@
-// AVX-512 twins of the factored decode dot kernels (dot_kernels_avx2.cpp) for the two types that carry
+// AVX-512 twins of the factored decode dot kernels (and of the dequantizers, for prefill panels) (dot_kernels_avx2.cpp) for the two types that carry
 // almost all decode bytes, Q4_K and Q6_K, for many rows with one x (dot_rows). Same math: per
 // sub-block sum(code * x) in fp32, times the sub-block's float scale; Q4_K's mins use the shared sums of
 // x per 32 elements. Three things make them faster than the AVX2 ones besides the width:
@@ -156,6 +156,46 @@ void dot_q6_k(const uint8_t* p, size_t stride, int64_t nb, const float* x, float
     y[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3])));
 }
 
+// ---- dequantization (prefill panels) -------------------------------------------------------------
+// Bit-exact with the reference (formats.md §6): Q4_K's d*sc*q - dmin*m has an exact product (17 + 4
+// bits) and one rounding, which the FMA of the 16-entry table gives; Q6_K's (d*sc) * (q - 32) is one
+// rounding of an exact product, as cvt(q - 32) * (d*sc) is.
+void dequant_q4_k(const uint8_t* p, int64_t nb, float* y) {
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  alignas(32) float dsc[8], mmn[8];
+  for (int64_t b = 0; b < nb; b++, y += 256) {
+    const auto* blk = (const BlockQ4_K*)p + b;
+    __m256 d, m;
+    q4k_scales(blk, &d, &m);
+    _mm256_store_ps(dsc, d);
+    _mm256_store_ps(mmn, m);
+    for (int c = 0; c < 4; c++) {
+      const __m512 tlo = _mm512_fmsub_ps(iota, _mm512_set1_ps(dsc[2 * c]), _mm512_set1_ps(mmn[2 * c]));
+      const __m512 thi = _mm512_fmsub_ps(iota, _mm512_set1_ps(dsc[2 * c + 1]), _mm512_set1_ps(mmn[2 * c + 1]));
+      const uint8_t* q = blk->qs + 32 * c;
+      const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)q));
+      const __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(q + 16)));
+      // VPERMPS reads only the low 4 bits of each index: the low nibble needs no mask.
+      _mm512_storeu_ps(y + 64 * c, _mm512_permutexvar_ps(v0, tlo));
+      _mm512_storeu_ps(y + 64 * c + 16, _mm512_permutexvar_ps(v1, tlo));
+      _mm512_storeu_ps(y + 64 * c + 32, _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), thi));
+      _mm512_storeu_ps(y + 64 * c + 48, _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), thi));
+    }
+  }
+}
+
+void dequant_q6_k(const uint8_t* p, int64_t nb, float* y) {
+  alignas(64) int8_t codes[256];
+  alignas(64) float ds[16];
+  for (int64_t b = 0; b < nb; b++, y += 256) {
+    const auto* blk = (const BlockQ6_K*)p + b;
+    _mm512_store_ps(ds, _mm512_mul_ps(_mm512_set1_ps(h2f(blk->d)), i8x16(blk->scales)));
+    q6k_codes(blk, codes);
+    asm volatile("" ::: "memory");
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(y + 16 * i, _mm512_mul_ps(i8x16(codes + 16 * i), _mm512_set1_ps(ds[i])));
+  }
+}
+
 void x_sums32(const float* x, int64_t n, float* s32) {
   for (int64_t i = 0; i < n / 32; i++)
     s32[i] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(x + 32 * i), _mm512_loadu_ps(x + 32 * i + 16)));
@@ -183,6 +223,14 @@ bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_
   }
 }
 
+bool dequant_kernel_avx512(GgmlType t, const void* row, float* y, int64_t n) {
+  switch (t) {
+    case GgmlType::Q4_K: dequant_q4_k((const uint8_t*)row, n / 256, y); return true;
+    case GgmlType::Q6_K: dequant_q6_k((const uint8_t*)row, n / 256, y); return true;
+    default: return false;
+  }
+}
+
 }  // namespace ds::quant::detail
 
 #pragma GCC pop_options
@@ -193,6 +241,7 @@ namespace ds::quant::detail {
 bool dot_rows_kernel_avx512(GgmlType, const void*, size_t, int64_t, const float*, int64_t, float*, float*) {
   return false;
 }
+bool dequant_kernel_avx512(GgmlType, const void*, float*, int64_t) { return false; }
 }  // namespace ds::quant::detail
 
 #endif

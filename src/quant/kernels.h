@@ -43,6 +43,8 @@ bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t 
 // after cpu_has_avx512(). scratch: n/32 floats.
 bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
                             float* y, float* scratch);
+// AVX-512 bit-exact Q4_K/Q6_K row dequantization (false for other types); after cpu_has_avx512().
+bool dequant_kernel_avx512(GgmlType t, const void* row, float* y, int64_t n);
 // AVX-512 F/BW/VL/DQ present, fast paths on, and not capped by DS_CPU_ISA=avx2|scalar (as ds::cpu).
 bool cpu_has_avx512();
 // Tests only: false keeps dot_rows on the AVX2 kernels (to test both on an AVX-512 machine).
