@@ -196,7 +196,7 @@ Status forward(const Qwen35Model& model, SequenceState& st, std::span<const int3
     x.matmul({{&Ly.ffn_gate, gate.data()}, {&Ly.ffn_up, up.data()}}, xn.data());
     x.emit(L + "ffn_gate", gate, {T, I});
     x.emit(L + "ffn_up", up, {T, I});
-    cpu::swiglu({T, I}, gate.data(), up.data(), gate.data());
+    (x.path == CpuPath::kReference ? cpu::swiglu : cpu::swiglu_fast)({T, I}, gate.data(), up.data(), gate.data());
     x.emit(L + "ffn_act", gate, {T, I});
     x.matmul(Ly.ffn_down, gate.data(), mix.data());
     x.emit(L + "ffn_out", mix, {T, H});

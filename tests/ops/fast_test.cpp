@@ -284,6 +284,37 @@ TEST(Fast, AttentionAgainstReference) {
   }
 }
 
+TEST(Fast, Conv1dSiluParallelAndRepeatedCalls) {
+  // Enough work for the parallel region (T * Cc > 32768) on every thread's reused scratch, twice in a row
+  // with different taps (the transposed taps are rebuilt per call, not cached across weights).
+  const int64_t Cc = 301, Kc = 4, T = 150;
+  for (uint64_t seed : {31u, 32u}) {
+    const auto w = ds::test::randn(Cc * Kc, seed, 0.5f);
+    const auto x = ds::test::randn(T * Cc, seed + 10, 1.0f);
+    auto s_ref = ds::test::randn((Kc - 1) * Cc, seed + 20, 1.0f), s_fast = s_ref;
+    std::vector<float> y_ref(T * Cc), y_fast(T * Cc);
+    cpu::conv1d_silu({T, 1, Cc, Kc}, x.data(), w.data(), s_ref.data(), nullptr, nullptr, y_ref.data());
+    cpu::conv1d_silu_fast({T, 1, Cc, Kc}, x.data(), w.data(), s_fast.data(), nullptr, nullptr, y_fast.data());
+    expect_close(y_fast, y_ref, 1e-6, 1e-5, "conv out seed " + std::to_string(seed));
+    expect_close(s_fast, s_ref, 0, 0, "conv window seed " + std::to_string(seed));
+  }
+}
+
+TEST(Fast, SwigluAgainstReference) {
+  // n not a multiple of the vector width or of the 1024-element pieces; 100k elements take the parallel
+  // loop; y aliasing gate as the forward calls it.
+  for_each_isa([&](const std::string& isa) {
+    for (int64_t n_ff : {(int64_t)1003, (int64_t)25000}) {
+      const int64_t T = 4, n = T * n_ff;
+      const auto gate = ds::test::randn(n, 40 + n_ff, 3.0f), up = ds::test::randn(n, 41 + n_ff, 1.0f);
+      std::vector<float> y_ref(n), y_fast(gate);
+      cpu::swiglu({T, n_ff}, gate.data(), up.data(), y_ref.data());
+      cpu::swiglu_fast({T, n_ff}, y_fast.data(), up.data(), y_fast.data());
+      expect_close(y_fast, y_ref, 2e-5, 1e-6, isa + " swiglu n=" + std::to_string(n));
+    }
+  });
+}
+
 TEST(Fast, Conv1dSiluAgainstReference) {
   // Kc = 4 as in Qwen3.5; T = 1 and 7 take the reference inside the fast call, 8 / 65 / 200 the fast loop;
   // a packed batch mixes a short and a long sequence with state slots.
