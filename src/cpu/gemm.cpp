@@ -144,7 +144,8 @@ void matmul_fast(std::span<const MatmulJob> jobs, const float* x, Precision prec
       const uint64_t rb = ggml_row_bytes(*ggml_type_info(p.type), K);
       const uint64_t total = rb * p.n_rows;
       const uint64_t target = std::max<uint64_t>(1, std::min<uint64_t>(kDecodeSliceBytes, total / (4 * nt)));
-      const int64_t step = std::max<int64_t>(1, (int64_t)(target / rb));
+      int64_t step = std::max<int64_t>(1, (int64_t)(target / rb));
+      if (step > 4) step -= step % 4;  // whole groups of the 4-row AVX-512 dot kernels
       for (int64_t r = 0; r < p.n_rows; r += step) items.push_back({ji, r, std::min(p.n_rows, r + step), 0, 1});
     }
   } else {

@@ -212,10 +212,12 @@ bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_
     case GgmlType::Q4_K:
       x_sums32(x, n, scratch);
       for (; r + 4 <= n_rows; r += 4) dot_q4_k<4>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
+      for (; r + 2 <= n_rows; r += 2) dot_q4_k<2>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
       for (; r < n_rows; r++) dot_q4_k<1>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
       return true;
     case GgmlType::Q6_K:
       for (; r + 4 <= n_rows; r += 4) dot_q6_k<4>(p + r * row_stride, row_stride, nb, x, y + r);
+      for (; r + 2 <= n_rows; r += 2) dot_q6_k<2>(p + r * row_stride, row_stride, nb, x, y + r);
       for (; r < n_rows; r++) dot_q6_k<1>(p + r * row_stride, row_stride, nb, x, y + r);
       return true;
     default:

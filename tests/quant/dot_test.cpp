@@ -80,7 +80,7 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
 TEST(QuantDot, DotRowsMatchesPerRowDots) {
   // Several rows at a stride larger than the row (as in a padded tensor), every decodable type,
   // against the exact dot of each row; also 0 and 1 rows. On an AVX-512 machine both the AVX-512
-  // kernels (Q4_K, Q6_K: two rows at a time, so odd counts matter) and the AVX2 ones run.
+  // kernels (Q4_K, Q6_K: four, then two rows at a time, so 5 and 7 rows matter) and the AVX2 ones run.
   std::mt19937 rng(21);
   for (bool avx512 : {true, false}) {
     SCOPED_TRACE(avx512 ? "avx512 allowed" : "avx512 off");
@@ -94,7 +94,7 @@ TEST(QuantDot, DotRowsMatchesPerRowDots) {
       for (int64_t n : {(int64_t)1024, (int64_t)(hot ? 256 * 40 : 0)}) {
         if (n == 0) continue;
         const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
-        for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)2, (int64_t)5}) {
+        for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)2, (int64_t)5, (int64_t)7}) {
           std::vector<uint8_t> w(rows * stride + 1);
           for (int64_t r = 0; r < rows; r++) {
             const auto blk = test::random_blocks(t, n / ti.block_size, rng);
