@@ -203,6 +203,14 @@ void x_sums32(const float* x, int64_t n, float* s32) {
 
 }  // namespace
 
+// Software prefetch of the weights kPrefetchBytes ahead of each 4-row group. One core's hardware
+// prefetchers keep too few lines in flight (they also stop at 4 KiB pages): bench_quant dot_rows
+// n4096/stream/t2 went from ~9-12 to ~18-23 GB/s on this Zen 5 with 1-2 KiB (noisy, loaded machine).
+constexpr size_t kPrefetchBytes = 2048;
+inline void prefetch_range(const uint8_t* p, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) _mm_prefetch((const char*)p + i, _MM_HINT_T0);
+}
+
 bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
                             float* y, float* scratch) {
   const auto* p = (const uint8_t*)w;
@@ -211,12 +219,18 @@ bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_
   switch (t) {
     case GgmlType::Q4_K:
       x_sums32(x, n, scratch);
-      for (; r + 4 <= n_rows; r += 4) dot_q4_k<4>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
+      for (; r + 4 <= n_rows; r += 4) {
+        prefetch_range(p + r * row_stride + kPrefetchBytes, 4 * row_stride);
+        dot_q4_k<4>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
+      }
       for (; r + 2 <= n_rows; r += 2) dot_q4_k<2>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
       for (; r < n_rows; r++) dot_q4_k<1>(p + r * row_stride, row_stride, nb, x, scratch, y + r);
       return true;
     case GgmlType::Q6_K:
-      for (; r + 4 <= n_rows; r += 4) dot_q6_k<4>(p + r * row_stride, row_stride, nb, x, y + r);
+      for (; r + 4 <= n_rows; r += 4) {
+        prefetch_range(p + r * row_stride + kPrefetchBytes, 4 * row_stride);
+        dot_q6_k<4>(p + r * row_stride, row_stride, nb, x, y + r);
+      }
       for (; r + 2 <= n_rows; r += 2) dot_q6_k<2>(p + r * row_stride, row_stride, nb, x, y + r);
       for (; r < n_rows; r++) dot_q6_k<1>(p + r * row_stride, row_stride, nb, x, y + r);
       return true;
