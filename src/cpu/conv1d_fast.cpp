@@ -18,7 +18,11 @@ void conv1d_silu_fast(const ops::ConvParams& p, const float* x, const float* w, 
   const int64_t Cc = p.n_channels, Kc = p.kernel, W = Kc - 1;
   if (!ops || p.n_tokens < 2 * Kc) return conv1d_silu(p, x, w, state, seq_starts, state_slots, y);
   DS_CHECK(Kc >= 1 && W <= 16, "conv kernel {}", Kc);
-  std::vector<float> wt(Kc * Cc);  // taps transposed: wt[j][c]
+  // Taps transposed, wt[j][c], and (below) each thread's SiLU scratch: per-thread buffers kept between
+  // calls (grown, never shrunk; a few rows of Cc floats), so a prefill allocates nothing here once warm.
+  thread_local std::vector<float> wt_buf;
+  wt_buf.resize(Kc * Cc);
+  float* const wt = wt_buf.data();  // a plain pointer: inside the parallel region the name wt_buf would be each thread's own
   for (int64_t c = 0; c < Cc; c++)
     for (int64_t j = 0; j < Kc; j++) wt[j * Cc + c] = w[c * Kc + j];
   for (int64_t s = 0; s < p.n_seqs; s++) {
@@ -34,7 +38,8 @@ void conv1d_silu_fast(const ops::ConvParams& p, const float* x, const float* w, 
     auto row = [&](int64_t e) { return e < W ? st + e * Cc : x + (t0 + e - W) * Cc; };
 #pragma omp parallel if (T * Cc > 32768)
     {
-      std::vector<float> e(Cc);
+      thread_local std::vector<float> e;
+      e.resize(Cc);
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < T; t++) {
         float* yr = y + (t0 + t) * Cc;
@@ -42,7 +47,7 @@ void conv1d_silu_fast(const ops::ConvParams& p, const float* x, const float* w, 
         for (int64_t c = 0; c < Cc; c++) yr[c] = wt[c] * r0[c];
         for (int64_t j = 1; j < Kc; j++) {
           const float* rj = row(t + j);
-          const float* wj = wt.data() + j * Cc;
+          const float* wj = wt + j * Cc;
           for (int64_t c = 0; c < Cc; c++) yr[c] += wj[c] * rj[c];
         }
         for (int64_t c = 0; c < Cc; c++) e[c] = -yr[c];

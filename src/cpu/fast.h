@@ -9,6 +9,7 @@
 //   gdn_recurrent_fast  the recurrent rule (§4.4), one pass over each state row
 //   attention_fast      causal attention with vectorized dot products and value sums
 //   conv1d_silu_fast    the causal conv + SiLU over a prompt, parallel over tokens, channels vectorized
+//   swiglu_fast         SwiGLU with the vector exp
 #pragma once
 #include <cstdint>
 #include <span>
@@ -46,6 +47,8 @@ void gdn_recurrent_fast(const ops::GdnParams& p, const float* q, const float* k,
 // Prefill (>= 2 Kc tokens per sequence) only; fewer tokens run the reference conv1d_silu.
 void conv1d_silu_fast(const ops::ConvParams& p, const float* x, const float* w, float* state,
                       const int32_t* seq_starts, const int32_t* state_slots, float* y);
+// y = silu(gate) * up (ops/swiglu.h) with the vector exp; y may alias gate or up.
+void swiglu_fast(const ops::SwigluParams& p, const float* gate, const float* up, float* y);
 void attention_fast(const ops::AttentionParams& p, const float* q, const float* k, const float* v, float* k_cache,
                     float* v_cache, const int32_t* pos, const int32_t* seq_starts, const int32_t* slots, float* out);
 

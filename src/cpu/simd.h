@@ -44,6 +44,10 @@ struct VecOps {
   // init may be null or alias C). lower: A is lower triangular (row r uses A[r][0..r] only).
   void (*rows_times_matrix)(const float* A, int64_t lda, int64_t rows, int64_t ku, bool lower, const float* B,
                             int64_t ldb, int64_t n, const float* init, int64_t ldi, float* C, int64_t ldc);
+
+  // The GEMM panel from nr <= gemm_nr rows of K floats (row stride ld): panel[k][n] = rows[n][k], rows
+  // nr .. gemm_nr - 1 zero. Register transposes of width x width tiles.
+  void (*pack_panel)(const float* rows, int64_t ld, int nr, int64_t K, float* panel);
 };
 
 const VecOps* vec_ops();

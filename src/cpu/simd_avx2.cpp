@@ -40,6 +40,24 @@ struct V {
     const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
     return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
   }
+  // 8x8 transpose in place: r[i][j] -> r[j][i] (unpack pairs, 4x4 blocks per 128-bit lane, then lanes).
+  static void transpose(R* r) {
+    R a[8], b[8];
+    for (int i = 0; i < 4; i++) {
+      a[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      a[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 2; g++) {  // b[4g + j], lane l: rows 4g .. 4g+3 of column 4l + j
+      b[4 * g + 0] = _mm256_shuffle_ps(a[4 * g], a[4 * g + 2], 0x44);
+      b[4 * g + 1] = _mm256_shuffle_ps(a[4 * g], a[4 * g + 2], 0xEE);
+      b[4 * g + 2] = _mm256_shuffle_ps(a[4 * g + 1], a[4 * g + 3], 0x44);
+      b[4 * g + 3] = _mm256_shuffle_ps(a[4 * g + 1], a[4 * g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+      r[j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x20);
+      r[4 + j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x31);
+    }
+  }
 };
 
 #include "cpu/simd_impl.h"
@@ -66,7 +84,8 @@ const VecOps* vec_ops_avx2() {
                              .gemm_f32 = kGemmF32,
                              .gemm_bf16 = nullptr,
                              .to_bf16 = nullptr,
-                             .rows_times_matrix = rows_times_matrix};
+                             .rows_times_matrix = rows_times_matrix,
+                             .pack_panel = pack_panel};
   return &ops;
 }
 

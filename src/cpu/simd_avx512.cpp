@@ -37,6 +37,28 @@ struct V {
   static float sum(R a) { return _mm512_reduce_add_ps(a); }
   static R round(R a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static R scale2(R p, R n) { return _mm512_scalef_ps(p, n); }
+  // 16x16 transpose in place: r[i][j] -> r[j][i] (unpack pairs, 4x4 blocks per 128-bit lane, then lanes).
+  static void transpose(R* r) {
+    R a[16], b[16];
+    for (int i = 0; i < 8; i++) {
+      a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) {  // b[4g + j], lane l: rows 4g .. 4g+3 of column 4l + j
+      b[4 * g + 0] = _mm512_shuffle_ps(a[4 * g], a[4 * g + 2], 0x44);
+      b[4 * g + 1] = _mm512_shuffle_ps(a[4 * g], a[4 * g + 2], 0xEE);
+      b[4 * g + 2] = _mm512_shuffle_ps(a[4 * g + 1], a[4 * g + 3], 0x44);
+      b[4 * g + 3] = _mm512_shuffle_ps(a[4 * g + 1], a[4 * g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+      const R clo = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x88), chi = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xDD);
+      const R dlo = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x88), dhi = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xDD);
+      r[j] = _mm512_shuffle_f32x4(clo, dlo, 0x88);
+      r[8 + j] = _mm512_shuffle_f32x4(clo, dlo, 0xDD);
+      r[4 + j] = _mm512_shuffle_f32x4(chi, dhi, 0x88);
+      r[12 + j] = _mm512_shuffle_f32x4(chi, dhi, 0xDD);
+    }
+  }
 };
 
 #include "cpu/simd_impl.h"
@@ -100,7 +122,8 @@ const VecOps* vec_ops_avx512() {
                              .gemm_f32 = kGemmF32,
                              .gemm_bf16 = kGemmBf16,
                              .to_bf16 = to_bf16,
-                             .rows_times_matrix = rows_times_matrix};
+                             .rows_times_matrix = rows_times_matrix,
+                             .pack_panel = pack_panel};
   return &ops;
 }
 

@@ -248,3 +248,22 @@ void gemm_f32(int64_t K, const float* pw, const float* x, int64_t ldx, float* y,
     }
   }
 }
+
+// ---- GEMM panel packing ---------------------------------------------------------------------------
+// panel[k][n] = rows[n][k] for n < nr, 0 for nr <= n < 2W (the fp32 GEMM's panel width): W x W tiles
+// transposed in registers, one full-vector store per panel row and half.
+void pack_panel(const float* rows, int64_t ld, int nr, int64_t K, float* panel) {
+  constexpr int W = V::W, NR = 2 * V::W;
+  int64_t k = 0;
+  for (; k + W <= K; k += W)
+    for (int h = 0; h < 2; h++) {
+      V::R t[W];
+#pragma GCC unroll 16
+      for (int i = 0; i < W; i++) t[i] = h * W + i < nr ? V::load(rows + (h * W + i) * ld + k) : V::zero();
+      V::transpose(t);
+#pragma GCC unroll 16
+      for (int i = 0; i < W; i++) V::store(panel + (k + i) * NR + h * W, t[i]);
+    }
+  for (; k < K; k++)
+    for (int n = 0; n < NR; n++) panel[k * NR + n] = n < nr ? rows[n * ld + k] : 0.0f;
+}

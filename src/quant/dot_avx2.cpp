@@ -8,6 +8,7 @@
 // `#pragma GCC target` region; dispatch (outside it) checks the CPU at run time, so the binary still
 // runs on CPUs without AVX2, where quant.cpp falls back to the scalar reference.
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -25,14 +26,26 @@ namespace ds::quant::detail {
 
 namespace {
 std::atomic<bool> g_fast_enabled{true};
+std::atomic<bool> g_avx512_enabled{true};
 }  // namespace
 
 void set_fast_paths_enabled(bool on) { g_fast_enabled = on; }
+void set_avx512_enabled(bool on) { g_avx512_enabled = on; }
 
 bool cpu_has_avx2_fma() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                          __builtin_cpu_supports("f16c");
   return ok && g_fast_enabled.load(std::memory_order_relaxed);
+}
+
+bool cpu_has_avx512() {
+  static const bool ok = [] {
+    const char* e = std::getenv("DS_CPU_ISA");  // the same cap as ds::cpu's (cpu/isa.cpp)
+    if (e && (!std::strcmp(e, "avx2") || !std::strcmp(e, "scalar"))) return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }();
+  return ok && g_avx512_enabled.load(std::memory_order_relaxed) && cpu_has_avx2_fma();
 }
 
 }  // namespace ds::quant::detail
@@ -287,6 +300,7 @@ bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows,
   // Scratch for the partial sums of x, owned here (outside the AVX2 region) and reused per thread.
   thread_local std::vector<float> scratch;
   scratch.resize(n / 16 + n / 32 + 1);
+  if (cpu_has_avx512() && dot_rows_kernel_avx512(t, w, row_stride, n_rows, x, n, y, scratch.data())) return true;
   if (dot_rows_kernel_avx2(t, w, row_stride, n_rows, x, n, y, scratch.data())) return true;
   for (int64_t r = 0; r < n_rows; r++)
     if (!dot_avx2(t, (const uint8_t*)w + r * row_stride, x, n, y + r)) return false;
@@ -295,13 +309,16 @@ bool dot_rows_fast(GgmlType t, const void* w, size_t row_stride, int64_t n_rows,
 
 bool dequantize_row_fast(GgmlType t, const void* row, float* y, int64_t n) {
   if (!cpu_has_avx2_fma()) return false;
+  if (cpu_has_avx512() && dequant_kernel_avx512(t, row, y, n)) return true;
   return dequant_generic_avx2(t, (const uint8_t*)row, y, n) || dequant_avx2(t, row, y, n);
 }
 
 #else  // not x86-64 GCC/Clang: scalar reference only
 
 void set_fast_paths_enabled(bool) {}
+void set_avx512_enabled(bool) {}
 bool cpu_has_avx2_fma() { return false; }
+bool cpu_has_avx512() { return false; }
 bool dot_row_fast(GgmlType, const void*, const float*, int64_t, float*) { return false; }
 bool dequantize_row_fast(GgmlType, const void*, float*, int64_t) { return false; }
 bool dot_rows_fast(GgmlType, const void*, size_t, int64_t, const float*, int64_t, float*) { return false; }

@@ -39,6 +39,16 @@ bool dot_kernel_avx2(GgmlType t, const void* row, const float* x, int64_t n, flo
 // scratch: n/16 + n/32 floats for the partial sums of x.
 bool dot_rows_kernel_avx2(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
                           float* y, float* scratch);
+// The AVX-512 Q4_K/Q6_K many-row kernels (dot_kernels_avx512.cpp; false for other types). Call only
+// after cpu_has_avx512(). scratch: n/32 floats.
+bool dot_rows_kernel_avx512(GgmlType t, const void* w, size_t row_stride, int64_t n_rows, const float* x, int64_t n,
+                            float* y, float* scratch);
+// AVX-512 bit-exact Q4_K/Q6_K row dequantization (false for other types); after cpu_has_avx512().
+bool dequant_kernel_avx512(GgmlType t, const void* row, float* y, int64_t n);
+// AVX-512 F/BW/VL/DQ present, fast paths on, and not capped by DS_CPU_ISA=avx2|scalar (as ds::cpu).
+bool cpu_has_avx512();
+// Tests only: false keeps dot_rows on the AVX2 kernels (to test both on an AVX-512 machine).
+void set_avx512_enabled(bool on);
 // dot_generic_avx2.cpp: the code-buffer kernels (Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/MXFP4, Q2_K/Q3_K/Q5_K).
 // s16/s32: precomputed sums of x per 16/32 elements, or nullptr to accumulate them inline.
 bool dot_generic_avx2(GgmlType t, const uint8_t* row, const float* x, int64_t n, const float* s16,

@@ -120,6 +120,24 @@ TEST(Fast, MatmulAgainstExactProduct) {
   });
 }
 
+TEST(Fast, MatmulPanelColumnsPastTheLastTile) {
+  // The prefill panel is transposed in width x width register tiles (8 or 16 columns of K); K = 37 and 72
+  // leave a remainder for both widths (F32 and F16 rows take any K), and 19 rows a partial panel.
+  for (int64_t K : {37, 72}) {
+    std::vector<QMatrix> mats;
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16}) mats.push_back(make_matrix(t, 19, K, 30 + (int)t));
+    for_each_isa([&](const std::string& isa) {
+      const int64_t T = 9;
+      const auto x = ds::test::randn(T * K, 5 + K);
+      for (const QMatrix& m : mats) {
+        std::vector<float> y(T * 19, NAN);
+        cpu::matmul_fast({m.type, 19, K, T}, m.bytes.data(), x.data(), y.data());
+        EXPECT_LE(scaled_error(m, x, T, y), kMatmulTolScaled) << isa << " " << ggml_type_name(m.type) << " K=" << K;
+      }
+    });
+  }
+}
+
 TEST(Fast, MatmulJobsShareOneCall) {
   // Three weights of different types and row counts (1, 33, 300) with one x, in one call: each equals
   // its own call bit for bit (the same kernels see the same rows), and both paths of T.
@@ -264,6 +282,37 @@ TEST(Fast, AttentionAgainstReference) {
       });
     }
   }
+}
+
+TEST(Fast, Conv1dSiluParallelAndRepeatedCalls) {
+  // Enough work for the parallel region (T * Cc > 32768) on every thread's reused scratch, twice in a row
+  // with different taps (the transposed taps are rebuilt per call, not cached across weights).
+  const int64_t Cc = 301, Kc = 4, T = 150;
+  for (uint64_t seed : {31u, 32u}) {
+    const auto w = ds::test::randn(Cc * Kc, seed, 0.5f);
+    const auto x = ds::test::randn(T * Cc, seed + 10, 1.0f);
+    auto s_ref = ds::test::randn((Kc - 1) * Cc, seed + 20, 1.0f), s_fast = s_ref;
+    std::vector<float> y_ref(T * Cc), y_fast(T * Cc);
+    cpu::conv1d_silu({T, 1, Cc, Kc}, x.data(), w.data(), s_ref.data(), nullptr, nullptr, y_ref.data());
+    cpu::conv1d_silu_fast({T, 1, Cc, Kc}, x.data(), w.data(), s_fast.data(), nullptr, nullptr, y_fast.data());
+    expect_close(y_fast, y_ref, 1e-6, 1e-5, "conv out seed " + std::to_string(seed));
+    expect_close(s_fast, s_ref, 0, 0, "conv window seed " + std::to_string(seed));
+  }
+}
+
+TEST(Fast, SwigluAgainstReference) {
+  // n not a multiple of the vector width or of the 1024-element pieces; 100k elements take the parallel
+  // loop; y aliasing gate as the forward calls it.
+  for_each_isa([&](const std::string& isa) {
+    for (int64_t n_ff : {(int64_t)1003, (int64_t)25000}) {
+      const int64_t T = 4, n = T * n_ff;
+      const auto gate = ds::test::randn(n, 40 + n_ff, 3.0f), up = ds::test::randn(n, 41 + n_ff, 1.0f);
+      std::vector<float> y_ref(n), y_fast(gate);
+      cpu::swiglu({T, n_ff}, gate.data(), up.data(), y_ref.data());
+      cpu::swiglu_fast({T, n_ff}, y_fast.data(), up.data(), y_fast.data());
+      expect_close(y_fast, y_ref, 2e-5, 1e-6, isa + " swiglu n=" + std::to_string(n));
+    }
+  });
 }
 
 TEST(Fast, Conv1dSiluAgainstReference) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant_testutil.h"
 #include "testutil.h"
@@ -96,22 +97,27 @@ TEST(QuantDequant, F32IsACopy) {
 }
 
 TEST(QuantDequant, FastPathEqualsReferenceOnRandomBlocks) {
-  // Longer rows than the goldens, with row lengths that are not multiples of 8 blocks.
+  // Longer rows than the goldens, with row lengths that are not multiples of 8 blocks; on an AVX-512
+  // machine with and without its Q4_K/Q6_K dequantizers.
   std::mt19937 rng(7);
-  for (GgmlType t : test::all_decodable_types()) {
-    if (!can_dequantize(t)) continue;
-    SCOPED_TRACE(std::string(ggml_type_name(t)));
-    const auto ti = *ggml_type_info(t);
-    for (int64_t nb : {(int64_t)1, (int64_t)3, (int64_t)17, 4096 / (int64_t)ti.block_size + 1}) {
-      const auto blocks = test::random_blocks(t, nb, rng);
-      const int64_t n = nb * ti.block_size;
-      std::vector<float> a(n), b(n);
-      dequantize_row_ref(t, blocks.data(), a.data(), n);
-      dequantize_row(t, blocks.data(), b.data(), n);
-      const int64_t bad = first_mismatch(b, a);
-      EXPECT_EQ(bad, -1) << "n=" << n << " element " << bad;
+  for (bool avx512 : {true, false}) {
+    detail::set_avx512_enabled(avx512);
+    for (GgmlType t : test::all_decodable_types()) {
+      if (!can_dequantize(t)) continue;
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + (avx512 ? " avx512 allowed" : " avx512 off"));
+      const auto ti = *ggml_type_info(t);
+      for (int64_t nb : {(int64_t)1, (int64_t)3, (int64_t)17, 4096 / (int64_t)ti.block_size + 1}) {
+        const auto blocks = test::random_blocks(t, nb, rng);
+        const int64_t n = nb * ti.block_size;
+        std::vector<float> a(n), b(n);
+        dequantize_row_ref(t, blocks.data(), a.data(), n);
+        dequantize_row(t, blocks.data(), b.data(), n);
+        const int64_t bad = first_mismatch(b, a);
+        EXPECT_EQ(bad, -1) << "n=" << n << " element " << bad;
+      }
     }
   }
+  detail::set_avx512_enabled(true);
 }
 
 TEST(QuantSupport, UnsupportedTypesNameTypeAndTensor) {

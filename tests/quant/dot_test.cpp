@@ -79,30 +79,40 @@ TEST(QuantDot, EveryTypeMatchesDequantizeThenDot) {
 
 TEST(QuantDot, DotRowsMatchesPerRowDots) {
   // Several rows at a stride larger than the row (as in a padded tensor), every decodable type,
-  // against the exact dot of each row; also 0 and 1 rows.
+  // against the exact dot of each row; also 0 and 1 rows. On an AVX-512 machine both the AVX-512
+  // kernels (Q4_K, Q6_K: four, then two rows at a time, so 5 and 7 rows matter) and the AVX2 ones run.
   std::mt19937 rng(21);
-  for (GgmlType t : test::all_decodable_types()) {
-    if (!can_dot(t)) continue;
-    SCOPED_TRACE(std::string(ggml_type_name(t)));
-    const auto ti = *ggml_type_info(t);
-    const int64_t n = 1024;
-    const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
-    for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)5}) {
-      std::vector<uint8_t> w(rows * stride + 1);
-      for (int64_t r = 0; r < rows; r++) {
-        const auto blk = test::random_blocks(t, n / ti.block_size, rng);
-        std::memcpy(w.data() + r * stride, blk.data(), row_bytes);
+  for (bool avx512 : {true, false}) {
+    SCOPED_TRACE(avx512 ? "avx512 allowed" : "avx512 off");
+    detail::set_avx512_enabled(avx512);
+    for (GgmlType t : test::all_decodable_types()) {
+      if (!can_dot(t)) continue;
+      SCOPED_TRACE(std::string(ggml_type_name(t)));
+      const auto ti = *ggml_type_info(t);
+      const bool hot = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+      // 40 blocks of 256 cross the AVX-512 kernels' 32-block scale pre-pass.
+      for (int64_t n : {(int64_t)1024, (int64_t)(hot ? 256 * 40 : 0)}) {
+        if (n == 0) continue;
+        const size_t row_bytes = ggml_row_bytes(ti, n), stride = row_bytes + 64;
+        for (int64_t rows : {(int64_t)0, (int64_t)1, (int64_t)2, (int64_t)5, (int64_t)7}) {
+          std::vector<uint8_t> w(rows * stride + 1);
+          for (int64_t r = 0; r < rows; r++) {
+            const auto blk = test::random_blocks(t, n / ti.block_size, rng);
+            std::memcpy(w.data() + r * stride, blk.data(), row_bytes);
+          }
+          const auto x = test::gaussian(n, rng);
+          std::vector<float> y(rows + 1, 12345.0f);
+          dot_rows(t, w.data(), stride, rows, x.data(), n, y.data());
+          for (int64_t r = 0; r < rows; r++) {
+            const Exact e = exact_dot(t, w.data() + r * stride, x.data(), n);
+            EXPECT_LE(std::fabs(y[r] - e.dot), dot_tolerance(t) * e.scale) << "n=" << n << " rows=" << rows << " r=" << r;
+          }
+          EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
+        }
       }
-      const auto x = test::gaussian(n, rng);
-      std::vector<float> y(rows + 1, 12345.0f);
-      dot_rows(t, w.data(), stride, rows, x.data(), n, y.data());
-      for (int64_t r = 0; r < rows; r++) {
-        const Exact e = exact_dot(t, w.data() + r * stride, x.data(), n);
-        EXPECT_LE(std::fabs(y[r] - e.dot), dot_tolerance(t) * e.scale) << "rows=" << rows << " r=" << r;
-      }
-      EXPECT_EQ(y[rows], 12345.0f) << "wrote past the last row";
     }
   }
+  detail::set_avx512_enabled(true);
 }
 
 TEST(QuantDot, ScalarFallbackWhenFastPathsAreOff) {
