@@ -1,9 +1,12 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -102,6 +105,7 @@ struct Server::Impl {
   httplib::Server svr;
   HttpMetrics metrics;
   int bound_port = -1;
+  int listen_fd = -1;  // the listening socket (set by the socket-options hook), for its backlog
   int64_t started = unix_now();
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
@@ -326,6 +330,11 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   // An idle keep-alive connection holds a worker thread: closed after at most --timeout (or 10 s).
   I.svr.set_keep_alive_timeout(std::min(10, I.cfg.io_timeout_s));
   I.svr.set_tcp_nodelay(true);  // SSE: each token's event leaves at once
+  // The hook runs on the listening socket only (cpp-httplib's default options, plus remembering it).
+  I.svr.set_socket_options([&I](socket_t sock) {
+    httplib::default_socket_options(sock);
+    I.listen_fd = sock;
+  });
   // Runs before the body is read. cpp-httplib 0.11 enforces the payload limit only for a declared
   // Content-Length: a chunked body would be read into memory without bound, so chunked request
   // bodies are refused (411; OpenAI clients send a Content-Length). The unread chunks that follow
@@ -387,6 +396,11 @@ Status Server::bind() {
       return err("server: cannot bind {}:{} (in use, or not a local address?)", I.cfg.host, I.cfg.port);
     I.bound_port = I.cfg.port;
   }
+  // cpp-httplib listens with a backlog of 5: 64 clients connecting at once on a fast machine overflowed
+  // it (connections reset before the first request: the H200 serving benchmark's warm-up). Listening
+  // again on a listening socket only changes its backlog (POSIX/Linux).
+  if (I.listen_fd >= 0 && ::listen(I.listen_fd, SOMAXCONN) != 0)
+    spdlog::warn("server: cannot raise the listen backlog to {}: {}", SOMAXCONN, std::strerror(errno));
   return {};
 }
 
