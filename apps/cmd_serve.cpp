@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "chat/chat_template.h"
@@ -37,7 +39,60 @@ int fail(const std::string& msg) {
   return 1;
 }
 
+// SIGINT / SIGTERM go to one thread that sigwaits for them; they are blocked in every other thread. Made
+// first thing in `serve`, so that every thread started later (OpenMP's, the CUDA driver's: a signal
+// delivered to one of those would kill the process without a shutdown) inherits the blocked mask. Until
+// a stop action is set (loading a model can take a while) a signal ends the process at once.
+class SignalThread {
+ public:
+  SignalThread() {
+    sigemptyset(&sigs_);
+    sigaddset(&sigs_, SIGINT);
+    sigaddset(&sigs_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs_, nullptr);
+    thread_ = std::thread([this] { wait(); });
+  }
+  ~SignalThread() {
+    disarm();
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait (ignored: disarmed)
+    thread_.join();
+  }
+  void on_signal(std::function<void()> stop) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = std::move(stop);
+  }
+  // From now on signals are ignored (the stop action may refer to objects about to be destroyed).
+  void disarm() {
+    std::lock_guard<std::mutex> lk(mu_);
+    disarmed_ = true;
+  }
+
+ private:
+  void wait() {
+    int sig = 0;
+    sigwait(&sigs_, &sig);
+    std::function<void()> stop;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (disarmed_) return;
+      stop = stop_;
+    }
+    if (!stop) {
+      spdlog::warn("serve: signal {} while starting; exiting", sig);
+      std::_Exit(128 + sig);
+    }
+    spdlog::info("serve: signal {}, shutting down", sig);
+    stop();
+  }
+  sigset_t sigs_;
+  std::mutex mu_;
+  std::function<void()> stop_;
+  bool disarmed_ = false;
+  std::thread thread_;
+};
+
 int run(Options o) {
+  SignalThread signals;
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     return fail(fmt::format("serve: --backend must be auto, cpu or cuda, got '{}'", o.backend));
   auto kind = ds::engine::resolve_backend_kind(o.backend);
@@ -94,13 +149,6 @@ int run(Options o) {
   if (o.model_id.empty()) o.model_id = std::filesystem::path(o.model).stem().string();
   o.srv.model_id = o.model_id;
 
-  // Signals go to one thread that stops the server; every other thread has them blocked.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
   ds::engine::Engine engine(*backend, codec, o.eng);
   engine.start();
   ds::server::Server server(o.srv, engine, codec, render);
@@ -118,17 +166,13 @@ int run(Options o) {
   std::printf("%d\n", server.port());
   std::fflush(stdout);
 
-  std::thread sig_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    if (sig != 0) spdlog::info("serve: signal {}, shutting down", sig);
+  signals.on_signal([&] {
     server.stop();
     engine.stop();  // unfinished requests end with an error now, so no handler keeps the server waiting
   });
   server.run();
+  signals.disarm();
   engine.stop();
-  pthread_kill(sig_thread.native_handle(), SIGTERM);  // wakes sigwait if the server stopped on its own
-  sig_thread.join();
   spdlog::info("serve: stopped");
   return 0;
 }
