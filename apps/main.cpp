@@ -10,9 +10,11 @@ std::vector<Command>& commands() {
   static std::vector<Command> all;
   return all;
 }
+void apply_omp_defaults(char** argv);  // omp_defaults.cpp
 }  // namespace ds::app
 
 int main(int argc, char** argv) {
+  ds::app::apply_omp_defaults(argv);
   ds::log_init();
   CLI::App app{
       "deltaserve: a Qwen3.5 (Gated DeltaNet hybrid) inference engine and OpenAI-compatible server.\n"
