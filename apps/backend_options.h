@@ -8,7 +8,7 @@
 namespace ds::app {
 
 struct BackendOptions {
-  std::string backend = "cpu";
+  std::string backend = "cpu";  // run and bench default to auto; logits (the external checks' contract) to cpu
   bool precise = false;    // cuda: fp32 prefill instead of the fast tensor-core mode
   bool no_graphs = false;  // cuda: launch each decode step's kernels instead of replaying a CUDA graph
 };

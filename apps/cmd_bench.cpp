@@ -36,6 +36,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs : ds::app::BackendOptions {
+  BenchArgs() { backend = "auto"; }  // the GPU when there is one
   std::string model;
   std::vector<int> n_prompt{512}, n_gen{128};
   int reps = 3, threads = 0;

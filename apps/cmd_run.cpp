@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;
 
 struct RunArgs : ds::app::BackendOptions {
+  RunArgs() { backend = "auto"; }  // the GPU when there is one
   std::string model, prompt, prompt_file, system;
   bool chat = false, think = false, no_think = false, interactive = false, ignore_eos = false, show_prompt = false;
   int n_predict = 128;
