@@ -87,6 +87,16 @@ class Server:
         m = re.search(rf"^{re.escape(name)} (\S+)$", self.get("/metrics")[1], re.M)
         return float(m.group(1)) if m else float("nan")
 
+    def phases(self):
+        """Engine seconds by phase (ds_engine_seconds_total), decode steps and full rows, from one /metrics read."""
+        text = self.get("/metrics")[1]
+        out = {m.group(1): float(m.group(2))
+               for m in re.finditer(r'^ds_engine_seconds_total\{phase="(\w+)"\} (\S+)$', text, re.M)}
+        for name in ("ds_decode_steps_total", "ds_decode_full_rows_total", "ds_prefill_calls_total"):
+            m = re.search(rf"^{name} (\S+)$", text, re.M)
+            out[name] = float(m.group(1)) if m else float("nan")
+        return out
+
     def stop(self, grace_s=10):
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -254,11 +264,15 @@ def main():
     r2 = lambda x: round(x, 2)
     for c in levels:
         st = Stats()
-        steps0 = srv.metric("ds_decode_steps_total")
+        ph0 = srv.phases()
         ts = time.perf_counter()
         run_clients(c, a.requests, make_body, srv.port, a.max_tokens, st)
         wall = time.perf_counter() - ts
-        steps = srv.metric("ds_decode_steps_total") - steps0
+        ph1 = srv.phases()
+        steps = ph1["ds_decode_steps_total"] - ph0["ds_decode_steps_total"]
+        # Where the engine thread's time went, per decode step (ms): older servers lack these counters.
+        step_ms = {k: r2((ph1[k] - ph0[k]) * 1e3 / steps) for k in ("prefill", "decode", "sample", "other")
+                   if k in ph0 and k in ph1 and steps > 0}
         line = {
             "bench": "serve", "client": "serve_bench.py", "model_file": os.path.basename(a.model),
             "model_bytes": os.path.getsize(a.model), "backend": meta["backend"], "device": device,
@@ -273,6 +287,11 @@ def main():
             "latency_ms": {"p50": r1(percentile(st.latency, 50)), "p99": r1(percentile(st.latency, 99))},
             # the first token of each request comes from its prefill, the rest from decode steps
             "mean_decode_batch": r1((st.tokens - st.ok) / steps) if steps > 0 else None,
+            "engine_ms_per_step": step_ms or None,
+            "prefill_calls": int(ph1["ds_prefill_calls_total"] - ph0["ds_prefill_calls_total"])
+            if ph1["ds_prefill_calls_total"] == ph1["ds_prefill_calls_total"] else None,
+            "full_rows": int(ph1["ds_decode_full_rows_total"] - ph0["ds_decode_full_rows_total"])
+            if ph1["ds_decode_full_rows_total"] == ph1["ds_decode_full_rows_total"] else None,
             "label": a.label, "commit": commit,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
