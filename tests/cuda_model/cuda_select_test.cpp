@@ -103,6 +103,15 @@ TEST(CudaSelect, MatchesHostSummaryWithTies) {
       }
     }
   }
+  // Signed zeros tie (the host compares values): -0 at id 7 beats +0 at id 9 as the lower id.
+  std::vector<float> z(300, -1.0f);
+  z[7] = -0.0f;
+  z[9] = 0.0f;
+  const auto got = select_on_device(z, 1, 300, 3, true);
+  sampler::RowSummary want;
+  sampler::summarize(z, 3, true, want);
+  expect_same(got[0], want, true, "signed zeros");
+  EXPECT_EQ(got[0].argmax, 7);
   EXPECT_FALSE(cuda::select_supported(262145));
 }
 

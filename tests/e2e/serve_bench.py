@@ -53,7 +53,7 @@ class Server:
                    OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
         self.proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0"] + args,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        self.err = []
+        self.err, self.engine_lines = [], []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         port = [None]
 
@@ -72,6 +72,9 @@ class Server:
 
     def _drain_stderr(self):
         for line in self.proc.stderr:
+            if "engine: last" in line:  # the engine's phase lines (DS_LOG=debug), kept apart from request lines
+                self.engine_lines.append(line)
+                del self.engine_lines[:-100]
             self.err.append(line)
             del self.err[:-200]
 
@@ -304,6 +307,11 @@ def main():
     srv5xx = re.search(r'status="5\d\d"', srv.get("/metrics")[1]) is not None
     code = srv.stop()
     watchdog.cancel()
+    time.sleep(0.2)  # the stderr reader's last lines
+    for line in srv.engine_lines:
+        log("server: " + line.rstrip())
+    for line in srv.err[-2:]:
+        log("server's last log line: " + line.rstrip())
     log(f"done in {time.perf_counter() - t0:.1f} s; server exit {code}" + ("; the server answered 5xx" if srv5xx else ""))
     return 1 if failures or code != 0 or srv5xx else 0
 

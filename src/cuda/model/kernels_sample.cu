@@ -33,6 +33,7 @@ constexpr int kChunk = kThreads * kPer;
 __device__ __forceinline__ uint32_t order_bits(float x) {
   const uint32_t u = __float_as_uint(x);
   if (isnan(x)) return 0;
+  if (x == 0.0f) return 0x80000000u;  // -0 ties with +0, as in the host's comparisons
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    select_rows(int n_chunks, int k, bool want_lse, const uint64_t* __restrict__ part_keys,
+    select_merge(int n_chunks, int k, bool want_lse, const uint64_t* __restrict__ part_keys,
                 const uint64_t* __restrict__ part_best, const double* __restrict__ part_sum,
                 SelectResultDev out) {
   __shared__ uint64_t red[kThreads / 32];
@@ -205,8 +206,8 @@ Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, 
   select_chunks<<<dim3(n_chunks, B), kThreads, 0, st>>>(logits, (int)V, n_chunks, k, want_lse, part_keys, part_best,
                                                         part_sum);
   CUDA_TRY_LAUNCH("select_chunks", st);
-  select_rows<<<B, kThreads, 0, st>>>(n_chunks, k, want_lse, part_keys, part_best, part_sum, out);
-  CUDA_TRY_LAUNCH("select_rows", st);
+  select_merge<<<B, kThreads, 0, st>>>(n_chunks, k, want_lse, part_keys, part_best, part_sum, out);
+  CUDA_TRY_LAUNCH("select_merge", st);
   return {};
 }
 
