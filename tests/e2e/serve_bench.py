@@ -8,7 +8,10 @@ prompt of exactly --prompt-tokens random token ids (so no prefix is shared betwe
 max_tokens = --max-tokens and "ignore_eos": true, so each generates exactly that many tokens even with
 random weights. Per level: one JSON line on stdout (appended to --out): aggregate output tok/s, time to
 first token, inter-token latency and time per output token (p50/p99), request latency, errors, and the
-mean decode batch from the server's /metrics. The whole run is bounded by --budget-s.
+mean decode batch from the server's /metrics, and where the engine thread's time went per decode step
+(engine_ms_per_step: prefill, decode, sample, other; from ds_engine_seconds_total). With DS_LOG=debug the
+server's per-256-step phase lines are printed at the end, with its last log lines after the SIGTERM.
+The whole run is bounded by --budget-s.
 
   python3 tests/e2e/serve_bench.py --model FILE [--backend cuda] [--parallel 64] [--levels 1,8,32,64]
       [--prompt-tokens 512] [--max-tokens 128] [--requests 2] [--ctx N] [--out bench/results/serve.jsonl]
