@@ -6,6 +6,11 @@
 // so the engine keeps snapshots at chosen token boundaries instead (engine/prefix_cache.h).
 // Contract: a slot's results depend only on that slot's tokens, never on which other slots share a
 // decode batch (greedy output alone == in a full batch).
+// decode_select is decode for a sampler that needs only part of each row (sampler/sampler.h, candidate
+// path): per row the argmax, the k best (logit, token) pairs and the log-sum-exp, plus full rows only
+// where asked. A GPU backend computes these on the device and downloads a few bytes per row instead of
+// [B, V] floats (V = 248,320 for Qwen3.5: 1 MB a row); the default here runs decode() and summarizes on
+// the host, so every backend (and the engine's tests on the CPU and fake backends) runs one engine path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +18,10 @@
 #include <span>
 #include <string>
 
+#include <vector>
+
 #include "core/error.h"
+#include "sampler/sampler.h"
 
 namespace ds::engine {
 
@@ -28,6 +36,19 @@ class Snapshot {
 struct MemoryInfo {
   size_t fixed_bytes_per_slot = 0;  // conv + recurrent state of every GDN layer
   size_t kv_bytes_per_token = 0;    // K + V of every attention layer for one position
+};
+
+inline constexpr int32_t kMaxCandidates = 64;  // SelectSpec::k at most
+
+struct SelectSpec {
+  int32_t k = 0;                   // best candidates per row, 0 .. kMaxCandidates
+  bool lse = false;                // each row's log-sum-exp
+  std::vector<int32_t> full_rows;  // batch rows whose full logits are wanted, increasing
+};
+
+struct Selection {
+  std::vector<sampler::RowSummary> rows;  // [B]: argmax, max, lse (if asked), top (k entries, fewer if V < k)
+  std::vector<float> full;                // [full_rows.size(), V], in full_rows order
 };
 
 class Backend {
@@ -48,9 +69,21 @@ class Backend {
   // [B, V], row i for slots[i].
   virtual Status decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                         std::span<float> logits_out) = 0;
+  // decode() returning `out` as described at the top. Errors as decode().
+  virtual Status decode_select(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                               const SelectSpec& spec, Selection& out);
+  // The full logits of row `row` of the last decode_select; valid until the next prefill or decode.
+  virtual Status last_row(int32_t row, std::span<float> out);
   // Copies of a slot's state: save() does not change the slot; restore() replaces the slot's state.
   virtual Result<std::unique_ptr<Snapshot>> save(int32_t slot) = 0;
   virtual Status restore(int32_t slot, const Snapshot& snap) = 0;
+
+ protected:
+  static Status check_spec(const SelectSpec& spec, size_t batch);
+
+ private:
+  std::vector<float> select_logits_;  // the default decode_select's [B, V]
+  size_t select_rows_ = 0;
 };
 
 }  // namespace ds::engine

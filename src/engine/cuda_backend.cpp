@@ -67,6 +67,47 @@ class CudaBackend : public Backend {
     return {};
   }
 
+  // On the device when the batch is one step and the vocabulary fits the selection kernels; else the host default.
+  Status decode_select(std::span<const int32_t> slots, std::span<const int32_t> tokens, const SelectSpec& spec,
+                       Selection& out) override {
+    const size_t B = slots.size(), V = (size_t)n_vocab();
+    device_rows_ = false;
+    if (B == 0 || B > (size_t)m_->options().max_tokens || !cuda::select_supported((int64_t)V) ||
+        spec.k > cuda::kMaxSelect)
+      return Backend::decode_select(slots, tokens, spec, out);
+    DS_TRY(check_spec(spec, B));
+    if (tokens.size() != B) return err("cuda backend: decode: {} slots and {} tokens", B, tokens.size());
+    std::vector<cuda::CudaSeqState*> states(B);
+    for (size_t i = 0; i < B; i++) {
+      DS_TRY(check_slot(slots[i]));
+      states[i] = slots_[slots[i]].get();
+    }
+    out.full.resize(spec.full_rows.size() * V);
+    cuda::SelectResultDev r;
+    DS_TRY(m_->decode_select(states, tokens, spec.k, spec.lse, spec.full_rows, out.full.data(), r));
+    out.rows.resize(B);
+    for (size_t i = 0; i < B; i++) {
+      sampler::RowSummary& row = out.rows[i];
+      row.argmax = r.argmax[i];
+      row.max = r.max[i];
+      row.lse = spec.lse ? r.lse[i] : 0;
+      row.top.clear();
+      for (int j = 0; j < spec.k; j++) {
+        const int32_t id = r.top_id[i * cuda::kMaxSelect + j];
+        if (id < 0) break;  // a row shorter than k
+        row.top.push_back({id, r.top_logit[i * cuda::kMaxSelect + j]});
+      }
+    }
+    device_rows_ = true;
+    return {};
+  }
+
+  Status last_row(int32_t row, std::span<float> out) override {
+    if (!device_rows_) return Backend::last_row(row, out);
+    if (out.size() < (size_t)n_vocab()) return err("cuda backend: last_row: buffer of {} floats", out.size());
+    return m_->last_row(row, out.data());
+  }
+
   Result<std::unique_ptr<Snapshot>> save(int32_t slot) override {
     DS_TRY(check_slot(slot));
     DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(*slots_[slot]));
@@ -89,6 +130,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda::CudaModel> m_;
   std::vector<std::unique_ptr<cuda::CudaSeqState>> slots_;
   int32_t n_ctx_;
+  bool device_rows_ = false;  // the last decode_select ran on the device (its rows are there)
 };
 
 }  // namespace

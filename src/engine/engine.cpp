@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -84,12 +85,19 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<Seq>> active;
   std::vector<int32_t> free_slots;
   PrefixCache cache;
-  std::vector<float> logits;   // [B, V]
+  std::vector<float> logits;   // [V]: a prompt's last logits
   std::vector<float> scratch;  // [V]: the row the sampler edits
+  std::vector<float> row;      // [V]: a decode row fetched for the prefix cache
+  SelectSpec spec;             // what the decode step downloads
+  Selection sel;               // and its result
 
   mutable std::mutex stats_m;
   EngineStats stats;
+  uint64_t log_steps = 0;  // decode_steps at the last phase log line
+  EngineStats log_at;      // the phase counters then
 };
+
+constexpr uint64_t kLogEvery = 256;  // decode steps between two phase log lines (--log-level debug)
 
 Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
     : backend_(backend), codec_(codec), cfg_(cfg), impl_(std::make_unique<Impl>(cfg)) {
@@ -194,17 +202,23 @@ void Engine::loop() {
   };
 
   // Ends a sequence: final event with usage; a normally finished one leaves its state in the
-  // prefix cache (the tokens it fed, and `raw`, the logits after the last of them).
-  auto finish = [&](Seq& s, FinishReason why, Event ev, std::span<const float> raw, std::string error = {}) {
+  // prefix cache (the tokens it fed, and raw(), the logits after the last of them, asked for only then:
+  // a decode row lives on the device until needed).
+  using RawFn = std::function<std::span<const float>()>;
+  auto finish = [&](Seq& s, FinishReason why, Event ev, const RawFn& raw, std::string error = {}) {
     ev.finish = why;
     ev.error = std::move(error);
     ev.n_prompt = static_cast<int32_t>(s.req.prompt.size());
     ev.n_cached = s.n_cached;
     ev.n_generated = static_cast<int32_t>(s.generated.size());
     if ((why == FinishReason::Stop || why == FinishReason::Length) && I.cache.enabled() && s.slot >= 0 &&
-        !raw.empty() && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed, true)) {
-      auto snap = backend_.save(s.slot);
-      if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::vector<float>(raw.begin(), raw.end()));
+        raw && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed, true)) {
+      const std::span<const float> r = raw();  // before save(): a backend call may end its validity
+      if (!r.empty()) {
+        std::vector<float> logits(r.begin(), r.end());
+        auto snap = backend_.save(s.slot);
+        if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::move(logits));
+      }
     }
     release(s);
     observe([&](EngineStats& st) {  // before the event, so a client that saw it sees the counts
@@ -219,19 +233,13 @@ void Engine::loop() {
   auto fail = [&](Seq& s, const std::string& msg) {
     spdlog::warn("engine: request {}: {}", s.h->id(), msg);
     if (s.slot >= 0) (void)backend_.reset(s.slot);
-    finish(s, FinishReason::Error, Event{}, {}, msg);
+    finish(s, FinishReason::Error, Event{}, RawFn{}, msg);
   };
 
-  // Samples from `raw` (the logits after s.fed), shows the token, finishes the sequence if needed.
-  auto on_logits = [&](Seq& s, std::span<const float> raw) {
-    std::copy(raw.begin(), raw.end(), I.scratch.begin());
-    const int32_t t = s.smp->sample(I.scratch, s.generated);
+  // Shows `tok` (sampled from the logits after s.fed, which raw() gives), finishes the sequence if needed.
+  auto on_token = [&](Seq& s, TokenOut tok, const RawFn& raw) {
+    const int32_t t = tok.id;
     s.generated.push_back(t);
-    TokenOut tok{t, 0, {}};
-    if (s.req.top_logprobs >= 0) {
-      tok.logprob = sampler::token_logprob(raw, t);
-      tok.top = sampler::top_logprobs(raw, s.req.top_logprobs);
-    }
     Event ev;
     ev.tokens.push_back(std::move(tok));
     const auto now = Clock::now();
@@ -258,6 +266,36 @@ void Engine::loop() {
       s.pending = t;
       s.h->push(std::move(ev));
     }
+  };
+
+  // Samples from `raw` (the logits after s.fed, a full row).
+  auto on_logits = [&](Seq& s, std::span<const float> raw) {
+    std::copy(raw.begin(), raw.end(), I.scratch.begin());
+    TokenOut tok{s.smp->sample(I.scratch, s.generated), 0, {}};
+    if (s.req.top_logprobs >= 0) {
+      tok.logprob = sampler::token_logprob(raw, tok.id);
+      tok.top = sampler::top_logprobs(raw, s.req.top_logprobs);
+    }
+    on_token(s, std::move(tok), [raw] { return raw; });
+  };
+
+  // Samples from the summary of row `row` of the last decode step (the candidate path: same token and
+  // logprobs as on_logits on the full row).
+  auto on_summary = [&](Seq& s, const sampler::RowSummary& sum, int32_t row) {
+    TokenOut tok{s.smp->sample_candidates(sum), 0, {}};
+    if (s.req.top_logprobs >= 0) {
+      float logit = sum.max;
+      for (const sampler::Candidate& c : sum.top)
+        if (c.token == tok.id) logit = c.logit;
+      tok.logprob = sampler::token_logprob(sum, logit);
+      tok.top = sampler::top_logprobs(sum, s.req.top_logprobs);
+    }
+    on_token(s, std::move(tok), [&I, this, row]() -> std::span<const float> {
+      I.row.resize(backend_.n_vocab());
+      Status st = backend_.last_row(row, I.row);
+      if (!st.ok()) return {};
+      return I.row;
+    });
   };
 
   // Puts a newly admitted sequence in its slot: the longest cached prefix, or empty.
@@ -304,6 +342,9 @@ void Engine::loop() {
       for (auto& s : I.incoming) I.waiting.push_back(std::move(s));
       I.incoming.clear();
     }
+    const auto t_step = Clock::now();
+    double t_prefill = 0, t_decode = 0, t_sample = 0;
+    uint64_t n_prefill_calls = 0, n_prefill_tokens = 0, n_full = 0;
 
     // Cancelled requests leave first, so their slots serve this very step.
     for (auto it = I.waiting.begin(); it != I.waiting.end();) {
@@ -320,7 +361,7 @@ void Engine::loop() {
       }
     }
     for (auto& s : I.active)
-      if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, Event{}, {});
+      if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, Event{}, RawFn{});
     sweep();
 
     // Admission: FIFO while slots are free.
@@ -337,6 +378,7 @@ void Engine::loop() {
     sweep();
 
     // Prompt chunks, oldest sequence first, until the step's token budget is spent.
+    const auto t_prefill0 = Clock::now();
     int64_t used = 0;
     for (auto& sp : I.active) {
       Seq& s = *sp;
@@ -351,6 +393,8 @@ void Engine::loop() {
         std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
         Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
         used += static_cast<int64_t>(end - begin);
+        n_prefill_calls++;
+        n_prefill_tokens += end - begin;
         if (!st.ok()) {
           fail(s, st.error().message);
           break;
@@ -376,6 +420,7 @@ void Engine::loop() {
       if (used >= cfg_.prefill_budget) break;
     }
     sweep();
+    t_prefill = std::chrono::duration<double>(Clock::now() - t_prefill0).count();
 
     // One batched decode step for every sequence with a token to feed.
     std::vector<Seq*> batch;
@@ -387,8 +432,27 @@ void Engine::loop() {
       toks.push_back(s->pending);
     }
     if (!batch.empty()) {
-      I.logits.resize(batch.size() * static_cast<size_t>(V));
-      Status st = backend_.decode(slots, toks, I.logits);
+      // Per row: the argmax alone, the k best candidates, or the full row (sampler::Sampler::candidates_needed;
+      // top_logprobs come from the candidates too when there are enough of them).
+      SelectSpec& spec = I.spec;
+      spec.k = 0;
+      spec.lse = false;
+      spec.full_rows.clear();
+      for (size_t i = 0; i < batch.size(); i++) {
+        const Seq& s = *batch[i];
+        const int32_t need = s.smp->candidates_needed(kMaxCandidates);
+        if (!cfg_.select_rows || need < 0 || s.req.top_logprobs > kMaxCandidates) {
+          spec.full_rows.push_back(static_cast<int32_t>(i));
+          continue;
+        }
+        spec.k = std::max({spec.k, need, s.req.top_logprobs});
+        if (s.req.top_logprobs >= 0) spec.lse = true;
+      }
+      n_full = spec.full_rows.size();
+      const auto t0 = Clock::now();
+      Status st = backend_.decode_select(slots, toks, spec, I.sel);
+      const auto t1 = Clock::now();
+      t_decode = std::chrono::duration<double>(t1 - t0).count();
       if (!st.ok()) {
         for (Seq* s : batch) fail(*s, st.error().message);
       } else {
@@ -396,13 +460,20 @@ void Engine::loop() {
           x.decode_steps++;
           x.batch_size.observe(static_cast<double>(batch.size()));
         });
+        size_t next_full = 0;
         for (size_t i = 0; i < batch.size(); i++) {
           Seq& s = *batch[i];
           s.fed.push_back(s.pending);
           s.pending = -1;
-          on_logits(s, std::span<const float>(I.logits.data() + i * V, V));
+          if (next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i)) {
+            on_logits(s, std::span<const float>(I.sel.full.data() + next_full * V, V));
+            next_full++;
+          } else {
+            on_summary(s, I.sel.rows[i], static_cast<int32_t>(i));
+          }
         }
       }
+      t_sample = std::chrono::duration<double>(Clock::now() - t1).count();
     }
     sweep();
 
@@ -414,6 +485,33 @@ void Engine::loop() {
       x.state_bytes_in_use = used;
       x.prefix_cache_bytes = I.cache.bytes();
       x.prefix_cache_entries = I.cache.size();
+      const double total = std::chrono::duration<double>(Clock::now() - t_step).count();
+      x.prefill_s += t_prefill;
+      x.decode_s += t_decode;
+      x.sample_s += t_sample;
+      x.other_s += std::max(0.0, total - t_prefill - t_decode - t_sample);
+      x.prefill_calls += n_prefill_calls;
+      x.prefill_tokens += n_prefill_tokens;
+      x.full_rows += n_full;
+      if (!batch.empty() && x.decode_steps % kLogEvery == 0) {
+        const EngineStats& a = x;  // the phase means since the last such line
+        const double n = static_cast<double>(a.decode_steps - I.log_steps);
+        spdlog::debug(
+            "engine: last {} decode steps: per step {:.2f} ms prefill ({:.1f} tokens), {:.2f} ms decode, {:.2f} ms "
+            "sampling, {:.2f} ms other; {:.1f} rows per step, {:.2f} full rows",
+            a.decode_steps - I.log_steps, (a.prefill_s - I.log_at.prefill_s) * 1e3 / n,
+            (a.prefill_tokens - I.log_at.prefill_tokens) / n, (a.decode_s - I.log_at.decode_s) * 1e3 / n,
+            (a.sample_s - I.log_at.sample_s) * 1e3 / n, (a.other_s - I.log_at.other_s) * 1e3 / n,
+            (a.batch_size.sum - I.log_at.batch_size.sum) / n, (a.full_rows - I.log_at.full_rows) / n);
+        I.log_steps = a.decode_steps;
+        I.log_at.prefill_s = a.prefill_s;
+        I.log_at.decode_s = a.decode_s;
+        I.log_at.sample_s = a.sample_s;
+        I.log_at.other_s = a.other_s;
+        I.log_at.prefill_tokens = a.prefill_tokens;
+        I.log_at.full_rows = a.full_rows;
+        I.log_at.batch_size.sum = a.batch_size.sum;
+      }
     });
   }
 
@@ -433,7 +531,7 @@ void Engine::loop() {
     s->h->push(std::move(ev));
   }
   for (auto& s : I.active)
-    if (!s->done) finish(*s, FinishReason::Error, Event{}, {}, "the server is shutting down");
+    if (!s->done) finish(*s, FinishReason::Error, Event{}, RawFn{}, "the server is shutting down");
   I.active.clear();
 }
 

@@ -26,6 +26,9 @@ struct EngineConfig {
   size_t prefix_cache_bytes = size_t(1) << 30;
   size_t prefix_cache_entries = 512;
   int32_t prefix_cache_min_tokens = 16;  // shorter prompts are not snapshotted
+  // Decode rows reduced on the backend (Backend::decode_select: argmax / k best / lse per row, on the GPU for
+  // the CUDA backend) for samplers that need no more; false downloads every row whole (for comparisons).
+  bool select_rows = true;
 };
 // Checks the fields; the Error names the bad one.
 Status validate(const EngineConfig& c);

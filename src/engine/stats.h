@@ -35,6 +35,13 @@ struct EngineStats {
   size_t state_bytes_allocated = 0;  // all slots at full context
   size_t state_bytes_in_use = 0;     // running slots: fixed state + KV rows in use
   uint64_t decode_steps = 0;
+  // Where the engine thread's time goes (seconds, cumulative; waiting for work excluded): prompt chunks
+  // (backend prefill calls, their sampling included), the batched decode call (decode_select: the GPU step
+  // and the download of what the samplers need), host work on its rows (sampling, logprobs, events,
+  // finishing), and the rest (admission, prefix restores, cancellation, bookkeeping).
+  double prefill_s = 0, decode_s = 0, sample_s = 0, other_s = 0;
+  uint64_t prefill_calls = 0, prefill_tokens = 0;  // backend prefill calls and the prompt tokens they ran
+  uint64_t full_rows = 0;                          // decode rows downloaded whole (samplers that need them)
   Histogram ttft_s, itl_s, batch_size;
 };
 

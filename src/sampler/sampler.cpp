@@ -21,13 +21,41 @@ bool better(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>&
 // std::uniform_real_distribution whose algorithm is implementation-defined.
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1p-53; }
 
+}  // namespace
+
 double log_sum_exp(std::span<const float> logits, float mx) {
   double s = 0;
   for (float l : logits) s += std::exp(static_cast<double>(l) - mx);
   return std::log(s);
 }
 
-}  // namespace
+void summarize(std::span<const float> row, int k, bool want_lse, RowSummary& out) {
+  DS_CHECK(!row.empty(), "empty logits");
+  out.argmax = argmax(row);
+  out.max = row[out.argmax];
+  out.lse = want_lse ? log_sum_exp(row, out.max) : 0;
+  out.top.clear();
+  k = std::clamp<int>(k, 0, static_cast<int>(row.size()));
+  if (k == 0) return;
+  std::vector<std::pair<float, int32_t>> c(row.size());
+  for (size_t i = 0; i < row.size(); i++) c[i] = {row[i], static_cast<int32_t>(i)};
+  std::partial_sort(c.begin(), c.begin() + k, c.end(), better);
+  for (int i = 0; i < k; i++) out.top.push_back({c[i].second, c[i].first});
+}
+
+float token_logprob(const RowSummary& row, float logit) {
+  return static_cast<float>(logit - row.max - row.lse);  // the float difference first, as token_logprob(span)
+}
+
+std::vector<TokenLogprob> top_logprobs(const RowSummary& row, int n) {
+  std::vector<TokenLogprob> out;
+  n = std::min<int>(n, static_cast<int>(row.top.size()));
+  if (n <= 0) return out;
+  const float mx = row.top[0].logit;
+  for (int i = 0; i < n; i++)
+    out.push_back({row.top[i].token, static_cast<float>(row.top[i].logit - mx - row.lse)});
+  return out;
+}
 
 int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) return -1;
@@ -58,6 +86,27 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n) {
 
 Sampler::Sampler(SamplingParams p) : p_(std::move(p)), rng_(p_.seed) {}
 
+int32_t Sampler::candidates_needed(int32_t max_k) const {
+  const bool rep = p_.repetition_penalty != 1.0f && p_.repetition_penalty > 0;
+  if (!p_.logit_bias.empty() || rep || p_.presence_penalty != 0 || p_.frequency_penalty != 0) return -1;
+  if (p_.temperature <= 0 || p_.top_k == 1) return 0;
+  if (p_.top_k >= 2 && p_.top_k <= max_k) return p_.top_k;
+  return -1;
+}
+
+int32_t Sampler::sample_candidates(const RowSummary& row) {
+  const int32_t need = candidates_needed(std::numeric_limits<int32_t>::max());
+  DS_CHECK(need >= 0, "sample_candidates: these params need the full row");
+  if (need == 0) return row.argmax;
+  // sample() keeps the top_k best finite logits, most likely first; so do we. With fewer than need
+  // candidates the summary must hold the whole row (a vocabulary smaller than top_k).
+  cand_.clear();
+  for (const Candidate& c : row.top)
+    if (std::isfinite(c.logit) && cand_.size() < static_cast<size_t>(need)) cand_.emplace_back(c.logit, c.token);
+  if (cand_.empty()) return row.argmax;
+  return draw();
+}
+
 void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> history) {
   const bool rep = p_.repetition_penalty != 1.0f && p_.repetition_penalty > 0;
   if (history.empty() || (!rep && p_.presence_penalty == 0 && p_.frequency_penalty == 0)) return;
@@ -85,11 +134,19 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     if (std::isfinite(logits[i])) cand_.emplace_back(logits[i], static_cast<int32_t>(i));
   if (cand_.empty()) return argmax(logits);
 
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < cand_.size()) {
-    std::nth_element(cand_.begin(), cand_.begin() + (p_.top_k - 1), cand_.end(), better);
-    cand_.resize(p_.top_k);
+  if (p_.top_k > 0) {
+    // Most likely first: every later sum then runs in one defined order (nth_element's order is not
+    // specified), the same order as the candidate path's (sample_candidates).
+    if (static_cast<size_t>(p_.top_k) < cand_.size()) {
+      std::nth_element(cand_.begin(), cand_.begin() + (p_.top_k - 1), cand_.end(), better);
+      cand_.resize(p_.top_k);
+    }
+    std::sort(cand_.begin(), cand_.end(), better);
   }
+  return draw();
+}
 
+int32_t Sampler::draw() {
   // Temperature and softmax numerators; the largest candidate gets exactly 1.
   float mx = -std::numeric_limits<float>::infinity();
   for (auto& c : cand_) mx = std::max(mx, c.first);

@@ -67,6 +67,18 @@ std::string HttpMetrics::render(const engine::EngineStats& st) const {
   o += fmt::format("ds_generation_tokens_total {}\n", st.generated_tokens);
   header(o, "ds_decode_steps_total", "counter", "Batched decode steps.");
   o += fmt::format("ds_decode_steps_total {}\n", st.decode_steps);
+  header(o, "ds_engine_seconds_total", "counter",
+         "Engine thread time by phase: prefill (prompt chunks), decode (the batched step and its download), sample "
+         "(host work on the step's rows), other (admission, bookkeeping).");
+  o += fmt::format("ds_engine_seconds_total{{phase=\"prefill\"}} {:.6f}\n", st.prefill_s);
+  o += fmt::format("ds_engine_seconds_total{{phase=\"decode\"}} {:.6f}\n", st.decode_s);
+  o += fmt::format("ds_engine_seconds_total{{phase=\"sample\"}} {:.6f}\n", st.sample_s);
+  o += fmt::format("ds_engine_seconds_total{{phase=\"other\"}} {:.6f}\n", st.other_s);
+  header(o, "ds_prefill_calls_total", "counter", "Backend prefill calls (prompt chunks).");
+  o += fmt::format("ds_prefill_calls_total {}\n", st.prefill_calls);
+  header(o, "ds_decode_full_rows_total", "counter",
+         "Decode rows downloaded whole (samplers with penalties, logit bias or no top_k); the others come reduced.");
+  o += fmt::format("ds_decode_full_rows_total {}\n", st.full_rows);
   header(o, "ds_prefix_cache_lookups_total", "counter", "Prefix cache lookups at admission, by result.");
   o += fmt::format("ds_prefix_cache_lookups_total{{result=\"hit\"}} {}\n", st.prefix_cache_hits);
   o += fmt::format("ds_prefix_cache_lookups_total{{result=\"miss\"}} {}\n", st.prefix_cache_misses);

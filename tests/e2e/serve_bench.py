@@ -8,7 +8,10 @@ prompt of exactly --prompt-tokens random token ids (so no prefix is shared betwe
 max_tokens = --max-tokens and "ignore_eos": true, so each generates exactly that many tokens even with
 random weights. Per level: one JSON line on stdout (appended to --out): aggregate output tok/s, time to
 first token, inter-token latency and time per output token (p50/p99), request latency, errors, and the
-mean decode batch from the server's /metrics. The whole run is bounded by --budget-s.
+mean decode batch from the server's /metrics, and where the engine thread's time went per decode step
+(engine_ms_per_step: prefill, decode, sample, other; from ds_engine_seconds_total). With DS_LOG=debug the
+server's per-256-step phase lines are printed at the end, with its last log lines after the SIGTERM.
+The whole run is bounded by --budget-s.
 
   python3 tests/e2e/serve_bench.py --model FILE [--backend cuda] [--parallel 64] [--levels 1,8,32,64]
       [--prompt-tokens 512] [--max-tokens 128] [--requests 2] [--ctx N] [--out bench/results/serve.jsonl]
@@ -53,7 +56,7 @@ class Server:
                    OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
         self.proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", "0"] + args,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        self.err = []
+        self.err, self.engine_lines = [], []
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         port = [None]
 
@@ -72,6 +75,9 @@ class Server:
 
     def _drain_stderr(self):
         for line in self.proc.stderr:
+            if "engine: last" in line:  # the engine's phase lines (DS_LOG=debug), kept apart from request lines
+                self.engine_lines.append(line)
+                del self.engine_lines[:-100]
             self.err.append(line)
             del self.err[:-200]
 
@@ -86,6 +92,16 @@ class Server:
     def metric(self, name):
         m = re.search(rf"^{re.escape(name)} (\S+)$", self.get("/metrics")[1], re.M)
         return float(m.group(1)) if m else float("nan")
+
+    def phases(self):
+        """Engine seconds by phase (ds_engine_seconds_total), decode steps and full rows, from one /metrics read."""
+        text = self.get("/metrics")[1]
+        out = {m.group(1): float(m.group(2))
+               for m in re.finditer(r'^ds_engine_seconds_total\{phase="(\w+)"\} (\S+)$', text, re.M)}
+        for name in ("ds_decode_steps_total", "ds_decode_full_rows_total", "ds_prefill_calls_total"):
+            m = re.search(rf"^{name} (\S+)$", text, re.M)
+            out[name] = float(m.group(1)) if m else float("nan")
+        return out
 
     def stop(self, grace_s=10):
         self.proc.send_signal(signal.SIGTERM)
@@ -254,11 +270,15 @@ def main():
     r2 = lambda x: round(x, 2)
     for c in levels:
         st = Stats()
-        steps0 = srv.metric("ds_decode_steps_total")
+        ph0 = srv.phases()
         ts = time.perf_counter()
         run_clients(c, a.requests, make_body, srv.port, a.max_tokens, st)
         wall = time.perf_counter() - ts
-        steps = srv.metric("ds_decode_steps_total") - steps0
+        ph1 = srv.phases()
+        steps = ph1["ds_decode_steps_total"] - ph0["ds_decode_steps_total"]
+        # Where the engine thread's time went, per decode step (ms): older servers lack these counters.
+        step_ms = {k: r2((ph1[k] - ph0[k]) * 1e3 / steps) for k in ("prefill", "decode", "sample", "other")
+                   if k in ph0 and k in ph1 and steps > 0}
         line = {
             "bench": "serve", "client": "serve_bench.py", "model_file": os.path.basename(a.model),
             "model_bytes": os.path.getsize(a.model), "backend": meta["backend"], "device": device,
@@ -273,6 +293,11 @@ def main():
             "latency_ms": {"p50": r1(percentile(st.latency, 50)), "p99": r1(percentile(st.latency, 99))},
             # the first token of each request comes from its prefill, the rest from decode steps
             "mean_decode_batch": r1((st.tokens - st.ok) / steps) if steps > 0 else None,
+            "engine_ms_per_step": step_ms or None,
+            "prefill_calls": int(ph1["ds_prefill_calls_total"] - ph0["ds_prefill_calls_total"])
+            if ph1["ds_prefill_calls_total"] == ph1["ds_prefill_calls_total"] else None,
+            "full_rows": int(ph1["ds_decode_full_rows_total"] - ph0["ds_decode_full_rows_total"])
+            if ph1["ds_decode_full_rows_total"] == ph1["ds_decode_full_rows_total"] else None,
             "label": a.label, "commit": commit,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
@@ -285,6 +310,11 @@ def main():
     srv5xx = re.search(r'status="5\d\d"', srv.get("/metrics")[1]) is not None
     code = srv.stop()
     watchdog.cancel()
+    time.sleep(0.2)  # the stderr reader's last lines
+    for line in srv.engine_lines:
+        log("server: " + line.rstrip())
+    for line in srv.err[-2:]:
+        log("server's last log line: " + line.rstrip())
     log(f"done in {time.perf_counter() - t0:.1f} s; server exit {code}" + ("; the server answered 5xx" if srv5xx else ""))
     return 1 if failures or code != 0 or srv5xx else 0
 

@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,6 +40,27 @@
 namespace ds::cuda {
 
 inline constexpr int kMaxStepTokens = 64;  // tokens per forward step (the batched matvec's limit)
+
+inline constexpr int kMaxSelect = 64;  // best candidates per row that decode_select returns at most
+
+// Per-row results of a selection (kernels_sample.cu), device or host arrays of B rows: argmax (ties: lowest id),
+// max (the argmax's logit), lse = log(sum exp(l - max)) (double), and the k best, most likely first (ties: lower
+// id first), at [row * kMaxSelect + i] for i < k (id -1 and -inf past the row's size).
+struct SelectResultDev {
+  int32_t* argmax = nullptr;
+  float* max = nullptr;
+  double* lse = nullptr;
+  int32_t* top_id = nullptr;
+  float* top_logit = nullptr;
+};
+
+// Whether the selection kernels handle rows of V logits (V <= 262,144).
+bool select_supported(int64_t V);
+size_t select_scratch_bytes(int B, int64_t V);
+// Enqueues the selection of B rows of V logits (row stride V, device) on `st`; `scratch` (device) holds
+// select_scratch_bytes(B, V). k <= kMaxSelect; lse is written only if want_lse.
+Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, void* scratch, size_t scratch_bytes,
+                   const SelectResultDev& out, cudaStream_t st);
 
 enum class Precision { kFast, kPrecise };
 const char* precision_name(Precision p);  // "fast" / "precise"
@@ -144,6 +166,15 @@ class CudaModel {
   // The logits of the last step that produced any, [rows, V] in pinned host memory; valid until the next call.
   const float* last_logits() const;
 
+  // decode() for samplers (issue 7): the logits stay on the device; what comes to the host is, per row, the
+  // selection of select_rows (k best, lse if want_lse) into `sel` (pinned host arrays, valid until the next call)
+  // and the full rows listed in full_rows (increasing) into full_out ([n, V] host floats). Needs
+  // select_supported(n_vocab).
+  Status decode_select(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, int k, bool want_lse,
+                       std::span<const int32_t> full_rows, float* full_out, SelectResultDev& sel);
+  // Row `row` of the last decode_select's logits into host memory ([V] floats); valid until the next step.
+  Status last_row(int row, float* out) const;
+
   Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
   // The state as host floats, in the snapshot layout: the recurrent part (conv windows, delta-rule states; the
   // 256-byte padding included) then, per attention layer, the K rows and V rows in use. For tests.
@@ -164,14 +195,27 @@ class CudaModel {
   Status prefill_pieces(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits);
   Status prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
                        bool want_last);
+  // after: when set, the logits stay on the device (no download) and after(stream) enqueues more work before the
+  // step's one host synchronisation.
+  using AfterStep = std::function<Status(cudaStream_t)>;
   Status run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                   std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out, const DumpFn& dump,
-                  std::vector<KernelTiming>* prof, bool graph);
+                  std::vector<KernelTiming>* prof, bool graph, const AfterStep* after = nullptr);
+
+  // decode_select's device scratch and results (one allocation each, sized for max_tokens rows) and the
+  // pinned host copy of the results; allocated on first use.
+  struct SelectBuffers {
+    DeviceBuffer scratch, result;
+    void* host = nullptr;
+    int rows = 0;  // rows of the last decode_select
+    ~SelectBuffers();
+  };
 
   Qwen35Config cfg_;
   CudaModelOptions opt_;
   size_t weight_bytes_ = 0, rec_bytes_ = 0, kv_bytes_per_pos_ = 0;
   std::unique_ptr<Impl> impl_;
+  SelectBuffers sel_;
 };
 
 // Best-of-`reps` device-to-device copy of `bytes`, in bytes/s with read + write counted (the ceiling of

@@ -26,6 +26,7 @@ struct Step {
   int64_t max_ctx = 0;
   size_t rec_bytes = 0;
   int n_out = 0;                       // logits rows (0: none)
+  bool download = true;                // copy the logits to the pinned host buffer
   bool last_rows = false;              // rows = the last token of each sequence (else tokens 0 .. n_out-1)
   const int32_t* n_per_seq = nullptr;  // host, S entries
   const DumpFn* dump = nullptr;
@@ -333,8 +334,9 @@ Status enqueue_step(Step& s) {
       const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
       return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
     }));
-    CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)V * sizeof(float), cudaMemcpyDeviceToHost,
-                             s.st));
+    if (s.download)
+      CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)V * sizeof(float), cudaMemcpyDeviceToHost,
+                               s.st));
     return {};
   }
   if (!s.last_rows) {
@@ -351,8 +353,9 @@ Status enqueue_step(Step& s) {
     return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
   }));
   DS_TRY(emit(s, "logits", s.f(I.logits), V, n_out, V, {n_out, V}));
-  CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)(n_out * V) * sizeof(float),
-                           cudaMemcpyDeviceToHost, s.st));
+  if (s.download)
+    CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)(n_out * V) * sizeof(float),
+                             cudaMemcpyDeviceToHost, s.st));
   return {};
 }
 
@@ -402,7 +405,7 @@ Status CudaModel::check_step(std::span<CudaSeqState* const> seqs, std::span<cons
 
 Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                            std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out,
-                           const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph) {
+                           const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph, const AfterStep* after) {
   Impl& I = *impl_;
   CUDA_TRY(cudaSetDevice(opt_.device));  // the current device is per host thread (the engine has its own)
   const int S = (int)seqs.size(), T = (int)tokens.size();
@@ -425,7 +428,8 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   s.S = S;
   s.max_ctx = seqs[0]->max_ctx_;
   s.rec_bytes = rec_bytes_;
-  s.n_out = (logits_out || graph) ? (all_logits ? T : S) : 0;
+  s.n_out = (logits_out || graph || after) ? (all_logits ? T : S) : 0;
+  s.download = !after;
   s.last_rows = s.n_out > 0 && !all_logits && T != S;
   s.n_per_seq = n_per_seq.data();
   s.dump = dump ? &dump : nullptr;
@@ -435,7 +439,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   const size_t prof0 = prof ? prof->size() : 0;
 
   if (graph) {
-    const auto key = std::make_pair(T, s.max_ctx);
+    const auto key = std::make_pair(s.download ? T : -T, s.max_ctx);  // a step without the download: -T
     auto it = I.graphs.find(key);
     if (it == I.graphs.end()) {
       CUDA_TRY(cudaStreamBeginCapture(I.stream, cudaStreamCaptureModeThreadLocal));
@@ -458,6 +462,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   } else {
     DS_TRY(enqueue_step(s));
   }
+  if (after) DS_TRY((*after)(I.stream));
   CUDA_TRY(cudaStreamSynchronize(I.stream));  // the one host synchronisation of a step
   if (prof) {
     for (size_t i = 0; i < s.ev.size(); i++) {
@@ -466,7 +471,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
       (*prof)[prof0 + i].ms = ms;
     }
   }
-  if (logits_out && s.n_out > 0)
+  if (logits_out && s.n_out > 0 && s.download)
     std::memcpy(logits_out, I.logits_host, (size_t)s.n_out * cfg_.n_vocab * sizeof(float));
   for (int q = 0; q < S; q++) seqs[q]->n_past_ += n_per_seq[q];
   return {};
