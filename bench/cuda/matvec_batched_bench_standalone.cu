@@ -26,6 +26,7 @@
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "cuda/matvec.h"
+#include "cuda/matvec_batched_fold.h"
 #include "cuda/matvec_kernel.cuh"
 #include "quant/quant.h"
 
@@ -134,8 +135,8 @@ static double check_case(GgmlType t, int64_t rows, int64_t cols, int B, bool acc
 }
 
 static void run_checks() {
-  printf("checks: path %s, %d terms\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
-         cuda::matvec_batched_terms());
+  printf("checks: path %s, %d terms, fold %d\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
+         cuda::matvec_batched_terms(), (int)cuda::matvec_batched_fold());
   struct S { int64_t rows, cols; };
   const S shapes[] = {{77, 256}, {1027, 512}, {333, 1280}, {21, 17408}, {515, 4096}, {300, 12288}};
   const int Bs[] = {2, 7, 8, 33, 64};
@@ -182,16 +183,19 @@ static void run_timing(bool with_fma) {
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 4; path++) {
+        for (int path = 0; path < 5; path++) {
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
-          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma"};
-          if (path < 3) {
-            cuda::set_matvec_batched_path(path < 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
+          if (path == 4 && t != GgmlType::Q4_K) continue;
+          if (path == 2 && !with_fma && s.rows == 248320) continue;
+          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold"};
+          if (path != 3) {
+            cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
+            cuda::set_matvec_batched_fold(path == 4);
           }
           auto call = [&] {
-            if (path < 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
+            if (path != 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
             const cuda::mv::MvArgs a{(const uint8_t*)dw, 0, s.rows, s.cols, dx, dy, B, 0, 0, false};
             switch (t) {
 #define DS_CASE(T) \
@@ -234,6 +238,12 @@ int main(int argc, char** argv) {
   // no argument: check + time (with the FMA kernel); "check"; "time"; "timeq" (tensor-core path only).
   const char* mode = argc < 2 ? "all" : argv[1];
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "check")) run_checks();
+  if (!std::strcmp(mode, "checkfold")) {  // Q4_K: fold kernel vs the 3-term GEMM kernel
+    cuda::set_matvec_batched_fold(false);
+    run_checks();
+    cuda::set_matvec_batched_fold(true);
+    run_checks();
+  }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
   if (!std::strcmp(mode, "timeq")) run_timing(false);
   return 0;

@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
+#include "cuda/matvec_batched_fold.h"
+#include "cuda/matvec_fold.cuh"
 #include "cuda/matvec_gemm.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
@@ -44,6 +47,14 @@ int& terms_setting() {
   return t;
 }
 
+bool& fold_setting() {
+  static bool on = [] {
+    const char* e = std::getenv("DS_MVB_FOLD");
+    return !(e && !std::strcmp(e, "0"));
+  }();
+  return on;
+}
+
 template <class DG, class D>
 Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                    cudaStream_t stream, bool accumulate) {
@@ -53,6 +64,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)x % 16 != 0)
       return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
+    if constexpr (std::is_same_v<DG, mma::DecQ4K>)
+      if (fold_setting() && terms_setting() == 3 && fold::supports(rows, cols, batch))
+        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate);
     return gemm::launch<DG>(w, rows, cols, x, y, batch, stream, accumulate, terms_setting());
   }
   return mma::launch<D>(type, w, rows, cols, x, y, batch, stream, accumulate);
@@ -64,6 +78,8 @@ MatvecBatchedPath matvec_batched_path() { return path_setting(); }
 void set_matvec_batched_path(MatvecBatchedPath p) { path_setting() = p; }
 int matvec_batched_terms() { return terms_setting(); }
 void set_matvec_batched_terms(int terms) { terms_setting() = terms == 2 ? 2 : 3; }
+bool matvec_batched_fold() { return fold_setting(); }
+void set_matvec_batched_fold(bool on) { fold_setting() = on; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
