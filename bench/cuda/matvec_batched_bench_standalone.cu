@@ -134,14 +134,15 @@ static double check_case(GgmlType t, int64_t rows, int64_t cols, int B, bool acc
   return worst;
 }
 
-static void run_checks() {
-  printf("checks: path %s, %d terms, fold %d\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
-         cuda::matvec_batched_terms(), (int)cuda::matvec_batched_fold());
+static void run_checks(bool q4k_only = false) {
+  printf("checks: path %s, %d terms, fold mode %d\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
+         cuda::matvec_batched_terms(), cuda::matvec_batched_fold_mode());
   struct S { int64_t rows, cols; };
   const S shapes[] = {{77, 256}, {1027, 512}, {333, 1280}, {21, 17408}, {515, 4096}, {300, 12288}};
   const int Bs[] = {2, 7, 8, 33, 64};
   uint64_t seed = 1;
   for (GgmlType t : kTypes) {
+    if (q4k_only && t != GgmlType::Q4_K) continue;
     double worst = 0, worst_rms = 0;
     for (const S& s : shapes)
       for (int B : Bs)
@@ -158,6 +159,7 @@ static void run_checks() {
   }
 }
 
+static bool g_q4k_only = false;  // argv[2] == "q4k": time Q4_K only
 static void run_timing(bool with_fma) {
   struct S { const char* name; int64_t rows, cols; };
   const S shapes[] = {{"ffn_gate_up", 24576, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
@@ -177,22 +179,23 @@ static void run_timing(bool with_fma) {
   }
   for (GgmlType t : types)
     for (const S& s : shapes) {
+      if (g_q4k_only && t != GgmlType::Q4_K) continue;
       if (s.rows == 248320 && t != GgmlType::Q6_K && t != GgmlType::Q8_0 && t != GgmlType::Q4_K) continue;
       const size_t bytes = ggml_row_bytes(*ggml_type_info(t), s.cols) * s.rows;
       void* dw;
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 5; path++) {
+        for (int path = 0; path < 7; path++) {
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
-          if (path == 4 && t != GgmlType::Q4_K) continue;
+          if (path >= 4 && t != GgmlType::Q4_K) continue;
           if (path == 2 && !with_fma && s.rows == 248320) continue;
-          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold"};
+          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2"};
           if (path != 3) {
             cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
-            cuda::set_matvec_batched_fold(path == 4);
+            cuda::set_matvec_batched_fold_mode(path >= 4 ? path - 4 : -1);
           }
           auto call = [&] {
             if (path != 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
@@ -237,13 +240,13 @@ int main(int argc, char** argv) {
   signal(SIGSEGV, on_segv);
   // no argument: check + time (with the FMA kernel); "check"; "time"; "timeq" (tensor-core path only).
   const char* mode = argc < 2 ? "all" : argv[1];
+  g_q4k_only = argc > 2 && !std::strcmp(argv[2], "q4k");
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "check")) run_checks();
-  if (!std::strcmp(mode, "checkfold")) {  // Q4_K: fold kernel vs the 3-term GEMM kernel
-    cuda::set_matvec_batched_fold(false);
-    run_checks();
-    cuda::set_matvec_batched_fold(true);
-    run_checks();
-  }
+  if (!std::strcmp(mode, "checkfold"))  // Q4_K: the 3-term GEMM kernel, then the fold kernel's modes
+    for (int m = -1; m <= 2; m++) {
+      cuda::set_matvec_batched_fold_mode(m);
+      run_checks(true);
+    }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
   if (!std::strcmp(mode, "timeq")) run_timing(false);
   return 0;

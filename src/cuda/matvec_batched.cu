@@ -47,12 +47,17 @@ int& terms_setting() {
   return t;
 }
 
-bool& fold_setting() {
-  static bool on = [] {
+// Fold kernel: 0 off, 1 + kMode (matvec_fold.cuh) on. DS_MVB_FOLD = 0 (off) or 1 (on, default);
+// DS_MVB_FOLD_MODE = 0 | 1 | 2 picks where d is applied (default kFoldDefaultMode).
+constexpr int kFoldDefaultMode = 2;
+int& fold_setting() {
+  static int v = [] {
     const char* e = std::getenv("DS_MVB_FOLD");
-    return !(e && !std::strcmp(e, "0"));
+    if (e && !std::strcmp(e, "0")) return 0;
+    const char* m = std::getenv("DS_MVB_FOLD_MODE");
+    return 1 + (m && m[0] >= '0' && m[0] <= '2' && !m[1] ? m[0] - '0' : kFoldDefaultMode);
   }();
-  return on;
+  return v;
 }
 
 template <class DG, class D>
@@ -66,7 +71,7 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && terms_setting() == 3 && fold::supports(rows, cols, batch))
-        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate);
+        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, fold_setting() - 1);
     return gemm::launch<DG>(w, rows, cols, x, y, batch, stream, accumulate, terms_setting());
   }
   return mma::launch<D>(type, w, rows, cols, x, y, batch, stream, accumulate);
@@ -78,8 +83,13 @@ MatvecBatchedPath matvec_batched_path() { return path_setting(); }
 void set_matvec_batched_path(MatvecBatchedPath p) { path_setting() = p; }
 int matvec_batched_terms() { return terms_setting(); }
 void set_matvec_batched_terms(int terms) { terms_setting() = terms == 2 ? 2 : 3; }
-bool matvec_batched_fold() { return fold_setting(); }
-void set_matvec_batched_fold(bool on) { fold_setting() = on; }
+bool matvec_batched_fold() { return fold_setting() != 0; }
+void set_matvec_batched_fold(bool on) {
+  if (!on) fold_setting() = 0;
+  else if (fold_setting() == 0) fold_setting() = 1 + kFoldDefaultMode;
+}
+int matvec_batched_fold_mode() { return fold_setting() - 1; }
+void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

@@ -7,5 +7,8 @@ namespace ds::cuda {
 
 bool matvec_batched_fold();
 void set_matvec_batched_fold(bool on);
+// Where the fold kernel applies d (matvec_fold.cuh kMode 0, 1, 2); -1: off.
+int matvec_batched_fold_mode();
+void set_matvec_batched_fold_mode(int mode);
 
 }  // namespace ds::cuda

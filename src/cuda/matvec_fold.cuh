@@ -156,11 +156,15 @@ struct Args {
   unsigned* count;
 };
 
-template <int NT>
+// kMode: where the mma sums are scaled by d (the tensor cores' fp32 accumulation loses up to an ulp of the
+// running sum per mma, so longer chains of larger sums cost accuracy): 0 once per block (one chain of 32
+// mmas), 1 once per step (16), 2 once per step with the lo terms in their own chain (8 + 8).
+template <int NT, int kMode>
 __global__ void __launch_bounds__(kThreads, 1) fold_kernel(const Args a) {
   constexpr int kStages = stages_for<NT>();
   constexpr int NB = 8 * NT;
-  constexpr int NTH = NT <= DS_FOLD_NTH ? NT : (NT + 1) / 2;  // n-tiles per accumulator group
+  // n-tiles per accumulator group (registers: 2·4·NTH floats per chain)
+  constexpr int NTH = kMode == 2 ? (NT <= 3 ? NT : 3) : NT <= DS_FOLD_NTH ? NT : (NT + 1) / 2;
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
@@ -227,15 +231,33 @@ __global__ void __launch_bounds__(kThreads, 1) fold_kernel(const Args a) {
     // The n-tiles in NH groups of NTH (one group's block accumulators live at a time: registers).
 #pragma unroll
     for (int n0 = 0; n0 < NT; n0 += NTH) {
-      float c[2][NTH][4];
+      float c[2][NTH][4], cl[2][NTH][4];  // block (or step) sums: hi terms (and lo terms, kMode 2)
+      auto zero = [&] {
 #pragma unroll
-      for (int m = 0; m < 2; m++)
+        for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int n = 0; n < NTH; n++)
+          for (int n = 0; n < NTH; n++)
 #pragma unroll
-          for (int r = 0; r < 4; r++) c[m][n][r] = 0.f;
+            for (int r = 0; r < 4; r++) c[m][n][r] = cl[m][n][r] = 0.f;
+      };
+      // acc += d·c (+ d·cl)
+      auto apply_d = [&] {
+#pragma unroll
+        for (int nn = 0; nn < NTH; nn++) {
+          if (n0 + nn >= NT) break;
+#pragma unroll
+          for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+              if constexpr (kMode == 2) acc[m][n0 + nn][r] = fmaf(dd[m][r >> 1], cl[m][nn][r], acc[m][n0 + nn][r]);
+              acc[m][n0 + nn][r] = fmaf(dd[m][r >> 1], c[m][nn][r], acc[m][n0 + nn][r]);
+            }
+        }
+      };
+      zero();
 #pragma unroll 1
       for (int s = 0; s < 2; s++) {
+        if (kMode > 0 && s == 1) zero();
         if (n0 == 0) prefetch_step(s == 0 ? blk : blk + 1, s ^ 1);
         uint4 q[2][2];
         __half2 mul_lo[2][2], add_lo[2][2], mul_hi[2][2], add_hi[2][2];
@@ -277,12 +299,15 @@ __global__ void __launch_bounds__(kThreads, 1) fold_kernel(const Args a) {
 #pragma unroll
             for (int m = 0; m < 2; m++) {
               mma_f16(c[m][nn], af[m], xv.x, xv.y);
-              mma_f16(c[m][nn], af[m], xv.z, xv.w);
+              if constexpr (kMode == 2) mma_f16(cl[m][nn], af[m], xv.z, xv.w);
+              else mma_f16(c[m][nn], af[m], xv.z, xv.w);
             }
           }
         }
+        if (kMode > 0) apply_d();
       }
-      // acc += d·c − 16·dmin·(m · S/16)
+      if (kMode == 0) apply_d();
+      // acc −= 16·dmin·(m · S/16)
 #pragma unroll
       for (int nn = 0; nn < NTH; nn++) {
         if (n0 + nn >= NT) break;
@@ -293,10 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) fold_kernel(const Args a) {
           mma_f16(cm, amin[m], xv.x, xv.y);
           mma_f16(cm, amin[m], xv.z, xv.w);
 #pragma unroll
-          for (int r = 0; r < 4; r++) {
-            acc[m][n0 + nn][r] = fmaf(dd[m][r >> 1], c[m][nn][r], acc[m][n0 + nn][r]);
-            acc[m][n0 + nn][r] = fmaf(dm[m][r >> 1], cm[r], acc[m][n0 + nn][r]);
-          }
+          for (int r = 0; r < 4; r++) acc[m][n0 + nn][r] = fmaf(dm[m][r >> 1], cm[r], acc[m][n0 + nn][r]);
         }
       }
     }
@@ -350,15 +372,21 @@ __global__ void __launch_bounds__(kThreads, 1) fold_kernel(const Args a) {
 }
 
 // ---- host side --------------------------------------------------------------------------------------
-template <int NT>
-Status launch_nt(const Args& a, dim3 grid, cudaStream_t stream) {
+template <int NT, int kMode>
+Status launch_mode(const Args& a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = stages_for<NT>() * kStageBytes;
   static const cudaError_t e =
-      cudaFuncSetAttribute(fold_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(fold_kernel<NT, kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (fold): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  fold_kernel<NT><<<grid, kThreads, kSmem, stream>>>(a);
+  fold_kernel<NT, kMode><<<grid, kThreads, kSmem, stream>>>(a);
   CUDA_TRY_LAUNCH("matvec_batched (fold)", stream);
   return {};
+}
+template <int NT>
+Status launch_nt(const Args& a, dim3 grid, cudaStream_t stream, int mode) {
+  return mode == 0 ? launch_mode<NT, 0>(a, grid, stream)
+         : mode == 1 ? launch_mode<NT, 1>(a, grid, stream)
+                     : launch_mode<NT, 2>(a, grid, stream);
 }
 
 inline bool supports(int64_t rows, int64_t cols, int batch) {
@@ -368,7 +396,7 @@ inline bool supports(int64_t rows, int64_t cols, int batch) {
 
 // Q4_K weights (16-byte aligned, checked by the caller).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate) {
+                     cudaStream_t stream, bool accumulate, int mode) {
   const int nt = (batch + 7) / 8;
   uint4 *xf, *xm;
   float *inv, *scale, *part;
@@ -391,14 +419,14 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
                xf, xm, inv, part, count};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
   switch (nt) {
-    case 1: return launch_nt<1>(a, grid, stream);
-    case 2: return launch_nt<2>(a, grid, stream);
-    case 3: return launch_nt<3>(a, grid, stream);
-    case 4: return launch_nt<4>(a, grid, stream);
-    case 5: return launch_nt<5>(a, grid, stream);
-    case 6: return launch_nt<6>(a, grid, stream);
-    case 7: return launch_nt<7>(a, grid, stream);
-    default: return launch_nt<8>(a, grid, stream);
+    case 1: return launch_nt<1>(a, grid, stream, mode);
+    case 2: return launch_nt<2>(a, grid, stream, mode);
+    case 3: return launch_nt<3>(a, grid, stream, mode);
+    case 4: return launch_nt<4>(a, grid, stream, mode);
+    case 5: return launch_nt<5>(a, grid, stream, mode);
+    case 6: return launch_nt<6>(a, grid, stream, mode);
+    case 7: return launch_nt<7>(a, grid, stream, mode);
+    default: return launch_nt<8>(a, grid, stream, mode);
   }
 }
 

@@ -42,20 +42,21 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true},
 struct PathScope {
   cuda::MatvecBatchedPath path0 = cuda::matvec_batched_path();
   int terms0 = cuda::matvec_batched_terms();
-  bool fold0 = cuda::matvec_batched_fold();
+  int fold0 = cuda::matvec_batched_fold_mode();  // -1 off, else the mode (DS_MVB_FOLD_MODE picks it)
   explicit PathScope(const Config& c) {
     cuda::set_matvec_batched_path(c.path);
     cuda::set_matvec_batched_terms(c.terms);
-    cuda::set_matvec_batched_fold(c.fold);
+    cuda::set_matvec_batched_fold_mode(c.fold ? (fold0 >= 0 ? fold0 : 2) : -1);
   }
   ~PathScope() {
     cuda::set_matvec_batched_path(path0);
     cuda::set_matvec_batched_terms(terms0);
-    cuda::set_matvec_batched_fold(fold0);
+    cuda::set_matvec_batched_fold_mode(fold0);
   }
   static std::string name() {
     return std::string(cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma") + "/" +
-           std::to_string(cuda::matvec_batched_terms()) + " terms" + (cuda::matvec_batched_fold() ? "" : "/nofold");
+           std::to_string(cuda::matvec_batched_terms()) + " terms" +
+           (cuda::matvec_batched_fold() ? "/fold" + std::to_string(cuda::matvec_batched_fold_mode()) : "/nofold");
   }
 };
 
