@@ -1,5 +1,7 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
-// Q4_K, Q6_K and Q8_0 weights go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
+// Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
+// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for); with DS_MVB_FOLD=0 they join
+// Q6_K and Q8_0 weights, which go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
 // staged once per CTA, x split into bf16 terms once per call); other block-quantized, BF16 and F16 weights
 // to the per-warp tensor-core kernel (matvec_mma.cuh); both multiply integer codes as bf16 by x split into
 // bf16 terms with fp32 accumulation (near-fp32 accuracy). F32 weights and F16/BF16 rows whose length is
@@ -70,8 +72,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
       return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
-      if (fold_setting() && terms_setting() == 3 && fold::supports(rows, cols, batch))
-        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, fold_setting() - 1);
+      if (fold_setting() && fold::supports(rows, cols, batch))  // 2 terms: the fold kernel's fastest mode
+        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, terms_setting() == 2 ? 0 : fold_setting() - 1);
     return gemm::launch<DG>(w, rows, cols, x, y, batch, stream, accumulate, terms_setting());
   }
   return mma::launch<D>(type, w, rows, cols, x, y, batch, stream, accumulate);
