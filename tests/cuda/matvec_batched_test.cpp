@@ -3,7 +3,8 @@
 // + 1 column, 8 tiles), rows that are not a multiple of the 16-row tensor-core tile or of the GEMM kernel's
 // 256-row CTA tile, rows shorter than one warp's tile, long rows split over warps (matvec_mma.cuh) or over
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
-// batched paths (gemm, mma) and both term counts (3, 2) are checked. Error metric per output:
+// batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
+// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked. Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
