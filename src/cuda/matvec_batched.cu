@@ -102,8 +102,12 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   switch (type) {
     case GgmlType::Q4_K: return std::apply(gemm_or_mma<mma::DecQ4K, mma::DecQ4K>, args);
     case GgmlType::Q5_K: return std::apply(mma::launch<mma::DecQ5K>, args);
-    case GgmlType::Q6_K: return std::apply(gemm_or_mma<gemm::DecQ6KQuarter, mma::DecQ6K>, args);
-    case GgmlType::Q8_0: return std::apply(gemm_or_mma<mma::DecQ8_0, mma::DecQ8_0>, args);
+    case GgmlType::Q6_K:  // fold on: x as 2 fp16 terms (gemm::DecQ6KQuarterH), else 3 (or 2) bf16 terms
+      return fold_setting() ? std::apply(gemm_or_mma<gemm::DecQ6KQuarterH, mma::DecQ6K>, args)
+                            : std::apply(gemm_or_mma<gemm::DecQ6KQuarter, mma::DecQ6K>, args);
+    case GgmlType::Q8_0:
+      return fold_setting() ? std::apply(gemm_or_mma<gemm::DecQ8_0H, mma::DecQ8_0>, args)
+                            : std::apply(gemm_or_mma<mma::DecQ8_0, mma::DecQ8_0>, args);
     case GgmlType::Q4_0: return std::apply(mma::launch<mma::DecQ4_0>, args);
     case GgmlType::Q5_0: return std::apply(mma::launch<mma::DecQ5_0>, args);
     case GgmlType::IQ4_NL: return std::apply(mma::launch<mma::DecIQ4NL>, args);

@@ -60,39 +60,11 @@ constexpr int64_t kXmVec = kMaxCols / 256 * 8 * 32;          // uint4: block x n
 
 __device__ __align__(16) uint4 g_xf[kXfVec];
 __device__ __align__(16) uint4 g_xm[kXmVec];
-__device__ float g_inv[64];
-__device__ float g_scale[64];
+using gemm::h2u;
+using gemm::split2;
+using gemm::u2h;
 
-__device__ __forceinline__ uint32_t h2u(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
-__device__ __forceinline__ __half2 u2h(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
-// (hi, lo) fp16 terms of v packed with the pair partner w: returns hi pair, lo pair.
-__device__ __forceinline__ void split2(float v, float w, uint32_t& hi, uint32_t& lo) {
-  const __half hv = __float2half_rn(v), hw = __float2half_rn(w);
-  const __half lv = __float2half_rn(v - __half2float(hv)), lw = __float2half_rn(w - __half2float(hw));
-  hi = h2u(__halves2half2(hv, hw));
-  lo = h2u(__halves2half2(lv, lw));
-}
-
-// ---- 1. per-column scale: s = 2^(14 - E) with max|x| < 2^E ------------------------------------------
-__global__ void __launch_bounds__(256) scale_kernel(const float* __restrict__ x, int64_t cols, float* scale,
-                                                    float* inv) {
-  const int b = blockIdx.x;
-  float m = 0.f;
-  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(x[(int64_t)b * cols + i]));
-#pragma unroll
-  for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float red[8];
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]);
-    int e = 0;
-    if (m > 0.f && m <= 3.0e38f) frexpf(m, &e);  // m < 2^e
-    e = max(-100, min(e, 120));
-    scale[b] = ldexpf(1.f, 14 - e);
-    inv[b] = ldexpf(1.f, e - 14);
-  }
-}
+// ---- 1. per-column scale: gemm::col_scale_kernel (s = 2^(14 - E) with max|x| < 2^E) ---------------------
 
 // ---- 2. split x into the B-fragment order -----------------------------------------------------------
 // One thread per (n-tile, block, lane (g, t)): batch column 8n + g, the lane's 64 elements of the block.
@@ -411,11 +383,11 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   unsigned* count;
   CUDA_TRY(cudaGetSymbolAddress((void**)&xf, g_xf));
   CUDA_TRY(cudaGetSymbolAddress((void**)&xm, g_xm));
-  CUDA_TRY(cudaGetSymbolAddress((void**)&inv, g_inv));
-  CUDA_TRY(cudaGetSymbolAddress((void**)&scale, g_scale));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&inv, gemm::g_inv));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
-  scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
   CUDA_TRY_LAUNCH("matvec_batched (fold scale)", stream);
   const int64_t n_split = cols / 256 * nt * 32;
   split_kernel<<<(unsigned)((n_split + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, scale, xf, xm);

@@ -31,7 +31,7 @@ double tol() { return cuda::matvec_batched_terms() == 2 ? 4e-5 : 1e-5; }
 struct Config {
   cuda::MatvecBatchedPath path;
   int terms;
-  bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh; gemm path, 3 terms)
+  bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
 };
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel.
 const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true},
@@ -61,11 +61,10 @@ struct PathScope {
   }
 };
 
-// Every type under the default configuration (the first); the second only changes Q4_K's kernel, the others
-// the GEMM kernel's types.
+// Every type under the default configuration (the first); the others only change the GEMM kernel's types.
 std::vector<GgmlType> types_for(const Config& cfg) {
   if (&cfg == &kConfigs[0]) return test::cuda_types();
-  if (&cfg == &kConfigs[1]) return {GgmlType::Q4_K};
+
   return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
 }
 
