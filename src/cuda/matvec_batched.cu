@@ -1,8 +1,9 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
 // Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
-// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for); with DS_MVB_FOLD=0 they join
-// Q6_K and Q8_0 weights, which go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
-// staged once per CTA, x split into bf16 terms once per call); other block-quantized, BF16 and F16 weights
+// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for); Q6_K and Q8_0 weights (and Q4_K
+// with DS_MVB_FOLD=0) go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
+// staged once per CTA, x split once per call into 2 fp16 terms of the column-scaled x, or with DS_MVB_FOLD=0
+// into 3 (DS_MVB_TERMS=2: 2) bf16 terms); other block-quantized, BF16 and F16 weights
 // to the per-warp tensor-core kernel (matvec_mma.cuh); both multiply integer codes as bf16 by x split into
 // bf16 terms with fp32 accumulation (near-fp32 accuracy). F32 weights and F16/BF16 rows whose length is
 // not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).

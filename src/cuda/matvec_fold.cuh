@@ -26,7 +26,8 @@
 // effective). Max error vs float64 (of sum|w x|): mode 0 4.0e-7, mode 1 2.4e-7, mode 2 9.7e-8 (the GEMM
 // kernel, 3 terms: 1.3e-7): the tensor cores' fp32 accumulation loses about an ulp of the running sum per
 // mma, so the error grows with the chain length and size of the sums (mode 0: 32 mmas per chain).
-// 9B Q4_K_M cuda-bench at B = 64: 2,463 tok/s (mode 2) / 2,552 (mode 0) vs 2,022 with the GEMM kernel.
+// 9B Q4_K_M cuda-bench at B = 64: 2,463 tok/s (mode 2) / 2,552 (mode 0) vs 2,022 with the GEMM kernel;
+// 2,597 with Q6_K also on fp16 x terms (matvec_gemm.cuh DecQ6KQuarterH).
 //
 // Mapping: a CTA owns 256 rows (8 warps x 32 rows: two m-tiles) and a contiguous range of blocks (split K
 // as in matvec_gemm.cuh, deterministic). A step = half a block (128 elements, 8 k-steps): lane (g, t) reads
