@@ -6,7 +6,7 @@
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
-// Usage: mvb_bench [check | time | timeq]   (no argument: check, then time)
+// Usage: mvb_bench [check | checkfold | time | timeq [type]]   (no argument: check, then time)
 // Part 1 runs for the current path/terms (DS_MVB_PATH = gemm | mma, DS_MVB_TERMS = 2 | 3).
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s, for the
 //   GEMM kernel with 3 and 2 terms and the per-warp mma kernel (3 terms); `time` adds the FMA tile kernel.
@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <execinfo.h>
 #include <csignal>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "core/fp16.h"
 #include "core/ggml_type.h"
 #include "cuda/matvec.h"
+#include "cuda/matvec_batched_fold.h"
 #include "cuda/matvec_kernel.cuh"
 #include "quant/quant.h"
 
@@ -133,14 +135,15 @@ static double check_case(GgmlType t, int64_t rows, int64_t cols, int B, bool acc
   return worst;
 }
 
-static void run_checks() {
-  printf("checks: path %s, %d terms\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
-         cuda::matvec_batched_terms());
+static void run_checks(bool q4k_only = false) {
+  printf("checks: path %s, %d terms, fold mode %d\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
+         cuda::matvec_batched_terms(), cuda::matvec_batched_fold_mode());
   struct S { int64_t rows, cols; };
   const S shapes[] = {{77, 256}, {1027, 512}, {333, 1280}, {21, 17408}, {515, 4096}, {300, 12288}};
   const int Bs[] = {2, 7, 8, 33, 64};
   uint64_t seed = 1;
   for (GgmlType t : kTypes) {
+    if (q4k_only && t != GgmlType::Q4_K) continue;
     double worst = 0, worst_rms = 0;
     for (const S& s : shapes)
       for (int B : Bs)
@@ -157,6 +160,7 @@ static void run_checks() {
   }
 }
 
+static const char* g_only = nullptr;  // argv[2]: time this type only (e.g. q4_k)
 static void run_timing(bool with_fma) {
   struct S { const char* name; int64_t rows, cols; };
   const S shapes[] = {{"ffn_gate_up", 24576, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
@@ -176,22 +180,26 @@ static void run_timing(bool with_fma) {
   }
   for (GgmlType t : types)
     for (const S& s : shapes) {
+      if (g_only && strcasecmp(g_only, std::string(ggml_type_name(t)).c_str()) != 0) continue;
       if (s.rows == 248320 && t != GgmlType::Q6_K && t != GgmlType::Q8_0 && t != GgmlType::Q4_K) continue;
       const size_t bytes = ggml_row_bytes(*ggml_type_info(t), s.cols) * s.rows;
       void* dw;
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 4; path++) {
+        for (int path = 0; path < 7; path++) {
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
-          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma"};
-          if (path < 3) {
-            cuda::set_matvec_batched_path(path < 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
+          if (path >= 4 && path < 6 && t != GgmlType::Q4_K) continue;  // fold2: Q6_K / Q8_0 with fp16 x
+          if (path == 2 && !with_fma && s.rows == 248320) continue;
+          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2"};
+          if (path != 3) {
+            cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
+            cuda::set_matvec_batched_fold_mode(path >= 4 ? path - 4 : -1);
           }
           auto call = [&] {
-            if (path < 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
+            if (path != 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
             const cuda::mv::MvArgs a{(const uint8_t*)dw, 0, s.rows, s.cols, dx, dy, B, 0, 0, false};
             switch (t) {
 #define DS_CASE(T) \
@@ -233,7 +241,13 @@ int main(int argc, char** argv) {
   signal(SIGSEGV, on_segv);
   // no argument: check + time (with the FMA kernel); "check"; "time"; "timeq" (tensor-core path only).
   const char* mode = argc < 2 ? "all" : argv[1];
+  g_only = argc > 2 ? argv[2] : nullptr;
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "check")) run_checks();
+  if (!std::strcmp(mode, "checkfold"))  // Q4_K: the 3-term GEMM kernel, then the fold kernel's modes
+    for (int m = -1; m <= 2; m++) {
+      cuda::set_matvec_batched_fold_mode(m);
+      run_checks(true);
+    }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
   if (!std::strcmp(mode, "timeq")) run_timing(false);
   return 0;

@@ -20,6 +20,7 @@ for v in $V; do n=${v%%:*}; nvcc -arch=sm_90 $B/bench.o $B/mb_$n.o $B/matvec.o $
 grep -i -E " error|undefined" $B/build.txt >> "$S"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >> "$S"
 for n in b3 b2 xs3 xs2; do echo "== $n check" >> "$S"; timeout 60 $B/$n check >> "$S" 2>&1; echo "rc $?" >> "$S"; done
+echo "== b3 checkfold (Q4_K: fold off, modes 0 1 2)" >> "$S"; timeout 60 $B/b3 checkfold >> "$S" 2>&1
 echo "== b3 time (with the FMA kernel)" >> "$S"; timeout 40 $B/b3 time >> "$S" 2>&1
 for v in $V; do n=${v%%:*}; [ $n = b3 ] && continue
   echo "== $n timeq" >> "$S"; timeout 25 $B/$n timeq >> "$S" 2>&1; echo "rc $?" >> "$S"; done

@@ -1,13 +1,19 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
-// Q4_K, Q6_K and Q8_0 weights go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
-// staged once per CTA, x split into bf16 terms once per call); other block-quantized, BF16 and F16 weights
+// Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
+// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for); Q6_K and Q8_0 weights (and Q4_K
+// with DS_MVB_FOLD=0) go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
+// staged once per CTA, x split once per call into 2 fp16 terms of the column-scaled x, or with DS_MVB_FOLD=0
+// into 3 (DS_MVB_TERMS=2: 2) bf16 terms); other block-quantized, BF16 and F16 weights
 // to the per-warp tensor-core kernel (matvec_mma.cuh); both multiply integer codes as bf16 by x split into
 // bf16 terms with fp32 accumulation (near-fp32 accuracy). F32 weights and F16/BF16 rows whose length is
 // not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
+#include "cuda/matvec_batched_fold.h"
+#include "cuda/matvec_fold.cuh"
 #include "cuda/matvec_gemm.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
@@ -44,6 +50,19 @@ int& terms_setting() {
   return t;
 }
 
+// Fold kernel: 0 off, 1 + kMode (matvec_fold.cuh) on. DS_MVB_FOLD = 0 (off) or 1 (on, default);
+// DS_MVB_FOLD_MODE = 0 | 1 | 2 picks where d is applied (default kFoldDefaultMode).
+constexpr int kFoldDefaultMode = 2;
+int& fold_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_FOLD");
+    if (e && !std::strcmp(e, "0")) return 0;
+    const char* m = std::getenv("DS_MVB_FOLD_MODE");
+    return 1 + (m && m[0] >= '0' && m[0] <= '2' && !m[1] ? m[0] - '0' : kFoldDefaultMode);
+  }();
+  return v;
+}
+
 template <class DG, class D>
 Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                    cudaStream_t stream, bool accumulate) {
@@ -53,6 +72,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)x % 16 != 0)
       return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
+    if constexpr (std::is_same_v<DG, mma::DecQ4K>)
+      if (fold_setting() && fold::supports(rows, cols, batch))  // 2 terms: the fold kernel's fastest mode
+        return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, terms_setting() == 2 ? 0 : fold_setting() - 1);
     return gemm::launch<DG>(w, rows, cols, x, y, batch, stream, accumulate, terms_setting());
   }
   return mma::launch<D>(type, w, rows, cols, x, y, batch, stream, accumulate);
@@ -64,6 +86,13 @@ MatvecBatchedPath matvec_batched_path() { return path_setting(); }
 void set_matvec_batched_path(MatvecBatchedPath p) { path_setting() = p; }
 int matvec_batched_terms() { return terms_setting(); }
 void set_matvec_batched_terms(int terms) { terms_setting() = terms == 2 ? 2 : 3; }
+bool matvec_batched_fold() { return fold_setting() != 0; }
+void set_matvec_batched_fold(bool on) {
+  if (!on) fold_setting() = 0;
+  else if (fold_setting() == 0) fold_setting() = 1 + kFoldDefaultMode;
+}
+int matvec_batched_fold_mode() { return fold_setting() - 1; }
+void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
@@ -74,8 +103,12 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   switch (type) {
     case GgmlType::Q4_K: return std::apply(gemm_or_mma<mma::DecQ4K, mma::DecQ4K>, args);
     case GgmlType::Q5_K: return std::apply(mma::launch<mma::DecQ5K>, args);
-    case GgmlType::Q6_K: return std::apply(gemm_or_mma<gemm::DecQ6KQuarter, mma::DecQ6K>, args);
-    case GgmlType::Q8_0: return std::apply(gemm_or_mma<mma::DecQ8_0, mma::DecQ8_0>, args);
+    case GgmlType::Q6_K:  // fold on: x as 2 fp16 terms (gemm::DecQ6KQuarterH), else 3 (or 2) bf16 terms
+      return fold_setting() ? std::apply(gemm_or_mma<gemm::DecQ6KQuarterH, mma::DecQ6K>, args)
+                            : std::apply(gemm_or_mma<gemm::DecQ6KQuarter, mma::DecQ6K>, args);
+    case GgmlType::Q8_0:
+      return fold_setting() ? std::apply(gemm_or_mma<gemm::DecQ8_0H, mma::DecQ8_0>, args)
+                            : std::apply(gemm_or_mma<mma::DecQ8_0, mma::DecQ8_0>, args);
     case GgmlType::Q4_0: return std::apply(mma::launch<mma::DecQ4_0>, args);
     case GgmlType::Q5_0: return std::apply(mma::launch<mma::DecQ5_0>, args);
     case GgmlType::IQ4_NL: return std::apply(mma::launch<mma::DecIQ4NL>, args);

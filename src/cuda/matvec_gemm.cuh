@@ -21,6 +21,10 @@
 //     When the row tiles alone do not fill the GPU, K is split over `splits` CTAs per row tile: each writes
 //     its partial sums to a workspace, the last to arrive (atomic counter) adds the partials in split order
 //     (deterministic: the same bits on every run whatever the arrival order) and writes y.
+// Decoders with kF16 (DecQ6KQuarterH, DecQ8_0H: the default for Q6_K / Q8_0, see matvec_batched_fold.h) give
+// fp16 codes and take x as 2 fp16 terms of x·s (col_scale_kernel: s a power of two per batch column), 22
+// bits in 2 mmas instead of 3 bf16 terms (measured on the H200: Q6_K max error 1.25e-7, as fast as 2 bf16
+// terms); y = acc / s.
 // The workspace (x fragments, group sums, partial sums, counters) is static device memory shared by all
 // calls: calls must not run concurrently on different streams (the engine runs one step at a time).
 //
@@ -29,6 +33,8 @@
 // of bf16 mma.sync work, a fraction of the tensor cores' rate: the kernel is latency-bound (2-4 warps per
 // scheduler, x fragments through L1), not compute- or memory-bound. See the notes for what to try next.
 #pragma once
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -52,6 +58,60 @@ __device__ __align__(16) uint32_t g_xf[kXfWords];
 __device__ __align__(16) float g_xsum[kXsumFloats];
 __device__ __align__(16) float g_part[kPartFloats];
 __device__ unsigned g_count[kMaxTiles];
+__device__ float g_inv[64];    // per batch column: 1 / s (fp16 x terms, see col_scale_kernel)
+__device__ float g_scale[64];  // s
+
+// ---- fp16 x terms (decoders with kF16; the Q4_K fold kernel) -----------------------------------------
+// Per batch column: s = 2^(14 - E) with max|x| < 2^E, so x·s fits fp16 (< 2^14) and its two fp16 terms
+// hi = fp16(x·s), lo = fp16(x·s − hi) carry 22 bits; y = acc / s at the end (exact: a power of two).
+__global__ void __launch_bounds__(256) col_scale_kernel(const float* __restrict__ x, int64_t cols, float* scale,
+                                                        float* inv) {
+  const int b = blockIdx.x;
+  float m = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(x[(int64_t)b * cols + i]));
+#pragma unroll
+  for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float red[8];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]);
+    int e = 0;
+    if (m > 0.f && m <= 3.0e38f) frexpf(m, &e);  // m < 2^e
+    e = max(-100, min(e, 120));
+    scale[b] = ldexpf(1.f, 14 - e);
+    inv[b] = ldexpf(1.f, e - 14);
+  }
+}
+__device__ __forceinline__ uint32_t h2u(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
+__device__ __forceinline__ __half2 u2h(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+// (hi, lo) fp16 terms of the pair (v, w): hi = (fp16(v), fp16(w)), lo = the fp16 remainders.
+__device__ __forceinline__ void split2(float v, float w, uint32_t& hi, uint32_t& lo) {
+  const __half hv = __float2half_rn(v), hw = __float2half_rn(w);
+  const __half lv = __float2half_rn(v - __half2float(hv)), lw = __float2half_rn(w - __half2float(hw));
+  hi = h2u(__halves2half2(hv, hw));
+  lo = h2u(__halves2half2(lv, lw));
+}
+// Four bytes -> two fp16 pairs holding (byte - off) exactly: PRMT builds fp16 1024 + byte (0x64XX), HSUB2
+// removes 1024 + off.
+template <int kOff>
+__device__ __forceinline__ void bytes_to_f16(uint32_t b, uint32_t& p0, uint32_t& p1) {
+  const __half2 base = __float2half2_rn(1024.f + kOff);
+  p0 = h2u(__hsub2(u2h(__byte_perm(b, 0x64646464u, 0x4140u)), base));
+  p1 = h2u(__hsub2(u2h(__byte_perm(b, 0x64646464u, 0x4342u)), base));
+}
+__device__ __forceinline__ void mma_h(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Whether decoder D gives fp16 codes (x then comes as 2 fp16 terms of the scaled x).
+template <class D>
+constexpr bool is_f16() {
+  if constexpr (requires { D::kF16; }) return D::kF16;
+  else return false;
+}
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -63,9 +123,11 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0
 
 // ---- 1. split x -----------------------------------------------------------------------------------
 // One thread per (batch column b < 8·NT, 32-element group): two ksteps x four lanes' float4s.
-template <int kT>
+// kH: 2 fp16 terms of x·scale[b] (kT = 2) instead of kT bf16 terms of x.
+template <int kT, bool kH = false>
 __global__ void __launch_bounds__(256) split_x_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
-                                                      uint32_t* __restrict__ xf, float* __restrict__ xsum) {
+                                                      uint32_t* __restrict__ xf, float* __restrict__ xsum,
+                                                      const float* __restrict__ scale = nullptr) {
   const int64_t groups = cols / 32;
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= groups * 8 * nt) return;
@@ -83,12 +145,19 @@ __global__ void __launch_bounds__(256) split_x_kernel(const float* __restrict__ 
       sum += (v.x + v.y) + (v.z + v.w);
       uint32_t p0[kT], p1[kT];
       float x0 = v.x, x1 = v.y, x2 = v.z, x3 = v.w;
+      if constexpr (kH) {
+        static_assert(kT == 2, "fp16 x: 2 terms");
+        const float sc = b < batch ? scale[b] : 0.f;
+        split2(x0 * sc, x1 * sc, p0[0], p0[1]);
+        split2(x2 * sc, x3 * sc, p1[0], p1[1]);
+      } else {
 #pragma unroll
-      for (int k = 0; k < kT; k++) {
-        p0[k] = mma::pack_bf16(x0, x1);
-        p1[k] = mma::pack_bf16(x2, x3);
-        x0 -= mma::bf_lo(p0[k]); x1 -= mma::bf_hi(p0[k]);
-        x2 -= mma::bf_lo(p1[k]); x3 -= mma::bf_hi(p1[k]);
+        for (int k = 0; k < kT; k++) {
+          p0[k] = mma::pack_bf16(x0, x1);
+          p1[k] = mma::pack_bf16(x2, x3);
+          x0 -= mma::bf_lo(p0[k]); x1 -= mma::bf_hi(p0[k]);
+          x2 -= mma::bf_lo(p1[k]); x3 -= mma::bf_hi(p1[k]);
+        }
       }
       uint32_t* dst = xf + ((q * nt + n) * 32 + 4 * g + t) * (2 * kT);
       if constexpr (kT == 2) {
@@ -127,6 +196,34 @@ struct DecQ6KQuarter {
   }
 };
 
+// The same with fp16 codes (kF16: x as 2 fp16 terms of the column-scaled x, 22 bits; 2 mmas per chunk).
+struct DecQ6KQuarterH : DecQ6KQuarter {
+  static constexpr bool kF16 = true;
+  __device__ static void decode(const uint8_t* b, int s, int t, uint32_t (&a)[kChunks][kAT][2],
+                                float (&sc)[kGroups], float (&)[kGroups]) {
+    const int n = s >> 1, h = s & 1;
+    const uint32_t wa = qt::ld32<2>(b + 64 * n + 16 * h + 4 * t);
+    const uint32_t wb = qt::ld32<2>(b + 64 * n + 32 + 16 * h + 4 * t);
+    const uint32_t wh = qt::ld32<2>(b + 128 + 32 * n + 16 * h + 4 * t);
+    bytes_to_f16<32>((wa & 0x0F0F0F0Fu) | ((wh & 0x03030303u) << 4), a[0][0][0], a[0][0][1]);
+    bytes_to_f16<32>((wb & 0x0F0F0F0Fu) | (((wh >> 2) & 0x03030303u) << 4), a[1][0][0], a[1][0][1]);
+    bytes_to_f16<32>(((wa >> 4) & 0x0F0F0F0Fu) | (((wh >> 4) & 0x03030303u) << 4), a[2][0][0], a[2][0][1]);
+    bytes_to_f16<32>(((wb >> 4) & 0x0F0F0F0Fu) | (((wh >> 6) & 0x03030303u) << 4), a[3][0][0], a[3][0][1]);
+    const float d = qt::f16f(qt::ld16(b + 208));
+#pragma unroll
+    for (int c = 0; c < 4; c++) sc[c] = d * (float)(int8_t)b[192 + 8 * n + 2 * c + h];
+  }
+};
+struct DecQ8_0H : mma::DecQ8_0 {
+  static constexpr bool kF16 = true;
+  __device__ static void decode(const uint8_t* b, int, int t, uint32_t (&a)[kChunks][kAT][2],
+                                float (&sc)[kGroups], float (&)[kGroups]) {
+#pragma unroll
+    for (int c = 0; c < 2; c++) bytes_to_f16<128>(qt::ld32<2>(b + 2 + 16 * c + 4 * t) ^ 0x80808080u, a[c][0][0], a[c][0][1]);
+    sc[0] = qt::f16f(qt::ld16(b));
+  }
+};
+
 // Element offset of chunk c of step s inside a block (16 consecutive elements per chunk).
 template <class D>
 __device__ __forceinline__ int chunk_off(int s, int c) {
@@ -161,6 +258,7 @@ struct Args {
   const float* xsum;
   float* part;
   unsigned* count;
+  const float* inv;  // fp16 decoders: 1 / column scale
 };
 
 template <class D, int NT, int kT, int kMT>
@@ -293,7 +391,10 @@ __global__ void __launch_bounds__(threads_for<kMT>(), 1) gemm_kernel(const Args 
 #pragma unroll
               for (int m = 0; m < kMT; m++)
 #pragma unroll
-                for (int k = 0; k < kT; k++) mma::mma_bf16(c4[m], af[m][c], xb[k][0], xb[k][1]);
+                for (int k = 0; k < kT; k++) {
+                  if constexpr (is_f16<D>()) mma_h(c4[m], af[m][c], xb[k][0], xb[k][1]);
+                  else mma::mma_bf16(c4[m], af[m][c], xb[k][0], xb[k][1]);
+                }
             }
             float2 xs = make_float2(0.f, 0.f);
             if constexpr (D::kHasMin)
@@ -330,7 +431,9 @@ __global__ void __launch_bounds__(threads_for<kMT>(), 1) gemm_kernel(const Args 
           const int b = 8 * n + 2 * t + (i % 2);
           if (r >= a.rows || b >= a.batch) continue;
           float* yp = a.y + (int64_t)b * a.rows + r;
-          *yp = a.accumulate ? *yp + acc[m][n][i] : acc[m][n][i];
+          float v = acc[m][n][i];
+          if constexpr (is_f16<D>()) v *= a.inv[b];
+          *yp = a.accumulate ? *yp + v : v;
         }
     return;
   }
@@ -356,6 +459,7 @@ __global__ void __launch_bounds__(threads_for<kMT>(), 1) gemm_kernel(const Args 
     if (r >= a.rows) continue;
     float v = 0.f;
     for (int sp = 0; sp < a.splits; sp++) v += __ldcg(p0 + ((int64_t)sp * NB + b) * kRows + rl);
+    if constexpr (is_f16<D>()) v *= a.inv[b];
     float* yp = a.y + (int64_t)b * a.rows + r;
     *yp = a.accumulate ? *yp + v : v;
   }
@@ -439,7 +543,16 @@ Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* 
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, g_count));
   const int64_t n_split_threads = cols / 32 * 8 * nt;
-  if (terms == 2)
+  float *inv = nullptr, *scale = nullptr;
+  if constexpr (is_f16<D>()) {
+    terms = 2;
+    CUDA_TRY(cudaGetSymbolAddress((void**)&inv, g_inv));
+    CUDA_TRY(cudaGetSymbolAddress((void**)&scale, g_scale));
+    col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+    CUDA_TRY_LAUNCH("matvec_batched (column scale)", stream);
+    split_x_kernel<2, true><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf,
+                                                                                           xsum, scale);
+  } else if (terms == 2)
     split_x_kernel<2><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf, xsum);
   else
     split_x_kernel<3><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf, xsum);
@@ -447,11 +560,15 @@ Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* 
   const int64_t tiles = (rows + kRows - 1) / kRows;
   const int splits = choose_splits(tiles, cols / Layout<D>::kStageElems, 8 * nt, sm_count());
   const Args a{static_cast<const uint8_t*>(w), rows, cols, cols / D::kBlockElems * D::kBlockBytes, y, batch,
-               splits, accumulate, xf, xsum, part, count};
+               splits, accumulate, xf, xsum, part, count, inv};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (warp_rows_for(nt) == 1)
-    return terms == 2 ? launch_terms<D, 2, 1>(a, grid, nt, stream) : launch_terms<D, 3, 1>(a, grid, nt, stream);
-  return terms == 2 ? launch_terms<D, 2, 2>(a, grid, nt, stream) : launch_terms<D, 3, 2>(a, grid, nt, stream);
+  if constexpr (is_f16<D>())
+    return warp_rows_for(nt) == 1 ? launch_terms<D, 2, 1>(a, grid, nt, stream) : launch_terms<D, 2, 2>(a, grid, nt, stream);
+  else {
+    if (warp_rows_for(nt) == 1)
+      return terms == 2 ? launch_terms<D, 2, 1>(a, grid, nt, stream) : launch_terms<D, 3, 1>(a, grid, nt, stream);
+    return terms == 2 ? launch_terms<D, 2, 2>(a, grid, nt, stream) : launch_terms<D, 3, 2>(a, grid, nt, stream);
+  }
 }
 
 }  // namespace gemm

@@ -3,7 +3,8 @@
 // + 1 column, 8 tiles), rows that are not a multiple of the 16-row tensor-core tile or of the GEMM kernel's
 // 256-row CTA tile, rows shorter than one warp's tile, long rows split over warps (matvec_mma.cuh) or over
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
-// batched paths (gemm, mma) and both term counts (3, 2) are checked. Error metric per output:
+// batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
+// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked. Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "cuda/matvec.h"
+#include "cuda/matvec_batched_fold.h"
 #include "cuda_test_util.h"
 #include "quant/quant.h"
 
@@ -26,35 +28,43 @@ namespace {
 
 double tol() { return cuda::matvec_batched_terms() == 2 ? 4e-5 : 1e-5; }
 
-// Sets the batched path and term count for one scope, restoring the previous ones after it.
+struct Config {
+  cuda::MatvecBatchedPath path;
+  int terms;
+  bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
+};
+// Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel.
+const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true},
+                           {cuda::MatvecBatchedPath::Gemm, 3, false},
+                           {cuda::MatvecBatchedPath::Gemm, 2, true},
+                           {cuda::MatvecBatchedPath::Mma, 3, true}};
+
+// Sets the batched path, term count and fold switch for one scope, restoring the previous ones after it.
 struct PathScope {
   cuda::MatvecBatchedPath path0 = cuda::matvec_batched_path();
   int terms0 = cuda::matvec_batched_terms();
-  PathScope(cuda::MatvecBatchedPath p, int terms) {
-    cuda::set_matvec_batched_path(p);
-    cuda::set_matvec_batched_terms(terms);
+  int fold0 = cuda::matvec_batched_fold_mode();  // -1 off, else the mode (DS_MVB_FOLD_MODE picks it)
+  explicit PathScope(const Config& c) {
+    cuda::set_matvec_batched_path(c.path);
+    cuda::set_matvec_batched_terms(c.terms);
+    cuda::set_matvec_batched_fold_mode(c.fold ? (fold0 >= 0 ? fold0 : 2) : -1);
   }
   ~PathScope() {
     cuda::set_matvec_batched_path(path0);
     cuda::set_matvec_batched_terms(terms0);
+    cuda::set_matvec_batched_fold_mode(fold0);
   }
   static std::string name() {
     return std::string(cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma") + "/" +
-           std::to_string(cuda::matvec_batched_terms()) + " terms";
+           std::to_string(cuda::matvec_batched_terms()) + " terms" +
+           (cuda::matvec_batched_fold() ? "/fold" + std::to_string(cuda::matvec_batched_fold_mode()) : "/nofold");
   }
 };
-
-struct Config {
-  cuda::MatvecBatchedPath path;
-  int terms;
-};
-const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3},
-                           {cuda::MatvecBatchedPath::Gemm, 2},
-                           {cuda::MatvecBatchedPath::Mma, 3}};
 
 // Every type under the default configuration (the first); the others only change the GEMM kernel's types.
 std::vector<GgmlType> types_for(const Config& cfg) {
   if (&cfg == &kConfigs[0]) return test::cuda_types();
+
   return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
 }
 
@@ -65,10 +75,12 @@ struct Case {
 
 // Runs one product and returns the worst error over every checked (row, batch column); rms_out gets the
 // root mean square of the errors.
+// shape_x (optional) rewrites x (batch rows of c.cols) before the product.
 double run_case(GgmlType t, const Case& c, int batch, bool accumulate, uint64_t seed, std::string& where,
-                double* rms_out = nullptr) {
+                double* rms_out = nullptr, void (*shape_x)(std::vector<float>&, int64_t) = nullptr) {
   const auto w = test::random_weights(t, c.rows * c.cols, seed);
-  const auto x = test::random_floats(batch * c.cols, seed + 1);
+  auto x = test::random_floats(batch * c.cols, seed + 1);
+  if (shape_x) shape_x(x, c.cols);
   const auto y0 = test::random_floats(batch * c.rows, seed + 2);
   auto dw = test::to_device(w);
   auto dx = test::to_device(x);
@@ -135,7 +147,7 @@ std::vector<Case> cases_for(GgmlType t) {
 TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
   DS_REQUIRE_GPU();
   for (const Config& cfg : kConfigs) {
-    PathScope scope(cfg.path, cfg.terms);
+    PathScope scope(cfg);
     uint64_t seed = 1000;
     for (GgmlType t : types_for(cfg)) {
       double type_worst = 0, type_rms = 0;
@@ -158,7 +170,7 @@ TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
 TEST(CudaMatvecBatched, Accumulate) {
   DS_REQUIRE_GPU();
   for (const Config& cfg : kConfigs) {
-    PathScope scope(cfg.path, cfg.terms);
+    PathScope scope(cfg);
     uint64_t seed = 5000;
     for (GgmlType t : types_for(cfg))
       for (int batch : {7, 64})
@@ -168,6 +180,29 @@ TEST(CudaMatvecBatched, Accumulate) {
           EXPECT_LE(e, tol()) << PathScope::name() << " " << ggml_type_name(t) << " accumulate [" << c.rows << " x "
                               << c.cols << "] B " << batch << ": worst " << where;
         }
+  }
+}
+
+// Batch rows of very different magnitudes (the fold kernel scales each row of x by its own power of two):
+// tiny (1e-30), all zeros, huge (1e20), and one large outlier per 256 elements among small values.
+TEST(CudaMatvecBatched, RowScalesAndOutliers) {
+  DS_REQUIRE_GPU();
+  auto shape = [](std::vector<float>& x, int64_t cols) {
+    for (int64_t k = 0; k < cols; k++) {
+      x[k] *= 1e-30f;
+      x[cols + k] = 0.f;
+      x[2 * cols + k] *= 1e20f;
+      x[3 * cols + k] *= k % 256 == 17 ? 1e4f : 1e-3f;
+    }
+  };
+  for (const Config& cfg : kConfigs) {
+    PathScope scope(cfg);
+    uint64_t seed = 7000;
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+      std::string where;
+      const double e = run_case(t, Case{300, 4096, "row scales"}, 4, false, seed += 3, where, nullptr, shape);
+      EXPECT_LE(e, tol()) << PathScope::name() << " " << ggml_type_name(t) << ": worst " << where;
+    }
   }
 }
 
@@ -192,7 +227,7 @@ TEST(CudaMatvecBatched, BatchOneIsMatvec) {
 TEST(CudaMatvecBatched, RunToRunIdentical) {
   DS_REQUIRE_GPU();
   for (const Config& cfg : kConfigs) {
-    PathScope scope(cfg.path, cfg.terms);
+    PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
       for (const Case& c : {Case{333, 12288, "K split over CTAs"}, Case{4099, 4096, "17 row tiles"}}) {
         const int batch = 33;
@@ -221,7 +256,7 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
   for (const Config& cfg : kConfigs) {
-    PathScope scope(cfg.path, cfg.terms);
+    PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
       const int64_t rows = 700, cols = 4096;
       const auto w = test::random_weights(t, rows * cols, 31);

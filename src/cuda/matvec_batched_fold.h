@@ -1,0 +1,17 @@
+// Switch for the fp16 batched kernels, on by default on the GEMM path: Q6_K and Q8_0 with x as 2 fp16 terms
+// of the column-scaled x (matvec_gemm.cuh DecQ6KQuarterH / DecQ8_0H), and the scale-folding Q4_K kernel
+// (matvec_fold.cuh) in mode 2
+// with 3 terms (the default; max error 9.7e-8 of sum|w x| on the H200, vs 1.3e-7 for the 3-term GEMM
+// kernel), mode 0 with DS_MVB_TERMS=2 (4e-7, the fastest). DS_MVB_FOLD=0 turns it off (Q4_K then uses
+// matvec_gemm.cuh), DS_MVB_FOLD_MODE=0|1|2 picks the mode of the 3-term setting. Used by tests and benches.
+#pragma once
+
+namespace ds::cuda {
+
+bool matvec_batched_fold();
+void set_matvec_batched_fold(bool on);
+// Where the fold kernel applies d (matvec_fold.cuh kMode 0, 1, 2); -1: off.
+int matvec_batched_fold_mode();
+void set_matvec_batched_fold_mode(int mode);
+
+}  // namespace ds::cuda
