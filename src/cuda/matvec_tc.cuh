@@ -404,7 +404,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int nb = (int)(cols / 256);
   const int64_t nrg = (rows + 15) / 16;
   int ks = tn.ks;
-  if (ks != 1 && ks != 2 && ks != 4 && ks != 8) ks = pick_ks(nrg, nb, (int64_t)std::max(1, tn.grid_ctas_per_sm) * sm_count());
+  if (ks != 1 && ks != 2 && ks != 4 && ks != 8) ks = pick_ks(nrg, nb, (int64_t)(tn.grid_ctas_per_sm > 0 ? std::min(tn.grid_ctas_per_sm, 2) : 2) * sm_count());
   // A power of two dividing kWarps (the named barrier of a row group expects all ks warps of its slot)
   // and at most nb (every warp owns a super-block of each row group).
   while (ks > 1 && ks > nb) ks /= 2;
