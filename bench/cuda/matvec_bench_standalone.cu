@@ -32,6 +32,7 @@
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
+#include "cuda/matvec_tc.cuh"
 #include "quant/quant.h"
 
 using namespace ds;
@@ -39,6 +40,7 @@ namespace {
 
 constexpr double kCeiling = 4.29e12;
 bool g_quick = false;
+bool g_q4k = false;  // --q4k: Q4_K only (checks and timings)
 std::string g_filter;
 int g_fail = 0;
 
@@ -233,6 +235,19 @@ LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPe
     return st;
   };
 }
+// The tensor-core Q4_K kernel (matvec_tc.cuh) with `terms` fp16 terms of x, ks warps per row group (0: by
+// shape), grid cap in CTAs per SM.
+LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap = 2) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mvt::Tune keep = cuda::mvt::tune();
+    cuda::mvt::tune().terms = terms;
+    cuda::mvt::tune().ks = ks;
+    cuda::mvt::tune().grid_ctas_per_sm = grid_cap;
+    auto st = cuda::mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvt::tune() = keep;
+    return st;
+  };
+}
 template <class D>
 LaunchFn direct_path(int64_t rows, int64_t cols, cuda::mvd::Tune tn) {
   return [=](const void* w, const float* x, float* y, bool acc) {
@@ -275,6 +290,18 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
       return cuda::matvec_fused(T, w, rows, cols, in, yy, scratch, nullptr, acc);
     });
     CK(cudaFree(scratch));
+  }
+  if constexpr (T == GgmlType::Q4_K) {
+    if (cuda::mvt::fits(3, cols)) {
+      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3));
+      time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2));
+      time_path(model, tensor, "tc3_g1", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 1));
+      time_path(model, tensor, "tc3_g0", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 0));
+      for (int ks : {1, 2, 4, 8})
+        if (ks * 256 <= cols)
+          time_path(model, tensor, ("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, W, x, y,
+                    tc_path(rows, cols, 3, ks));
+    }
   }
   if constexpr (!std::is_same_v<D, void>)
     time_path(model, tensor, "direct", T, rows, cols, W, x, y, direct_path<D>(rows, cols, cuda::mvd::Tune{}));
@@ -327,6 +354,11 @@ void verify_type(uint64_t& seed) {
   for (auto [rows, cols] : shapes) {
     if (cols % blk) continue;
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
+    if constexpr (T == GgmlType::Q4_K) {
+      verify("tc2", T, rows, cols, tc_path(rows, cols, 2), seed++);
+      for (int ks : {1, 2, 8}) verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks), seed++);
+      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0), seed++);
+    }
     if constexpr (!std::is_same_v<S, void>) {
       verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
       verify("smem_nocap", T, rows, cols, smem_path<S>(rows, cols, 0), seed++);
@@ -350,6 +382,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) g_quick = true;
     else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
     else if (!std::strcmp(argv[i], "--check-only")) do_time = false;
+    else if (!std::strcmp(argv[i], "--q4k")) g_q4k = true;
     else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
     else {
       std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");
@@ -364,6 +397,7 @@ int main(int argc, char** argv) {
   if (do_check) {
     uint64_t seed = 1;
     verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
+    if (!g_q4k) {
     verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
     verify_type<G::Q8_0, D::Q80>(seed);
     verify_type<G::F32, void>(seed);
@@ -374,6 +408,7 @@ int main(int argc, char** argv) {
     verify_type<G::IQ4_NL, void>(seed);
     verify_type<G::Q5_K, void>(seed);
     verify_type<G::IQ4_XS, void>(seed);
+    }
     // Misaligned x must be an error, not a fault.
     void* buf;
     CK(cudaMalloc(&buf, 1 << 20));
@@ -397,8 +432,8 @@ int main(int argc, char** argv) {
     CK(cudaFree(a));
     CK(cudaFree(b));
     bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
-    bench_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(!g_quick);
-    if (g_quick) {
+    if (!g_q4k) bench_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(!g_quick);
+    if (g_quick || g_q4k) {
       std::printf("{\"failures\":%d}\n", g_fail);
       return g_fail ? 1 : 0;
     }

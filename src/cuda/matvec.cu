@@ -15,6 +15,7 @@
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
+#include "cuda/matvec_tc.cuh"
 
 namespace ds::cuda {
 
@@ -48,6 +49,9 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
                       bool accumulate) {
   if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
   const MatvecPath p = path_ref();
+  // Auto: Q4_K on the tensor cores (matvec_tc.cuh) where it takes the shape.
+  if (T == GgmlType::Q4_K && p == MatvecPath::Auto && mvt::takes(rows, cols))
+    return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
   // measured shape; Q6_K is 2-33% slower there except on vocab-sized short rows (0.8B output
   // [248320 x 1024]: 115 vs 134 us).
@@ -92,10 +96,20 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 }  // namespace
 
 MatvecPath matvec_path() { return path_ref(); }
+MatvecTcTune matvec_tc_tune() {
+  const mvt::Tune& t = mvt::tune();
+  return {t.on, t.terms, t.ks};
+}
+void set_matvec_tc_tune(const MatvecTcTune& t) {
+  mvt::tune().on = t.on;
+  mvt::tune().terms = t.terms == 2 ? 2 : 3;
+  mvt::tune().ks = t.ks;
+}
 int matvec_async_stages() { return mvs::tune().async_stages; }
 void set_matvec_async_stages(int n) { mvs::tune().async_stages = n; }
 
 bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
+  if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::takes(rows, cols)) return true;
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
   if (type == GgmlType::Q4_K) return true;
   if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
@@ -114,6 +128,8 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
     const auto* wb = static_cast<const uint8_t*>(w);
     if (type == GgmlType::Q4_K) {
       if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+      if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols))
+        return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;

@@ -35,6 +35,18 @@ void set_matvec_path(MatvecPath p);
 int matvec_async_stages();
 void set_matvec_async_stages(int n);
 
+// The tensor-core Q4_K kernel (matvec_tc.cuh), taken on the Auto path wherever x fits its shared memory
+// (cols <= ~36k): on (DS_MATVEC_TC, default 1), fp16 terms per activation (DS_MATVEC_TC_TERMS 2 | 3,
+// default 3), warps per 16-row group (DS_MATVEC_TC_KS 1 | 2 | 4 | 8; 0 = by shape). Hooks for tests and
+// A/B runs; not thread-safe against concurrent launches.
+struct MatvecTcTune {
+  bool on = true;
+  int terms = 3;
+  int ks = 0;
+};
+MatvecTcTune matvec_tc_tune();
+void set_matvec_tc_tune(const MatvecTcTune& t);
+
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);
 

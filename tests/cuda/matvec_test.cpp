@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ std::pair<double, double> ref_row(GgmlType t, const uint8_t* row, const float* x
   return {quant::dot_row(t, row, x, cols), mag};
 }
 
+// The largest error check_rows saw since the last reset (printed by the tensor-core test).
+double g_worst_seen = 0;
+
 // Checks y (rows outputs for activations x, plus y0 when accumulating) on every `stride`-th row.
 void check_rows(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const float* x,
                 const float* y, const float* y0, int64_t stride, const std::string& what) {
@@ -58,6 +62,7 @@ void check_rows(GgmlType t, const std::vector<uint8_t>& w, int64_t rows, int64_t
     if (!(e <= worst)) { worst = std::isnan(e) ? INFINITY : e; worst_row = r; }
     if (r == rows - 1) break;
   }
+  g_worst_seen = std::max(g_worst_seen, worst);
   EXPECT_LE(worst, kTol.at(t)) << ggml_type_name(t) << " " << what << " [" << rows << " x " << cols
                                << "]: worst row " << worst_row;
 }
@@ -289,6 +294,65 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096));  // 9B output head: direct kernel + norm
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
   }
+}
+
+// The tensor-core Q4_K kernel (matvec_tc.cuh) under each tuning: 2 / 3 fp16 terms of x, warps per row
+// group forced to 1 / 2 / 8 (8 on rows of fewer super-blocks falls back to a smaller power of two), plain,
+// accumulating and fused. Prints the worst error per variant (the kernel's accuracy, relative to sum |w x|).
+TEST(CudaMatvec, TensorCoreQ4KVariants) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  const std::vector<Shape> shapes = {
+      {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
+      {77, 3584, "0.8B ffn width"},                  {4097, 4096, "odd rows, 9B width"},
+      {21, 17408, "27B ffn width"},                  {3, 25856, "wider than the older kernels take"},
+  };
+  uint64_t seed = 9100;
+  for (int v = 0; v < 5; v++) {
+    const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0};
+    cuda::set_matvec_tc_tune(tn);
+    const std::string name = "tc terms " + std::to_string(tn.terms) + " ks " + std::to_string(tn.ks);
+    g_worst_seen = 0;
+    for (const Shape& s : shapes)
+      for (bool acc : {false, true}) {
+        run_case(GgmlType::Q4_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+        for (bool sw : {false, true}) run_fused_case(GgmlType::Q4_K, s, seed += 5, sw, acc, name);
+      }
+    std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+  }
+  cuda::set_matvec_tc_tune(keep);
+  cuda::set_matvec_path(keep_path);
+}
+
+// Activations with outliers and a zero super-block (per-super-block fp16 scaling must neither overflow
+// nor lose the small values): x = random * 10^(-6 .. 4) per element, block 1 all zero.
+TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  for (int terms : {2, 3}) {
+    cuda::set_matvec_tc_tune({true, terms, 0});
+    const int64_t rows = 515, cols = 4096;
+    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 77 + terms);
+    auto x = test::random_floats(cols, 78 + terms);
+    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
+    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
+    x[1000] = 3.0e4f;
+    x[2000] = -1.0e-30f;
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
+    ASSERT_TRUE(dy.ok());
+    auto st = cuda::matvec(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto y = test::to_host<float>(*dy, rows);
+    g_worst_seen = 0;
+    check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
+    std::printf("[tc] wide-range x, terms %d: worst %.3g\n", terms, g_worst_seen);
+  }
+  cuda::set_matvec_tc_tune(keep);
 }
 
 TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K
