@@ -290,6 +290,7 @@ int run(const BenchArgs& a) {
       j["load_avg"] = load_avg();
       const char* wait = std::getenv("OMP_WAIT_POLICY");
       j["omp_wait_policy"] = wait ? wait : "default";
+      if (const char* spin = std::getenv("GOMP_SPINCOUNT")) j["gomp_spincount"] = spin;
       j["timestamp"] = utc_now();
       std::printf("%s\n", j.dump().c_str());
     } else {
