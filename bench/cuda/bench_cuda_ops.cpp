@@ -20,6 +20,7 @@
 #include "cuda/cuda_util.h"
 #include "cuda/matvec.h"
 #include "cuda/ops.h"
+#include "quant/random_blocks.h"
 
 namespace {
 using namespace ds;
@@ -39,38 +40,11 @@ std::string g_gpu;
   } while (0)
 #define BENCH_CU(expr) BENCH_CHECK([&]() -> Status { CUDA_TRY(expr); return {}; }())
 
-// Valid random blocks: random bytes with every f16 scale a small finite value.
-std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t seed) {
-  const auto info = *ggml_type_info(t);
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> out(n_elems / info.block_size * info.type_size);
-  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) {
-    std::normal_distribution<float> nd;
-    for (int64_t i = 0; i < n_elems; i++) {
-      const float f = nd(rng);
-      if (t == GgmlType::F32) std::memcpy(&out[4 * i], &f, 4);
-      else {
-        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
-        std::memcpy(&out[2 * i], &h, 2);
-      }
-    }
-    return out;
-  }
-  for (auto& b : out) b = (uint8_t)rng();
-  const uint16_t d = f32_to_f16(0.001f);
-  for (size_t b = 0; b < out.size(); b += info.type_size) {
-    const size_t off = t == GgmlType::Q6_K ? 208 : 0;
-    std::memcpy(&out[b + off], &d, 2);
-    if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) std::memcpy(&out[b + 2], &d, 2);
-  }
-  return out;
-}
-
 // Device buffer of `bytes` filled by tiling a 16 MB random pattern of whole blocks.
 cuda::DeviceBuffer device_weights(GgmlType t, uint64_t bytes, uint64_t seed) {
   const auto info = *ggml_type_info(t);
   const int64_t pat_elems = (int64_t)(16 << 20) / info.type_size * info.block_size;
-  const auto pat = random_weights(t, pat_elems, seed);
+  const auto pat = random_blocks(t, pat_elems, seed);
   auto b = cuda::DeviceBuffer::alloc(bytes);
   BENCH_CHECK(b);
   for (uint64_t off = 0; off < bytes; off += pat.size())

@@ -8,6 +8,7 @@
 
 #include "core/ggml_type.h"
 #include "cuda/cuda_util.h"
+#include "quant/random_blocks.h"
 
 namespace ds::test {
 
@@ -21,8 +22,12 @@ bool have_gpu();
 
 // n_elems elements of type t (a whole number of blocks): random code bytes; every f16 scale a finite
 // value of magnitude 2^-9 .. 2^-6 (d of either sign, dmin positive); float types ~ N(0, 1).
-std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t seed);
-std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.f);
+inline std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t seed) {
+  return random_blocks(t, n_elems, seed);
+}
+inline std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.f) {
+  return random_normal(n, seed, scale);
+}
 
 // Device copies; ADD_FAILURE and an empty buffer on error.
 cuda::DeviceBuffer to_device(const void* p, size_t bytes);

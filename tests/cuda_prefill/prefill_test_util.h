@@ -11,6 +11,7 @@
 
 #include "core/ggml_type.h"
 #include "cuda/cuda_util.h"
+#include "quant/random_blocks.h"
 #include "testutil.h"
 
 namespace ds::test {
@@ -29,12 +30,14 @@ bool prefill_have_gpu();
     ASSERT_TRUE(_s.ok()) << _s.error().message;  \
   } while (0)
 
-std::vector<float> prandn(size_t n, uint64_t seed, float scale = 1.f);
+inline std::vector<float> prandn(size_t n, uint64_t seed, float scale = 1.f) { return random_normal((int64_t)n, seed, scale); }
 std::vector<float> puniform(size_t n, uint64_t seed, float lo, float hi);
 
 // n_elems elements of type t (whole blocks): random code bytes, every f16 scale finite (2^-9 .. 2^-6 in
 // magnitude, d of either sign, dmin positive); float types ~ N(0, 1).
-std::vector<uint8_t> prandom_weights(GgmlType t, int64_t n_elems, uint64_t seed);
+inline std::vector<uint8_t> prandom_weights(GgmlType t, int64_t n_elems, uint64_t seed) {
+  return random_blocks(t, n_elems, seed);
+}
 
 // A device copy of a host vector (and back); failures are test failures.
 template <typename T>
