@@ -8,8 +8,9 @@ prompt of exactly --prompt-tokens random token ids (so no prefix is shared betwe
 max_tokens = --max-tokens and "ignore_eos": true, so each generates exactly that many tokens even with
 random weights. Per level: one JSON line on stdout (appended to --out): aggregate output tok/s, time to
 first token, inter-token latency and time per output token (p50/p99), request latency, errors, and the
-mean decode batch from the server's /metrics, and where the engine thread's time went per decode step
-(engine_ms_per_step: prefill, decode, sample, other; from ds_engine_seconds_total). With DS_LOG=debug the
+mean decode batch and the decode rate (decode_tok_s: decode-step tokens per second of decode steps, the
+prompts' prefill left out, as llama-batched-bench's S_TG) from the server's /metrics, and where the engine
+thread's time went per decode step (engine_ms_per_step: prefill, decode, sample, other; from ds_engine_seconds_total). With DS_LOG=debug the
 server's per-256-step phase lines are printed at the end, with its last log lines after the SIGTERM.
 The whole run is bounded by --budget-s.
 
@@ -293,6 +294,10 @@ def main():
             "latency_ms": {"p50": r1(percentile(st.latency, 50)), "p99": r1(percentile(st.latency, 99))},
             # the first token of each request comes from its prefill, the rest from decode steps
             "mean_decode_batch": r1((st.tokens - st.ok) / steps) if steps > 0 else None,
+            # llama-batched-bench's S_TG analog: tokens of decode steps per second of decode steps (engine
+            # decode + sampling time), i.e. the aggregate decode rate with the prompts' prefill time left out
+            "decode_tok_s": r1((st.tokens - st.ok) / (ph1["decode"] - ph0["decode"] + ph1["sample"] - ph0["sample"]))
+            if all(k in ph0 and k in ph1 for k in ("decode", "sample")) and ph1["decode"] > ph0["decode"] else None,
             "engine_ms_per_step": step_ms or None,
             "prefill_calls": int(ph1["ds_prefill_calls_total"] - ph0["ds_prefill_calls_total"])
             if ph1["ds_prefill_calls_total"] == ph1["ds_prefill_calls_total"] else None,
