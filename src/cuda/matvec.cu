@@ -50,8 +50,10 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
   const MatvecPath p = path_ref();
   // Auto: Q4_K on the tensor cores (matvec_tc.cuh) where it takes the shape.
-  if (T == GgmlType::Q4_K && p == MatvecPath::Auto && mvt::takes(rows, cols))
-    return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  // Q6_K too unless DS_MATVEC_TC_Q6K=0 (decode5).
+  constexpr bool q6 = T == GgmlType::Q6_K;
+  if (p == MatvecPath::Auto && mvt::takes(rows, cols, q6))
+    return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream, {}, q6);
   // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
   // measured shape; Q6_K is 2-33% slower there except on vocab-sized short rows (0.8B output
   // [248320 x 1024]: 115 vs 134 us).
@@ -98,18 +100,21 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 MatvecPath matvec_path() { return path_ref(); }
 MatvecTcTune matvec_tc_tune() {
   const mvt::Tune& t = mvt::tune();
-  return {t.on, t.terms, t.ks};
+  return {t.on, t.terms, t.ks, t.q6k};
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;
   mvt::tune().terms = t.terms == 2 ? 2 : 3;
   mvt::tune().ks = t.ks;
+  mvt::tune().q6k = t.q6k;
 }
 int matvec_async_stages() { return mvs::tune().async_stages; }
 void set_matvec_async_stages(int n) { mvs::tune().async_stages = n; }
 
 bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
-  if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::takes(rows, cols)) return true;
+  if ((type == GgmlType::Q4_K || type == GgmlType::Q6_K) && path_ref() == MatvecPath::Auto &&
+      mvt::takes(rows, cols, type == GgmlType::Q6_K))
+    return true;
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
   if (type == GgmlType::Q4_K) return true;
   if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
@@ -133,6 +138,8 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+    if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols, true))
+      return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, true);
     return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
   }
   if (!scratch) return cu_err("cuda matvec_fused: {} [{}, {}] needs a scratch buffer", type_cstr(type), rows, cols);
