@@ -41,6 +41,7 @@ namespace {
 constexpr double kCeiling = 4.29e12;
 bool g_quick = false;
 bool g_q4k = false;  // --q4k: Q4_K only (checks and timings)
+bool g_q6k = false;  // --q6k: Q6_K only (checks and timings; decode5)
 std::string g_filter;
 int g_fail = 0;
 
@@ -237,13 +238,13 @@ LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPe
 }
 // The tensor-core Q4_K kernel (matvec_tc.cuh) with `terms` fp16 terms of x, ks warps per row group (0: by
 // shape), grid cap in CTAs per SM.
-LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap = 2) {
+LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap = 2, bool q6 = false) {
   return [=](const void* w, const float* x, float* y, bool acc) {
     const cuda::mvt::Tune keep = cuda::mvt::tune();
     cuda::mvt::tune().terms = terms;
     cuda::mvt::tune().ks = ks;
     cuda::mvt::tune().grid_ctas_per_sm = grid_cap;
-    auto st = cuda::mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    auto st = cuda::mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr, {}, q6);
     cuda::mvt::tune() = keep;
     return st;
   };
@@ -291,16 +292,17 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
     });
     CK(cudaFree(scratch));
   }
-  if constexpr (T == GgmlType::Q4_K) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
+    constexpr bool q6 = T == GgmlType::Q6_K;
     if (cuda::mvt::fits(3, cols)) {
-      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3));
-      time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2));
-      time_path(model, tensor, "tc3_g1", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 1));
-      time_path(model, tensor, "tc3_g0", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 0));
+      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
+      time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2, 0, 2, q6));
+      time_path(model, tensor, "tc3_g1", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 1, q6));
+      time_path(model, tensor, "tc3_g0", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 0, q6));
       for (int ks : {1, 2, 4, 8})
         if (ks * 256 <= cols)
           time_path(model, tensor, ("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, W, x, y,
-                    tc_path(rows, cols, 3, ks));
+                    tc_path(rows, cols, 3, ks, 2, q6));
     }
   }
   if constexpr (!std::is_same_v<D, void>)
@@ -354,10 +356,12 @@ void verify_type(uint64_t& seed) {
   for (auto [rows, cols] : shapes) {
     if (cols % blk) continue;
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
-    if constexpr (T == GgmlType::Q4_K) {
-      verify("tc2", T, rows, cols, tc_path(rows, cols, 2), seed++);
-      for (int ks : {1, 2, 8}) verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks), seed++);
-      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0), seed++);
+    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
+      constexpr bool q6 = T == GgmlType::Q6_K;
+      verify("tc2", T, rows, cols, tc_path(rows, cols, 2, 0, 2, q6), seed++);
+      for (int ks : {1, 2, 8})
+        verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks, 2, q6), seed++);
+      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0, q6), seed++);
     }
     if constexpr (!std::is_same_v<S, void>) {
       verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
@@ -383,6 +387,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
     else if (!std::strcmp(argv[i], "--check-only")) do_time = false;
     else if (!std::strcmp(argv[i], "--q4k")) g_q4k = true;
+    else if (!std::strcmp(argv[i], "--q6k")) g_q6k = true;  // Q6_K only
     else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
     else {
       std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");
@@ -396,9 +401,9 @@ int main(int argc, char** argv) {
   namespace D = cuda::mvd;
   if (do_check) {
     uint64_t seed = 1;
-    verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
-    if (!g_q4k) {
-    verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
+    if (!g_q6k) verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
+    if (!g_q4k) verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
+    if (!g_q4k && !g_q6k) {
     verify_type<G::Q8_0, D::Q80>(seed);
     verify_type<G::F32, void>(seed);
     verify_type<G::F16, void>(seed);
@@ -431,9 +436,9 @@ int main(int argc, char** argv) {
     std::printf("{\"op\":\"d2d_copy\",\"gb_s\":%.1f}\n", 2.0 * n / s / 1e9);
     CK(cudaFree(a));
     CK(cudaFree(b));
-    bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
+    if (!g_q6k) bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
     if (!g_q4k) bench_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(!g_quick);
-    if (g_quick || g_q4k) {
+    if (g_quick || g_q4k || g_q6k) {
       std::printf("{\"failures\":%d}\n", g_fail);
       return g_fail ? 1 : 0;
     }

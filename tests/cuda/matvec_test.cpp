@@ -310,18 +310,22 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
       {21, 17408, "27B ffn width"},                  {3, 25856, "wider than the older kernels take"},
   };
   uint64_t seed = 9100;
-  for (int v = 0; v < 5; v++) {
-    const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0};
-    cuda::set_matvec_tc_tune(tn);
-    const std::string name = "tc terms " + std::to_string(tn.terms) + " ks " + std::to_string(tn.ks);
-    g_worst_seen = 0;
-    for (const Shape& s : shapes)
-      for (bool acc : {false, true}) {
-        run_case(GgmlType::Q4_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
-        for (bool sw : {false, true}) run_fused_case(GgmlType::Q4_K, s, seed += 5, sw, acc, name);
-      }
-    std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
-  }
+  // Q6_K (decode5): an odd number of super-blocks per row puts every other row's blocks at 2 mod 4
+  // (the misaligned-load path, mixed within a warp); 4096 cols flips the alignment per super-block.
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (int v = 0; v < 5; v++) {
+      const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0, true};
+      cuda::set_matvec_tc_tune(tn);
+      const std::string name = std::string(type_cstr(type)) + " tc terms " + std::to_string(tn.terms) + " ks " +
+                               std::to_string(tn.ks);
+      g_worst_seen = 0;
+      for (const Shape& s : shapes)
+        for (bool acc : {false, true}) {
+          run_case(type, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+          for (bool sw : {false, true}) run_fused_case(type, s, seed += 5, sw, acc, name);
+        }
+      std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    }
   cuda::set_matvec_tc_tune(keep);
   cuda::set_matvec_path(keep_path);
 }
@@ -331,10 +335,11 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
 TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
   DS_REQUIRE_GPU();
   const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
   for (int terms : {2, 3}) {
-    cuda::set_matvec_tc_tune({true, terms, 0});
+    cuda::set_matvec_tc_tune({true, terms, 0, true});
     const int64_t rows = 515, cols = 4096;
-    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 77 + terms);
+    const auto w = test::random_weights(type, rows * cols, 77 + terms);
     auto x = test::random_floats(cols, 78 + terms);
     for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
     for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
@@ -344,13 +349,13 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
     auto dx = test::to_device(x);
     auto dy = cuda::DeviceBuffer::alloc(rows * 4);
     ASSERT_TRUE(dy.ok());
-    auto st = cuda::matvec(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+    auto st = cuda::matvec(type, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
     ASSERT_TRUE(st.ok()) << st.error().message;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto y = test::to_host<float>(*dy, rows);
     g_worst_seen = 0;
-    check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
-    std::printf("[tc] wide-range x, terms %d: worst %.3g\n", terms, g_worst_seen);
+    check_rows(type, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
+    std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", type_cstr(type), terms, g_worst_seen);
   }
   cuda::set_matvec_tc_tune(keep);
 }
