@@ -316,7 +316,7 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
     for (int v = 0; v < 5; v++) {
       const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0, true};
       cuda::set_matvec_tc_tune(tn);
-      const std::string name = std::string(type_cstr(type)) + " tc terms " + std::to_string(tn.terms) + " ks " +
+      const std::string name = std::string(cuda::type_cstr(type)) + " tc terms " + std::to_string(tn.terms) + " ks " +
                                std::to_string(tn.ks);
       g_worst_seen = 0;
       for (const Shape& s : shapes)
@@ -355,7 +355,7 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
     const auto y = test::to_host<float>(*dy, rows);
     g_worst_seen = 0;
     check_rows(type, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
-    std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", type_cstr(type), terms, g_worst_seen);
+    std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", cuda::type_cstr(type), terms, g_worst_seen);
   }
   cuda::set_matvec_tc_tune(keep);
 }
