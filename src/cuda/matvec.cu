@@ -50,7 +50,7 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
   const MatvecPath p = path_ref();
   // Auto: Q4_K on the tensor cores (matvec_tc.cuh) where it takes the shape.
-  // Q6_K too unless DS_MATVEC_TC_Q6K=0 (decode5).
+  // Q6_K too with DS_MATVEC_TC_Q6K=1 (decode5; off by default until measured).
   constexpr bool q6 = T == GgmlType::Q6_K;
   if (p == MatvecPath::Auto && mvt::takes(rows, cols, q6))
     return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream, {}, q6);

@@ -43,7 +43,7 @@ struct MatvecTcTune {
   bool on = true;
   int terms = 3;
   int ks = 0;
-  bool q6k = true;  // Q6_K on the same kernel too (DS_MATVEC_TC_Q6K, default 1; decode5)
+  bool q6k = false;  // Q6_K on the same kernel too (DS_MATVEC_TC_Q6K=1; default off until measured; decode5)
 };
 MatvecTcTune matvec_tc_tune();
 void set_matvec_tc_tune(const MatvecTcTune& t);
