@@ -291,7 +291,9 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 12288, 4096));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 5120, 17408));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q6_K, 4096, 12288));
-    EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096));  // 9B output head: direct kernel + norm
+    // 9B output head: direct kernel + norm, unless the tensor-core Q6_K path (DS_MATVEC_TC_Q6K=1) takes it.
+    const cuda::MatvecTcTune tc = cuda::matvec_tc_tune();
+    EXPECT_EQ(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096), tc.on && tc.q6k);
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
   }
 }
