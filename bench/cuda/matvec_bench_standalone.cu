@@ -194,7 +194,7 @@ void fill_weights(Weights& W, GgmlType t, int64_t rows, int64_t cols) {
 
 void time_path(const char* model, const char* tensor, const char* path, GgmlType t, int64_t rows, int64_t cols,
                const Weights& W, const float* x, float* y, const LaunchFn& fn) {
-  const int reps = g_stream ? 40 : g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
+  const int reps = g_stream ? 20 : g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
   bool bad = false;
   const double s = median_time([&](int i) {
     auto st = fn(W.copies[i % W.copies.size()], x, y, false);

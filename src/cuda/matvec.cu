@@ -112,7 +112,7 @@ MatvecStreamTune matvec_stream_tune() {
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
-  mvq::tune().kc = std::max(1, t.kc);
+  mvq::tune().kc = std::max(0, t.kc);
   mvq::tune().stages = t.stages;
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;

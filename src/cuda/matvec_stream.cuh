@@ -52,8 +52,9 @@ struct Args {
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
-// sub-block (lanes of columns >= 4), Sx (8 per super-block), 2^(e - 34) per super-block.
-inline size_t smem_bytes_i8(int nb) { return ((size_t)nb * 8 + 1) * 16 * 8 + (size_t)nb * 9 * 4; }
+// super-block (the lanes of columns >= 4 read it at every sub-block offset), Sx (8 per super-block),
+// 2^(e - 34) per super-block.
+inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (size_t)nb * 9 * 4; }
 
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
@@ -80,7 +81,7 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     for (int i = 0; i < kCW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  for (int i = threadIdx.x; i < 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = warp; b < a.nb; b += kCW) {
     const int e = b * 256 + 8 * lane;
     const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
@@ -166,8 +167,9 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
       ro[i] += (int)(scp >> 8) * co[i];
     }
   }
-  // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold zero columns.
-  const float wa = t == 0 ? 16777216.f : 256.f, wb = t == 0 ? 65536.f : 1.f;
+  // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
+  // (weighted 0 as well).
+  const float wa = t == 0 ? 16777216.f : t == 1 ? 256.f : 0.f, wb = t == 0 ? 65536.f : t == 1 ? 1.f : 0.f;
   const float is = inv_s[kb];
   const float2 sxp = *reinterpret_cast<const float2*>(sx + kb * 8 + 2 * t);
 #pragma unroll
@@ -330,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
 // per stage), _STAGES, _CTAS (per SM) for A/B runs. Terms of x: mvt::tune().terms.
 struct Tune {
   int mode = -1;  // -1: by shape (takes()), 0: off, 1: wherever it fits
-  int kc = 8;
+  int kc = 0;           // 0: by row length (plan())
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
   bool math = true;     // false: streaming probe (mvbench only)
@@ -340,7 +342,7 @@ inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_STREAM")) d.mode = e[0] == '0' ? 0 : 1;
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_KC")) d.kc = std::max(1, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
@@ -357,7 +359,8 @@ struct Plan {
 // ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
 inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
-  p.kc = std::min(std::max(tn.kc, 1), nb);
+  // kc 0: 8 super-blocks per stage, 16 for rows of >= 64 (27B ffn_down [5120 x 17408]: 25.0 vs 29.9 us).
+  p.kc = std::min(tn.kc > 0 ? tn.kc : nb >= 64 ? 16 : 8, nb);
   p.pitch = p.kc * kBlockBytes;
   // Bank-conflict-free row pitch: 64 mod 128 for the 16-byte loads of the fp16 form (rows g, g + 1 per
   // quarter-warp), 32 mod 128 for the 8-byte loads of the integer form (rows g .. g + 3 per half-warp).
@@ -388,7 +391,9 @@ inline bool takes(int64_t rows, int64_t cols) {
   Plan p;
   if (!plan(mvt::tune().terms, (int)(cols / 256), tn, p)) return false;
   if (tn.mode == 1) return true;
-  return (rows + 15) / 16 >= sm_count();  // enough row groups for one per SM
+  // At least one row group per SM (fewer leave SMs idle: matvec_tc splits the columns instead), and not
+  // vocab-sized short rows (Q4_K [248320 x 1024]: 64.7 vs 50.1 us; 4 super-blocks make a 9 KB stage).
+  return (rows + 15) / 16 >= sm_count() && (cols >= 2048 || rows < 65536);
 }
 
 namespace {
