@@ -3,10 +3,10 @@
 # (DS_FIXTURES=/work/shared/fixtures from a worktree) with lib/libcublas* and lib/libcudart* removed and the stripped
 # mvbench (nvcc line in bench/cuda/matvec_bench_standalone.cu) added to bundle/, packed `tar cf - bundle | xz -9`
 # (~38 MB). Run: bash F/run_stream_device.sh (~150 s + the cold start).
-# decode6 final call (go3.sh, after the int8 zero-column fix): streamed Q4_K kernel (src/cuda/matvec_stream.cuh) checks + timings (mvbench
-# --stream), test_cuda CudaMatvec.*, tg128 of synthetic 9B / 27B / 0.8B with the kernel by shape (default),
-# off (DS_MATVEC_STREAM=0) and its fp16 form (DS_MATVEC_STREAM_I8=0), 9B breakdown, then test_cuda_model with
-# the kernel forced on every shape it fits (DS_MATVEC_STREAM=1) in the time left.
+# decode6 check of the streamed Q4_K kernel (src/cuda/matvec_stream.cuh): mvbench --stream checks, test_cuda
+# CudaMatvec.* (prints [tc] / [stream] worst errors), tg128 of synthetic 9B / 27B Q4_K_M with the kernel by shape
+# (default) and off (DS_MATVEC_STREAM=0), 9B breakdown, memcheck on the int8 wide-range case, then test_cuda_model
+# with the kernel forced on every shape it fits (DS_MATVEC_STREAM=1) in the time left. Results under $OUT.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 T0=$(date +%s)
