@@ -32,6 +32,7 @@
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
+#include "cuda/matvec_stream.cuh"
 #include "cuda/matvec_tc.cuh"
 #include "quant/quant.h"
 
@@ -41,6 +42,8 @@ namespace {
 constexpr double kCeiling = 4.29e12;
 bool g_quick = false;
 bool g_q4k = false;  // --q4k: Q4_K only (checks and timings)
+bool g_q6k = false;  // --q6k: Q6_K only (checks and timings; decode5)
+bool g_stream = false;  // --stream: Q4_K streamed kernel vs tc and the read probes (decode6)
 std::string g_filter;
 int g_fail = 0;
 
@@ -191,7 +194,7 @@ void fill_weights(Weights& W, GgmlType t, int64_t rows, int64_t cols) {
 
 void time_path(const char* model, const char* tensor, const char* path, GgmlType t, int64_t rows, int64_t cols,
                const Weights& W, const float* x, float* y, const LaunchFn& fn) {
-  const int reps = g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
+  const int reps = g_stream ? 20 : g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
   bool bad = false;
   const double s = median_time([&](int i) {
     auto st = fn(W.copies[i % W.copies.size()], x, y, false);
@@ -237,17 +240,79 @@ LaunchFn smem_path(int64_t rows, int64_t cols, int grid_cap = cuda::mvs::kCtasPe
 }
 // The tensor-core Q4_K kernel (matvec_tc.cuh) with `terms` fp16 terms of x, ks warps per row group (0: by
 // shape), grid cap in CTAs per SM.
-LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap = 2) {
+LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap = 2, bool q6 = false) {
   return [=](const void* w, const float* x, float* y, bool acc) {
     const cuda::mvt::Tune keep = cuda::mvt::tune();
     cuda::mvt::tune().terms = terms;
     cuda::mvt::tune().ks = ks;
     cuda::mvt::tune().grid_ctas_per_sm = grid_cap;
-    auto st = cuda::mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    auto st = cuda::mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr, {}, q6);
     cuda::mvt::tune() = keep;
     return st;
   };
 }
+// The streamed Q4_K kernel (matvec_stream.cuh): kc super-blocks per stage, stages / CTAs per SM (0: auto),
+// math false: the bulk-copy ring alone (probe: y = 0, not checkable).
+LaunchFn stream_path(int64_t rows, int64_t cols, int kc, int stages = 0, int ctas = 0, bool math = true, int terms = 3,
+                     bool i8 = true) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mvq::Tune keep = cuda::mvq::tune();
+    const cuda::mvt::Tune keep_t = cuda::mvt::tune();
+    cuda::mvq::tune().kc = kc;
+    cuda::mvq::tune().stages = stages;
+    cuda::mvq::tune().ctas_per_sm = ctas;
+    cuda::mvq::tune().math = math;
+    cuda::mvq::tune().i8 = i8;
+    cuda::mvt::tune().terms = terms;
+    auto st = cuda::mvq::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvq::tune() = keep;
+    cuda::mvt::tune() = keep_t;
+    return st;
+  };
+}
+
+// Probe (decode6): the tc kernel's exact weight access pattern (grid, ks, items, one item loaded ahead)
+// without its math: the words are only XORed. Tells whether matvec_tc is bound by its loads.
+__global__ void __launch_bounds__(256, 2) tc_read_probe(const cuda::mvt::Args a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int ks = a.ks, sub = warp % ks, slot = warp / ks, spc = 8 / ks;
+  const int nrg = (a.rows + 15) / 16, rgstride = gridDim.x * spc;
+  int rg = blockIdx.x * spc + slot, kb = sub;
+  if (rg >= nrg) return;
+  cuda::mvt::Raw cur, nxt;
+  cuda::mvt::load(a, rg, kb, g, t, cur);
+  uint32_t acc = 0;
+  for (;;) {
+    int rgn = rg, kbn = kb + ks;
+    if (kbn >= a.nb) { kbn = sub; rgn += rgstride; }
+    if (rgn < nrg) cuda::mvt::load(a, rgn, kbn, g, t, nxt);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      acc ^= cur.h[k].x ^ cur.h[k].y ^ cur.h[k].z ^ cur.h[k].w;
+#pragma unroll
+      for (int i = 0; i < 2; i++) acc ^= cur.q[k][i].x ^ cur.q[k][i].y ^ cur.q[k][i].z ^ cur.q[k][i].w;
+    }
+    if (rgn >= nrg) break;
+    cur = nxt;
+    rg = rgn;
+    kb = kbn;
+  }
+  if (acc == 0x9E3779B9u) a.y[threadIdx.x] = 1.f;  // keeps the loads
+}
+LaunchFn tc_read_path(int64_t rows, int64_t cols) {
+  return [=](const void* w, const float* x, float* y, bool acc) -> Status {
+    const int nb = (int)(cols / 256);
+    const int64_t nrg = (rows + 15) / 16, cap = 2 * (int64_t)cuda::sm_count();
+    const int ks = cuda::mvt::pick_ks(nrg, nb, cap);
+    const cuda::mvt::Args a{static_cast<const uint8_t*>(w), (int64_t)nb * 144, (int)rows, nb, ks, x, y, acc, {}, (int)cols};
+    const int64_t spc = 8 / ks;
+    const unsigned grid = (unsigned)std::min<int64_t>((nrg + spc - 1) / spc, cap);
+    tc_read_probe<<<grid, 256>>>(a);
+    if (cudaGetLastError() != cudaSuccess) return cuda::cu_err("tc_read_probe launch");
+    return {};
+  };
+}
+
 template <class D>
 LaunchFn direct_path(int64_t rows, int64_t cols, cuda::mvd::Tune tn) {
   return [=](const void* w, const float* x, float* y, bool acc) {
@@ -291,17 +356,40 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
     });
     CK(cudaFree(scratch));
   }
-  if constexpr (T == GgmlType::Q4_K) {
-    if (cuda::mvt::fits(3, cols)) {
-      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3));
-      time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2));
-      time_path(model, tensor, "tc3_g1", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 1));
-      time_path(model, tensor, "tc3_g0", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 0));
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
+    constexpr bool q6 = T == GgmlType::Q6_K;
+    if (!q6 && g_stream) {
+      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, false));
+      time_path(model, tensor, "tcread", T, rows, cols, W, x, y, tc_read_path(rows, cols));
+      struct V { const char* name; int kc, stages, ctas; bool math; int terms; bool i8; };
+      const V vs[] = {{"stream", 8, 0, 0, true, 3, true},           {"stream_kc16", 16, 0, 0, true, 3, true},
+                      {"stream_kc4", 4, 0, 0, true, 3, true},       {"stream_c1", 8, 0, 1, true, 3, true},
+                      {"stream_c2", 8, 0, 2, true, 3, true},        {"stream_c1_kc16", 16, 0, 1, true, 3, true},
+                      {"stream_s3", 8, 3, 0, true, 3, true},        {"stream_s4", 8, 4, 0, true, 3, true},
+                      {"stream_nomath", 8, 0, 0, false, 3, true},   {"stream_f16", 8, 0, 0, true, 3, false},
+                      {"stream_f16_s3", 8, 3, 0, true, 3, false}};
+      for (const V& v : vs) {
+        cuda::mvq::Plan pl;
+        cuda::mvq::Tune tn;
+        tn.kc = v.kc; tn.stages = v.stages; tn.ctas_per_sm = v.ctas; tn.i8 = v.i8;
+        if (!cuda::mvq::plan(v.terms, (int)(cols / 256), tn, pl)) continue;
+        time_path(model, tensor, v.name, T, rows, cols, W, x, y, stream_path(rows, cols, v.kc, v.stages, v.ctas, v.math, v.terms, v.i8));
+      }
+    } else if (cuda::mvt::fits(3, cols)) {
+      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
+      time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2, 0, 2, q6));
+      time_path(model, tensor, "tc3_g1", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 1, q6));
+      time_path(model, tensor, "tc3_g0", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 0, q6));
       for (int ks : {1, 2, 4, 8})
         if (ks * 256 <= cols)
           time_path(model, tensor, ("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, W, x, y,
-                    tc_path(rows, cols, 3, ks));
+                    tc_path(rows, cols, 3, ks, 2, q6));
     }
+  }
+  if (g_stream) {
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+    return;
   }
   if constexpr (!std::is_same_v<D, void>)
     time_path(model, tensor, "direct", T, rows, cols, W, x, y, direct_path<D>(rows, cols, cuda::mvd::Tune{}));
@@ -338,6 +426,7 @@ const std::vector<Shape> kShapes = {
     {"9B", "ssm_out", 4096, 4096},      {"9B", "output", 248320, 4096},  {"0.8B", "attn_qkv", 6144, 1024},
     {"0.8B", "ffn_up", 3584, 1024},     {"0.8B", "ffn_down", 1024, 3584}, {"0.8B", "ssm_out", 1024, 2048},
     {"0.8B", "output", 248320, 1024}, {"27B", "ffn_gate_up", 34816, 5120}, {"27B", "ffn_down", 5120, 17408},
+    {"probe", "41MB", 17920, 4096},
 };
 
 template <GgmlType T, class D, class S = void>
@@ -354,10 +443,24 @@ void verify_type(uint64_t& seed) {
   for (auto [rows, cols] : shapes) {
     if (cols % blk) continue;
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
-    if constexpr (T == GgmlType::Q4_K) {
-      verify("tc2", T, rows, cols, tc_path(rows, cols, 2), seed++);
-      for (int ks : {1, 2, 8}) verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks), seed++);
-      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0), seed++);
+    if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
+      constexpr bool q6 = T == GgmlType::Q6_K;
+      verify("tc2", T, rows, cols, tc_path(rows, cols, 2, 0, 2, q6), seed++);
+      for (int ks : {1, 2, 8})
+        verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks, 2, q6), seed++);
+      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0, q6), seed++);
+      if (!q6) {
+        cuda::mvq::Plan pl;
+        if (cuda::mvq::plan(3, (int)(cols / 256), cuda::mvq::Tune{}, pl)) {
+          verify("stream", T, rows, cols, stream_path(rows, cols, 8), seed++);
+          verify("stream_kc4_s2", T, rows, cols, stream_path(rows, cols, 4, 2), seed++);
+          verify("stream_kc16_c1", T, rows, cols, stream_path(rows, cols, 16, 0, 1), seed++);
+          verify("stream_kc3_c2", T, rows, cols, stream_path(rows, cols, 3, 0, 2), seed++);
+          verify("stream_f16", T, rows, cols, stream_path(rows, cols, 8, 0, 0, true, 3, false), seed++);
+          verify("stream_f16_kc3_c2_t2", T, rows, cols, stream_path(rows, cols, 3, 0, 2, true, 2, false), seed++);
+        }
+      }
+      if (g_stream) continue;
     }
     if constexpr (!std::is_same_v<S, void>) {
       verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
@@ -383,6 +486,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) g_filter = argv[++i];
     else if (!std::strcmp(argv[i], "--check-only")) do_time = false;
     else if (!std::strcmp(argv[i], "--q4k")) g_q4k = true;
+    else if (!std::strcmp(argv[i], "--q6k")) g_q6k = true;  // Q6_K only
+    else if (!std::strcmp(argv[i], "--stream")) g_stream = g_q4k = g_quick = true;  // decode6
     else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
     else {
       std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");
@@ -396,9 +501,9 @@ int main(int argc, char** argv) {
   namespace D = cuda::mvd;
   if (do_check) {
     uint64_t seed = 1;
-    verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
-    if (!g_q4k) {
-    verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
+    if (!g_q6k) verify_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(seed);
+    if (!g_q4k) verify_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(seed);
+    if (!g_q4k && !g_q6k) {
     verify_type<G::Q8_0, D::Q80>(seed);
     verify_type<G::F32, void>(seed);
     verify_type<G::F16, void>(seed);
@@ -431,9 +536,9 @@ int main(int argc, char** argv) {
     std::printf("{\"op\":\"d2d_copy\",\"gb_s\":%.1f}\n", 2.0 * n / s / 1e9);
     CK(cudaFree(a));
     CK(cudaFree(b));
-    bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
+    if (!g_q6k) bench_type<G::Q4_K, D::Q4K, cuda::mvs::Q4KS>(!g_quick);
     if (!g_q4k) bench_type<G::Q6_K, D::Q6K, cuda::mvs::Q6KS>(!g_quick);
-    if (g_quick || g_q4k) {
+    if (g_quick || g_q4k || g_q6k) {
       std::printf("{\"failures\":%d}\n", g_fail);
       return g_fail ? 1 : 0;
     }

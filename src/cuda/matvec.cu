@@ -15,6 +15,7 @@
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
+#include "cuda/matvec_stream.cuh"
 #include "cuda/matvec_tc.cuh"
 
 namespace ds::cuda {
@@ -50,8 +51,13 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   if (auto st = check_args<qt::QuantTraits<T>>(T, w, rows, cols, x, y); !st.ok()) return st;
   const MatvecPath p = path_ref();
   // Auto: Q4_K on the tensor cores (matvec_tc.cuh) where it takes the shape.
-  if (T == GgmlType::Q4_K && p == MatvecPath::Auto && mvt::takes(rows, cols))
-    return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  // Q6_K too with DS_MATVEC_TC_Q6K=1 (decode5; off by default until measured).
+  constexpr bool q6 = T == GgmlType::Q6_K;
+  // Q4_K: the streamed form of that kernel (matvec_stream.cuh) where it takes the shape.
+  if (p == MatvecPath::Auto && !q6 && mvt::tune().on && mvq::takes(rows, cols))
+    return mvq::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  if (p == MatvecPath::Auto && mvt::takes(rows, cols, q6))
+    return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream, {}, q6);
   // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
   // measured shape; Q6_K is 2-33% slower there except on vocab-sized short rows (0.8B output
   // [248320 x 1024]: 115 vs 134 us).
@@ -98,18 +104,33 @@ Status direct(const void* w, int64_t rows, int64_t cols, const float* x, float* 
 MatvecPath matvec_path() { return path_ref(); }
 MatvecTcTune matvec_tc_tune() {
   const mvt::Tune& t = mvt::tune();
-  return {t.on, t.terms, t.ks};
+  return {t.on, t.terms, t.ks, t.q6k};
+}
+MatvecStreamTune matvec_stream_tune() {
+  const mvq::Tune& t = mvq::tune();
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8};
+}
+void set_matvec_stream_tune(const MatvecStreamTune& t) {
+  mvq::tune().mode = t.mode;
+  mvq::tune().kc = std::max(0, t.kc);
+  mvq::tune().stages = t.stages;
+  mvq::tune().ctas_per_sm = t.ctas_per_sm;
+  mvq::tune().i8 = t.i8;
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;
   mvt::tune().terms = t.terms == 2 ? 2 : 3;
   mvt::tune().ks = t.ks;
+  mvt::tune().q6k = t.q6k;
 }
 int matvec_async_stages() { return mvs::tune().async_stages; }
 void set_matvec_async_stages(int n) { mvs::tune().async_stages = n; }
 
 bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
-  if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::takes(rows, cols)) return true;
+  if ((type == GgmlType::Q4_K || type == GgmlType::Q6_K) && path_ref() == MatvecPath::Auto &&
+      mvt::takes(rows, cols, type == GgmlType::Q6_K))
+    return true;
+  if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::tune().on && mvq::takes(rows, cols)) return true;
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
   if (type == GgmlType::Q4_K) return true;
   if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
@@ -128,11 +149,15 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
     const auto* wb = static_cast<const uint8_t*>(w);
     if (type == GgmlType::Q4_K) {
       if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+      if (path_ref() == MatvecPath::Auto && mvt::tune().on && mvq::takes(rows, cols))
+        return mvq::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols))
         return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+    if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols, true))
+      return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, true);
     return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
   }
   if (!scratch) return cu_err("cuda matvec_fused: {} [{}, {}] needs a scratch buffer", type_cstr(type), rows, cols);

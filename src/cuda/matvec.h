@@ -43,9 +43,24 @@ struct MatvecTcTune {
   bool on = true;
   int terms = 3;
   int ks = 0;
+  bool q6k = false;  // Q6_K on the same kernel too (DS_MATVEC_TC_Q6K=1; default off until measured; decode5)
 };
 MatvecTcTune matvec_tc_tune();
 void set_matvec_tc_tune(const MatvecTcTune& t);
+
+// The streamed tensor-core Q4_K kernel (matvec_stream.cuh, decode6: weights copied into a shared-memory
+// ring by bulk async copies, math of the tc kernel). mode -1: by shape (default), 0: off
+// (DS_MATVEC_STREAM=0), 1: wherever it fits; kc super-blocks per stage, stages (0: as many as fit),
+// CTAs per SM (0: by size). Hooks for tests and A/B runs; not thread-safe against concurrent launches.
+struct MatvecStreamTune {
+  int mode = -1;
+  int kc = 8;
+  int stages = 0;
+  int ctas_per_sm = 0;
+  bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
+};
+MatvecStreamTune matvec_stream_tune();
+void set_matvec_stream_tune(const MatvecStreamTune& t);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);

@@ -28,9 +28,17 @@
 // (row group, super-block) with the next item's weight loads issued before the current one is decoded
 // (two register sets, as kernel<S> of matvec_smem.cuh). The input transform of matvec_fused (RMSNorm /
 // SwiGLU) is applied while staging, with the same float formulas as mvs::stage_x.
+// Q6_K (kernel<kT, true>, decode5): A = q - 32 (-32..31, exact: (1024 + q6u) - 1056 in one HADD2), no scale
+// in A (q x int8 scale needs 13 bits, more than fp16 holds exactly). One mma = one 16-weight sub-block of
+// 16 rows (lane t: elements 4t..4t+3, even pair -> a0a1, odd pair -> a4a5), accumulated into a fresh fp32
+// fragment and added into the running sums with one FFMA per accumulator by the sub-block's int8 scale;
+// d * 2^-e per super-block. The 210-byte blocks are only 2-byte aligned: a lane loads the aligned word at
+// 16c + 4t (+2 in a block at 2 mod 4) of each 16-byte chunk c, and misaligned blocks borrow the missing
+// half word from the neighbour lane of the quad (one SHFL + PRMT per word).
 #pragma once
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "cuda/matvec_smem.cuh"
 
@@ -40,6 +48,7 @@ namespace mvt {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockBytes = 144;
+constexpr int kBlockBytesQ6 = 210;
 constexpr int kSmemMax = 225 * 1024;  // dynamic; + the static part (red, stage) within sm_90's 227 KB
 
 struct Args {
@@ -95,7 +104,8 @@ __device__ __forceinline__ float4 load_x4(const Args& a, int e, float scale) {
 
 // Writes the B fragments, Sx and 2^-e of every super-block into shared memory; one warp per super-block,
 // lane = code word wi of the block (elements e_lo + 0..3 = low nibbles, e_hi + 0..3 = high nibbles).
-template <int kT>
+// Q6_K (kQ6): lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 2, fragment lanes t = 2 (lane & 1), + 1.
+template <int kT, bool kQ6>
 __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
@@ -120,19 +130,21 @@ __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, floa
   const int wi = lane, c = wi >> 3;
   const int t = (wi & 15) >> 2, u = (wi & 3) + (wi >> 4) * 4;
   for (int b = warp; b < a.nb; b += kWarps) {
-    const int e_lo = b * 256 + 64 * c + 4 * (wi & 7), e_hi = e_lo + 32;
+    const int e_lo = kQ6 ? b * 256 + 8 * lane : b * 256 + 64 * c + 4 * (wi & 7), e_hi = kQ6 ? e_lo + 4 : e_lo + 32;
     const float4 lo = load_x4(a, e_lo, scale), hi = load_x4(a, e_hi, scale);
     float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
                     fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w))));
-    float slo = (lo.x + lo.y) + (lo.z + lo.w), shi = (hi.x + hi.y) + (hi.z + hi.w);
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    for (int o = 1; o < 8; o <<= 1) {
-      slo += __shfl_xor_sync(0xffffffffu, slo, o);
-      shi += __shfl_xor_sync(0xffffffffu, shi, o);
-    }
-    if ((lane & 7) == 0) {
-      sx[b * 8 + 2 * c] = slo;
-      sx[b * 8 + 2 * c + 1] = shi;
+    if (!kQ6) {  // Q4_K's mins: the sums of x' per 32-group
+      float slo = (lo.x + lo.y) + (lo.z + lo.w), shi = (hi.x + hi.y) + (hi.z + hi.w);
+      for (int o = 1; o < 8; o <<= 1) {
+        slo += __shfl_xor_sync(0xffffffffu, slo, o);
+        shi += __shfl_xor_sync(0xffffffffu, shi, o);
+      }
+      if ((lane & 7) == 0) {
+        sx[b * 8 + 2 * c] = slo;
+        sx[b * 8 + 2 * c + 1] = shi;
+      }
     }
     // m < 2^ex; x' * 2^(14 - ex) has magnitude < 2^14. A zero or non-finite block keeps ex = 0 (an inf or
     // NaN then reaches y, as in fp32); ex >= -100 keeps 2^(14 - ex) finite for blocks of tiny values.
@@ -147,9 +159,15 @@ __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, floa
     const float vh[4] = {hi.x * s, hi.y * s, hi.z * s, hi.w * s};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      // mma 2u + h: b0b1 = x'[e_lo + h], x'[e_lo + h + 2]; b2b3 = the same at e_hi.
+      // Q4_K: mma 2u + h: b0b1 = x'[e_lo + h], x'[e_lo + h + 2]; b2b3 = the same at e_hi.
+      // Q6_K: mma lane / 2, lane t = 2 (lane & 1) + h: b0b1 = elements 0, 2 of the 4, b2b3 = 1, 3.
+      const float* v4 = h ? vh : vl;
       float r[4] = {vl[h], vl[h + 2], vh[h], vh[h + 2]};
-      uint2* dst = bfr + (b * 16 + 2 * u + h) * kT * 4 + t;
+      if (kQ6) {
+        r[0] = v4[0]; r[1] = v4[2]; r[2] = v4[1]; r[3] = v4[3];
+      }
+      uint2* dst = kQ6 ? bfr + (b * 16 + (lane >> 1)) * kT * 4 + 2 * (lane & 1) + h
+                       : bfr + (b * 16 + 2 * u + h) * kT * 4 + t;
 #pragma unroll
       for (int g = 0; g < kT; g++) {
         __half p[4];
@@ -247,7 +265,107 @@ __device__ __forceinline__ void item(const Raw& r, int kb, int t, const uint2* b
   }
 }
 
+// Q6_K raw words of one item (rows g, g + 8 of a row group, one super-block).
+struct Raw6 {
+  uint32_t c[2][12];  // word t of the 16-byte chunks 0..11 (ql 0..7, qh 8..11); +2 bytes in a block at 2 mod 4
+  uint32_t x[2];      // block at 2 mod 4: the aligned word at offset -2 (bytes 0, 1 of chunk 0 in its top half)
+  uint32_t s[2][5];   // aligned words over the scales and d (offset 192 or 190)
+  uint32_t mis;       // bit k: row k's block is at 2 mod 4
+};
+__device__ __forceinline__ uint32_t ldg32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+__device__ __forceinline__ void load(const Args& a, int rg, int kb, int g, int t, Raw6& r) {
+  r.mis = 0;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const int row = min(rg * 16 + g + 8 * k, a.rows - 1);
+    const uint8_t* b = a.w + (int64_t)row * a.row_bytes + (int64_t)kb * kBlockBytesQ6;
+    const int m = (int)((uintptr_t)b & 2);  // blocks are 2-byte aligned (w 16-byte, 210 even)
+    r.mis |= (uint32_t)(m >> 1) << k;
+    const uint8_t* p = b + m + 4 * t;
+#pragma unroll
+    for (int c = 0; c < 12; c++) r.c[k][c] = ldg32(p + 16 * c);
+    r.x[k] = ldg32(b - m);  // m = 0: a repeat of chunk 0's word 0 (never read); else within the row's start
+    const uint8_t* sp = b + 192 - m;
+#pragma unroll
+    for (int i = 0; i < 5; i++) r.s[k][i] = ldg32(sp + 4 * i);
+  }
+}
+
+__device__ __forceinline__ uint32_t hadd2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("add.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// D = A B (C = 0): a sub-block's product, scaled by its int8 scale in fp32 afterwards.
+__device__ __forceinline__ void mma16816_z(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                           uint2 b) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "f"(0.f));
+}
+
 template <int kT>
+__device__ __forceinline__ void item(const Raw6& r, int kb, int t, const uint2* bq, const float* /*sx*/,
+                                     const float* inv_s, float (&yp)[2]) {
+  uint32_t cw[2][12];
+#pragma unroll
+  for (int k = 0; k < 2; k++)
+#pragma unroll
+    for (int c = 0; c < 12; c++) cw[k][c] = r.c[k][c];
+  if (__any_sync(0xffffffffu, r.mis != 0)) {
+    // Lane t holds bytes 4t + 2 .. 4t + 5 of each chunk; bytes 4t, 4t + 1 are the top half of lane t - 1's
+    // word (lane 0: lane 3's word of the previous chunk, or r.x for chunk 0).
+    const int src = ((threadIdx.x & 31) & ~3) | ((t + 3) & 3);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+#pragma unroll
+      for (int c = 0; c < 12; c++) {
+        const uint32_t v = t == 3 ? (c > 0 ? r.c[k][c - 1] : 0u) : r.c[k][c];
+        uint32_t got = __shfl_sync(0xffffffffu, v, src);
+        if (c == 0 && t == 0) got = r.x[k];
+        if ((r.mis >> k) & 1) cw[k][c] = __byte_perm(got, r.c[k][c], 0x5432);
+      }
+    }
+  }
+  uint32_t sw[2][4];
+  float d[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const uint32_t sh = ((r.mis >> k) & 1) * 16;
+#pragma unroll
+    for (int i = 0; i < 4; i++) sw[k][i] = __funnelshift_r(r.s[k][i], r.s[k][i + 1], sh);
+    d[k] = mvd::h2f(__funnelshift_r(r.s[k][4], 0u, sh) & 0xFFFFu);
+  }
+  float run[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int s = 0; s < 16; s++) {
+    // Sub-block s: half h, quarter Q, part p; ql chunk 4h + 2 (Q & 1) + p (low nibbles for Q < 2, else high),
+    // qh chunk 8 + 2h + p, bits 2Q, 2Q + 1.
+    const int h = s >> 3, Q = (s >> 1) & 3, p = s & 1;
+    uint32_t ev[2], od[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const uint32_t wq = cw[k][4 * h + 2 * (Q & 1) + p] >> (4 * (Q >> 1));
+      const uint32_t hq = cw[k][8 + 2 * h + p] >> (2 * Q);
+      ev[k] = hadd2((wq & 0x000F000Fu) | ((hq << 4) & 0x00300030u) | 0x64006400u, 0xE420E420u);  // - 1056
+      od[k] = hadd2(((wq >> 8) & 0x000F000Fu) | ((hq >> 4) & 0x00300030u) | 0x64006400u, 0xE420E420u);
+    }
+    float cz[4];
+    mma16816_z(cz, ev[0], ev[1], od[0], od[1], bq[s * kT * 4]);
+    const float f0 = (float)(int8_t)(sw[0][s >> 2] >> (8 * (s & 3)));
+    const float f1 = (float)(int8_t)(sw[1][s >> 2] >> (8 * (s & 3)));
+    run[0] = fmaf(f0, cz[0], run[0]);
+    run[1] = fmaf(f0, cz[1], run[1]);
+    run[2] = fmaf(f1, cz[2], run[2]);
+    run[3] = fmaf(f1, cz[3], run[3]);
+  }
+  const float is = inv_s[kb];
+#pragma unroll
+  for (int k = 0; k < 2; k++) yp[k] += d[k] * is * (run[2 * k] + run[2 * k + 1]);
+}
+
+template <int kT, bool kQ6>
 __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
@@ -259,11 +377,11 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   const int ks = a.ks, sub = warp % ks, slot = warp / ks, spc = kWarps / ks;
   const int nrg = (a.rows + 15) / 16, rgstride = gridDim.x * spc;
   int rg = blockIdx.x * spc + slot, kb = sub;
-  Raw cur, nxt;
+  std::conditional_t<kQ6, Raw6, Raw> cur, nxt;
   if (rg < nrg) load(a, rg, kb, g, t, cur);  // in flight during the staging
 
   mvs::grid_dep_wait();
-  stage<kT>(a, bfr, sx, inv_s);
+  stage<kT, kQ6>(a, bfr, sx, inv_s);
   mvs::grid_dep_trigger();
   if (rg >= nrg) return;
 
@@ -319,6 +437,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
 // the warps per row group; DS_MATVEC_TC_GRID the CTAs per SM cap).
 struct Tune {
   bool on = true;
+  bool q6k = false;  // Q6_K too (DS_MATVEC_TC_Q6K=1; off until measured on the H200)
   int terms = 3;
   int ks = 0;  // 0: by shape
   int grid_ctas_per_sm = 2;
@@ -328,6 +447,7 @@ inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_TC")) d.on = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_TC_Q6K")) d.q6k = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_TC_TERMS")) d.terms = std::atoi(e) == 2 ? 2 : 3;
     if (const char* e = std::getenv("DS_MATVEC_TC_KS")) d.ks = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_TC_GRID")) d.grid_ctas_per_sm = std::atoi(e);
@@ -338,18 +458,18 @@ inline Tune& tune() {
 }
 
 namespace {
-template <int kT>
+template <int kT, bool kQ6>
 cudaError_t allow_smem_tc() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kQ6>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
   return e;
 }
-template <int kT>
+template <int kT, bool kQ6>
 Status launch_t(const Args& a, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_tc<kT>();
+  const cudaError_t attr = allow_smem_tc<kT, kQ6>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_tc: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   const size_t smem = smem_bytes(kT, a.nb);
   if (!tune().pdl) {
-    kernel<kT><<<grid, kThreads, smem, stream>>>(a);
+    kernel<kT, kQ6><<<grid, kThreads, smem, stream>>>(a);
   } else {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(grid);
@@ -361,7 +481,7 @@ Status launch_t(const Args& a, unsigned grid, cudaStream_t stream) {
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kT>, a);
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kT, kQ6>, a);
     if (e != cudaSuccess) return cu_err("cuda matvec_tc: launch: {}", cudaGetErrorString(e));
   }
   CUDA_TRY_LAUNCH("matvec_tc", stream);
@@ -390,14 +510,14 @@ inline int pick_ks(int64_t nrg, int nb, int64_t capacity) {
   return best;
 }
 
-// Whether the kernel takes Q4_K [rows, cols] with the current tuning.
-inline bool takes(int64_t rows, int64_t cols) {
-  return tune().on && rows <= ((int64_t)1 << 30) && fits(tune().terms, cols);
+// Whether the kernel takes Q4_K (q6: Q6_K) [rows, cols] with the current tuning.
+inline bool takes(int64_t rows, int64_t cols, bool q6 = false) {
+  return tune().on && (!q6 || tune().q6k) && rows <= ((int64_t)1 << 30) && fits(tune().terms, cols);
 }
 
 // Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w / x / y, takes().
 inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
-                     cudaStream_t stream, const mvs::Pre& pre = {}) {
+                     cudaStream_t stream, const mvs::Pre& pre = {}, bool q6 = false) {
   const Tune& tn = tune();
   if (!fits(tn.terms, cols) || rows > ((int64_t)1 << 30))
     return cu_err("cuda matvec_tc: [{}, {}] too large", rows, cols);
@@ -408,12 +528,13 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   // A power of two dividing kWarps (the named barrier of a row group expects all ks warps of its slot)
   // and at most nb (every warp owns a super-block of each row group).
   while (ks > 1 && ks > nb) ks /= 2;
-  const Args a{w, (int64_t)nb * kBlockBytes, (int)rows, nb, ks, x, y, accumulate, pre, (int)cols};
+  const Args a{w, (int64_t)nb * (q6 ? kBlockBytesQ6 : kBlockBytes), (int)rows, nb, ks, x, y, accumulate, pre, (int)cols};
   const int64_t spc = kWarps / ks;
   int64_t grid = (nrg + spc - 1) / spc;
   if (tn.grid_ctas_per_sm > 0) grid = std::min<int64_t>(grid, (int64_t)tn.grid_ctas_per_sm * sm_count());
-  if (tn.terms == 2) return launch_t<2>(a, (unsigned)grid, stream);
-  return launch_t<3>(a, (unsigned)grid, stream);
+  if (q6) return tn.terms == 2 ? launch_t<2, true>(a, (unsigned)grid, stream) : launch_t<3, true>(a, (unsigned)grid, stream);
+  if (tn.terms == 2) return launch_t<2, false>(a, (unsigned)grid, stream);
+  return launch_t<3, false>(a, (unsigned)grid, stream);
 }
 
 }  // namespace mvt

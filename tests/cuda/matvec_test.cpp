@@ -291,7 +291,9 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 12288, 4096));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q4_K, 5120, 17408));
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q6_K, 4096, 12288));
-    EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096));  // 9B output head: direct kernel + norm
+    // 9B output head: direct kernel + norm, unless the tensor-core Q6_K path (DS_MATVEC_TC_Q6K=1) takes it.
+    const cuda::MatvecTcTune tc = cuda::matvec_tc_tune();
+    EXPECT_EQ(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096), tc.on && tc.q6k);
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
   }
 }
@@ -303,6 +305,8 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
   DS_REQUIRE_GPU();
   const cuda::MatvecPath keep_path = cuda::matvec_path();
   const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
+  cuda::set_matvec_stream_tune({0});  // the register-fed tc kernel itself (StreamQ4KVariants: the streamed one)
   cuda::set_matvec_path(cuda::MatvecPath::Auto);
   const std::vector<Shape> shapes = {
       {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
@@ -310,19 +314,66 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
       {21, 17408, "27B ffn width"},                  {3, 25856, "wider than the older kernels take"},
   };
   uint64_t seed = 9100;
-  for (int v = 0; v < 5; v++) {
-    const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0};
-    cuda::set_matvec_tc_tune(tn);
-    const std::string name = "tc terms " + std::to_string(tn.terms) + " ks " + std::to_string(tn.ks);
+  // Q6_K (decode5): an odd number of super-blocks per row puts every other row's blocks at 2 mod 4
+  // (the misaligned-load path, mixed within a warp); 4096 cols flips the alignment per super-block.
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (int v = 0; v < 5; v++) {
+      const cuda::MatvecTcTune tn{true, v == 1 ? 2 : 3, v == 2 ? 1 : v == 3 ? 2 : v == 4 ? 8 : 0, true};
+      cuda::set_matvec_tc_tune(tn);
+      const std::string name = std::string(cuda::type_cstr(type)) + " tc terms " + std::to_string(tn.terms) + " ks " +
+                               std::to_string(tn.ks);
+      g_worst_seen = 0;
+      for (const Shape& s : shapes)
+        for (bool acc : {false, true}) {
+          run_case(type, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+          for (bool sw : {false, true}) run_fused_case(type, s, seed += 5, sw, acc, name);
+        }
+      std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    }
+  cuda::set_matvec_tc_tune(keep);
+  cuda::set_matvec_stream_tune(keep_stream);
+  cuda::set_matvec_path(keep_path);
+}
+
+// The streamed Q4_K kernel (matvec_stream.cuh, decode6) forced on every shape it fits: rows not a multiple
+// of 16, one / five / odd super-block counts, x wider than 2 CTAs per SM allow, plain / accumulate /
+// RMSNorm / SwiGLU; integer and fp16 forms; ring variants that wrap the stages many times (kc 3, 2
+// stages), one super-block per stage, 16 per stage on one CTA per SM, and 2 fp16 terms of x.
+TEST(CudaMatvec, StreamQ4KVariants) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  const std::vector<Shape> shapes = {
+      {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
+      {77, 3584, "0.8B ffn width"},                  {4097, 4096, "odd rows, 9B width"},
+      {21, 17408, "27B ffn width"},                  {3, 25856, "101 super-blocks"},
+      {2500, 12288, "9B ffn_down width"},
+  };
+  struct V { int kc, stages, ctas, terms; bool i8; };
+  const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
+                  {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false}};
+  uint64_t seed = 9700;
+  for (const V& v : vs) {
+    cuda::MatvecTcTune tc = keep_tc;
+    tc.on = true;
+    tc.terms = v.terms;
+    cuda::set_matvec_tc_tune(tc);
+    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8});
+    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + " kc " + std::to_string(v.kc) +
+                             " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
+                             (v.i8 ? "" : " terms " + std::to_string(v.terms));
     g_worst_seen = 0;
     for (const Shape& s : shapes)
       for (bool acc : {false, true}) {
         run_case(GgmlType::Q4_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
         for (bool sw : {false, true}) run_fused_case(GgmlType::Q4_K, s, seed += 5, sw, acc, name);
       }
-    std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    std::printf("[stream] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
   }
-  cuda::set_matvec_tc_tune(keep);
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_tc_tune(keep_tc);
   cuda::set_matvec_path(keep_path);
 }
 
@@ -331,11 +382,35 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
 TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
   DS_REQUIRE_GPU();
   const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
   for (int terms : {2, 3}) {
-    cuda::set_matvec_tc_tune({true, terms, 0});
+    cuda::set_matvec_tc_tune({true, terms, 0, true});
     const int64_t rows = 515, cols = 4096;
-    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 77 + terms);
+    const auto w = test::random_weights(type, rows * cols, 77 + terms);
     auto x = test::random_floats(cols, 78 + terms);
+    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
+    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
+    x[1000] = 3.0e4f;
+    x[2000] = -1.0e-30f;
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
+    ASSERT_TRUE(dy.ok());
+    auto st = cuda::matvec(type, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto y = test::to_host<float>(*dy, rows);
+    g_worst_seen = 0;
+    check_rows(type, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
+    std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", cuda::type_cstr(type), terms, g_worst_seen);
+  }
+  cuda::set_matvec_tc_tune(keep);
+  {  // the streamed kernel's integer form (4 int8 digits of x per super-block)
+    const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
+    cuda::set_matvec_stream_tune({1});
+    const int64_t rows = 515, cols = 4096;
+    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 79);
+    auto x = test::random_floats(cols, 80);
     for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
     for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
     x[1000] = 3.0e4f;
@@ -349,10 +424,10 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto y = test::to_host<float>(*dy, rows);
     g_worst_seen = 0;
-    check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
-    std::printf("[tc] wide-range x, terms %d: worst %.3g\n", terms, g_worst_seen);
+    check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, stream int8");
+    std::printf("[stream] Q4_K wide-range x, int8 digits: worst %.3g\n", g_worst_seen);
+    cuda::set_matvec_stream_tune(keep_stream);
   }
-  cuda::set_matvec_tc_tune(keep);
 }
 
 TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K

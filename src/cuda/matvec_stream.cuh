@@ -1,0 +1,454 @@
+// Batch-1 Q4_K matvec with the weights streamed into shared memory by bulk async copies (matvec.h; issue 5,
+// decode6). Same math as matvec_tc.cuh (A = exact fp16 q * sc from the codes, x in kT fp16 terms staged
+// once per CTA, mma.sync m16n8k16 with fp32 accumulation: mvt::stage / mvt::item), but the weight bytes do
+// not go through registers: matvec_tc keeps one 2.3 KB item per warp in flight and issues the next load
+// only after the current one is consumed, ~37 KB per SM, latency-bound at ~1.5 TB/s. Here
+//   - a persistent grid (1 or 2 CTAs per SM) walks row groups of 16 rows, each split in chunks of kc
+//     super-blocks; a chunk (16 rows x kc x 144 bytes) is one stage of a ring of `stages` stages in shared
+//     memory (pitch per row padded to 64 mod 128 bytes: the 16-byte loads of rows g and g + 1 by one
+//     quarter-warp then hit different banks);
+//   - one producer warp issues, per stage, 16 `cp.async.bulk` copies (one row piece each, lanes 0..15)
+//     completing on the stage's `full` mbarrier (expect_tx = the stage's bytes), and re-fills a stage once
+//     its `empty` mbarrier has seen all consumer warps: `stages` x ~18-37 KB stay in flight per CTA;
+//   - the first stages are issued before griddepcontrol.wait (weights do not depend on the previous
+//     kernel), x is staged after it (mvt::stage, by the consumer warps; the producer joins its barriers);
+//   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
+//     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
+//     behind a named barrier at the end of each row group.
+// Integer form (kI8, Tune::i8): x' x 2^(30 - e) per super-block (|x'| < 2^30) is rounded to an int32 and
+// split exactly into 4 signed 8-bit digits (d0 2^24 + d1 2^16 + d2 2^8 + d3, each digit the sign-extended
+// low byte of what is left), one digit per column of the n8 tile; A = the raw codes as u8 (low nibbles:
+// w & 0x0F0F0F0F = q, high nibbles: w & 0xF0F0F0F0 = 16 q, one LOP3 per 4 weights) into
+// mma.sync m16n8k32 u8 x s8 -> s32: one mma = one 32-weight sub-block of 16 rows, scaled by its 6-bit
+// scale with one IMAD per accumulator into int32 running sums (<= 5e8, no overflow). Per super-block:
+// y += d 2^(e - 34) (digit columns weighted 2^24, 2^16, 2^8, 1) - dmin sum_j m_j Sx_j. About half the
+// instructions of the fp16 form per weight (no HFMA2 per 2 weights, half the mma calls); x keeps ~30
+// significant bits relative to its super-block's largest |x'|.
+// Q4_K only: Q6_K keeps its kernels (decode5's tc Q6_K is off by default).
+#pragma once
+#include <algorithm>
+#include <cstdlib>
+
+#include "cuda/matvec_tc.cuh"
+
+namespace ds::cuda {
+namespace mvq {
+
+constexpr int kCW = 8;                   // consumer warps (= mvt::kWarps: mvt::stage's thread mapping)
+constexpr int kThreads = 32 * (kCW + 1);  // + one producer warp
+constexpr int kMaxStages = 8;
+constexpr int kBlockBytes = 144;
+static_assert(kCW == mvt::kWarps, "mvt::stage runs on the consumer warps");
+
+struct Args {
+  mvt::Args t;     // x, y, rows, nb, accumulate, prologue (ks unused)
+  int kc;          // super-blocks per chunk
+  int nchunk;      // chunks per row group
+  int pitch;       // shared-memory bytes per row of a stage
+  int stages;
+  int xbytes;      // offset of the ring in dynamic shared memory
+  bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
+};
+
+// kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
+// of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
+// super-block (the lanes of columns >= 4 read it at every sub-block offset), Sx (8 per super-block),
+// 2^(e - 34) per super-block.
+inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (size_t)nb * 9 * 4; }
+
+__device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
+  return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
+}
+
+// Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
+// one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+__device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = warp; b < a.nb; b += kCW) {
+    const int e = b * 256 + 8 * lane;
+    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
+                    fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w))));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sg = ((lo.x + lo.y) + (lo.z + lo.w)) + ((hi.x + hi.y) + (hi.z + hi.w));  // Sx of sub-block lane / 4
+    sg += __shfl_xor_sync(0xffffffffu, sg, 1);
+    sg += __shfl_xor_sync(0xffffffffu, sg, 2);
+    if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
+    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (m > 0.f && isfinite(m)) {
+      frexpf(m, &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    bool fin = true;  // fmaxf skips NaN: test every element
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+    fin = __all_sync(0xffffffffu, fin);
+    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin ? __float2int_rn(v[i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+    }
+    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                              pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
+}
+
+// One item of the integer form from a stage: rows g (row0) and g + 8 (row0 + 8 pitch), super-block q of
+// the stage (kb of the row). Lane t holds code bytes 32p + 8t .. 32p + 8t + 7 of sub-block pair p: k
+// 4t..4t+3 (a0 / a1) and 16+4t..19+4t (a2 / a3) of the pair's two mma calls (low nibbles: sub-block 2p,
+// high nibbles: 2p + 1), matching stage_i8's B order. bq: the lane's B fragments of super-block kb.
+__device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, int kb, int t, const uint2* bq,
+                                        const float* sx, const float* inv_s, float (&yp)[2]) {
+  const uint8_t* r[2] = {row0 + q * kBlockBytes, row0 + 8 * pitch + q * kBlockBytes};
+  uint4 h[2];
+  uint2 w[2][4];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    h[k] = *reinterpret_cast<const uint4*>(r[k]);
+#pragma unroll
+    for (int p = 0; p < 4; p++) w[k][p] = *reinterpret_cast<const uint2*>(r[k] + 16 + 32 * p + 8 * t);
+  }
+  int re[4] = {0, 0, 0, 0}, ro[4] = {0, 0, 0, 0};  // sum of scale x mma over even / odd sub-blocks
+#pragma unroll
+  for (int p = 0; p < 4; p++) {
+    uint32_t sc[2], mn;
+#pragma unroll
+    for (int k = 0; k < 2; k++) mvt::pair_scales(h[k], p, sc[k], mn);
+    int ce[4], co[4];
+    imma(ce, w[0][p].x & 0x0F0F0F0Fu, w[1][p].x & 0x0F0F0F0Fu, w[0][p].y & 0x0F0F0F0Fu, w[1][p].y & 0x0F0F0F0Fu,
+         bq[(2 * p) * 16]);
+    imma(co, w[0][p].x & 0xF0F0F0F0u, w[1][p].x & 0xF0F0F0F0u, w[0][p].y & 0xF0F0F0F0u, w[1][p].y & 0xF0F0F0F0u,
+         bq[(2 * p + 1) * 16]);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint32_t scp = sc[i >> 1];
+      re[i] += (int)(scp & 0xFFu) * ce[i];
+      ro[i] += (int)(scp >> 8) * co[i];
+    }
+  }
+  // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
+  // (weighted 0 as well).
+  const float wa = t == 0 ? 16777216.f : t == 1 ? 256.f : 0.f, wb = t == 0 ? 65536.f : t == 1 ? 1.f : 0.f;
+  const float is = inv_s[kb];
+  const float2 sxp = *reinterpret_cast<const float2*>(sx + kb * 8 + 2 * t);
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    uint32_t sc, mn;
+    mvt::pair_scales(h[k], t, sc, mn);
+    const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
+    const float f = fmaf((float)(16 * re[2 * k] + ro[2 * k]), wa, (float)(16 * re[2 * k + 1] + ro[2 * k + 1]) * wb);
+    const float mins = fmaf(mvd::bf<0>(mn, 0.f), sxp.x, mvd::bf<1>(mn, 0.f) * sxp.y);
+    yp[k] += fmaf(d * is, f, -dmin * mins);
+  }
+}
+
+__device__ __forceinline__ uint32_t su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t* b, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(su32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(su32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(su32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* b, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(su32(b)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   su32(dst)),
+               "l"(src), "r"(bytes), "r"(su32(bar))
+               : "memory");
+}
+
+// Raw words of one item from a stage: rows g, g + 8 at `row0` + k * 8 * pitch, super-block at byte q * 144.
+__device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, int t, mvt::Raw& r) {
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const uint8_t* b = row0 + k * 8 * pitch + q * kBlockBytes;
+    r.h[k] = *reinterpret_cast<const uint4*>(b);
+    r.q[k][0] = *reinterpret_cast<const uint4*>(b + 16 + 16 * t);
+    r.q[k][1] = *reinterpret_cast<const uint4*>(b + 80 + 16 * t);
+  }
+}
+
+template <int kT, bool kI8>
+__global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
+  extern __shared__ uint4 smem_raw[];
+  uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
+  float* sx = reinterpret_cast<float*>(bfr + (kI8 ? (a.t.nb * 8 + 1) * 16 : (a.t.nb + 1) * 16 * kT * 4));
+  float* inv_s = sx + a.t.nb * 8;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ float red[2][kCW][16];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kCW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kCW) {  // producer
+    // Joins the barriers of mvt::stage (one when the RMSNorm prologue reduces sum(x^2), one at its end)
+    // after the first `S` stages are in flight.
+    bool joined = false;
+    const auto join = [&] {
+      if (a.t.pre.norm_w) __syncthreads();
+      __syncthreads();
+      mvs::grid_dep_trigger();
+      joined = true;
+    };
+    int j = 0;
+    for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
+      for (int c = 0; c < a.nchunk; c++, j++) {
+        if (j == S && !joined) join();
+        const int s = j % S;
+        if (j >= S) mbar_wait(&empty[s], ((j / S) - 1) & 1);
+        const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
+        const uint32_t bytes = (uint32_t)n * kBlockBytes;
+        if (lane == 0) mbar_expect_tx(&full[s], 16 * bytes);
+        __syncwarp();
+        if (lane < 16) {
+          const int row = min(rg * 16 + lane, a.t.rows - 1);
+          bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
+                   bytes, &full[s]);
+        }
+      }
+    if (!joined) join();
+    return;
+  }
+
+  mvs::grid_dep_wait();
+  if (kI8) stage_i8(a.t, bfr, sx, inv_s);
+  else mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
+  mvs::grid_dep_trigger();
+
+  const int g = lane >> 2, t = lane & 3;
+  const uint2* bbase = kI8 ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
+                           : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
+  const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
+  int j = 0, par = 0;
+  for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
+    float yp[2] = {0.f, 0.f};
+    for (int c = 0; c < a.nchunk; c++, j++) {
+      const int s = j % S;
+      mbar_wait(&full[s], (j / S) & 1);
+      const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
+      const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
+      if (kI8 && a.math) {
+        for (int q = warp; q < n; q += kCW)
+          item_i8(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp);
+      } else if (a.math && warp < n) {
+        mvt::Raw cur, nxt;
+        load_s(row0, a.pitch, warp, t, cur);
+        for (int q = warp;;) {
+          const int qn = q + kCW;
+          if (qn < n) load_s(row0, a.pitch, qn, t, nxt);
+          mvt::item<kT>(cur, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp);
+          if (qn >= n) break;
+          cur = nxt;
+          q = qn;
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+    }
+    // Row group done: the 8 warps' partial sums.
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
+      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+    }
+    if (t == 0) {
+      red[par][warp][g] = yp[0];
+      red[par][warp][g + 8] = yp[1];
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kCW) : "memory");
+    if (warp == 0 && lane < 16) {
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < kCW; i++) v += red[par][i][lane];
+      const int row = rg * 16 + lane;
+      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
+    }
+    par ^= 1;
+  }
+}
+
+// DS_MATVEC_STREAM=0 turns the kernel off (1 forces it wherever it fits); DS_MATVEC_STREAM_KC (super-blocks
+// per stage), _STAGES, _CTAS (per SM) for A/B runs. Terms of x: mvt::tune().terms.
+struct Tune {
+  int mode = -1;  // -1: by shape (takes()), 0: off, 1: wherever it fits
+  int kc = 0;           // 0: by row length (plan())
+  int stages = 0;       // 0: as many as fit (<= kMaxStages)
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  bool math = true;     // false: streaming probe (mvbench only)
+  bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
+};
+inline Tune& tune() {
+  static Tune t = [] {
+    Tune d;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM")) d.mode = e[0] == '0' ? 0 : 1;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_KC")) d.kc = std::max(0, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
+    return d;
+  }();
+  return t;
+}
+
+struct Plan {
+  int kc = 0, pitch = 0, stages = 0, ctas_per_sm = 0, xbytes = 0;
+  size_t smem = 0;
+};
+// Shared memory per CTA: the x fragments of mvt (rounded to 128 bytes) + the ring. Two CTAs per SM get
+// ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
+inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
+  constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
+  // kc 0: 8 super-blocks per stage, 16 for rows of >= 64 (27B ffn_down [5120 x 17408]: 25.0 vs 29.9 us).
+  p.kc = std::min(tn.kc > 0 ? tn.kc : nb >= 64 ? 16 : 8, nb);
+  p.pitch = p.kc * kBlockBytes;
+  // Bank-conflict-free row pitch: 64 mod 128 for the 16-byte loads of the fp16 form (rows g, g + 1 per
+  // quarter-warp), 32 mod 128 for the 8-byte loads of the integer form (rows g .. g + 3 per half-warp).
+  const int pad = tn.i8 ? 32 : 64;
+  p.pitch += (pad - p.pitch % 128 + 128) % 128;
+  p.xbytes = (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
+  const size_t stage = (size_t)16 * p.pitch;
+  for (int cps : {2, 1}) {
+    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
+    const size_t lim = cps == 2 ? kHalf : kOne;
+    if ((size_t)p.xbytes + 2 * stage > lim) continue;
+    int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
+    if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
+    if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
+    p.stages = st;
+    p.ctas_per_sm = cps;
+    p.smem = p.xbytes + (size_t)st * stage;
+    return true;
+  }
+  return false;
+}
+
+// Whether the kernel takes Q4_K [rows, cols] with the current tuning. By shape (measured on the H200,
+// bench/cuda/NOTES.md decode6): see the rule below.
+inline bool takes(int64_t rows, int64_t cols) {
+  const Tune& tn = tune();
+  if (tn.mode == 0 || cols % 256 != 0 || rows > ((int64_t)1 << 30)) return false;
+  Plan p;
+  if (!plan(mvt::tune().terms, (int)(cols / 256), tn, p)) return false;
+  if (tn.mode == 1) return true;
+  // At least one row group per SM (fewer leave SMs idle: matvec_tc splits the columns instead), and not
+  // vocab-sized short rows (Q4_K [248320 x 1024]: 64.7 vs 50.1 us; 4 super-blocks make a 9 KB stage).
+  return (rows + 15) / 16 >= sm_count() && (cols >= 2048 || rows < 65536);
+}
+
+namespace {
+template <int kT, bool kI8>
+cudaError_t allow_smem_stream() {
+  static const cudaError_t e =
+      cudaFuncSetAttribute(kernel<kT, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
+  return e;
+}
+template <int kT, bool kI8>
+Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
+  const cudaError_t attr = allow_smem_stream<kT, kI8>();
+  if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+  if (!mvt::tune().pdl) {
+    kernel<kT, kI8><<<grid, kThreads, smem, stream>>>(a);
+  } else {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kT, kI8>, a);
+    if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
+  }
+  CUDA_TRY_LAUNCH("matvec_stream", stream);
+  return {};
+}
+}  // namespace
+
+// Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w / x / y.
+inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
+                     cudaStream_t stream, const mvs::Pre& pre = {}) {
+  const int kT = mvt::tune().terms;
+  const int nb = (int)(cols / 256);
+  Plan p;
+  if (cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(kT, nb, tune(), p))
+    return cu_err("cuda matvec_stream: [{}, {}] does not fit", rows, cols);
+  Args a;
+  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, pre, (int)cols};
+  a.kc = p.kc;
+  a.nchunk = (nb + p.kc - 1) / p.kc;
+  a.pitch = p.pitch;
+  a.stages = p.stages;
+  a.xbytes = p.xbytes;
+  a.math = tune().math;
+  const int64_t nrg = (rows + 15) / 16;
+  const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
+  return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
+}
+
+}  // namespace mvq
+}  // namespace ds::cuda
