@@ -4,7 +4,8 @@
 // 256-row CTA tile, rows shorter than one warp's tile, long rows split over warps (matvec_mma.cuh) or over
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
 // batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
-// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked. Error metric per output:
+// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked, and Q4_K at B >= 25 with
+// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups. Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
