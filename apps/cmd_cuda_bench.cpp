@@ -41,6 +41,7 @@ double median(std::vector<double> v) {
 void print_breakdown(const std::vector<ds::cuda::KernelTiming>& ops, double step_ms, int top, nlohmann::json& j) {
   double total_ms = 0, total_bytes = 0;
   std::map<std::string, std::pair<int, std::pair<double, double>>> by_kind;  // kind -> n, (ms, bytes)
+  std::map<std::string, double> kind_flops;  // matrix products: 2·B·rows·cols summed
   for (const auto& o : ops) {
     total_ms += o.ms;
     total_bytes += o.bytes;
@@ -48,32 +49,41 @@ void print_breakdown(const std::vector<ds::cuda::KernelTiming>& ops, double step
     k.first++;
     k.second.first += o.ms;
     k.second.second += o.bytes;
+    kind_flops[o.kind] += o.flops;
   }
+  // effective TFLOP/s (2·B·rows·cols per second; a batched product's tensor work is a multiple of it)
+  auto tflops = [](double flops, double ms) { return flops > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; };
   std::printf("\nper-kernel breakdown of one decode step (%zu ops launched one by one with events; sum %.3f ms, "
               "graph step %.3f ms)\n", ops.size(), total_ms, step_ms);
-  std::printf("%-28s %5s %10s %12s %9s %7s\n", "kind", "ops", "time us", "bytes", "GB/s", "share");
+  std::printf("%-28s %5s %10s %12s %9s %7s %8s\n", "kind", "ops", "time us", "bytes", "GB/s", "share", "TFLOP/s");
   std::vector<std::pair<std::string, std::pair<int, std::pair<double, double>>>> kinds(by_kind.begin(), by_kind.end());
   std::sort(kinds.begin(), kinds.end(), [](auto& a, auto& b) { return a.second.second.first > b.second.second.first; });
   for (auto& [kind, v] : kinds) {
     const double ms = v.second.first, bytes = v.second.second;
-    std::printf("%-28s %5d %10.1f %12.0f %9.1f %6.1f%%\n", kind.c_str(), v.first, ms * 1e3, bytes,
+    const double tf = tflops(kind_flops[kind], ms);
+    std::printf("%-28s %5d %10.1f %12.0f %9.1f %6.1f%%", kind.c_str(), v.first, ms * 1e3, bytes,
                 bytes / (ms * 1e-3) / 1e9, 100 * ms / total_ms);
+    if (tf > 0) std::printf(" %8.1f", tf);
+    std::printf("\n");
     j["kinds"].push_back({{"kind", kind}, {"ops", v.first}, {"us", ms * 1e3}, {"bytes", bytes},
-                          {"gbps", bytes / (ms * 1e-3) / 1e9}});
+                          {"gbps", bytes / (ms * 1e-3) / 1e9}, {"tflops", tf}});
   }
   std::printf("%-28s %5zu %10.1f %12.0f %9.1f\n", "total", ops.size(), total_ms * 1e3, total_bytes,
               total_bytes / (total_ms * 1e-3) / 1e9);
   std::vector<const ds::cuda::KernelTiming*> sorted;
   for (const auto& o : ops) sorted.push_back(&o);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
-  std::printf("\nslowest %d ops\n%-56s %-22s %9s %12s %9s\n", top, "op", "kind", "time us", "bytes", "GB/s");
+  std::printf("\nslowest %d ops\n%-56s %-22s %9s %12s %9s %8s\n", top, "op", "kind", "time us", "bytes", "GB/s",
+              "TFLOP/s");
   for (int i = 0; i < top && i < (int)sorted.size(); i++) {
     const auto& o = *sorted[i];
-    std::printf("%-56s %-22s %9.1f %12.0f %9.1f\n", o.name.substr(0, 56).c_str(), o.kind.c_str(), o.ms * 1e3,
-                o.bytes, o.bytes / (o.ms * 1e-3) / 1e9);
+    std::printf("%-56s %-22s %9.1f %12.0f %9.1f", o.name.substr(0, 56).c_str(), o.kind.c_str(), o.ms * 1e3, o.bytes,
+                o.bytes / (o.ms * 1e-3) / 1e9);
+    if (o.flops > 0) std::printf(" %8.1f", tflops(o.flops, o.ms));
+    std::printf("\n");
   }
   for (const auto& o : ops)
-    j["ops"].push_back({{"op", o.name}, {"kind", o.kind}, {"us", o.ms * 1e3}, {"bytes", o.bytes}});
+    j["ops"].push_back({{"op", o.name}, {"kind", o.kind}, {"us", o.ms * 1e3}, {"bytes", o.bytes}, {"flops", o.flops}});
 }
 
 int run(const Options& o) {

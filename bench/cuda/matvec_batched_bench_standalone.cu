@@ -6,7 +6,7 @@
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
-// Usage: mvb_bench [check | checkfold | time | timeq [type]]   (no argument: check, then time)
+// Usage: mvb_bench [check | checkfold | checkwg | time | timeq [type]]   (no argument: check, then time)
 // Part 1 runs for the current path/terms (DS_MVB_PATH = gemm | mma, DS_MVB_TERMS = 2 | 3).
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s, for the
 //   GEMM kernel with 3 and 2 terms and the per-warp mma kernel (3 terms); `time` adds the FMA tile kernel.
@@ -136,8 +136,9 @@ static double check_case(GgmlType t, int64_t rows, int64_t cols, int B, bool acc
 }
 
 static void run_checks(bool q4k_only = false) {
-  printf("checks: path %s, %d terms, fold mode %d\n", cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma",
-         cuda::matvec_batched_terms(), cuda::matvec_batched_fold_mode());
+  printf("checks: path %s, %d terms, fold mode %d, wgmma %d\n",
+         cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma", cuda::matvec_batched_terms(),
+         cuda::matvec_batched_fold_mode(), cuda::matvec_batched_wgmma());
   struct S { int64_t rows, cols; };
   const S shapes[] = {{77, 256}, {1027, 512}, {333, 1280}, {21, 17408}, {515, 4096}, {300, 12288}};
   const int Bs[] = {2, 7, 8, 33, 64};
@@ -187,16 +188,18 @@ static void run_timing(bool with_fma) {
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 7; path++) {
+        for (int path = 0; path < 10; path++) {
+          if (path >= 7 && (t != GgmlType::Q4_K || B < 25)) continue;  // wgmma: Q4_K at 25 <= B <= 64
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
           if (path >= 4 && path < 6 && t != GgmlType::Q4_K) continue;  // fold2: Q6_K / Q8_0 with fp16 x
           if (path == 2 && !with_fma && s.rows == 248320) continue;
-          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2"};
+          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2", "wgauto", "wg2", "wg3"};
           if (path != 3) {
             cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
-            cuda::set_matvec_batched_fold_mode(path >= 4 ? path - 4 : -1);
+            cuda::set_matvec_batched_fold_mode(path >= 7 ? 2 : path >= 4 ? path - 4 : -1);
+            cuda::set_matvec_batched_wgmma(path >= 7 ? path - 6 : 0);  // wgauto 1, wg2 2, wg3 3
           }
           auto call = [&] {
             if (path != 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
@@ -246,6 +249,12 @@ int main(int argc, char** argv) {
   if (!std::strcmp(mode, "checkfold"))  // Q4_K: the 3-term GEMM kernel, then the fold kernel's modes
     for (int m = -1; m <= 2; m++) {
       cuda::set_matvec_batched_fold_mode(m);
+      run_checks(true);
+    }
+  if (!std::strcmp(mode, "checkwg"))  // Q4_K: the wgmma kernel with 2 and 3 warpgroups (B 33 and 64 cases)
+    for (int n_wg : {2, 3}) {
+      cuda::set_matvec_batched_fold_mode(2);
+      cuda::set_matvec_batched_wgmma(n_wg);
       run_checks(true);
     }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);

@@ -1,6 +1,7 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
 // Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
-// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for); Q6_K and Q8_0 weights (and Q4_K
+// two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for), at 25 <= B <= 64 on sm_90a builds
+// and compute capability 9.0 to its wgmma form (matvec_wgmma.cuh: same operands, Hopper warpgroup MMA); Q6_K and Q8_0 weights (and Q4_K
 // with DS_MVB_FOLD=0) go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
 // staged once per CTA, x split once per call into 2 fp16 terms of the column-scaled x, or with DS_MVB_FOLD=0
 // into 3 (DS_MVB_TERMS=2: 2) bf16 terms); other block-quantized, BF16 and F16 weights
@@ -17,6 +18,7 @@
 #include "cuda/matvec_gemm.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
+#include "cuda/matvec_wgmma.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -63,6 +65,37 @@ int& fold_setting() {
   return v;
 }
 
+// wgmma kernel for Q4_K at 25 <= B <= 64 (matvec_wgmma.cuh): 0 off, 1 on (warpgroups per CTA chosen per
+// shape, the default), 2 or 3 warpgroups forced. DS_MVB_WG = 0 | 1 | 2 | 3; DS_MVB_WG_SWAP=1 swaps the
+// descriptor strides (layout check in the standalone bench).
+constexpr int kWgDefault = 1;
+int& wg_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_WG");
+    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : kWgDefault;
+  }();
+  return v;
+}
+bool wg_swap() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_MVB_WG_SWAP");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
+// sm_90a SASS in this build and a compute capability 9.0 device (the wgmma kernel's body exists only there).
+bool wg_available() {
+#if defined(DS_HAVE_SM90A)
+  static const bool v = [] {
+    auto d = device_info();
+    return d && d->cc_major == 9 && d->cc_minor == 0;
+  }();
+  return v;
+#else
+  return false;
+#endif
+}
+
 template <class DG, class D>
 Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                    cudaStream_t stream, bool accumulate) {
@@ -72,6 +105,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)x % 16 != 0)
       return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
+    if constexpr (std::is_same_v<DG, mma::DecQ4K>)
+      if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch))
+        return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting(), wg_swap());
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && fold::supports(rows, cols, batch))  // 2 terms: the fold kernel's fastest mode
         return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, terms_setting() == 2 ? 0 : fold_setting() - 1);
@@ -93,6 +129,9 @@ void set_matvec_batched_fold(bool on) {
 }
 int matvec_batched_fold_mode() { return fold_setting() - 1; }
 void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
+
+int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
+void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 3 ? n_wg : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

@@ -13,5 +13,10 @@ void set_matvec_batched_fold(bool on);
 // Where the fold kernel applies d (matvec_fold.cuh kMode 0, 1, 2); -1: off.
 int matvec_batched_fold_mode();
 void set_matvec_batched_fold_mode(int mode);
+// Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh, sm_90a builds on compute capability 9.0
+// only; the fold kernel otherwise): 1 on (default; warpgroups per CTA chosen per shape), 2 or 3 warpgroups
+// forced, 0 off. The getter says 0 where the kernel is unavailable.
+int matvec_batched_wgmma();
+void set_matvec_batched_wgmma(int n_wg);
 
 }  // namespace ds::cuda

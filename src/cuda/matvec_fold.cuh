@@ -69,6 +69,8 @@ using gemm::u2h;
 
 // ---- 2. split x into the B-fragment order -----------------------------------------------------------
 // One thread per (n-tile, block, lane (g, t)): batch column 8n + g, the lane's 64 elements of the block.
+// kFrags = false: only the block sums xm (matvec_wgmma.cuh stages x in its own layout).
+template <bool kFrags = true>
 __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
                                                     const float* __restrict__ scale, uint4* __restrict__ xf,
                                                     uint4* __restrict__ xm) {
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
         uint4 o;
         split2(v[4 * i], v[4 * i + 2], o.x, o.z);
         split2(v[4 * i + 1], v[4 * i + 3], o.y, o.w);
-        xf[(((blk * 2 + s) * nt + n) * 8 + 2 * i + h) * 32 + lane] = o;
+        if (kFrags) xf[(((blk * 2 + s) * nt + n) * 8 + 2 * i + h) * 32 + lane] = o;
       }
     }
   uint4 o;
@@ -391,7 +393,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
   CUDA_TRY_LAUNCH("matvec_batched (fold scale)", stream);
   const int64_t n_split = cols / 256 * nt * 32;
-  split_kernel<<<(unsigned)((n_split + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, scale, xf, xm);
+  split_kernel<true><<<(unsigned)((n_split + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, scale, xf, xm);
   CUDA_TRY_LAUNCH("matvec_batched (fold split)", stream);
   const int64_t tiles = (rows + kRows - 1) / kRows;
   // The split count is chosen for 64 columns whatever the batch, so a column's result does not depend on B.

@@ -4,7 +4,8 @@
 // 256-row CTA tile, rows shorter than one warp's tile, long rows split over warps (matvec_mma.cuh) or over
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
 // batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
-// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked. Error metric per output:
+// (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked, and Q4_K at B >= 25 with
+// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups. Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
@@ -32,38 +33,51 @@ struct Config {
   cuda::MatvecBatchedPath path;
   int terms;
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
+  int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
+              // warpgroups forced, -1 leave the default
 };
-// Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel.
-const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true},
-                           {cuda::MatvecBatchedPath::Gemm, 3, false},
-                           {cuda::MatvecBatchedPath::Gemm, 2, true},
-                           {cuda::MatvecBatchedPath::Mma, 3, true}};
+// Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
+// and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
+// compute capability 9.0 only; elsewhere those configs run the fold kernel).
+const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
+                           {cuda::MatvecBatchedPath::Gemm, 3, false, -1},
+                           {cuda::MatvecBatchedPath::Gemm, 2, true, -1},
+                           {cuda::MatvecBatchedPath::Mma, 3, true, -1},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 0},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 2},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 3}};
 
 // Sets the batched path, term count and fold switch for one scope, restoring the previous ones after it.
 struct PathScope {
   cuda::MatvecBatchedPath path0 = cuda::matvec_batched_path();
   int terms0 = cuda::matvec_batched_terms();
   int fold0 = cuda::matvec_batched_fold_mode();  // -1 off, else the mode (DS_MVB_FOLD_MODE picks it)
+  int wg0 = cuda::matvec_batched_wgmma();
   explicit PathScope(const Config& c) {
     cuda::set_matvec_batched_path(c.path);
     cuda::set_matvec_batched_terms(c.terms);
     cuda::set_matvec_batched_fold_mode(c.fold ? (fold0 >= 0 ? fold0 : 2) : -1);
+    if (c.wg >= 0) cuda::set_matvec_batched_wgmma(c.wg);
   }
   ~PathScope() {
     cuda::set_matvec_batched_path(path0);
     cuda::set_matvec_batched_terms(terms0);
     cuda::set_matvec_batched_fold_mode(fold0);
+    cuda::set_matvec_batched_wgmma(wg0);
   }
   static std::string name() {
     return std::string(cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma") + "/" +
            std::to_string(cuda::matvec_batched_terms()) + " terms" +
-           (cuda::matvec_batched_fold() ? "/fold" + std::to_string(cuda::matvec_batched_fold_mode()) : "/nofold");
+           (cuda::matvec_batched_fold() ? "/fold" + std::to_string(cuda::matvec_batched_fold_mode()) : "/nofold") +
+           (cuda::matvec_batched_fold() && cuda::matvec_batched_wgmma() ? "/wg" + std::to_string(cuda::matvec_batched_wgmma())
+                                                                        : "");
   }
 };
 
 // Every type under the default configuration (the first); the others only change the GEMM kernel's types.
 std::vector<GgmlType> types_for(const Config& cfg) {
   if (&cfg == &kConfigs[0]) return test::cuda_types();
+  if (cfg.wg >= 0) return {GgmlType::Q4_K};  // the wgmma switch changes Q4_K only
 
   return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
 }
@@ -152,7 +166,7 @@ TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
     for (GgmlType t : types_for(cfg)) {
       double type_worst = 0, type_rms = 0;
       for (const Case& c : cases_for(t))
-        for (int batch : {2, 7, 8, 33, 64}) {
+        for (int batch : {2, 7, 8, 25, 33, 64}) {
           std::string where;
           double rms = 0;
           const double e = run_case(t, c, batch, false, seed += 3, where, &rms);
@@ -252,7 +266,9 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 }
 
 // A batch column's result does not depend on the other columns or on B's n-tile count (the same row of x
-// alone in a batch of 2 and among 64 gives the same bits): greedy decoding is the same in any batch.
+// alone in a batch of 2 and among 64 gives the same bits): greedy decoding is the same in any batch. With
+// the wgmma kernel on, Q4_K at B >= 25 runs a different kernel (its own bits, identical for every B in 25..64)
+// whose results agree with the fold kernel's to the products' accuracy.
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
   for (const Config& cfg : kConfigs) {
@@ -266,14 +282,24 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       auto dy = cuda::DeviceBuffer::alloc(64 * rows * 4);
       ASSERT_TRUE(dy.ok());
       std::vector<std::vector<float>> col0;
-      for (int batch : {2, 9, 64}) {
+      for (int batch : {2, 9, 33, 64}) {
         ASSERT_TRUE(cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), batch, nullptr).ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         const auto y = test::to_host<float>(*dy, rows);  // batch column 0
         col0.push_back(y);
       }
-      EXPECT_EQ(col0[0], col0[1]) << PathScope::name() << " " << ggml_type_name(t) << " B 2 vs 9";
-      EXPECT_EQ(col0[0], col0[2]) << PathScope::name() << " " << ggml_type_name(t) << " B 2 vs 64";
+      const std::string what = PathScope::name() + " " + std::string(ggml_type_name(t));
+      EXPECT_EQ(col0[0], col0[1]) << what << " B 2 vs 9";
+      EXPECT_EQ(col0[2], col0[3]) << what << " B 33 vs 64";
+      const bool other_kernel = t == GgmlType::Q4_K && cuda::matvec_batched_fold() && cuda::matvec_batched_wgmma() != 0;
+      if (!other_kernel) {
+        EXPECT_EQ(col0[0], col0[3]) << what << " B 2 vs 64";
+      } else {
+        float scale = 0;
+        for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
+        for (int64_t r = 0; r < rows; r++)
+          ASSERT_NEAR(col0[0][r], col0[3][r], 1e-5f * scale) << what << " B 2 (fold) vs 64 (wgmma), row " << r;
+      }
     }
   }
 }

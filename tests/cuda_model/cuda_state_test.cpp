@@ -86,6 +86,37 @@ TEST(CudaState, BatchedDecodeEqualsEachAlone) {
   for (size_t i = 0; i < B; i++) EXPECT_EQ(alone[i]->n_past(), batch[i]->n_past());
 }
 
+// 40 sequences in one step: the Q4_K products take the wgmma kernel at B >= 25 (matvec_wgmma.cuh, on the
+// H200) instead of the fold kernel; each sequence still matches its own decode alone (the batch-1 path).
+TEST(CudaState, BatchOf40DecodeEqualsEachAlone) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  auto cm = ds::test::load_cuda(*f.m);
+  ASSERT_TRUE(cm);
+  const int64_t V = cm->cfg().n_vocab;
+  const size_t B = 40;
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> batch;
+  std::vector<cuda::CudaSeqState*> states;
+  std::vector<int32_t> toks;
+  for (size_t i = 0; i < B; i++) {
+    batch.push_back(ds::test::new_state(*cm, 64));
+    ASSERT_TRUE(batch.back());
+    ASSERT_TRUE(cm->prefill(*batch[i], slice(f.ref.prompt, 2 * i, 3 + i % 7), nullptr, false).ok());
+    states.push_back(batch[i].get());
+    toks.push_back(f.ref.generated[i % f.ref.generated.size()]);
+  }
+  const auto together = ds::test::decode_step(*cm, states, toks);
+  for (size_t i : {size_t(0), size_t(1), size_t(17), size_t(39)}) {
+    auto alone = ds::test::new_state(*cm, 64);
+    ASSERT_TRUE(alone);
+    ASSERT_TRUE(cm->prefill(*alone, slice(f.ref.prompt, 2 * i, 3 + i % 7), nullptr, false).ok());
+    const auto one = ds::test::decode_step(*cm, {alone.get()}, {toks[i]});
+    expect_close(std::vector<float>(together.begin() + i * V, together.begin() + (i + 1) * V), one, kBatchTol,
+                 "sequence " + std::to_string(i) + " of 40");
+  }
+}
+
 TEST(CudaState, PrefillChunkSizeDoesNotMatter) {
   DS_SKIP_WITHOUT_GPU();
   auto f = load_fixture();

@@ -124,6 +124,7 @@ struct KernelTiming {
   std::string kind;    // op kind, e.g. "matvec Q4_K", "gdn", "attention"
   double ms = 0;       // GPU time between the events around the op
   double bytes = 0;    // bytes the op must move (weights, state, activations), counted not measured
+  double flops = 0;    // 2·T·rows·cols for matrix products (effective TFLOP/s in the breakdown), else 0
 };
 
 class CudaModel {

@@ -51,8 +51,9 @@ Status next_event(Step& s, cudaEvent_t& e) {
 }
 
 // Runs f (which enqueues one op); when profiling, brackets it with events.
+// flops: 2·T·rows·cols for a matrix product (the breakdown's effective TFLOP/s), 0 for other ops.
 template <class F>
-Status op(Step& s, const std::string& name, const std::string& kind, double bytes, F&& f) {
+Status op(Step& s, const std::string& name, const std::string& kind, double bytes, F&& f, double flops = 0) {
   if (!s.prof) return f();
   cudaEvent_t a, b;
   DS_TRY(next_event(s, a));
@@ -60,7 +61,7 @@ Status op(Step& s, const std::string& name, const std::string& kind, double byte
   CUDA_TRY(cudaEventRecord(a, s.st));
   DS_TRY(f());
   CUDA_TRY(cudaEventRecord(b, s.st));
-  s.prof->push_back({name, kind, 0.0, bytes});
+  s.prof->push_back({name, kind, 0.0, bytes, flops});
   s.ev.push_back({a, b});
   return {};
 }
@@ -82,6 +83,7 @@ std::string mv_kind(const DevMat& m) { return std::string("matvec ") + type_cstr
 double mv_bytes(const Step& s, const DevMat& m) {
   return (double)m.bytes + 4.0 * s.T * (double)(m.rows + m.cols);
 }
+double mv_flops(int64_t n, const DevMat& m) { return 2.0 * (double)n * (double)m.rows * (double)m.cols; }
 
 View view(Step& s, const Proj& p, int i) {
   const Proj::View& v = p.views[i];
@@ -114,7 +116,7 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
       if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
       const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
       return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
-    }));
+    }, mv_flops(s.T, m)));
   }
   return {};
 }
@@ -135,7 +137,7 @@ Status residual(Step& s, const std::string& name, const DevMat& m, const float* 
     return mk::add(h, mix, T * H, s.st);
   }
   return op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m),
-            [&] { return matvec_batched(m.type, m.w, m.rows, m.cols, x, h, s.T, s.st, true); });
+            [&] { return matvec_batched(m.type, m.w, m.rows, m.cols, x, h, s.T, s.st, true); }, mv_flops(s.T, m));
 }
 
 Status rms(Step& s, const std::string& name, const float* x, const float* w, float* y, int rows) {
@@ -296,7 +298,7 @@ Status ffn(Step& s, int il, const DevLayer& D) {
       MatvecInput mi{u.p};
       mi.gate = g.p;
       return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true);
-    });
+    }, mv_flops(T, m));
   }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
             [&] { return mk::swiglu(g.p, g.ld, u.p, u.ld, s.f(I.act), s.T, Iff, s.st); }));
@@ -333,7 +335,7 @@ Status enqueue_step(Step& s) {
     DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * (H + V), [&] {
       const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
       return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
-    }));
+    }, mv_flops(1, o)));
     if (s.download)
       CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)V * sizeof(float), cudaMemcpyDeviceToHost,
                                s.st));
@@ -351,7 +353,7 @@ Status enqueue_step(Step& s) {
   DS_TRY(emit(s, "final_norm", s.f(I.y), H, n_out, H, {n_out, H}));
   DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * n_out * (H + V), [&] {
     return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
-  }));
+  }, mv_flops(n_out, o)));
   DS_TRY(emit(s, "logits", s.f(I.logits), V, n_out, V, {n_out, V}));
   if (s.download)
     CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)(n_out * V) * sizeof(float),

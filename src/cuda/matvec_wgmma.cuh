@@ -1,0 +1,358 @@
+// Batched matvec Y[B, rows] = X[B, cols] · Wᵀ for Q4_K weights, 25 <= B <= 64, with Hopper's warpgroup MMA
+// (wgmma, sm_90a only: the body is compiled for __CUDA_ARCH_FEAT_SM90_ALL; host code launches it only when the
+// build has sm_90a SASS (DS_HAVE_SM90A) and the device is compute capability 9.0).
+// Include from matvec_batched.cu only (after matvec_fold.cuh: it shares the fold kernel's exactness scheme).
+//
+// Same arithmetic as matvec_fold.cuh mode 2: A = sc_j · q as exact fp16 integers (LOP3 + one HFMA2 per code
+// pair), x as two fp16 terms of the column-scaled x (22 bits), d applied in fp32 once per half block (128
+// elements), mins by mma.sync per block. What changes is who multiplies:
+//  * one wgmma m64n128k16 per warpgroup and k16 step: A (64 rows) from registers, B = [hi terms of the 64
+//    batch columns | lo terms] (N = 128) from shared memory. The hi and lo sums land in different
+//    accumulator columns of the same thread (columns j and 64 + j), so they are two independent chains of 8
+//    per half block, like fold mode 2, at the cost of one accumulator set (64 registers) instead of two.
+//  * x is staged per block in shared memory (64 KB: 2 half blocks x 8 k-steps x 128 columns x 16 k) by
+//    cp.async together with the weight rows, in the no-swizzle core-matrix layout wgmma reads directly
+//    (split_kernel writes it in that order, so staging is a plain copy).
+// A CTA owns kWG x 64 rows (kWG warpgroups) and a contiguous range of blocks (split K, deterministic
+// reduction in split order as in matvec_fold.cuh).
+#pragma once
+#include <cuda_fp16.h>
+
+#include "cuda/matvec_fold.cuh"
+
+namespace ds::cuda {
+namespace wg {
+
+constexpr int kBlockBytes = 144, kPitch = 192;
+constexpr int kXStep = 8 * 4096;       // bytes of x per half block: 8 k-steps x (128 columns x 16 k x fp16)
+constexpr int kXBlock = 2 * kXStep;    // 64 KB per block
+constexpr int64_t kMaxCols = 32768;
+constexpr int64_t kXwWords = kMaxCols / 256 * kXBlock / 4;
+constexpr int64_t kPartRows = 131072;  // gemm::g_part holds splits x tiles x kRows rows of 64 columns
+
+__device__ __align__(16) uint32_t g_xw[kXwWords];
+
+template <int kWG>
+constexpr int rows_for() { return 64 * kWG; }
+template <int kWG>
+constexpr int stage_bytes() { return kXBlock + rows_for<kWG>() * kPitch; }
+
+// ---- x in wgmma's B layout ------------------------------------------------------------------------
+// Per (block, half block s, k-step kk): 128 columns n (n < 64: hi term of batch column n, else lo term of
+// column n − 64) x 16 k-slots, as core matrices of 8 columns x 8 k (128 contiguous bytes): byte offset
+// (n / 8)·256 + (κ / 8)·128 + (n % 8)·16 + (κ % 8)·2. So the descriptor's K-direction core-matrix stride
+// (LBO) is 128 and the N-direction stride (SBO) 256.
+// K-slot κ of k-step kk = 2i + h holds the element that the A fragment of quad lane t = (κ % 8) / 2 puts
+// there (matvec_fold.cuh: lane t reads 16 bytes of segment 2s + t/2 at byte 16(t & 1); word i, nibble h;
+// bytes 0, 2 in slots 2t, 2t+1 and bytes 1, 3 in 2t+8, 2t+9):
+//   element = 64(2s + t/2) + 32h + 16(t & 1) + 4i + κ/8 + 2(κ % 2).
+// One thread per (block, s, kk, batch column b, t): the 4 slots 2t, 2t+1, 2t+8, 2t+9 of column b.
+__global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                    const float* __restrict__ scale, uint32_t* __restrict__ xw) {
+  const int64_t nblk = cols / 256;
+  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (tid >= nblk * 4096) return;
+  const int t = (int)(tid & 3), b = (int)((tid >> 2) & 63), kk = (int)((tid >> 8) & 7), s = (int)((tid >> 11) & 1);
+  const int64_t blk = tid >> 12;
+  const int i = kk >> 1, h = kk & 1;
+  const int64_t e0 = 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+  float v[4] = {0.f, 0.f, 0.f, 0.f};  // slots 2t, 2t+1, 2t+8, 2t+9: elements e0 + 0, 2, 1, 3
+  if (b < batch) {
+    const float4 f = *reinterpret_cast<const float4*>(x + (int64_t)b * cols + e0);
+    const float sc = scale[b];
+    v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
+  }
+  uint32_t hi0, lo0, hi1, lo1;
+  gemm::split2(v[0], v[1], hi0, lo0);
+  gemm::split2(v[2], v[3], hi1, lo1);
+  uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;  // 4096 bytes per k-step
+  const int in = (b % 8) * 4 + t;                          // word inside a core matrix: row b % 8, slots 2t, 2t+1
+  base[(b / 8) * 64 + in] = hi0;
+  base[(b / 8) * 64 + 32 + in] = hi1;
+  base[(8 + b / 8) * 64 + in] = lo0;
+  base[(8 + b / 8) * 64 + 32 + in] = lo1;
+}
+
+// ---- the kernel -------------------------------------------------------------------------------------
+struct Args {
+  const uint8_t* w;
+  int64_t rows, cols, row_bytes;
+  float* y;
+  int batch, splits;
+  bool accumulate;
+  const uint32_t* xw;
+  const uint4* xm;  // fold::split_kernel's block sums (mins), n-tiles of 8 columns x 8
+  const float* inv;
+  float* part;
+  unsigned* count;
+  uint32_t lbo, sbo;  // descriptor strides (128 and 256; swappable for the bench's layout check)
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint64_t desc_for(const void* p, uint32_t lbo, uint32_t sbo) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void wgmma_128(float (&c)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void keep(float (&c)[N]) {  // the accumulators stay in registers across wgmma
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(c[i])::"memory");
+}
+#endif
+
+template <int kWG>
+__global__ void __launch_bounds__(128 * kWG, 1) wgmma_kernel(const Args a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kRows = rows_for<kWG>(), kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int u = 2 * (t >> 1);
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int64_t row0 = (int64_t)tile * kRows;
+  const int64_t nblk = a.cols / 256;
+  const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
+  const int n_my = (int)(bk1 - bk0);
+  // stage layout: [x: kXBlock bytes][weights: kRows x kPitch]
+  auto issue = [&](int i) {
+    uint8_t* dst = smem + (i & 1) * kStage;
+    const uint8_t* xs = reinterpret_cast<const uint8_t*>(a.xw) + (bk0 + i) * kXBlock;
+    for (int idx = threadIdx.x; idx < kXBlock / 16; idx += kThreads) gemm::cp_async16(dst + 16 * idx, xs + 16 * idx);
+    uint8_t* wd = dst + kXBlock;
+    for (int idx = threadIdx.x; idx < kRows * 9; idx += kThreads) {
+      const int r = idx / 9, c = idx % 9;
+      const int64_t row = row0 + r < a.rows ? row0 + r : a.rows - 1;
+      gemm::cp_async16(wd + r * kPitch + 16 * c, a.w + row * a.row_bytes + (bk0 + i) * kBlockBytes + 16 * c);
+    }
+  };
+  if (n_my > 0) issue(0);
+  gemm::cp_commit();
+
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
+  // Local rows of this thread: rbase (+8): warpgroup warp / 4 owns rows 64·(warp / 4) .. +63, its warp
+  // warp % 4 rows 16·(warp % 4) .. +15 (wgmma's A and D fragment layout per warp = mma.sync's m16 layout).
+  const int rbase = 16 * warp + g;
+
+#pragma unroll 1
+  for (int i = 0; i < n_my; i++) {
+    gemm::cp_wait<0>();
+    fence_async_smem();  // this thread's cp.async writes -> visible to the async proxy (wgmma)
+    __syncthreads();     // block i landed for everyone; everyone is done with block i − 1 (its wgmmas waited)
+    if (i + 1 < n_my) issue(i + 1);
+    gemm::cp_commit();
+    const uint8_t* xslot = smem + (i & 1) * kStage;
+    const uint8_t* wslot = xslot + kXBlock;
+    const int64_t blk = bk0 + i;
+    float dd[2], dm[2];
+    uint32_t amin[4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kPitch);
+      const __half2 dh = gemm::u2h(hd.x);
+      dd[h] = __low2float(dh);
+      dm[h] = -16.f * __high2float(dh);
+      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
+      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
+    }
+#pragma unroll 1
+    for (int s = 0; s < 2; s++) {
+      uint32_t af[8][4];
+      {
+        uint4 q[2];
+        __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const uint8_t* rp = wslot + (rbase + 8 * h) * kPitch;
+          q[h] = *reinterpret_cast<const uint4*>(rp + 16 + 64 * s + 16 * t);
+          const uint4 hd = *reinterpret_cast<const uint4*>(rp);
+          const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
+          const __half2 sp = fold::byte_pair(scs, u);
+          mul_lo[h] = __low2half2(sp);
+          add_lo[h] = __hmul2(mul_lo[h], __float2half2_rn(-1024.f));
+          mul_hi[h] = __hmul2(__high2half2(sp), __float2half2_rn(0.0625f));
+          add_hi[h] = __hmul2(mul_hi[h], __float2half2_rn(-1024.f));
+        }
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+          const int wi = kk >> 1, hn = kk & 1;
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const uint32_t w = wi == 0 ? q[h].x : wi == 1 ? q[h].y : wi == 2 ? q[h].z : q[h].w;
+            const uint32_t mask = hn ? 0x00F000F0u : 0x000F000Fu;
+            const __half2 mu = hn ? mul_hi[h] : mul_lo[h], ad = hn ? add_hi[h] : add_lo[h];
+            af[kk][h] = gemm::h2u(__hfma2(gemm::u2h((w & mask) | 0x64006400u), mu, ad));
+            af[kk][2 + h] = gemm::h2u(__hfma2(gemm::u2h(((w >> 8) & mask) | 0x64006400u), mu, ad));
+          }
+        }
+      }
+      float c[64];
+#pragma unroll
+      for (int r = 0; r < 64; r++) c[r] = 0.f;
+      keep(c);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 8; kk++) wgmma_128(c, af[kk], desc_for(xslot + s * kXStep + kk * 4096, a.lbo, a.sbo));
+      wg_commit();
+      wg_wait0();
+      keep(c);
+      // columns n and 64 + n of the accumulators: the hi and lo sums of batch column n
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          acc[n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[n][r]);
+          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
+        }
+    }
+    // acc −= 16·dmin·(m · S/16), as in matvec_fold.cuh
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      const uint4 xv = __ldg(a.xm + (blk * 8 + n) * 32 + lane);
+      float cm[4] = {0.f, 0.f, 0.f, 0.f};
+      fold::mma_f16(cm, amin, xv.x, xv.y);
+      fold::mma_f16(cm, amin, xv.z, xv.w);
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+    }
+  }
+  gemm::cp_wait<0>();
+
+  // acc[n][r]: local row rbase + 8(r / 2), batch column 8n + 2t + r % 2.
+  if (a.splits == 1) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int64_t row = row0 + rbase + 8 * (r >> 1);
+        const int b = 8 * n + 2 * t + (r & 1);
+        if (row >= a.rows || b >= a.batch) continue;
+        float* yp = a.y + (int64_t)b * a.rows + row;
+        const float v = acc[n][r] * a.inv[b];
+        *yp = a.accumulate ? *yp + v : v;
+      }
+    return;
+  }
+  float* part = a.part + ((int64_t)tile * a.splits + split) * 64 * kRows;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
+  __threadfence();
+  __syncthreads();
+  __shared__ int is_last;
+  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
+  for (int idx = threadIdx.x; idx < a.batch * kRows; idx += kThreads) {
+    const int b = idx / kRows, rl = idx % kRows;
+    const int64_t row = row0 + rl;
+    if (row >= a.rows) continue;
+    float v = 0.f;
+    for (int sp = 0; sp < a.splits; sp++) v += __ldcg(p0 + ((int64_t)sp * 64 + b) * kRows + rl);
+    v *= a.inv[b];
+    float* yp = a.y + (int64_t)b * a.rows + row;
+    *yp = a.accumulate ? *yp + v : v;
+  }
+  if (threadIdx.x == 0) a.count[tile] = 0;  // ready for the next call (stream order)
+#endif
+}
+
+// ---- host side --------------------------------------------------------------------------------------
+// Splits of K over CTAs so the grid fills whole waves of one CTA per SM (2-3% cost per extra split: each
+// writes and re-reads a partial tile); chosen for 64 columns whatever the batch.
+inline int choose_splits(int64_t tiles, int64_t nblk, int rows_per_tile, int sms) {
+  int best = 1;
+  double best_eff = 0;
+  for (int s = 1; s <= 8; s++) {
+    if (s > 1 && (nblk / s < 2 || tiles * s * rows_per_tile > kPartRows)) break;
+    const int64_t ctas = tiles * s, waves = (ctas + sms - 1) / sms;
+    const double eff = (double)ctas / (double)(waves * sms) * (1.0 - 0.03 * (s - 1));
+    if (eff > best_eff + 1e-9) best_eff = eff, best = s;
+  }
+  return best;
+}
+
+// Smallest batch that takes the wgmma kernel: it always computes 64 columns (N = 128 with the lo terms), so
+// below this the fold kernel's narrower tiles are cheaper. Measured (H200, 9B shapes): at B = 32 the padded
+// wgmma kernel matches the fold kernel on the small products and beats it on ffn_gate_up and the output
+// matrix; at B = 8 the fold kernel is faster everywhere.
+constexpr int kMinBatch = 25;
+
+inline bool supports(int64_t rows, int64_t cols, int batch) {
+  return batch >= kMinBatch && batch <= 64 && cols % 256 == 0 && cols <= kMaxCols &&
+         (rows + 127) / 128 <= gemm::kMaxTiles && rows < ((int64_t)1 << 31);
+}
+
+// Warpgroups per CTA for a shape: 3 (192 rows, more warps to hide latency, less x traffic per row) when the
+// row tiles fill the GPU without splitting K; else 2 (more, smaller tiles: fewer K splits). With one CTA per
+// SM the pipeline drains at every CTA boundary and the split reduction runs on the last CTA of a tile, so K
+// splits cost more than their partial sums (H200, B = 64: ffn_gate_up 24576 x 4096 79 us with 3 (no split)
+// vs 126 with 2 (2 splits); ffn_down 4096 x 12288 64 us with 2 (4 splits) vs 77 with 3 (6 splits)).
+inline int choose_wg(int64_t rows, int64_t cols, int sms) {
+  const int64_t tiles3 = (rows + 191) / 192;
+  return choose_splits(tiles3, cols / 256, 192, sms) == 1 && tiles3 <= gemm::kMaxTiles ? 3 : 2;
+}
+
+template <int kWG>
+Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = 2 * stage_bytes<kWG>();
+  static const cudaError_t e =
+      cudaFuncSetAttribute(wgmma_kernel<kWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  wgmma_kernel<kWG><<<grid, 128 * kWG, kSmem, stream>>>(a);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma)", stream);
+  return {};
+}
+
+// Q4_K weights (16-byte aligned, checked by the caller); n_wg = 2 or 3 warpgroups (128 or 192 rows per CTA),
+// anything else: choose_wg. The choice depends on the shape only, so a column's bits do not depend on B.
+inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                     cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo = false) {
+  if (n_wg != 2 && n_wg != 3) n_wg = choose_wg(rows, cols, sm_count());
+  uint32_t* xw;
+  uint4 *xf, *xm;
+  float *inv, *scale, *part;
+  unsigned* count;
+  CUDA_TRY(cudaGetSymbolAddress((void**)&xw, g_xw));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&xf, fold::g_xf));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&xm, fold::g_xm));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&inv, gemm::g_inv));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
+  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma scale)", stream);
+  const int64_t nblk = cols / 256;
+  split_kernel<<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma split)", stream);
+  // the block sums for the mins (fold::split_kernel without its fragments)
+  const int64_t n_min = nblk * 8 * 32;
+  fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
+  const int rows_per_tile = 64 * n_wg;
+  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());
+  const Args a{static_cast<const uint8_t*>(w), rows, cols, cols / 256 * kBlockBytes, y, batch, splits, accumulate,
+               xw, xm, inv, part, count, swap_lbo_sbo ? 256u : 128u, swap_lbo_sbo ? 128u : 256u};
+  const dim3 grid((unsigned)tiles, (unsigned)splits);
+  return n_wg == 3 ? launch_wg<3>(a, grid, stream) : launch_wg<2>(a, grid, stream);
+}
+
+}  // namespace wg
+}  // namespace ds::cuda
