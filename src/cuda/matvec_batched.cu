@@ -149,6 +149,12 @@ void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 
 int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
 void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 3 ? n_wg : 0; }
 int matvec_batched_wgmma_q6k() { return wg_available() ? wg_q6k_setting() : 0; }
+int matvec_batched_wgmma_min_batch(GgmlType type) {
+  if (path_setting() != MatvecBatchedPath::Gemm) return 65;
+  if (type == GgmlType::Q4_K) return matvec_batched_fold() && matvec_batched_wgmma() ? wg::kMinBatch : 65;
+  if (type == GgmlType::Q6_K) return matvec_batched_fold() && matvec_batched_wgmma_q6k() ? wg6::min_batch() : 65;
+  return 65;
+}
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 4 ? v : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

@@ -6,6 +6,8 @@
 // matvec_gemm.cuh), DS_MVB_FOLD_MODE=0|1|2 picks the mode of the 3-term setting. Used by tests and benches.
 #pragma once
 
+#include "core/ggml_type.h"
+
 namespace ds::cuda {
 
 bool matvec_batched_fold();
@@ -23,5 +25,8 @@ void set_matvec_batched_wgmma(int n_wg);
 // 0 off (matvec_gemm.cuh).
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
+// The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
+// 41 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
+int matvec_batched_wgmma_min_batch(GgmlType type);
 
 }  // namespace ds::cuda

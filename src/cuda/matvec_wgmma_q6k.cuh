@@ -24,6 +24,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "cuda/matvec_wgmma.cuh"
 
 namespace ds::cuda {
@@ -247,8 +249,25 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
 }
 
 // ---- host side --------------------------------------------------------------------------------------
-// Same batch range and shape limits as the Q4_K wgmma kernel (wg::supports).
-inline bool supports(int64_t rows, int64_t cols, int batch) { return wg::supports(rows, cols, batch); }
+// Smallest batch that takes this kernel (it always computes 64 columns, with twice the Q4_K kernel's tensor
+// work per column). Measured on the H200 (bench/cuda/NOTES.md "2026-12-03 batched7"), 9B shapes, us, fp16 gemm
+// kernel (matvec_gemm.cuh, 8-column n-tiles) at B = 32 / 64 vs this kernel: ffn_down [4096 x 12288] 71 / 130
+// vs 79-90, attn_qkv [8192 x 4096] 49 / 91 vs 57-68, ssm_out [4096 x 4096] 36 / 68 vs 36-45; the 9B step at
+// B = 32 was 0.19 ms slower with it. Linear in the n-tiles, the gemm kernel costs about as much at 33..40
+// (5 n-tiles) and more from 41 (6): the default threshold. DS_MVB_WG_Q6K_MIN = 25..64 overrides it.
+constexpr int kMinBatchDefault = 41;
+inline int min_batch() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_MVB_WG_Q6K_MIN");
+    const int m = e ? std::atoi(e) : 0;
+    return m >= wg::kMinBatch && m <= 64 ? m : kMinBatchDefault;
+  }();
+  return v;
+}
+// The Q4_K wgmma kernel's shape limits (wg::supports), from min_batch().
+inline bool supports(int64_t rows, int64_t cols, int batch) {
+  return batch >= min_batch() && wg::supports(rows, cols, batch);
+}
 
 template <int kWG, bool kPipe>
 Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
@@ -262,8 +281,9 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
   return {};
 }
 
-// Whether the automatic choice (variant 1) runs 2-warpgroup CTAs pipelined (variant 4).
-constexpr bool kAutoPipe = false;
+// Whether the automatic choice (variant 1) runs 2-warpgroup CTAs pipelined (variant 4): measured (H200, B = 64,
+// us, 2 plain / 2 pipelined) ffn_down 89.8 / 87.3, attn_qkv 68.3 / 66.5, ssm_out 45.4 / 44.2.
+constexpr bool kAutoPipe = true;
 
 // Q6_K weights (16-byte aligned, checked by the caller). variant: 2 or 3 warpgroups per CTA, 4 = 2 pipelined
 // (the next round's A fragments built while the current round's wgmmas run; 3 warpgroups have no registers

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -182,7 +183,7 @@ TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
     for (GgmlType t : types_for(cfg)) {
       double type_worst = 0, type_rms = 0;
       for (const Case& c : cases_for(t))
-        for (int batch : {2, 7, 8, 25, 33, 64}) {
+        for (int batch : {2, 7, 8, 25, 33, 41, 64}) {
           std::string where;
           double rms = 0;
           const double e = run_case(t, c, batch, false, seed += 3, where, &rms);
@@ -229,7 +230,7 @@ TEST(CudaMatvecBatched, RowScalesAndOutliers) {
     PathScope scope(cfg);
     uint64_t seed = 7000;
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
-      for (int batch : {4, 40}) {  // 40: the wgmma kernels (their 64 columns hold the 4 shaped rows)
+      for (int batch : {4, 48}) {  // 48: the wgmma kernels (their 64 columns hold the 4 shaped rows)
         std::string where;
         const double e = run_case(t, Case{300, 4096, "row scales"}, batch, false, seed += 3, where, nullptr, shape);
         EXPECT_LE(e, tol()) << PathScope::name() << " " << ggml_type_name(t) << " B " << batch << ": worst " << where;
@@ -255,7 +256,7 @@ TEST(CudaMatvecBatched, Q6KExtremeScalesAndCodes) {
     PathScope scope(cfg);
     uint64_t seed = 8000;
     double worst = 0;
-    for (int batch : {7, 25, 64})
+    for (int batch : {7, 25, 41, 64})
       for (const Case& c : {Case{333, 4096, "333 rows"}, Case{200, 12288, "K split"}}) {
         std::string where;
         const double e = run_case(GgmlType::Q6_K, c, batch, false, seed += 3, where, nullptr, nullptr, shape);
@@ -314,10 +315,12 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 
 // A batch column's result does not depend on the other columns or on B's n-tile count (the same row of x
 // alone in a batch of 2 and among 64 gives the same bits): greedy decoding is the same in any batch. With
-// the wgmma kernel on, Q4_K at B >= 25 runs a different kernel (its own bits, identical for every B in 25..64)
-// whose results agree with the fold kernel's to the products' accuracy.
+// a wgmma kernel on, Q4_K at B >= 25 and Q6_K at B >= 41 (matvec_batched_wgmma_min_batch) run a different
+// kernel (its own bits, identical for every B from the threshold to 64) whose results agree with the fold /
+// gemm kernel's to the products' accuracy.
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
+  const int kBatches[] = {2, 9, 25, 33, 40, 41, 64};
   for (const Config& cfg : kConfigs) {
     PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
@@ -329,26 +332,27 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       auto dy = cuda::DeviceBuffer::alloc(64 * rows * 4);
       ASSERT_TRUE(dy.ok());
       std::vector<std::vector<float>> col0;
-      for (int batch : {2, 9, 25, 33, 64}) {
+      for (int batch : kBatches) {
         ASSERT_TRUE(cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), batch, nullptr).ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const auto y = test::to_host<float>(*dy, rows);  // batch column 0
-        col0.push_back(y);
+        col0.push_back(test::to_host<float>(*dy, rows));  // batch column 0
       }
       const std::string what = PathScope::name() + " " + std::string(ggml_type_name(t));
-      EXPECT_EQ(col0[0], col0[1]) << what << " B 2 vs 9";
-      EXPECT_EQ(col0[2], col0[4]) << what << " B 25 vs 64";
-      EXPECT_EQ(col0[3], col0[4]) << what << " B 33 vs 64";
-      const bool other_kernel =
-          cuda::matvec_batched_fold() && ((t == GgmlType::Q4_K && cuda::matvec_batched_wgmma() != 0) ||
-                                          (t == GgmlType::Q6_K && cuda::matvec_batched_wgmma_q6k() != 0));
-      if (!other_kernel) {
-        EXPECT_EQ(col0[0], col0[4]) << what << " B 2 vs 64";
-      } else {
-        float scale = 0;
-        for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
-        for (int64_t r = 0; r < rows; r++)
-          ASSERT_NEAR(col0[0][r], col0[4][r], 1e-5f * scale) << what << " B 2 (fold / gemm) vs 64 (wgmma), row " << r;
+      const int min_wg = cuda::matvec_batched_wgmma_min_batch(t);
+      if (t == GgmlType::Q8_0) EXPECT_EQ(min_wg, 65) << what;
+      float scale = 0;
+      for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
+      const size_t last = std::size(kBatches) - 1;
+      for (size_t i = 0; i < last; i++) {
+        const int b = kBatches[i];
+        const std::string pair = what + " B " + std::to_string(b) + " vs 64";
+        if ((b >= min_wg) == (64 >= min_wg)) {
+          EXPECT_EQ(col0[i], col0[last]) << pair;
+        } else {  // B below the wgmma kernel's threshold: the same bits as B = 2, near the wgmma kernel's
+          EXPECT_EQ(col0[i], col0[0]) << what << " B " << b << " vs 2";
+          for (int64_t r = 0; r < rows; r++)
+            ASSERT_NEAR(col0[i][r], col0[last][r], 1e-5f * scale) << pair << " (fold / gemm vs wgmma), row " << r;
+        }
       }
     }
   }
