@@ -18,6 +18,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "cuda/matvec_fold.cuh"
 
 namespace ds::cuda {
@@ -76,6 +78,47 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   base[(8 + b / 8) * 64 + in] = lo0;
   base[(8 + b / 8) * 64 + 32 + in] = lo1;
 }
+
+// ---- all of x's preparation in one launch -------------------------------------------------------------
+// One CTA per batch column b < 64 (columns >= batch get zeros, as in split_kernel): the column's scale
+// (gemm::col_scale_kernel's formula: max|x| is exact in any order), its entries of xw (split_kernel<kQ6>'s
+// arithmetic) and, kSums, its block sums for the Q4_K mins (fold::split_kernel<false> with nt = 8, the same
+// summation order), so the bits are those of the three separate launches it replaces (DS_MVB_PREP=0: those).
+template <bool kQ6, bool kSums>
+__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                   float* __restrict__ scale, float* __restrict__ inv,
+                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
+  const int b = blockIdx.x;
+  const int64_t nblk = cols / 256;
+  const float* xb = x + (int64_t)b * cols;
+  const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
+  // xw: items (blk, s, kk, t) of column b
+  const int in = (b % 8) * 4;
+  for (int64_t it = threadIdx.x; it < nblk * 64; it += 256) {
+    const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+    const int64_t blk = it >> 6;
+    const int i = kk >> 1, h = kk & 1;
+    const int64_t e0 = kQ6 ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                           : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (b < batch) {
+      const float4 f = *reinterpret_cast<const float4*>(xb + e0);
+      v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    gemm::split2(v[0], v[1], hi0, lo0);
+    gemm::split2(v[2], v[3], hi1, lo1);
+    uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
+    base[(b / 8) * 64 + in + t] = hi0;
+    base[(b / 8) * 64 + 32 + in + t] = hi1;
+    base[(8 + b / 8) * 64 + in + t] = lo0;
+    base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
+  }
+  if constexpr (kSums)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
+    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
+      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+}
+using gemm::prep_fused;
 
 // ---- the kernel -------------------------------------------------------------------------------------
 struct Args {
@@ -348,15 +391,20 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
-  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma scale)", stream);
   const int64_t nblk = cols / 256;
-  split_kernel<false><<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma split)", stream);
-  // the block sums for the mins (fold::split_kernel without its fragments)
-  const int64_t n_min = nblk * 8 * 32;
-  fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
+  if (prep_fused()) {
+    prep_kernel<false, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
+  } else {
+    gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma scale)", stream);
+    split_kernel<false><<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma split)", stream);
+    // the block sums for the mins (fold::split_kernel without its fragments)
+    const int64_t n_min = nblk * 8 * 32;
+    fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
+  }
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());

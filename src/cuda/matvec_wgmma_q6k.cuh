@@ -303,11 +303,16 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
-  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K scale)", stream);
   const int64_t nblk = cols / 256;
-  wg::split_kernel<true><<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K split)", stream);
+  if (wg::prep_fused()) {
+    wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K prep)", stream);
+  } else {
+    gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K scale)", stream);
+    wg::split_kernel<true><<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K split)", stream);
+  }
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = wg::choose_splits(tiles, nblk, rows_per_tile, sm_count());
