@@ -1,10 +1,9 @@
 #!/bin/bash
 # Record of the batched7 helper's device call 2 (2026-12-03). Lives in devwork-b7/ (ignored, in the session checkout)
 # with b.tar.xz = tools/gpu_bundle.sh output (deltaserve, test_cuda, test_cuda_model, libs without cuBLAS/cudart, fixtures;
-# stripped) and mvb_bench.xz (bench/cuda/matvec_batched_bench_standalone.cu, nvcc -arch=sm_90a -DDS_HAVE_SM90A=1, stripped);
-# carried and run as OUT=$OUT bash devwork-b7/go2.sh.
-# batched7 call 2: new defaults (wgmma Q6_K from B = 41, auto 2-warpgroup CTAs pipelined, x prepared in one launch for
-# the wgmma kernels; DS_MVB_PREP=0 the three launches as before): batched tests without the
+# stripped); carried and run as OUT=$OUT bash devwork-b7/go2.sh.
+# batched7 call 2: new defaults (wgmma Q6_K from B = 41, auto 2-warpgroup CTAs pipelined, x prepared in one launch per
+# product for the fold / wgmma / fp16 gemm kernels; DS_MVB_PREP=0 the 2-3 launches as before): batched tests without the
 # long float64 sweep, the threshold measured in the 9B model (33 / 40 both ways, 41 / 48 with and without), model tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -26,9 +25,10 @@ step "breakdown 64" 12 "$OUT/cb.log" $C --batch 64 --breakdown --top 4
 for b in 8 32 33 40 41 48; do step "batch $b" 10 "$OUT/cb.log" $C --batch $b; done
 for b in 33 40; do DS_MVB_WG_Q6K_MIN=25 step "min25 batch $b" 10 "$OUT/cb.log" $C --batch $b; done
 for b in 41 48 64; do DS_MVB_WG_Q6K=0 step "old batch $b" 10 "$OUT/cb.log" $C --batch $b; done
-for b in 32 64; do DS_MVB_PREP=0 step "prep3 batch $b" 10 "$OUT/cb.log" $C --batch $b; done
+for b in 8 32 64; do DS_MVB_PREP=0 step "prep3 batch $b" 10 "$OUT/cb.log" $C --batch $b; done
 step "batch 64 again" 10 "$OUT/cb.log" $C --batch 64
 grep -E "^decode" "$OUT/cb.log" | tee -a "$OUT/steps.log"
-step "test_cuda_model" $(( 118 - $(el) )) "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
-grep -E "FAILED|PASSED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
+L=$(( 108 - $(el) )); [ $L -lt 5 ] && L=5
+step "test_cuda_model" $L "$OUT/tests.log" "$B/test_cuda_model"
+grep -E "FAILED|PASSED|tests ran|^\[       OK|^\[  FAILED" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 say done

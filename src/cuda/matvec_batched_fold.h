@@ -20,13 +20,13 @@ void set_matvec_batched_fold_mode(int mode);
 // forced, 0 off. The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
-// Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
+// Q6_K at 33 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
 // fp16 x terms only, i.e. fold on): 1 on (default), 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined,
 // 0 off (matvec_gemm.cuh).
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
-// 41 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
+// 33 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);
 
 }  // namespace ds::cuda

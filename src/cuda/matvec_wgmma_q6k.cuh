@@ -1,4 +1,4 @@
-// Batched matvec Y[B, rows] = X[B, cols] · Wᵀ for Q6_K weights, 25 <= B <= 64, with Hopper's warpgroup MMA
+// Batched matvec Y[B, rows] = X[B, cols] · Wᵀ for Q6_K weights, 33 <= B <= 64 (min_batch()), with Hopper's warpgroup MMA
 // (wgmma, sm_90a only, like matvec_wgmma.cuh whose x layout, descriptors and reduction it shares).
 // Include from matvec_batched.cu only, after matvec_wgmma.cuh.
 //
@@ -252,10 +252,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
 // Smallest batch that takes this kernel (it always computes 64 columns, with twice the Q4_K kernel's tensor
 // work per column). Measured on the H200 (bench/cuda/NOTES.md "2026-12-03 batched7"), 9B shapes, us, fp16 gemm
 // kernel (matvec_gemm.cuh, 8-column n-tiles) at B = 32 / 64 vs this kernel: ffn_down [4096 x 12288] 71 / 130
-// vs 79-90, attn_qkv [8192 x 4096] 49 / 91 vs 57-68, ssm_out [4096 x 4096] 36 / 68 vs 36-45; the 9B step at
-// B = 32 was 0.19 ms slower with it. Linear in the n-tiles, the gemm kernel costs about as much at 33..40
-// (5 n-tiles) and more from 41 (6): the default threshold. DS_MVB_WG_Q6K_MIN = 25..64 overrides it.
-constexpr int kMinBatchDefault = 41;
+// vs 79-90, attn_qkv [8192 x 4096] 49 / 91 vs 57-68, ssm_out [4096 x 4096] 36 / 68 vs 36-45; the 9B step
+// (cuda-bench, x prepared in one launch, 2 warpgroups pipelined): B = 33 11.198 ms with it vs 11.309 without,
+// B = 40 11.934 vs 12.140; at B = 32 (call 1, before those two changes) 11.521 with vs 11.328 without.
+// So from 33 (B > 32). DS_MVB_WG_Q6K_MIN = 25..64 overrides it.
+constexpr int kMinBatchDefault = 33;
 inline int min_batch() {
   static const int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K_MIN");
