@@ -1,12 +1,12 @@
 // Standalone checker + benchmark for cuda::matvec_batched (no gtest/json/cli deps, so it builds with
 // nvcc alone on the GPU machine). Build (repo root):
-//   nvcc -O3 -std=c++20 -arch=sm_90 --expt-relaxed-constexpr -DFMT_USE_CONSTEXPR=1 -DFMT_CONSTEVAL= -I src \
+//   nvcc -O3 -std=c++20 -arch=sm_90a -DDS_HAVE_SM90A=1 --expt-relaxed-constexpr -DFMT_USE_CONSTEXPR=1 -DFMT_CONSTEVAL= -I src \
 //     bench/cuda/matvec_batched_bench_standalone.cu src/cuda/matvec_batched.cu src/cuda/matvec.cu \
 //     src/cuda/cuda_util.cpp src/core/ggml_type.cpp src/quant/*.cpp -Xcompiler -mavx2,-mfma,-mf16c,-fopenmp \
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
-// Usage: mvb_bench [check | checkfold | checkwg | time | timeq [type]]   (no argument: check, then time)
+// Usage: mvb_bench [check | checkfold | checkwg | checkwg6 | time | timeq [type]]   (no argument: check, then time)
 // Part 1 runs for the current path/terms (DS_MVB_PATH = gemm | mma, DS_MVB_TERMS = 2 | 3).
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s, for the
 //   GEMM kernel with 3 and 2 terms and the per-warp mma kernel (3 terms); `time` adds the FMA tile kernel.
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -135,16 +136,17 @@ static double check_case(GgmlType t, int64_t rows, int64_t cols, int B, bool acc
   return worst;
 }
 
-static void run_checks(bool q4k_only = false) {
+static void run_checks(GgmlType only = GgmlType::F32) {  // F32: every type
   printf("checks: path %s, %d terms, fold mode %d, wgmma %d\n",
          cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma", cuda::matvec_batched_terms(),
          cuda::matvec_batched_fold_mode(), cuda::matvec_batched_wgmma());
+  printf("        wgmma Q6_K %d\n", cuda::matvec_batched_wgmma_q6k());
   struct S { int64_t rows, cols; };
   const S shapes[] = {{77, 256}, {1027, 512}, {333, 1280}, {21, 17408}, {515, 4096}, {300, 12288}};
   const int Bs[] = {2, 7, 8, 33, 64};
   uint64_t seed = 1;
   for (GgmlType t : kTypes) {
-    if (q4k_only && t != GgmlType::Q4_K) continue;
+    if (only != GgmlType::F32 && t != only) continue;
     double worst = 0, worst_rms = 0;
     for (const S& s : shapes)
       for (int B : Bs)
@@ -188,18 +190,21 @@ static void run_timing(bool with_fma) {
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 10; path++) {
-          if (path >= 7 && (t != GgmlType::Q4_K || B < 25)) continue;  // wgmma: Q4_K at 25 <= B <= 64
+        for (int path = 0; path < 14; path++) {
+          if (path >= 7 && path < 10 && (t != GgmlType::Q4_K || B < 25)) continue;  // wgmma: Q4_K at 25 <= B <= 64
+          if (path >= 10 && (t != GgmlType::Q6_K || B < 25)) continue;  // wgmma Q6_K, likewise
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
           if (path >= 4 && path < 6 && t != GgmlType::Q4_K) continue;  // fold2: Q6_K / Q8_0 with fp16 x
           if (path == 2 && !with_fma && s.rows == 248320) continue;
-          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2", "wgauto", "wg2", "wg3"};
+          static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2", "wgauto", "wg2", "wg3",
+                                         "wg6a", "wg6_2", "wg6_3", "wg6p"};
           if (path != 3) {
             cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
             cuda::set_matvec_batched_fold_mode(path >= 7 ? 2 : path >= 4 ? path - 4 : -1);
-            cuda::set_matvec_batched_wgmma(path >= 7 ? path - 6 : 0);  // wgauto 1, wg2 2, wg3 3
+            cuda::set_matvec_batched_wgmma(path >= 7 && path < 10 ? path - 6 : 0);  // wgauto 1, wg2 2, wg3 3
+            cuda::set_matvec_batched_wgmma_q6k(path >= 10 ? path - 9 : 0);       // wg6a 1, wg6_2 2, wg6_3 3, wg6p 4
           }
           auto call = [&] {
             if (path != 3) return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false);
@@ -241,6 +246,7 @@ static void on_segv(int) {
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IONBF, 0);
+  setenv("DS_MVB_WG_Q6K_MIN", "25", 0);  // the wgmma Q6_K paths at every B >= 25 (the library's default: 33)
   signal(SIGSEGV, on_segv);
   // no argument: check + time (with the FMA kernel); "check"; "time"; "timeq" (tensor-core path only).
   const char* mode = argc < 2 ? "all" : argv[1];
@@ -249,13 +255,19 @@ int main(int argc, char** argv) {
   if (!std::strcmp(mode, "checkfold"))  // Q4_K: the 3-term GEMM kernel, then the fold kernel's modes
     for (int m = -1; m <= 2; m++) {
       cuda::set_matvec_batched_fold_mode(m);
-      run_checks(true);
+      run_checks(GgmlType::Q4_K);
     }
   if (!std::strcmp(mode, "checkwg"))  // Q4_K: the wgmma kernel with 2 and 3 warpgroups (B 33 and 64 cases)
     for (int n_wg : {2, 3}) {
       cuda::set_matvec_batched_fold_mode(2);
       cuda::set_matvec_batched_wgmma(n_wg);
-      run_checks(true);
+      run_checks(GgmlType::Q4_K);
+    }
+  if (!std::strcmp(mode, "checkwg6"))  // Q6_K: the gemm kernel (fp16 x), then the wgmma Q6_K kernel: 2, 3, 2 pipelined
+    for (int n_wg : {0, 2, 3, 4}) {
+      cuda::set_matvec_batched_fold_mode(2);
+      cuda::set_matvec_batched_wgmma_q6k(n_wg);
+      run_checks(GgmlType::Q6_K);
     }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
   if (!std::strcmp(mode, "timeq")) run_timing(false);

@@ -1,7 +1,8 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
 // Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
 // two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for), at 25 <= B <= 64 on sm_90a builds
-// and compute capability 9.0 to its wgmma form (matvec_wgmma.cuh: same operands, Hopper warpgroup MMA); Q6_K and Q8_0 weights (and Q4_K
+// and compute capability 9.0 to its wgmma form (matvec_wgmma.cuh: same operands, Hopper warpgroup MMA);
+// Q6_K with fp16 x terms at 33 <= B <= 64 likewise to matvec_wgmma_q6k.cuh; Q6_K and Q8_0 weights (and Q4_K
 // with DS_MVB_FOLD=0) go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
 // staged once per CTA, x split once per call into 2 fp16 terms of the column-scaled x, or with DS_MVB_FOLD=0
 // into 3 (DS_MVB_TERMS=2: 2) bf16 terms); other block-quantized, BF16 and F16 weights
@@ -19,6 +20,7 @@
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_mma.cuh"
 #include "cuda/matvec_wgmma.cuh"
+#include "cuda/matvec_wgmma_q6k.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -76,6 +78,17 @@ int& wg_setting() {
   }();
   return v;
 }
+// wgmma kernel for Q6_K at 33 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
+// (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined.
+// DS_MVB_WG_Q6K = 0 | 1 | 2 | 3 | 4.
+constexpr int kWgQ6kDefault = 1;
+int& wg_q6k_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_WG_Q6K");
+    return e && e[0] >= '0' && e[0] <= '4' && !e[1] ? e[0] - '0' : kWgQ6kDefault;
+  }();
+  return v;
+}
 bool wg_swap() {
   static const bool v = [] {
     const char* e = std::getenv("DS_MVB_WG_SWAP");
@@ -108,6 +121,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch))
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting(), wg_swap());
+    if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
+      if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))
+        return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting());
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && fold::supports(rows, cols, batch))  // 2 terms: the fold kernel's fastest mode
         return fold::launch(w, rows, cols, x, y, batch, stream, accumulate, terms_setting() == 2 ? 0 : fold_setting() - 1);
@@ -132,6 +148,14 @@ void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 
 
 int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
 void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 3 ? n_wg : 0; }
+int matvec_batched_wgmma_q6k() { return wg_available() ? wg_q6k_setting() : 0; }
+int matvec_batched_wgmma_min_batch(GgmlType type) {
+  if (path_setting() != MatvecBatchedPath::Gemm) return 65;
+  if (type == GgmlType::Q4_K) return matvec_batched_fold() && matvec_batched_wgmma() ? wg::kMinBatch : 65;
+  if (type == GgmlType::Q6_K) return matvec_batched_fold() && matvec_batched_wgmma_q6k() ? wg6::min_batch() : 65;
+  return 65;
+}
+void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 4 ? v : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

@@ -6,6 +6,8 @@
 // matvec_gemm.cuh), DS_MVB_FOLD_MODE=0|1|2 picks the mode of the 3-term setting. Used by tests and benches.
 #pragma once
 
+#include "core/ggml_type.h"
+
 namespace ds::cuda {
 
 bool matvec_batched_fold();
@@ -18,5 +20,13 @@ void set_matvec_batched_fold_mode(int mode);
 // forced, 0 off. The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
+// Q6_K at 33 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
+// fp16 x terms only, i.e. fold on): 1 on (default), 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined,
+// 0 off (matvec_gemm.cuh).
+int matvec_batched_wgmma_q6k();
+void set_matvec_batched_wgmma_q6k(int variant);
+// The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
+// 33 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
+int matvec_batched_wgmma_min_batch(GgmlType type);
 
 }  // namespace ds::cuda

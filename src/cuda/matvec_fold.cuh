@@ -68,20 +68,15 @@ using gemm::u2h;
 // ---- 1. per-column scale: gemm::col_scale_kernel (s = 2^(14 - E) with max|x| < 2^E) ---------------------
 
 // ---- 2. split x into the B-fragment order -----------------------------------------------------------
-// One thread per (n-tile, block, lane (g, t)): batch column 8n + g, the lane's 64 elements of the block.
-// kFrags = false: only the block sums xm (matvec_wgmma.cuh stages x in its own layout).
-template <bool kFrags = true>
-__global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
-                                                    const float* __restrict__ scale, uint4* __restrict__ xf,
-                                                    uint4* __restrict__ xm) {
-  const int64_t nblk = cols / 256;
-  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (tid >= nblk * nt * 32) return;
-  const int lane = (int)(tid & 31), g = lane >> 2, t = lane & 3;
-  const int64_t blk = (tid >> 5) % nblk;
-  const int n = (int)((tid >> 5) / nblk);
+// One item per (n-tile, block, lane (g, t)): batch column b = 8n + g (scale sc; 0 for columns >= batch), the
+// lane's 64 elements of the block. kFrags = false: only the block sums xm (matvec_wgmma.cuh stages x in its
+// own layout).
+template <bool kFrags>
+__device__ __forceinline__ void split_item(const float* __restrict__ x, int64_t cols, int batch, int nt, float sc,
+                                           int n, int64_t blk, int lane, uint4* __restrict__ xf,
+                                           uint4* __restrict__ xm) {
+  const int g = lane >> 2, t = lane & 3;
   const int b = 8 * n + g;
-  const float sc = b < batch ? scale[b] : 0.f;
   float S[2][2];
 #pragma unroll
   for (int s = 0; s < 2; s++)
@@ -111,6 +106,31 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   split2(S[0][0] * 0.0625f, S[0][1] * 0.0625f, o.x, o.z);
   split2(S[1][0] * 0.0625f, S[1][1] * 0.0625f, o.y, o.w);
   xm[(blk * nt + n) * 32 + lane] = o;
+}
+// One thread per item.
+template <bool kFrags = true>
+__global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
+                                                    const float* __restrict__ scale, uint4* __restrict__ xf,
+                                                    uint4* __restrict__ xm) {
+  const int64_t nblk = cols / 256;
+  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (tid >= nblk * nt * 32) return;
+  const int lane = (int)(tid & 31);
+  const int64_t blk = (tid >> 5) % nblk;
+  const int n = (int)((tid >> 5) / nblk);
+  const int b = 8 * n + (lane >> 2);
+  split_item<kFrags>(x, cols, batch, nt, b < batch ? scale[b] : 0.f, n, blk, lane, xf, xm);
+}
+// The column scale and the split in one launch: one CTA per batch column b < 8·nt (the same bits as
+// gemm::col_scale_kernel + split_kernel; DS_MVB_PREP=0 keeps those two launches).
+__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
+                                                   float* __restrict__ scale, float* __restrict__ inv,
+                                                   uint4* __restrict__ xf, uint4* __restrict__ xm) {
+  const int b = blockIdx.x;
+  const int64_t nblk = cols / 256;
+  const float sc = b < batch ? gemm::col_scale_block(x + (int64_t)b * cols, cols, b, scale, inv) : 0.f;
+  for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
+    split_item<true>(x, cols, batch, nt, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), xf, xm);
 }
 
 // ---- 3. the GEMM kernel -----------------------------------------------------------------------------
@@ -390,11 +410,16 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
-  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
-  CUDA_TRY_LAUNCH("matvec_batched (fold scale)", stream);
-  const int64_t n_split = cols / 256 * nt * 32;
-  split_kernel<true><<<(unsigned)((n_split + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, scale, xf, xm);
-  CUDA_TRY_LAUNCH("matvec_batched (fold split)", stream);
+  if (gemm::prep_fused()) {
+    prep_kernel<<<8 * nt, 256, 0, stream>>>(x, cols, batch, nt, scale, inv, xf, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (fold prep)", stream);
+  } else {
+    gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+    CUDA_TRY_LAUNCH("matvec_batched (fold scale)", stream);
+    const int64_t n_split = cols / 256 * nt * 32;
+    split_kernel<true><<<(unsigned)((n_split + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, scale, xf, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (fold split)", stream);
+  }
   const int64_t tiles = (rows + kRows - 1) / kRows;
   // The split count is chosen for 64 columns whatever the batch, so a column's result does not depend on B.
   const int splits = gemm::choose_splits(tiles, cols / 256, 64, sm_count());

@@ -83,6 +83,39 @@ __global__ void __launch_bounds__(256) col_scale_kernel(const float* __restrict_
     inv[b] = ldexpf(1.f, e - 14);
   }
 }
+// The same for batch column b inside a 256-thread block (one CTA per column): every thread gets s; thread 0
+// writes scale[b] and inv[b]. Call from all threads of the block.
+__device__ __forceinline__ float col_scale_block(const float* __restrict__ xb, int64_t cols, int b, float* scale,
+                                                 float* inv) {
+  __shared__ float red[8];
+  __shared__ float sc_sh;
+  float m = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(xb[i]));
+#pragma unroll
+  for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]);
+    int e = 0;
+    if (m > 0.f && m <= 3.0e38f) frexpf(m, &e);  // m < 2^e
+    e = max(-100, min(e, 120));
+    sc_sh = ldexpf(1.f, 14 - e);
+    scale[b] = sc_sh;
+    inv[b] = ldexpf(1.f, e - 14);
+  }
+  __syncthreads();
+  return sc_sh;
+}
+// Whether the per-call preparation of x runs as one launch (the column scale fused into the split: fold and
+// wgmma kernels, the fp16 gemm decoders), the default, or as the separate launches (DS_MVB_PREP=0).
+inline bool prep_fused() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_MVB_PREP");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
 __device__ __forceinline__ uint32_t h2u(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 u2h(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 // (hi, lo) fp16 terms of the pair (v, w): hi = (fp16(v), fp16(w)), lo = the fp16 remainders.
@@ -169,6 +202,36 @@ __global__ void __launch_bounds__(256) split_x_kernel(const float* __restrict__ 
     }
   }
   xsum[grp * 8 * nt + b] = sum;
+}
+
+// split_x_kernel<2, true> with the column scale in the same launch: one CTA per batch column b < 8·nt (the
+// same bits as col_scale_kernel + split_x_kernel<2, true>).
+__global__ void __launch_bounds__(256) prep_h_kernel(const float* __restrict__ x, int64_t cols, int batch, int nt,
+                                                     uint32_t* __restrict__ xf, float* __restrict__ xsum,
+                                                     float* __restrict__ scale, float* __restrict__ inv) {
+  const int b = blockIdx.x;
+  const int64_t groups = cols / 32;
+  const float sc = b < batch ? col_scale_block(x + (int64_t)b * cols, cols, b, scale, inv) : 0.f;
+  const int n = b >> 3, g = b & 7;
+  for (int64_t grp = threadIdx.x; grp < groups; grp += 256) {
+    float sum = 0.f;
+#pragma unroll
+    for (int qq = 0; qq < 2; qq++) {
+      const int64_t q = 2 * grp + qq;
+#pragma unroll
+      for (int t = 0; t < 4; t++) {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (b < batch) v = *reinterpret_cast<const float4*>(x + (int64_t)b * cols + 16 * q + 4 * t);
+        sum += (v.x + v.y) + (v.z + v.w);
+        uint32_t p0[2], p1[2];
+        split2(v.x * sc, v.y * sc, p0[0], p0[1]);
+        split2(v.z * sc, v.w * sc, p1[0], p1[1]);
+        uint32_t* dst = xf + ((q * nt + n) * 32 + 4 * g + t) * 4;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(p0[0], p1[0], p0[1], p1[1]);
+      }
+    }
+    xsum[grp * 8 * nt + b] = sum;
+  }
 }
 
 // ---- 2. the GEMM kernel ----------------------------------------------------------------------------
@@ -548,10 +611,14 @@ Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* 
     terms = 2;
     CUDA_TRY(cudaGetSymbolAddress((void**)&inv, g_inv));
     CUDA_TRY(cudaGetSymbolAddress((void**)&scale, g_scale));
-    col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
-    CUDA_TRY_LAUNCH("matvec_batched (column scale)", stream);
-    split_x_kernel<2, true><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf,
-                                                                                           xsum, scale);
+    if (prep_fused()) {
+      prep_h_kernel<<<8 * nt, 256, 0, stream>>>(x, cols, batch, nt, xf, xsum, scale, inv);
+    } else {
+      col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+      CUDA_TRY_LAUNCH("matvec_batched (column scale)", stream);
+      split_x_kernel<2, true><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf,
+                                                                                             xsum, scale);
+    }
   } else if (terms == 2)
     split_x_kernel<2><<<(unsigned)((n_split_threads + 255) / 256), 256, 0, stream>>>(x, cols, batch, nt, xf, xsum);
   else

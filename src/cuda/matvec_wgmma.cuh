@@ -18,6 +18,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "cuda/matvec_fold.cuh"
 
 namespace ds::cuda {
@@ -47,6 +49,9 @@ constexpr int stage_bytes() { return kXBlock + rows_for<kWG>() * kPitch; }
 // bytes 0, 2 in slots 2t, 2t+1 and bytes 1, 3 in 2t+8, 2t+9):
 //   element = 64(2s + t/2) + 32h + 16(t & 1) + 4i + κ/8 + 2(κ % 2).
 // One thread per (block, s, kk, batch column b, t): the 4 slots 2t, 2t+1, 2t+8, 2t+9 of column b.
+// kQ6: the Q6_K kernel's order (matvec_wgmma_q6k.cuh: lane t reads ql bytes 16t.. of half block s, so the
+// segment is t/2 + 2h and the nibble h): element = 128s + 64h + 32(t/2) + 16(t & 1) + 4i + κ/8 + 2(κ % 2).
+template <bool kQ6 = false>
 __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x, int64_t cols, int batch,
                                                     const float* __restrict__ scale, uint32_t* __restrict__ xw) {
   const int64_t nblk = cols / 256;
@@ -55,7 +60,8 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   const int t = (int)(tid & 3), b = (int)((tid >> 2) & 63), kk = (int)((tid >> 8) & 7), s = (int)((tid >> 11) & 1);
   const int64_t blk = tid >> 12;
   const int i = kk >> 1, h = kk & 1;
-  const int64_t e0 = 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+  const int64_t e0 = kQ6 ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                         : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
   float v[4] = {0.f, 0.f, 0.f, 0.f};  // slots 2t, 2t+1, 2t+8, 2t+9: elements e0 + 0, 2, 1, 3
   if (b < batch) {
     const float4 f = *reinterpret_cast<const float4*>(x + (int64_t)b * cols + e0);
@@ -72,6 +78,47 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
   base[(8 + b / 8) * 64 + in] = lo0;
   base[(8 + b / 8) * 64 + 32 + in] = lo1;
 }
+
+// ---- all of x's preparation in one launch -------------------------------------------------------------
+// One CTA per batch column b < 64 (columns >= batch get zeros, as in split_kernel): the column's scale
+// (gemm::col_scale_kernel's formula: max|x| is exact in any order), its entries of xw (split_kernel<kQ6>'s
+// arithmetic) and, kSums, its block sums for the Q4_K mins (fold::split_kernel<false> with nt = 8, the same
+// summation order), so the bits are those of the three separate launches it replaces (DS_MVB_PREP=0: those).
+template <bool kQ6, bool kSums>
+__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                   float* __restrict__ scale, float* __restrict__ inv,
+                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
+  const int b = blockIdx.x;
+  const int64_t nblk = cols / 256;
+  const float* xb = x + (int64_t)b * cols;
+  const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
+  // xw: items (blk, s, kk, t) of column b
+  const int in = (b % 8) * 4;
+  for (int64_t it = threadIdx.x; it < nblk * 64; it += 256) {
+    const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+    const int64_t blk = it >> 6;
+    const int i = kk >> 1, h = kk & 1;
+    const int64_t e0 = kQ6 ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                           : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (b < batch) {
+      const float4 f = *reinterpret_cast<const float4*>(xb + e0);
+      v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    gemm::split2(v[0], v[1], hi0, lo0);
+    gemm::split2(v[2], v[3], hi1, lo1);
+    uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
+    base[(b / 8) * 64 + in + t] = hi0;
+    base[(b / 8) * 64 + 32 + in + t] = hi1;
+    base[(8 + b / 8) * 64 + in + t] = lo0;
+    base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
+  }
+  if constexpr (kSums)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
+    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
+      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+}
+using gemm::prep_fused;
 
 // ---- the kernel -------------------------------------------------------------------------------------
 struct Args {
@@ -99,6 +146,14 @@ __device__ __forceinline__ void wgmma_128(float (&c)[64], const uint32_t (&a)[4]
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+// The same with the accumulators' input switched by acc_in (0: D = A·B, the first step of a sum).
+__device__ __forceinline__ void wgmma_128(float (&c)[64], const uint32_t (&a)[4], uint64_t desc, int acc_in) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc_in));
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -336,15 +391,20 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
-  gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma scale)", stream);
   const int64_t nblk = cols / 256;
-  split_kernel<<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma split)", stream);
-  // the block sums for the mins (fold::split_kernel without its fragments)
-  const int64_t n_min = nblk * 8 * 32;
-  fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
+  if (prep_fused()) {
+    prep_kernel<false, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
+  } else {
+    gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma scale)", stream);
+    split_kernel<false><<<(unsigned)((nblk * 4096 + 255) / 256), 256, 0, stream>>>(x, cols, batch, scale, xw);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma split)", stream);
+    // the block sums for the mins (fold::split_kernel without its fragments)
+    const int64_t n_min = nblk * 8 * 32;
+    fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
+  }
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());

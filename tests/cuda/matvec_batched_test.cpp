@@ -5,7 +5,8 @@
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
 // batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
 // (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked, and Q4_K at B >= 25 with
-// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups. Error metric per output:
+// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups, and likewise Q6_K with the
+// wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; also at the ends of its scale and code ranges). Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,8 @@ struct Config {
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
               // warpgroups forced, -1 leave the default
+  int wg6 = -1;  // Q6_K at 33 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
+                 // and 4 = 2 warpgroups pipelined
 };
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -45,7 +49,11 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Mma, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 2},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, 3}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 3},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4}};
 
 // Sets the batched path, term count and fold switch for one scope, restoring the previous ones after it.
 struct PathScope {
@@ -53,31 +61,38 @@ struct PathScope {
   int terms0 = cuda::matvec_batched_terms();
   int fold0 = cuda::matvec_batched_fold_mode();  // -1 off, else the mode (DS_MVB_FOLD_MODE picks it)
   int wg0 = cuda::matvec_batched_wgmma();
+  int wg60 = cuda::matvec_batched_wgmma_q6k();
   explicit PathScope(const Config& c) {
     cuda::set_matvec_batched_path(c.path);
     cuda::set_matvec_batched_terms(c.terms);
     cuda::set_matvec_batched_fold_mode(c.fold ? (fold0 >= 0 ? fold0 : 2) : -1);
     if (c.wg >= 0) cuda::set_matvec_batched_wgmma(c.wg);
+    if (c.wg6 >= 0) cuda::set_matvec_batched_wgmma_q6k(c.wg6);
   }
   ~PathScope() {
     cuda::set_matvec_batched_path(path0);
     cuda::set_matvec_batched_terms(terms0);
     cuda::set_matvec_batched_fold_mode(fold0);
     cuda::set_matvec_batched_wgmma(wg0);
+    cuda::set_matvec_batched_wgmma_q6k(wg60);
   }
   static std::string name() {
     return std::string(cuda::matvec_batched_path() == cuda::MatvecBatchedPath::Gemm ? "gemm" : "mma") + "/" +
            std::to_string(cuda::matvec_batched_terms()) + " terms" +
            (cuda::matvec_batched_fold() ? "/fold" + std::to_string(cuda::matvec_batched_fold_mode()) : "/nofold") +
            (cuda::matvec_batched_fold() && cuda::matvec_batched_wgmma() ? "/wg" + std::to_string(cuda::matvec_batched_wgmma())
-                                                                        : "");
+                                                                        : "") +
+           (cuda::matvec_batched_fold() && cuda::matvec_batched_wgmma_q6k()
+                ? "/wg6_" + std::to_string(cuda::matvec_batched_wgmma_q6k())
+                : "");
   }
 };
 
 // Every type under the default configuration (the first); the others only change the GEMM kernel's types.
 std::vector<GgmlType> types_for(const Config& cfg) {
   if (&cfg == &kConfigs[0]) return test::cuda_types();
-  if (cfg.wg >= 0) return {GgmlType::Q4_K};  // the wgmma switch changes Q4_K only
+  if (cfg.wg >= 0) return {GgmlType::Q4_K};   // the wgmma switch changes Q4_K only
+  if (cfg.wg6 >= 0) return {GgmlType::Q6_K};  // and the Q6_K one Q6_K only
 
   return {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
 }
@@ -91,8 +106,10 @@ struct Case {
 // root mean square of the errors.
 // shape_x (optional) rewrites x (batch rows of c.cols) before the product.
 double run_case(GgmlType t, const Case& c, int batch, bool accumulate, uint64_t seed, std::string& where,
-                double* rms_out = nullptr, void (*shape_x)(std::vector<float>&, int64_t) = nullptr) {
-  const auto w = test::random_weights(t, c.rows * c.cols, seed);
+                double* rms_out = nullptr, void (*shape_x)(std::vector<float>&, int64_t) = nullptr,
+                void (*shape_w)(std::vector<uint8_t>&) = nullptr) {
+  auto w = test::random_weights(t, c.rows * c.cols, seed);
+  if (shape_w) shape_w(w);
   auto x = test::random_floats(batch * c.cols, seed + 1);
   if (shape_x) shape_x(x, c.cols);
   const auto y0 = test::random_floats(batch * c.rows, seed + 2);
@@ -166,7 +183,7 @@ TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
     for (GgmlType t : types_for(cfg)) {
       double type_worst = 0, type_rms = 0;
       for (const Case& c : cases_for(t))
-        for (int batch : {2, 7, 8, 25, 33, 64}) {
+        for (int batch : {2, 7, 8, 25, 33, 41, 64}) {
           std::string where;
           double rms = 0;
           const double e = run_case(t, c, batch, false, seed += 3, where, &rms);
@@ -212,11 +229,42 @@ TEST(CudaMatvecBatched, RowScalesAndOutliers) {
   for (const Config& cfg : kConfigs) {
     PathScope scope(cfg);
     uint64_t seed = 7000;
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-      std::string where;
-      const double e = run_case(t, Case{300, 4096, "row scales"}, 4, false, seed += 3, where, nullptr, shape);
-      EXPECT_LE(e, tol()) << PathScope::name() << " " << ggml_type_name(t) << ": worst " << where;
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+      for (int batch : {4, 48}) {  // 48: the wgmma kernels (their 64 columns hold the 4 shaped rows)
+        std::string where;
+        const double e = run_case(t, Case{300, 4096, "row scales"}, batch, false, seed += 3, where, nullptr, shape);
+        EXPECT_LE(e, tol()) << PathScope::name() << " " << ggml_type_name(t) << " B " << batch << ": worst " << where;
+      }
+  }
+}
+
+// Q6_K at the ends of its ranges: sub-block scales -128, 127, -127, 16, -16, 15 and codes 0 or 63 (q − 32 =
+// -32 or 31), so sc·(q − 32) reaches 4096 in magnitude (the wgmma kernel's two fp16 parts 16·sh·(q − 32) and
+// sl·(q − 32) at their limits), at batch sizes on both sides of the wgmma kernel's threshold.
+TEST(CudaMatvecBatched, Q6KExtremeScalesAndCodes) {
+  DS_REQUIRE_GPU();
+  auto shape = [](std::vector<uint8_t>& w) {
+    static const int8_t kScales[] = {-128, 127, -127, 16, -16, 15, -128, -128};
+    for (size_t b = 0; b + 210 <= w.size(); b += 210) {
+      uint8_t* p = &w[b];
+      for (int i = 0; i < 192; i++) p[i] = (b / 210 + i) % 3 == 0 ? 0x00 : (b / 210 + i) % 3 == 1 ? 0xFF : p[i];
+      for (int j = 0; j < 16; j++) p[192 + j] = (uint8_t)kScales[(j + b / 210) % 8];
     }
+  };
+  for (const Config& cfg : kConfigs) {
+    if (&cfg != &kConfigs[0] && cfg.wg6 < 0) continue;
+    PathScope scope(cfg);
+    uint64_t seed = 8000;
+    double worst = 0;
+    for (int batch : {7, 25, 41, 64})
+      for (const Case& c : {Case{333, 4096, "333 rows"}, Case{200, 12288, "K split"}}) {
+        std::string where;
+        const double e = run_case(GgmlType::Q6_K, c, batch, false, seed += 3, where, nullptr, nullptr, shape);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol()) << PathScope::name() << " Q6_K extremes [" << c.rows << " x " << c.cols << "] B "
+                            << batch << ": worst " << where;
+      }
+    std::printf("matvec_batched %-12s Q6_K extremes worst %.3g of sum|w x|\n", PathScope::name().c_str(), worst);
   }
 }
 
@@ -267,10 +315,12 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 
 // A batch column's result does not depend on the other columns or on B's n-tile count (the same row of x
 // alone in a batch of 2 and among 64 gives the same bits): greedy decoding is the same in any batch. With
-// the wgmma kernel on, Q4_K at B >= 25 runs a different kernel (its own bits, identical for every B in 25..64)
-// whose results agree with the fold kernel's to the products' accuracy.
+// a wgmma kernel on, Q4_K at B >= 25 and Q6_K at B >= 33 (matvec_batched_wgmma_min_batch) run a different
+// kernel (its own bits, identical for every B from the threshold to 64) whose results agree with the fold /
+// gemm kernel's to the products' accuracy.
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
+  const int kBatches[] = {2, 9, 25, 32, 33, 40, 41, 64};
   for (const Config& cfg : kConfigs) {
     PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
@@ -282,23 +332,27 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       auto dy = cuda::DeviceBuffer::alloc(64 * rows * 4);
       ASSERT_TRUE(dy.ok());
       std::vector<std::vector<float>> col0;
-      for (int batch : {2, 9, 33, 64}) {
+      for (int batch : kBatches) {
         ASSERT_TRUE(cuda::matvec_batched(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), batch, nullptr).ok());
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        const auto y = test::to_host<float>(*dy, rows);  // batch column 0
-        col0.push_back(y);
+        col0.push_back(test::to_host<float>(*dy, rows));  // batch column 0
       }
       const std::string what = PathScope::name() + " " + std::string(ggml_type_name(t));
-      EXPECT_EQ(col0[0], col0[1]) << what << " B 2 vs 9";
-      EXPECT_EQ(col0[2], col0[3]) << what << " B 33 vs 64";
-      const bool other_kernel = t == GgmlType::Q4_K && cuda::matvec_batched_fold() && cuda::matvec_batched_wgmma() != 0;
-      if (!other_kernel) {
-        EXPECT_EQ(col0[0], col0[3]) << what << " B 2 vs 64";
-      } else {
-        float scale = 0;
-        for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
-        for (int64_t r = 0; r < rows; r++)
-          ASSERT_NEAR(col0[0][r], col0[3][r], 1e-5f * scale) << what << " B 2 (fold) vs 64 (wgmma), row " << r;
+      const int min_wg = cuda::matvec_batched_wgmma_min_batch(t);
+      if (t == GgmlType::Q8_0) EXPECT_EQ(min_wg, 65) << what;
+      float scale = 0;
+      for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
+      const size_t last = std::size(kBatches) - 1;
+      for (size_t i = 0; i < last; i++) {
+        const int b = kBatches[i];
+        const std::string pair = what + " B " + std::to_string(b) + " vs 64";
+        if ((b >= min_wg) == (64 >= min_wg)) {
+          EXPECT_EQ(col0[i], col0[last]) << pair;
+        } else {  // B below the wgmma kernel's threshold: the same bits as B = 2, near the wgmma kernel's
+          EXPECT_EQ(col0[i], col0[0]) << what << " B " << b << " vs 2";
+          for (int64_t r = 0; r < rows; r++)
+            ASSERT_NEAR(col0[i][r], col0[last][r], 1e-5f * scale) << pair << " (fold / gemm vs wgmma), row " << r;
+        }
       }
     }
   }

@@ -1,5 +1,6 @@
 // Row and elementwise kernels of the model: embedding lookup (one block per token, one thread per
 // quantization unit), RMSNorm (one block per row), residual add and SwiGLU (one thread per element).
+#include <cstdlib>
 #include <algorithm>
 
 #include "cuda/cuda_util.h"
@@ -47,6 +48,39 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
 }
 
+// The same for rows of at most kV4 · 4 · kThreads elements, n % 4 == 0, 16-byte-aligned rows: each thread loads
+// its float4s of x and w once, all at the start (one memory round trip instead of a dependent loop per pass),
+// keeps them in registers for the scaling pass. Sums per thread in index order, then block_sum: deterministic.
+constexpr int kV4 = 8;
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_v4_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, float* __restrict__ y,
+                       int64_t ldy, int64_t n, float eps) {
+  __shared__ float red[32];
+  const float4* xr = reinterpret_cast<const float4*>(x + (int64_t)blockIdx.x * ldx);
+  const float4* wr = reinterpret_cast<const float4*>(w);
+  float4* yr = reinterpret_cast<float4*>(y + (int64_t)blockIdx.x * ldy);
+  const int n4 = (int)(n / 4);
+  float4 v[kV4], g[kV4];
+#pragma unroll
+  for (int j = 0; j < kV4; j++) {
+    const int i = threadIdx.x + j * kThreads;
+    v[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    g[j] = i < n4 ? __ldg(wr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < kV4; j++) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+  ss = block_sum(ss, red);
+  const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+  for (int j = 0; j < kV4; j++) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i < n4)
+      yr[i] = make_float4(v[j].x * scale * g[j].x, v[j].y * scale * g[j].y, v[j].z * scale * g[j].z,
+                          v[j].w * scale * g[j].w);
+  }
+}
+
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] += x[i];
@@ -87,7 +121,14 @@ Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int
 Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
                 float eps, cudaStream_t stream) {
   if (n_rows < 1 || n_cols < 1) return cu_err("cuda rms_norm: {} rows of {}", n_rows, n_cols);
-  rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  static const bool v4_on = [] {  // DS_RMS_V4=0: the one-pass-per-loop kernel (A/B switch)
+    const char* e = std::getenv("DS_RMS_V4");
+    return !(e && e[0] == '0');
+  }();
+  const bool v4 = v4_on && n_cols % 4 == 0 && n_cols <= 4 * kV4 * kThreads && ldx % 4 == 0 && ldy % 4 == 0 &&
+                  (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)y % 16 == 0;
+  if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  else rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
   CUDA_TRY_LAUNCH("rms_norm", stream);
   return {};
 }
