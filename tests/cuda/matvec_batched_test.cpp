@@ -339,7 +339,9 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       }
       const std::string what = PathScope::name() + " " + std::string(ggml_type_name(t));
       const int min_wg = cuda::matvec_batched_wgmma_min_batch(t);
-      if (t == GgmlType::Q8_0) EXPECT_EQ(min_wg, 65) << what;
+      if (t == GgmlType::Q8_0) {
+        EXPECT_EQ(min_wg, 65) << what;
+      }
       float scale = 0;
       for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
       const size_t last = std::size(kBatches) - 1;
