@@ -125,6 +125,9 @@ MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();
   return {t.mode, t.kc, t.stages, t.ctas_per_sm};
 }
+bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
+  return path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols);
+}
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().mode = t.mode;
   mvq6::tune().kc = std::max(0, t.kc);

@@ -75,6 +75,8 @@ struct MatvecStreamQ6Tune {
 };
 MatvecStreamQ6Tune matvec_stream_q6_tune();
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);
+// Whether matvec / matvec_fused run Q6_K [rows, cols] on that kernel with the current settings.
+bool matvec_stream_q6_takes(int64_t rows, int64_t cols);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);
