@@ -514,12 +514,13 @@ void verify_type(uint64_t& seed) {
       }
       if (q6) {
         cuda::mvq6::Plan pl;
-        if (cuda::mvq6::plan((int)(cols / 256), cuda::mvq6::Tune{}, pl)) {
-          verify("stream6", T, rows, cols, stream6_path(rows, cols, 0), seed++);
-          verify("stream6_kc2_s2", T, rows, cols, stream6_path(rows, cols, 2, 2), seed++);
-          verify("stream6_kc6_s3", T, rows, cols, stream6_path(rows, cols, 6, 3), seed++);
-          verify("stream6_kc16_c1", T, rows, cols, stream6_path(rows, cols, 16, 0, 1), seed++);
-          verify("stream6_kc4_c2", T, rows, cols, stream6_path(rows, cols, 4, 0, 2), seed++);
+        struct V6 { const char* name; int kc, stages, ctas; };
+        for (const V6& v : {V6{"stream6", 0, 0, 0}, V6{"stream6_kc2_s2", 2, 2, 0}, V6{"stream6_kc6_s3", 6, 3, 0},
+                            V6{"stream6_kc16_c1", 16, 0, 1}, V6{"stream6_kc4_c2", 4, 0, 2}}) {
+          cuda::mvq6::Tune tn;
+          tn.kc = v.kc; tn.stages = v.stages; tn.ctas_per_sm = v.ctas;
+          if (cuda::mvq6::plan((int)(cols / 256), tn, pl))
+            verify(v.name, T, rows, cols, stream6_path(rows, cols, v.kc, v.stages, v.ctas), seed++);
         }
       }
       if (g_stream || g_stream6) continue;

@@ -35,6 +35,8 @@ for l in open(sys.argv[1]):
     if 'worst' in d: w[d['check']+' '+d['type']]=max(w.get(d['check']+' '+d['type'],0),d['worst'])
 print(w)
 PY
+step "mvbench check q4k stream" 60 "$OUT/mv.log" sh -c "'$B/mvbench' --stream --check-only > '$OUT/mv_check4.jsonl'"
+grep -v '"ok":true' "$OUT/mv_check4.jsonl" | head -4 | tee -a "$OUT/steps.log"
 step "mvbench time" 90 "$OUT/mv.log" sh -c "'$B/mvbench' --stream6 --time-only > '$OUT/mv_time.jsonl'"
 python3 - "$OUT/mv_time.jsonl" <<'PY' | tee -a "$OUT/steps.log"
 import json,sys
@@ -60,8 +62,13 @@ for s in 9B 0.8B 27B; do
   bench $s q6stream-off DS_MATVEC_STREAM_Q6K=0
   if [ $s = 9B ]; then
     bench $s q6stream-forced DS_MATVEC_STREAM_Q6K=1
+    bench $s q6stream-kc8 DS_MATVEC_STREAM_Q6K_KC=8
+    bench $s q4stream-off DS_MATVEC_STREAM=0
     step "breakdown 9B" 25 "$OUT/breakdown.log" "$B/deltaserve" cuda-bench -m "$W/m9B.gguf" --tg 16 --breakdown --top 14
     step "breakdown 9B q6 off" 25 "$OUT/breakdown.log" env DS_MATVEC_STREAM_Q6K=0 "$B/deltaserve" cuda-bench -m "$W/m9B.gguf" --tg 16 --breakdown --top 4
+  fi
+  if [ $s = 27B ]; then
+    bench $s q6stream-kc8 DS_MATVEC_STREAM_Q6K_KC=8
   fi
   if [ $s = 0.8B ]; then
     step "breakdown 0.8B" 25 "$OUT/breakdown.log" "$B/deltaserve" cuda-bench -m "$W/m0.8B.gguf" --tg 16 --breakdown --top 24

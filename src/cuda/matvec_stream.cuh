@@ -60,8 +60,77 @@ __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
 }
 
+// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
+// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
+// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+template <int kU>
+__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
+                                           uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  float v[kU][8], m[kU], sg[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int e = bs[u] * 256 + 8 * lane;
+    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
+    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+  }
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    m[u] = fmaxf(fmaxf(fmaxf(fabsf(v[u][0]), fabsf(v[u][1])), fmaxf(fabsf(v[u][2]), fabsf(v[u][3]))),
+                 fmaxf(fmaxf(fabsf(v[u][4]), fabsf(v[u][5])), fmaxf(fabsf(v[u][6]), fabsf(v[u][7]))));
+    sg[u] = ((v[u][0] + v[u][1]) + (v[u][2] + v[u][3])) + ((v[u][4] + v[u][5]) + (v[u][6] + v[u][7]));
+    fin[u] = true;
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin[u] = fin[u] && isfinite(v[u][i]);
+  }
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++) m[u] = fmaxf(m[u], __shfl_xor_sync(0xffffffffu, m[u], o));
+#pragma unroll
+  for (int u = 0; u < kU; u++) sg[u] += __shfl_xor_sync(0xffffffffu, sg[u], 1);
+#pragma unroll
+  for (int u = 0; u < kU; u++) sg[u] += __shfl_xor_sync(0xffffffffu, sg[u], 2);  // Sx of sub-block lane / 4
+#pragma unroll
+  for (int u = 0; u < kU; u++) fin[u] = __all_sync(0xffffffffu, fin[u]);
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int b = bs[u];
+    if ((lane & 3) == 0 && st[u]) sx[b * 8 + (lane >> 2)] = sg[u];
+    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (m[u] > 0.f && isfinite(m[u])) {
+      frexpf(m[u], &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    if (lane == 0 && st[u]) inv_s[b] = fin[u] ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+    }
+    if (st[u]) {
+      uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                                pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    }
+  }
+}
+
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
-// one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+// warp w stages super-blocks w, w + 8, ..., two per stage_i8_u call.
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
@@ -82,47 +151,11 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
   for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += kCW) {
-    const int e = b * 256 + 8 * lane;
-    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
-    float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
-                    fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w))));
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sg = ((lo.x + lo.y) + (lo.z + lo.w)) + ((hi.x + hi.y) + (hi.z + hi.w));  // Sx of sub-block lane / 4
-    sg += __shfl_xor_sync(0xffffffffu, sg, 1);
-    sg += __shfl_xor_sync(0xffffffffu, sg, 2);
-    if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
-    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (m > 0.f && isfinite(m)) {
-      frexpf(m, &ex);
-      ex = max(ex, -90);
-    }
-    const float s = ldexpf(1.f, 30 - ex);
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    bool fin = true;  // fmaxf skips NaN: test every element
-#pragma unroll
-    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
-    fin = __all_sync(0xffffffffu, fin);
-    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
-    int dg[4][8];  // [digit][element]
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin ? __float2int_rn(v[i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-    }
-    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                              pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+  for (int b = warp; b < a.nb; b += 2 * kCW) {
+    const bool v1 = b + kCW < a.nb;
+    const int bs[2] = {b, v1 ? b + kCW : b};
+    const bool st[2] = {true, v1};
+    stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
   __syncthreads();
 }

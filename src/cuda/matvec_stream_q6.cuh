@@ -67,9 +67,111 @@ __device__ __forceinline__ float2 load_x2(const mvt::Args& a, int e, float scale
   return v;
 }
 
-// Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
-// One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
+// kU super-blocks bs[] of one parity per call, their dependent chains (x loads, max reduction, digit sums)
+// interleaved: the staging is latency-bound (every CTA stages all of x before its first item), one
+// super-block at a time left the SM idle between L2 loads and shuffle chains. Stores only where st[u].
+// One warp per super-block; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
 // and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+template <bool kOdd, int kU>
+__device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
+                                           uint2* bfr, int2* cfr, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  const int m = lane >> 2, t = lane & 3, p0 = 4 * t + (kOdd ? 2 : 0), p1 = p0 + 16;
+  float v[kU][8];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int base = bs[u] * 256 + 32 * m;
+    if (!kOdd) {
+      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
+      v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
+      v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+    } else {
+      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
+      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
+      v[u][0] = a0.x; v[u][1] = a0.y; v[u][2] = a1.x; v[u][3] = a1.y;
+      v[u][4] = b0.x; v[u][5] = b0.y; v[u][6] = b1.x; v[u][7] = b1.y;
+    }
+  }
+  float mx[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    mx[u] = 0.f;
+    fin[u] = true;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      mx[u] = fmaxf(mx[u], fabsf(v[u][i]));
+      fin[u] = fin[u] && isfinite(v[u][i]);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++) mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], o));
+#pragma unroll
+  for (int u = 0; u < kU; u++) fin[u] = __all_sync(0xffffffffu, fin[u]);
+  // Digit sums of the lane's elements per (half lh, digit k), two per int32 (k even in the low half:
+  // |sum| <= 16 x 128, so the packed sums add without overflow and unpack exactly).
+  int ps[kU][2][2];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (mx[u] > 0.f && isfinite(mx[u])) {
+      frexpf(mx[u], &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    if (lane == 0 && st[u]) inv_s[bs[u]] = fin[u] ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (l < 16) sum[0][k] += dg[k][i];
+        else sum[1][k] += dg[k][i];
+      }
+    }
+    if (st[u]) {
+      uint2* dst = bfr + (bs[u] * 8 + m) * 16 + t;
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                                mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int k = 0; k < 2; k++) ps[u][h][k] = sum[h][2 * k] + sum[h][2 * k + 1] * 65536;
+  }
+  for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int k = 0; k < 2; k++) ps[u][h][k] += __shfl_xor_sync(0xffffffffu, ps[u][h][k], o);
+  // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1 = one packed pair.
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int pk = (t >> 1) ? ((t & 1) ? ps[u][1][1] : ps[u][1][0]) : ((t & 1) ? ps[u][0][1] : ps[u][0][0]);
+    const int c0 = (int)(int16_t)(pk & 0xFFFF), c1 = (pk - c0) / 65536;
+    if (st[u]) cfr[(bs[u] * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
+  }
+}
+
+// Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
+// Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
 __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
@@ -89,81 +191,12 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
     for (int i = 0; i < kCW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  const int m = lane >> 2, t = lane & 3;
-  for (int b = warp; b < a.nb; b += kCW) {
-    const int odd = b & 1;
-    const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
-    float v[8];
-    if (!odd) {
-      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-    } else {
-      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
-      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
-      v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
-      v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
-    }
-    float mx = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (mx > 0.f && isfinite(mx)) {
-      frexpf(mx, &ex);
-      ex = max(ex, -90);
-    }
-    const float s = ldexpf(1.f, 30 - ex);
-    bool fin = true;  // fmaxf skips NaN: test every element
-#pragma unroll
-    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
-    fin = __all_sync(0xffffffffu, fin);
-    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
-    int dg[4][8];    // [digit][element]
-    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [half lh][digit]: digit sums of the lane's elements
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin ? __float2int_rn(v[i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        if (l < 16) sum[0][k] += dg[k][i];
-        else sum[1][k] += dg[k][i];
-      }
-    }
-    uint2* dst = bfr + (b * 8 + m) * 16 + t;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                              mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 1);
-        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 2);
-      }
-    // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1.
-    const int h = t >> 1, k0 = 2 * (t & 1);
-    int c0 = 0, c1 = 0;
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-      for (int k = 0; k < 4; k += 2)
-        if (hh == h && k == k0) {
-          c0 = sum[hh][k];
-          c1 = sum[hh][k + 1];
-        }
-    cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
+  for (int b = warp; b < a.nb; b += 2 * kCW) {
+    const bool v1 = b + kCW < a.nb;
+    const int bs[2] = {b, v1 ? b + kCW : b};
+    const bool st[2] = {true, v1};
+    if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
+    else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
   }
   __syncthreads();
 }
@@ -390,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
 // DS_MATVEC_STREAM_Q6K_KC (super-blocks per stage, even), _STAGES, _CTAS (per SM) for A/B runs.
 struct Tune {
   int mode = -1;  // -1: by shape, 0: off, 1: wherever it fits
-  int kc = 0;     // 0: 8
+  int kc = 0;     // 0: 8, 16 for rows of >= 32 super-blocks
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
   bool math = true;     // false: streaming probe (mvbench only)
@@ -414,7 +447,9 @@ struct Plan {
 inline bool plan(int nb, const Tune& tn, Plan& p) {
   constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
   if (nb <= 0 || nb % 2 != 0) return false;
-  int kc = tn.kc > 0 ? tn.kc : 8;
+  // kc 0: 8 super-blocks per stage, 16 for rows of >= 32 (H200, decode7: 9B ffn_down [4096 x 12288] 19.4 vs
+  // 20.6 us; 27B ffn_gate_up-sized [34816 x 5120] rows: 46.6 vs 42.4 with 16).
+  int kc = tn.kc > 0 ? tn.kc : nb >= 32 ? 16 : 8;
   kc = std::max(2, kc & ~1);
   p.kc = std::min(kc, nb);
   // Window of a row piece: up to 14 bytes before the first block, rounded up to 16; pitch 16 mod 32 (the

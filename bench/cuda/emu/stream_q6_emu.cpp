@@ -107,11 +107,12 @@ int run(int rows, int nb, int kc, uint64_t seed, double& worst) {
     }
     for (int m = 0; m < 8; m++)
       for (int t = 0; t < 4; t++) {
-        int tot[2][4] = {};
-        for (int u = 0; u < 4; u++) for (int h = 0; h < 2; h++) for (int k = 0; k < 4; k++) tot[h][k] += sums[m][u][h][k];
-        const int h = t >> 1, k0 = 2 * (t & 1);
-        C[2 * ((b * 8 + m) * 4 + t)] = -32 * tot[h][k0];
-        C[2 * ((b * 8 + m) * 4 + t) + 1] = -32 * tot[h][k0 + 1];
+        int ps[2][2] = {};  // stage_q6_u's packed pairs (digit 2k low, 2k + 1 high), summed over the quad
+        for (int u = 0; u < 4; u++) for (int h = 0; h < 2; h++) for (int k = 0; k < 2; k++) ps[h][k] += sums[m][u][h][2 * k] + sums[m][u][h][2 * k + 1] * 65536;
+        const int pk = ps[t >> 1][t & 1];
+        const int c0 = (int)(int16_t)(pk & 0xFFFF), c1 = (pk - c0) / 65536;
+        C[2 * ((b * 8 + m) * 4 + t)] = -32 * c0;
+        C[2 * ((b * 8 + m) * 4 + t) + 1] = -32 * c1;
       }
   }
   // plan: pitch 16 mod 32
