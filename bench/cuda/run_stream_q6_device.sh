@@ -71,6 +71,10 @@ for s in 9B 0.8B 27B; do
     bench $s q6stream-kc8 DS_MATVEC_STREAM_Q6K_KC=8
   fi
   if [ $s = 0.8B ]; then
+    bench $s pdl-off DS_MATVEC_PDL=0
+    bench $s q4stream-off DS_MATVEC_STREAM=0
+    bench $s q4stream-forced DS_MATVEC_STREAM=1
+    bench $s q6stream-forced DS_MATVEC_STREAM_Q6K=1
     step "breakdown 0.8B" 25 "$OUT/breakdown.log" "$B/deltaserve" cuda-bench -m "$W/m0.8B.gguf" --tg 16 --breakdown --top 24
   fi
 done
