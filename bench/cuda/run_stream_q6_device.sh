@@ -9,6 +9,9 @@
 # [stream q6] worst errors), tg128 of synthetic 9B / 27B / 0.8B Q4_K_M with the Q6_K stream kernel by shape
 # (default), off (DS_MATVEC_STREAM_Q6K=0) and forced (=1, 9B), 9B and 0.8B breakdowns, memcheck on the
 # wide-range case, test_cuda_model with the kernel forced on every shape it fits, in the time left.
+# Call 1 ran the version of 50064a5 (9B kc variants instead of kc8 / q4stream-off, no 0.8B A/B, no Q4_K check);
+# this version (Q4_K stream checks incl. stage2, 0.8B PDL / stream A/B) was refused a machine: not run yet.
+# For the DS_MATVEC_STREAM_STAGE2=1 A/B add e.g. `bench 9B stage2 DS_MATVEC_STREAM_STAGE2=1`.
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 T0=$(date +%s)

@@ -112,7 +112,7 @@ MatvecTcTune matvec_tc_tune() {
 }
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -120,6 +120,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().stages = t.stages;
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;
+  mvq::tune().stage2 = t.stage2;
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

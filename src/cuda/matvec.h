@@ -58,6 +58,9 @@ struct MatvecStreamTune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
+  // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
+  // decode7, not yet run on a GPU: off by default).
+  bool stage2 = false;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

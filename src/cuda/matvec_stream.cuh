@@ -48,6 +48,7 @@ struct Args {
   int stages;
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
+  bool stage2;     // stage_i8_pair (Tune::stage2)
 };
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
@@ -130,8 +131,75 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
 }
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
-// warp w stages super-blocks w, w + 8, ..., two per stage_i8_u call.
+// one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = warp; b < a.nb; b += kCW) {
+    const int e = b * 256 + 8 * lane;
+    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
+                    fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w))));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sg = ((lo.x + lo.y) + (lo.z + lo.w)) + ((hi.x + hi.y) + (hi.z + hi.w));  // Sx of sub-block lane / 4
+    sg += __shfl_xor_sync(0xffffffffu, sg, 1);
+    sg += __shfl_xor_sync(0xffffffffu, sg, 2);
+    if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
+    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (m > 0.f && isfinite(m)) {
+      frexpf(m, &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    bool fin = true;  // fmaxf skips NaN: test every element
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+    fin = __all_sync(0xffffffffu, fin);
+    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin ? __float2int_rn(v[i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+    }
+    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                              pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+  }
+  __syncthreads();
+}
+
+// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT yet
+// run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
+__device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
@@ -305,7 +373,8 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
 
   mvs::grid_dep_wait();
-  if (kI8) stage_i8(a.t, bfr, sx, inv_s);
+  if (kI8 && a.stage2) stage_i8_pair(a.t, bfr, sx, inv_s);
+  else if (kI8) stage_i8(a.t, bfr, sx, inv_s);
   else mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
   mvs::grid_dep_trigger();
 
@@ -370,6 +439,9 @@ struct Tune {
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
+  // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
+  // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
+  bool stage2 = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -379,6 +451,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     return d;
   }();
   return t;
@@ -477,6 +550,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.math = tune().math;
+  a.stage2 = tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);

@@ -48,6 +48,7 @@ struct Args {
   int pitch;    // shared-memory bytes per row of a stage (16 mod 32)
   int stages;
   int xbytes;   // offset of the ring in dynamic shared memory
+  bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -171,8 +172,110 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
 }
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
-// Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
+// One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
+// and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
 __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  const int m = lane >> 2, t = lane & 3;
+  for (int b = warp; b < a.nb; b += kCW) {
+    const int odd = b & 1;
+    const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
+    float v[8];
+    if (!odd) {
+      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
+      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
+      v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
+      v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
+    }
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (mx > 0.f && isfinite(mx)) {
+      frexpf(mx, &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    bool fin = true;  // fmaxf skips NaN: test every element
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+    fin = __all_sync(0xffffffffu, fin);
+    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
+    int dg[4][8];    // [digit][element]
+    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [half lh][digit]: digit sums of the lane's elements
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin ? __float2int_rn(v[i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (l < 16) sum[0][k] += dg[k][i];
+        else sum[1][k] += dg[k][i];
+      }
+    }
+    uint2* dst = bfr + (b * 8 + m) * 16 + t;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                              mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 1);
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 2);
+      }
+    // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1.
+    const int h = t >> 1, k0 = 2 * (t & 1);
+    int c0 = 0, c1 = 0;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int k = 0; k < 4; k += 2)
+        if (hh == h && k == k0) {
+          c0 = sum[hh][k];
+          c1 = sum[hh][k + 1];
+        }
+    cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
+  }
+  __syncthreads();
+}
+
+// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
+// yet run on a GPU: off by default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of
+// one parity), two per stage_q6_u call.
+__device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
@@ -366,7 +469,8 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
 
   mvs::grid_dep_wait();
-  stage_q6(a.t, bfr, cfr, inv_s);
+  if (a.stage2) stage_q6_pair(a.t, bfr, cfr, inv_s);
+  else stage_q6(a.t, bfr, cfr, inv_s);
   mvs::grid_dep_trigger();
 
   const int g = lane >> 2, t = lane & 3;
@@ -480,7 +584,11 @@ inline bool takes(int64_t rows, int64_t cols) {
   Plan p;
   if (!plan((int)(cols / 256), tn, p)) return false;
   if (tn.mode == 1) return true;
-  return (rows + 15) / 16 >= sm_count() && cols >= 2048;
+  // At least one row group per SM and rows of >= 8 super-blocks, or vocab-sized rows of >= 4 (H200, decode7,
+  // weights past L2: 9B ffn_down [4096 x 12288] with SwiGLU 25.6 vs 30.6 us, output [248320 x 4096] 205.8 vs
+  // 387.0, 27B ffn_down 35.4 vs 48.5, [248320 x 1024] 78.7 vs 122.2; in the 9B model the Q6_K products of
+  // fewer rows were slower on this kernel: 361.9 tok/s with it forced everywhere vs 364.7 by shape).
+  return (rows + 15) / 16 >= sm_count() && (cols >= 2048 || (rows >= 65536 && cols >= 1024));
 }
 
 namespace {
@@ -529,6 +637,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.pitch = p.pitch;
   a.stages = p.stages;
   a.xbytes = p.xbytes;
+  a.stage2 = mvq::tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   if (!tune().math) return launch_t<false>(a, p.smem, (unsigned)grid, stream);

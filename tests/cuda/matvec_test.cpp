@@ -356,17 +356,19 @@ TEST(CudaMatvec, StreamQ4KVariants) {
       {21, 17408, "27B ffn width"},                  {3, 25856, "101 super-blocks"},
       {2500, 12288, "9B ffn_down width"},
   };
-  struct V { int kc, stages, ctas, terms; bool i8; };
+  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
-                  {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false}};
+                  {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true}};  // x staged two super-blocks at a time
   uint64_t seed = 9700;
   for (const V& v : vs) {
     cuda::MatvecTcTune tc = keep_tc;
     tc.on = true;
     tc.terms = v.terms;
     cuda::set_matvec_tc_tune(tc);
-    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8});
-    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + " kc " + std::to_string(v.kc) +
+    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2});
+    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
+                             " kc " + std::to_string(v.kc) +
                              " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
                              (v.i8 ? "" : " terms " + std::to_string(v.terms));
     g_worst_seen = 0;
@@ -403,13 +405,18 @@ TEST(CudaMatvec, StreamQ6KVariants) {
       {21, 17408, "27B ffn width"},                   {515, 5120, "27B width"},
       {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
   };
-  struct V { int kc, stages, ctas; };
-  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}};
+  struct V { int kc, stages, ctas; bool stage2 = false; };
+  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true}};
+  const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
   uint64_t seed = 9900;
   for (const V& v : vs) {
+    cuda::MatvecStreamTune q4 = keep_q4;
+    q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
+    cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas});
-    const std::string name = "stream Q6_K kc " + std::to_string(v.kc) + " stages " + std::to_string(v.stages) +
-                             " ctas " + std::to_string(v.ctas);
+    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + " kc " +
+                             std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
+                             std::to_string(v.ctas);
     g_worst_seen = 0;
     for (const Shape& s : shapes) {
       if (!cuda::matvec_stream_q6_takes(s.rows, s.cols)) {
@@ -430,6 +437,7 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   cuda::set_matvec_stream_q6_tune({0});
   EXPECT_FALSE(cuda::matvec_stream_q6_takes(4096, 12288)) << "DS_MATVEC_STREAM_Q6K=0";
   cuda::set_matvec_stream_q6_tune(keep);
+  cuda::set_matvec_stream_tune(keep_q4);
   cuda::set_matvec_tc_tune(keep_tc);
   cuda::set_matvec_path(keep_path);
 }
