@@ -33,6 +33,7 @@
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
 #include "cuda/matvec_stream.cuh"
+#include "cuda/matvec_stream_q6.cuh"
 #include "cuda/matvec_tc.cuh"
 #include "quant/quant.h"
 
@@ -44,6 +45,7 @@ bool g_quick = false;
 bool g_q4k = false;  // --q4k: Q4_K only (checks and timings)
 bool g_q6k = false;  // --q6k: Q6_K only (checks and timings; decode5)
 bool g_stream = false;  // --stream: Q4_K streamed kernel vs tc and the read probes (decode6)
+bool g_stream6 = false;  // --stream6: Q6_K streamed kernel vs the previous choice (decode7)
 std::string g_filter;
 int g_fail = 0;
 
@@ -194,7 +196,7 @@ void fill_weights(Weights& W, GgmlType t, int64_t rows, int64_t cols) {
 
 void time_path(const char* model, const char* tensor, const char* path, GgmlType t, int64_t rows, int64_t cols,
                const Weights& W, const float* x, float* y, const LaunchFn& fn) {
-  const int reps = g_stream ? 20 : g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
+  const int reps = (g_stream || g_stream6) ? 20 : g_quick ? 10 : std::max(20, (int)std::min<int64_t>(200, (int64_t)(2e9 / W.bytes)));
   bool bad = false;
   const double s = median_time([&](int i) {
     auto st = fn(W.copies[i % W.copies.size()], x, y, false);
@@ -267,6 +269,45 @@ LaunchFn stream_path(int64_t rows, int64_t cols, int kc, int stages = 0, int cta
     auto st = cuda::mvq::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
     cuda::mvq::tune() = keep;
     cuda::mvt::tune() = keep_t;
+    return st;
+  };
+}
+
+// The streamed Q6_K kernel (matvec_stream_q6.cuh, decode7), called directly: kc super-blocks per stage (0: 8),
+// stages / CTAs per SM (0: auto); math false: the ring alone (y = 0, not checkable).
+LaunchFn stream6_path(int64_t rows, int64_t cols, int kc, int stages = 0, int ctas = 0, bool math = true) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const cuda::mvq6::Tune keep = cuda::mvq6::tune();
+    cuda::mvq6::tune().kc = kc;
+    cuda::mvq6::tune().stages = stages;
+    cuda::mvq6::tune().ctas_per_sm = ctas;
+    cuda::mvq6::tune().math = math;
+    auto st = cuda::mvq6::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, acc, nullptr);
+    cuda::mvq6::tune() = keep;
+    return st;
+  };
+}
+// fn with x staged two super-blocks per warp at a time in the stream kernels (DS_MATVEC_STREAM_STAGE2; decode7).
+LaunchFn with_stage2(LaunchFn fn) {
+  return [=](const void* w, const float* x, float* y, bool acc) {
+    const bool keep = cuda::mvq::tune().stage2;
+    cuda::mvq::tune().stage2 = true;
+    auto st = fn(w, x, y, acc);
+    cuda::mvq::tune().stage2 = keep;
+    return st;
+  };
+}
+// matvec_fused (SwiGLU when swiglu, else RMSNorm; x doubles as gate / norm weights) with the Q6_K stream
+// kernel's mode forced (-1: by shape, 0: off, 1: on).
+LaunchFn fused6_path(GgmlType t, int64_t rows, int64_t cols, float* scratch, bool swiglu, int mode) {
+  return [=](const void* w, const float* xx, float* yy, bool acc) {
+    const cuda::mvq6::Tune keep = cuda::mvq6::tune();
+    cuda::mvq6::tune().mode = mode;
+    cuda::MatvecInput in{xx};
+    if (swiglu) in.gate = xx;
+    else { in.norm_w = xx; in.eps = 1e-6f; }
+    auto st = cuda::matvec_fused(t, w, rows, cols, in, yy, scratch, nullptr, acc);
+    cuda::mvq6::tune() = keep;
     return st;
   };
 }
@@ -375,6 +416,29 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
         if (!cuda::mvq::plan(v.terms, (int)(cols / 256), tn, pl)) continue;
         time_path(model, tensor, v.name, T, rows, cols, W, x, y, stream_path(rows, cols, v.kc, v.stages, v.ctas, v.math, v.terms, v.i8));
       }
+      time_path(model, tensor, "stream_stage2", T, rows, cols, W, x, y, with_stage2(stream_path(rows, cols, 8)));
+    } else if (q6 && g_stream6) {
+      float* scratch;
+      CK(cudaMalloc(&scratch, cols * 4));
+      time_path(model, tensor, "swiglu_q6stream_off", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, true, 0));
+      time_path(model, tensor, "swiglu_q6stream_on", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, true, 1));
+      time_path(model, tensor, "swiglu_q6stream_on_stage2", T, rows, cols, W, x, y,
+                with_stage2(fused6_path(T, rows, cols, scratch, true, 1)));
+      time_path(model, tensor, "rms_q6stream_off", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, false, 0));
+      CK(cudaFree(scratch));
+      time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
+      struct V { const char* name; int kc, stages, ctas; bool math; };
+      const V vs[] = {{"stream6", 0, 0, 0, true},      {"stream6_kc4", 4, 0, 0, true},   {"stream6_kc16", 16, 0, 0, true},
+                      {"stream6_c1", 8, 0, 1, true},   {"stream6_c2_kc4", 4, 0, 2, true}, {"stream6_c1_kc16", 16, 0, 1, true},
+                      {"stream6_s3", 8, 3, 0, true},   {"stream6_nomath", 0, 0, 0, false}};
+      time_path(model, tensor, "stream6_stage2", T, rows, cols, W, x, y, with_stage2(stream6_path(rows, cols, 0)));
+      for (const V& v : vs) {
+        cuda::mvq6::Plan pl;
+        cuda::mvq6::Tune tn;
+        tn.kc = v.kc; tn.stages = v.stages; tn.ctas_per_sm = v.ctas;
+        if (!cuda::mvq6::plan((int)(cols / 256), tn, pl)) continue;
+        time_path(model, tensor, v.name, T, rows, cols, W, x, y, stream6_path(rows, cols, v.kc, v.stages, v.ctas, v.math));
+      }
     } else if (cuda::mvt::fits(3, cols)) {
       time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
       time_path(model, tensor, "tc2", T, rows, cols, W, x, y, tc_path(rows, cols, 2, 0, 2, q6));
@@ -386,7 +450,7 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
                     tc_path(rows, cols, 3, ks, 2, q6));
     }
   }
-  if (g_stream) {
+  if (g_stream || g_stream6) {
     CK(cudaFree(x));
     CK(cudaFree(y));
     return;
@@ -445,10 +509,12 @@ void verify_type(uint64_t& seed) {
     verify("dispatch", T, rows, cols, dispatch_path(T, rows, cols), seed++);
     if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
       constexpr bool q6 = T == GgmlType::Q6_K;
-      verify("tc2", T, rows, cols, tc_path(rows, cols, 2, 0, 2, q6), seed++);
-      for (int ks : {1, 2, 8})
-        verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks, 2, q6), seed++);
-      verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0, q6), seed++);
+      if (!g_stream6) {
+        verify("tc2", T, rows, cols, tc_path(rows, cols, 2, 0, 2, q6), seed++);
+        for (int ks : {1, 2, 8})
+          verify(("tc3_ks" + std::to_string(ks)).c_str(), T, rows, cols, tc_path(rows, cols, 3, ks, 2, q6), seed++);
+        verify("tc3_g0", T, rows, cols, tc_path(rows, cols, 3, 0, 0, q6), seed++);
+      }
       if (!q6) {
         cuda::mvq::Plan pl;
         if (cuda::mvq::plan(3, (int)(cols / 256), cuda::mvq::Tune{}, pl)) {
@@ -456,11 +522,25 @@ void verify_type(uint64_t& seed) {
           verify("stream_kc4_s2", T, rows, cols, stream_path(rows, cols, 4, 2), seed++);
           verify("stream_kc16_c1", T, rows, cols, stream_path(rows, cols, 16, 0, 1), seed++);
           verify("stream_kc3_c2", T, rows, cols, stream_path(rows, cols, 3, 0, 2), seed++);
+          verify("stream_stage2", T, rows, cols, with_stage2(stream_path(rows, cols, 8)), seed++);
           verify("stream_f16", T, rows, cols, stream_path(rows, cols, 8, 0, 0, true, 3, false), seed++);
           verify("stream_f16_kc3_c2_t2", T, rows, cols, stream_path(rows, cols, 3, 0, 2, true, 2, false), seed++);
         }
       }
-      if (g_stream) continue;
+      if (q6) {
+        cuda::mvq6::Plan pl;
+        struct V6 { const char* name; int kc, stages, ctas; };
+        for (const V6& v : {V6{"stream6", 0, 0, 0}, V6{"stream6_kc2_s2", 2, 2, 0}, V6{"stream6_kc6_s3", 6, 3, 0},
+                            V6{"stream6_kc16_c1", 16, 0, 1}, V6{"stream6_kc4_c2", 4, 0, 2}}) {
+          cuda::mvq6::Tune tn;
+          tn.kc = v.kc; tn.stages = v.stages; tn.ctas_per_sm = v.ctas;
+          if (cuda::mvq6::plan((int)(cols / 256), tn, pl))
+            verify(v.name, T, rows, cols, stream6_path(rows, cols, v.kc, v.stages, v.ctas), seed++);
+        }
+        if (cuda::mvq6::plan((int)(cols / 256), cuda::mvq6::Tune{}, pl))
+          verify("stream6_stage2", T, rows, cols, with_stage2(stream6_path(rows, cols, 0)), seed++);
+      }
+      if (g_stream || g_stream6) continue;
     }
     if constexpr (!std::is_same_v<S, void>) {
       verify("smem", T, rows, cols, smem_path<S>(rows, cols), seed++);
@@ -488,6 +568,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q4k")) g_q4k = true;
     else if (!std::strcmp(argv[i], "--q6k")) g_q6k = true;  // Q6_K only
     else if (!std::strcmp(argv[i], "--stream")) g_stream = g_q4k = g_quick = true;  // decode6
+    else if (!std::strcmp(argv[i], "--stream6")) g_stream6 = g_q6k = g_quick = true;  // decode7
     else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
     else {
       std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");

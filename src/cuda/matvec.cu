@@ -16,6 +16,7 @@
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
 #include "cuda/matvec_stream.cuh"
+#include "cuda/matvec_stream_q6.cuh"
 #include "cuda/matvec_tc.cuh"
 
 namespace ds::cuda {
@@ -56,6 +57,9 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   // Q4_K: the streamed form of that kernel (matvec_stream.cuh) where it takes the shape.
   if (p == MatvecPath::Auto && !q6 && mvt::tune().on && mvq::takes(rows, cols))
     return mvq::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  // Q6_K: its streamed form (matvec_stream_q6.cuh, decode7) where it takes the shape.
+  if (p == MatvecPath::Auto && q6 && mvt::tune().on && mvq6::takes(rows, cols))
+    return mvq6::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   if (p == MatvecPath::Auto && mvt::takes(rows, cols, q6))
     return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream, {}, q6);
   // Auto, from the H200 sweep in bench/cuda/NOTES.md: Q4_K is ~2x faster in shared memory at every
@@ -108,7 +112,7 @@ MatvecTcTune matvec_tc_tune() {
 }
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -116,6 +120,20 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().stages = t.stages;
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;
+  mvq::tune().stage2 = t.stage2;
+}
+MatvecStreamQ6Tune matvec_stream_q6_tune() {
+  const mvq6::Tune& t = mvq6::tune();
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm};
+}
+bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
+  return path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols);
+}
+void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
+  mvq6::tune().mode = t.mode;
+  mvq6::tune().kc = std::max(0, t.kc);
+  mvq6::tune().stages = t.stages;
+  mvq6::tune().ctas_per_sm = t.ctas_per_sm;
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;
@@ -131,6 +149,7 @@ bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
       mvt::takes(rows, cols, type == GgmlType::Q6_K))
     return true;
   if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::tune().on && mvq::takes(rows, cols)) return true;
+  if (type == GgmlType::Q6_K && path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols)) return true;
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
   if (type == GgmlType::Q4_K) return true;
   if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
@@ -156,6 +175,8 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
+    if (path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols))
+      return mvq6::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
     if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols, true))
       return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, true);
     return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);

@@ -58,9 +58,28 @@ struct MatvecStreamTune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
+  // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
+  // decode7, not yet run on a GPU: off by default).
+  bool stage2 = false;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);
+
+// The streamed Q6_K kernel (matvec_stream_q6.cuh, decode7: the same ring, x in 4 int8 digits, the codes as
+// u8 with the -32 offset in the mma's C operand). mode -1: by shape (default), 0: off
+// (DS_MATVEC_STREAM_Q6K=0), 1: wherever it fits (even super-blocks per row and x + 2 stages in shared
+// memory); kc super-blocks per stage (even; 0: 8), stages (0: as many as fit), CTAs per SM (0: by size).
+// DS_MATVEC_TC=0 turns it off too. Hooks for tests and A/B runs; not thread-safe against concurrent launches.
+struct MatvecStreamQ6Tune {
+  int mode = -1;
+  int kc = 0;
+  int stages = 0;
+  int ctas_per_sm = 0;
+};
+MatvecStreamQ6Tune matvec_stream_q6_tune();
+void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);
+// Whether matvec / matvec_fused run Q6_K [rows, cols] on that kernel with the current settings.
+bool matvec_stream_q6_takes(int64_t rows, int64_t cols);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);

@@ -48,6 +48,7 @@ struct Args {
   int stages;
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
+  bool stage2;     // stage_i8_pair (Tune::stage2)
 };
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
@@ -58,6 +59,75 @@ inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (si
 
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
+}
+
+// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
+// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
+// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+template <int kU>
+__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
+                                           uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  float v[kU][8], m[kU], sg[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int e = bs[u] * 256 + 8 * lane;
+    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
+    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+  }
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    m[u] = fmaxf(fmaxf(fmaxf(fabsf(v[u][0]), fabsf(v[u][1])), fmaxf(fabsf(v[u][2]), fabsf(v[u][3]))),
+                 fmaxf(fmaxf(fabsf(v[u][4]), fabsf(v[u][5])), fmaxf(fabsf(v[u][6]), fabsf(v[u][7]))));
+    sg[u] = ((v[u][0] + v[u][1]) + (v[u][2] + v[u][3])) + ((v[u][4] + v[u][5]) + (v[u][6] + v[u][7]));
+    fin[u] = true;
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin[u] = fin[u] && isfinite(v[u][i]);
+  }
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++) m[u] = fmaxf(m[u], __shfl_xor_sync(0xffffffffu, m[u], o));
+#pragma unroll
+  for (int u = 0; u < kU; u++) sg[u] += __shfl_xor_sync(0xffffffffu, sg[u], 1);
+#pragma unroll
+  for (int u = 0; u < kU; u++) sg[u] += __shfl_xor_sync(0xffffffffu, sg[u], 2);  // Sx of sub-block lane / 4
+#pragma unroll
+  for (int u = 0; u < kU; u++) fin[u] = __all_sync(0xffffffffu, fin[u]);
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int b = bs[u];
+    if ((lane & 3) == 0 && st[u]) sx[b * 8 + (lane >> 2)] = sg[u];
+    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (m[u] > 0.f && isfinite(m[u])) {
+      frexpf(m[u], &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    if (lane == 0 && st[u]) inv_s[b] = fin[u] ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+    }
+    if (st[u]) {
+      uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                                pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    }
+  }
 }
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
@@ -123,6 +193,37 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     for (int k = 0; k < 4; k++)
       dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
                               pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+  }
+  __syncthreads();
+}
+
+// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT yet
+// run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
+__device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = warp; b < a.nb; b += 2 * kCW) {
+    const bool v1 = b + kCW < a.nb;
+    const int bs[2] = {b, v1 ? b + kCW : b};
+    const bool st[2] = {true, v1};
+    stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
   __syncthreads();
 }
@@ -272,7 +373,8 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
 
   mvs::grid_dep_wait();
-  if (kI8) stage_i8(a.t, bfr, sx, inv_s);
+  if (kI8 && a.stage2) stage_i8_pair(a.t, bfr, sx, inv_s);
+  else if (kI8) stage_i8(a.t, bfr, sx, inv_s);
   else mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
   mvs::grid_dep_trigger();
 
@@ -337,6 +439,9 @@ struct Tune {
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
+  // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
+  // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
+  bool stage2 = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -346,6 +451,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     return d;
   }();
   return t;
@@ -444,6 +550,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.math = tune().math;
+  a.stage2 = tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);

@@ -293,7 +293,9 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
     EXPECT_TRUE(cuda::matvec_fuses(GgmlType::Q6_K, 4096, 12288));
     // 9B output head: direct kernel + norm, unless the tensor-core Q6_K path (DS_MATVEC_TC_Q6K=1) takes it.
     const cuda::MatvecTcTune tc = cuda::matvec_tc_tune();
-    EXPECT_EQ(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096), tc.on && tc.q6k);
+    // With the streamed Q6_K kernel (decode7) by shape it is fused there too.
+    EXPECT_EQ(cuda::matvec_fuses(GgmlType::Q6_K, 248320, 4096),
+              (tc.on && tc.q6k) || cuda::matvec_stream_q6_takes(248320, 4096));
     EXPECT_FALSE(cuda::matvec_fuses(GgmlType::Q8_0, 4096, 4096));
   }
 }
@@ -307,6 +309,8 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
   const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
   const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
   cuda::set_matvec_stream_tune({0});  // the register-fed tc kernel itself (StreamQ4KVariants: the streamed one)
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  cuda::set_matvec_stream_q6_tune({0});  // and for Q6_K (StreamQ6KVariants: the streamed one)
   cuda::set_matvec_path(cuda::MatvecPath::Auto);
   const std::vector<Shape> shapes = {
       {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
@@ -332,6 +336,7 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
     }
   cuda::set_matvec_tc_tune(keep);
   cuda::set_matvec_stream_tune(keep_stream);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
   cuda::set_matvec_path(keep_path);
 }
 
@@ -351,17 +356,19 @@ TEST(CudaMatvec, StreamQ4KVariants) {
       {21, 17408, "27B ffn width"},                  {3, 25856, "101 super-blocks"},
       {2500, 12288, "9B ffn_down width"},
   };
-  struct V { int kc, stages, ctas, terms; bool i8; };
+  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
-                  {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false}};
+                  {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true}};  // x staged two super-blocks at a time
   uint64_t seed = 9700;
   for (const V& v : vs) {
     cuda::MatvecTcTune tc = keep_tc;
     tc.on = true;
     tc.terms = v.terms;
     cuda::set_matvec_tc_tune(tc);
-    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8});
-    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + " kc " + std::to_string(v.kc) +
+    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2});
+    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
+                             " kc " + std::to_string(v.kc) +
                              " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
                              (v.i8 ? "" : " terms " + std::to_string(v.terms));
     g_worst_seen = 0;
@@ -373,6 +380,64 @@ TEST(CudaMatvec, StreamQ4KVariants) {
     std::printf("[stream] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
   }
   cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
+// The streamed Q6_K kernel (matvec_stream_q6.cuh, decode7) forced on every shape it fits: rows not a multiple
+// of 16, 2 .. 100 super-blocks per row (rows whose 16-byte windows start at 0 / 4 / 8 / 12 mod 16: nb 14, 20,
+// 68; blocks at 2 mod 4 in shared memory for odd kb), plain / accumulate / RMSNorm / SwiGLU; ring variants
+// that wrap the stages many times (kc 2, 2 stages), chunks that are not a multiple of 8 super-blocks (kc 6,
+// the warp map crossing chunk borders), 16 per stage on one CTA per SM, 2 CTAs per SM. Shapes with an odd
+// number of super-blocks per row are not taken (the other kernels run them; checked here too).
+TEST(CudaMatvec, StreamQ6KVariants) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamQ6Tune keep = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  const std::vector<Shape> shapes = {
+      {1027, 512, "two super-blocks, rows % 16 = 3"}, {333, 1024, "0.8B width"},
+      {77, 3584, "0.8B ffn width (rows 12 mod 16 bytes)"}, {4097, 4096, "odd rows, 9B width"},
+      {21, 17408, "27B ffn width"},                   {515, 5120, "27B width"},
+      {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
+  };
+  struct V { int kc, stages, ctas; bool stage2 = false; };
+  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true}};
+  const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
+  uint64_t seed = 9900;
+  for (const V& v : vs) {
+    cuda::MatvecStreamTune q4 = keep_q4;
+    q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas});
+    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + " kc " +
+                             std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
+                             std::to_string(v.ctas);
+    g_worst_seen = 0;
+    for (const Shape& s : shapes) {
+      if (!cuda::matvec_stream_q6_takes(s.rows, s.cols)) {
+        // Only a forced CTA count / chunk size may refuse (x + the stages do not fit); the default takes all.
+        EXPECT_TRUE(v.kc != 0 || v.ctas != 0) << name << " does not take [" << s.rows << " x " << s.cols << "]";
+        continue;
+      }
+      for (bool acc : {false, true}) {
+        run_case(GgmlType::Q6_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+        for (bool sw : {false, true}) run_fused_case(GgmlType::Q6_K, s, seed += 5, sw, acc, name);
+      }
+    }
+    std::printf("[stream q6] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    EXPECT_LE(g_worst_seen, 1e-6) << name << ": the int8-digit split of x is exact, only fp32 rounding remains";
+    EXPECT_FALSE(cuda::matvec_stream_q6_takes(333, 1280)) << "odd super-blocks per row";
+    run_case(GgmlType::Q6_K, {333, 1280, "5 super-blocks (not taken)"}, seed += 3, true, name);
+  }
+  cuda::set_matvec_stream_q6_tune({0});
+  EXPECT_FALSE(cuda::matvec_stream_q6_takes(4096, 12288)) << "DS_MATVEC_STREAM_Q6K=0";
+  cuda::set_matvec_stream_q6_tune(keep);
+  cuda::set_matvec_stream_tune(keep_q4);
   cuda::set_matvec_tc_tune(keep_tc);
   cuda::set_matvec_path(keep_path);
 }
@@ -427,6 +492,38 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
     check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, stream int8");
     std::printf("[stream] Q4_K wide-range x, int8 digits: worst %.3g\n", g_worst_seen);
     cuda::set_matvec_stream_tune(keep_stream);
+  }
+  {  // the streamed Q6_K kernel (4 int8 digits of x per super-block; odd super-blocks at 2 mod 4)
+    const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+    cuda::set_matvec_stream_q6_tune({1});
+    const int64_t rows = 515, cols = 4096;
+    ASSERT_TRUE(cuda::matvec_stream_q6_takes(rows, cols));
+    const auto w = test::random_weights(GgmlType::Q6_K, rows * cols, 81);
+    auto x = test::random_floats(cols, 82);
+    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
+    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
+    x[1000] = 3.0e4f;
+    x[2000] = -1.0e-30f;
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
+    ASSERT_TRUE(dy.ok());
+    auto st = cuda::matvec(GgmlType::Q6_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto y = test::to_host<float>(*dy, rows);
+    g_worst_seen = 0;
+    check_rows(GgmlType::Q6_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, stream Q6_K");
+    std::printf("[stream q6] Q6_K wide-range x, int8 digits: worst %.3g\n", g_worst_seen);
+    EXPECT_LE(g_worst_seen, 1e-6) << "the int8-digit split of x is exact";
+    // A NaN in x reaches every row (as in fp32), not a finite value.
+    x[3000] = NAN;
+    auto dx2 = test::to_device(x);
+    ASSERT_TRUE(cuda::matvec(GgmlType::Q6_K, dw.data(), rows, cols, dx2.as<float>(), dy->as<float>(), nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto yn = test::to_host<float>(*dy, rows);
+    for (int64_t r = 0; r < rows; r += 57) EXPECT_TRUE(std::isnan(yn[r])) << "row " << r;
+    cuda::set_matvec_stream_q6_tune(keep_q6);
   }
 }
 

@@ -1,0 +1,648 @@
+// Batch-1 Q6_K matvec with the weights streamed into shared memory by bulk async copies (matvec.h; issue 5,
+// decode7): the Q6_K counterpart of matvec_stream.cuh's integer form (same producer warp / mbarrier ring /
+// 8 consumer warps / persistent grid / PDL), with its own staging, item and window handling:
+//   - x' x 2^(30 - e) per super-block (|x'| < 2^30) rounded to an int32 and split exactly into 4 signed
+//     int8 digits (d0 2^24 + d1 2^16 + d2 2^8 + d3), as mvq::stage_i8;
+//   - A = the 6-bit codes q = ql nibble | qh 2 bits << 4 (0..63) as u8, built with shifts and LOP3 from the
+//     raw words; mma.sync m16n8k32 u8 x s8 -> s32. The -32 offset of Q6_K enters through the mma's C
+//     operand: C = -32 x (sum of the column's digits over the sub-block), precomputed while staging, so
+//     the integer result is exactly sum (q - 32) x digit;
+//   - Q6_K scales are per 16 weights (int8), an mma is 32 weights: one mma covers the two 16-element
+//     halves (lh = 0, 1) of a 32-element group (n, Q) of the super-block (element 128 n + 32 Q + l), the
+//     n8 tile's columns 0..3 holding the 4 digits of x restricted to half 0 (zero bytes for elements of
+//     half 1) and columns 4..7 the digits restricted to half 1. Lane (g, t) then owns columns 2t, 2t + 1:
+//     one sub-block (lh = t / 2), digits 2 (t & 1), 2 (t & 1) + 1, and scales its 4 accumulators by the
+//     sub-block's int8 scale (rows g, g + 8) with one IMAD each into int32 running sums;
+//   - per super-block y += d 2^(e - 30) (digit columns weighted 2^24, 2^16, 2^8, 1).
+// Error: integer math exact; x keeps ~30 significant bits relative to its super-block's largest |x'|; the
+// int32 -> fp32 conversion of the running sums and the fp32 epilogue give ~1e-7 of sum |w x|.
+// The 210-byte blocks: a chunk of kc super-blocks of a row is copied as the 16-byte aligned window around it
+// (start rounded down, end up; cp.async.bulk needs 16-byte aligned addresses and sizes), so a block sits at
+// its global address mod 16 in shared memory. With an even number of super-blocks per row (rows 4-byte
+// aligned) and even kc (chunks start at even kb), block kb is 4-byte aligned for even kb and at 2 mod 4 for
+// odd kb. Lane t reads, of each 32-byte region (ql: 4, qh: 2), the aligned words holding elements
+// l = 4t + 2 odd .. + 3 (slot 0, k 4t..4t+3 of the mma) and (16 + 4t + 2 odd .. + 3) mod 32 (slot 1, k 16+4t..);
+// in an odd block lane 3's slot-1 word (l = 30, 31, 0, 1) is put together from two aligned words (PRMT).
+// stage_q6 writes x in the same per-parity element order. Odd numbers of super-blocks per row are not taken
+// (matvec_tc / the older kernels run them).
+// Work split: warp w takes the super-blocks kb with (kb & 7) ^ ((kb >> 3) & 1) == w, so every warp gets as
+// many odd (more loads) as even blocks over each 16 super-blocks.
+#pragma once
+#include <algorithm>
+#include <cstdlib>
+
+#include "cuda/matvec_stream.cuh"
+
+namespace ds::cuda {
+namespace mvq6 {
+
+constexpr int kCW = mvq::kCW;
+constexpr int kThreads = mvq::kThreads;
+constexpr int kMaxStages = 8;
+constexpr int kBlockBytes = 210;
+
+struct Args {
+  mvt::Args t;  // w, row_bytes, rows, nb, x, y, accumulate, prologue, cols (ks unused)
+  int kc;       // super-blocks per chunk (even)
+  int nchunk;   // chunks per row group
+  int pitch;    // shared-memory bytes per row of a stage (16 mod 32)
+  int stages;
+  int xbytes;   // offset of the ring in dynamic shared memory
+  bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
+};
+
+// x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
+// C [8 m][4 t] int2 (256 B each), then 2^(e - 30) per super-block.
+inline size_t smem_x_bytes(int nb) { return (size_t)nb * (1024 + 256 + 4); }
+
+__device__ __forceinline__ float2 load_x2(const mvt::Args& a, int e, float scale) {
+  const float2 v = __ldg(reinterpret_cast<const float2*>(a.x + e));
+  if (a.pre.gate) {
+    const float2 g = __ldg(reinterpret_cast<const float2*>(a.pre.gate + e));
+    return make_float2(mvs::silu(g.x) * v.x, mvs::silu(g.y) * v.y);
+  }
+  if (a.pre.norm_w) {
+    const float2 w = __ldg(reinterpret_cast<const float2*>(a.pre.norm_w + e));
+    return make_float2(v.x * scale * w.x, v.y * scale * w.y);
+  }
+  return v;
+}
+
+// kU super-blocks bs[] of one parity per call, their dependent chains (x loads, max reduction, digit sums)
+// interleaved: the staging is latency-bound (every CTA stages all of x before its first item), one
+// super-block at a time left the SM idle between L2 loads and shuffle chains. Stores only where st[u].
+// One warp per super-block; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
+// and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+template <bool kOdd, int kU>
+__device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
+                                           uint2* bfr, int2* cfr, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  const int m = lane >> 2, t = lane & 3, p0 = 4 * t + (kOdd ? 2 : 0), p1 = p0 + 16;
+  float v[kU][8];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int base = bs[u] * 256 + 32 * m;
+    if (!kOdd) {
+      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
+      v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
+      v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+    } else {
+      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
+      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
+      v[u][0] = a0.x; v[u][1] = a0.y; v[u][2] = a1.x; v[u][3] = a1.y;
+      v[u][4] = b0.x; v[u][5] = b0.y; v[u][6] = b1.x; v[u][7] = b1.y;
+    }
+  }
+  float mx[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    mx[u] = 0.f;
+    fin[u] = true;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      mx[u] = fmaxf(mx[u], fabsf(v[u][i]));
+      fin[u] = fin[u] && isfinite(v[u][i]);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++) mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], o));
+#pragma unroll
+  for (int u = 0; u < kU; u++) fin[u] = __all_sync(0xffffffffu, fin[u]);
+  // Digit sums of the lane's elements per (half lh, digit k), two per int32 (k even in the low half:
+  // |sum| <= 16 x 128, so the packed sums add without overflow and unpack exactly).
+  int ps[kU][2][2];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (mx[u] > 0.f && isfinite(mx[u])) {
+      frexpf(mx[u], &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    if (lane == 0 && st[u]) inv_s[bs[u]] = fin[u] ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
+    int dg[4][8];  // [digit][element]
+    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (l < 16) sum[0][k] += dg[k][i];
+        else sum[1][k] += dg[k][i];
+      }
+    }
+    if (st[u]) {
+      uint2* dst = bfr + (bs[u] * 8 + m) * 16 + t;
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                                mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int k = 0; k < 2; k++) ps[u][h][k] = sum[h][2 * k] + sum[h][2 * k + 1] * 65536;
+  }
+  for (int o = 1; o <= 2; o <<= 1)
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int k = 0; k < 2; k++) ps[u][h][k] += __shfl_xor_sync(0xffffffffu, ps[u][h][k], o);
+  // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1 = one packed pair.
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int pk = (t >> 1) ? ((t & 1) ? ps[u][1][1] : ps[u][1][0]) : ((t & 1) ? ps[u][0][1] : ps[u][0][0]);
+    const int c0 = (int)(int16_t)(pk & 0xFFFF), c1 = (pk - c0) / 65536;
+    if (st[u]) cfr[(bs[u] * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
+  }
+}
+
+// Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
+// One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
+// and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+__device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  const int m = lane >> 2, t = lane & 3;
+  for (int b = warp; b < a.nb; b += kCW) {
+    const int odd = b & 1;
+    const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
+    float v[8];
+    if (!odd) {
+      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
+      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
+      v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
+      v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
+    }
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
+    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
+    int ex = 0;
+    if (mx > 0.f && isfinite(mx)) {
+      frexpf(mx, &ex);
+      ex = max(ex, -90);
+    }
+    const float s = ldexpf(1.f, 30 - ex);
+    bool fin = true;  // fmaxf skips NaN: test every element
+#pragma unroll
+    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+    fin = __all_sync(0xffffffffu, fin);
+    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
+    int dg[4][8];    // [digit][element]
+    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [half lh][digit]: digit sums of the lane's elements
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int r = fin ? __float2int_rn(v[i] * s) : 0;
+#pragma unroll
+      for (int k = 3; k > 0; k--) {
+        const int d = (int)(int8_t)(r & 0xFF);
+        dg[k][i] = d;
+        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+      }
+      dg[0][i] = r;  // |r| <= 64
+      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (l < 16) sum[0][k] += dg[k][i];
+        else sum[1][k] += dg[k][i];
+      }
+    }
+    uint2* dst = bfr + (b * 8 + m) * 16 + t;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                              mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 1);
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 2);
+      }
+    // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1.
+    const int h = t >> 1, k0 = 2 * (t & 1);
+    int c0 = 0, c1 = 0;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int k = 0; k < 4; k += 2)
+        if (hh == h && k == k0) {
+          c0 = sum[hh][k];
+          c1 = sum[hh][k + 1];
+        }
+    cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
+  }
+  __syncthreads();
+}
+
+// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
+// yet run on a GPU: off by default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of
+// one parity), two per stage_q6_u call.
+__device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    __shared__ float red[kCW];
+    float ss = 0.f;
+    const float4* x4 = reinterpret_cast<const float4*>(a.x);
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+      const float4 v = __ldg(x4 + f);
+      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kCW; i++) tot += red[i];
+    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+  for (int b = warp; b < a.nb; b += 2 * kCW) {
+    const bool v1 = b + kCW < a.nb;
+    const int bs[2] = {b, v1 ? b + kCW : b};
+    const bool st[2] = {true, v1};
+    if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
+    else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void imma_c(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1, int2 cc) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%10,%11};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(cc.x), "r"(cc.y));
+}
+// Byte `sel & 3`-selected PRMT in its sign-replicating mode: the selector's nibbles 1..3 have bit 3 set.
+__device__ __forceinline__ int prmt_s8(uint32_t w, uint32_t sel) {
+  int r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(w), "r"(0u), "r"(sel));
+  return r;
+}
+__device__ __forceinline__ uint32_t lds32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// Lane constants of an item: B masks (bytes of half 0 for slot 0 / 1, inverted for columns 4..7), the
+// scale-byte selectors, the digit weights of the lane's columns.
+struct Lane {
+  uint32_t m0[2], m1[2];  // [parity]
+  uint32_t sel[2];        // [Q & 1]
+  float wa, wb;
+};
+__device__ __forceinline__ Lane lane_consts(int g, int t) {
+  Lane c;
+  const bool hi_cols = g >= 4;
+  const uint32_t e0 = 0xFFFFFFFFu, e1 = 0u;                                            // even blocks
+  const uint32_t o0 = t == 3 ? 0x0000FFFFu : 0xFFFFFFFFu, o1 = t == 3 ? 0xFFFF0000u : 0u;  // odd blocks
+  c.m0[0] = hi_cols ? ~e0 : e0;
+  c.m1[0] = hi_cols ? ~e1 : e1;
+  c.m0[1] = hi_cols ? ~o0 : o0;
+  c.m1[1] = hi_cols ? ~o1 : o1;
+  const uint32_t lh = (uint32_t)(t >> 1);
+#pragma unroll
+  for (int qo = 0; qo < 2; qo++) {
+    const uint32_t bi = 2u * qo + lh;
+    c.sel[qo] = bi | ((bi | 8u) * 0x1110u);
+  }
+  c.wa = (t & 1) ? 256.f : 16777216.f;
+  c.wb = (t & 1) ? 1.f : 65536.f;
+  return c;
+}
+
+// One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
+// bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
+template <bool kOdd>
+__device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
+                                        const int2* cq, float is, float (&yp)[2]) {
+  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
+  uint32_t sw[2][4];
+  float d[2];
+  const int o = 4 * t + (kOdd ? 2 : 0);
+  const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const uint8_t* b = p[k];
+#pragma unroll
+    for (int r = 0; r < 6; r++) {  // regions: ql 0..3, qh 4, 5 (32 bytes each)
+      const uint8_t* rb = b + 32 * r;
+      const uint32_t s0 = lds32(rb + o);
+      uint32_t s1 = lds32(rb + 16 + o);
+      if (kOdd) s1 = __byte_perm(s1, lds32(rb - 2), sel3);  // lane 3: l 30, 31 | 0, 1
+      if (r < 4) {
+        W[k][r][0] = s0;
+        W[k][r][1] = s1;
+      } else {
+        H[k][r - 4][0] = s0;
+        H[k][r - 4][1] = s1;
+      }
+    }
+    if (kOdd) {
+      uint32_t s5[5];
+#pragma unroll
+      for (int i = 0; i < 5; i++) s5[i] = lds32(b + 190 + 4 * i);
+#pragma unroll
+      for (int i = 0; i < 4; i++) sw[k][i] = __funnelshift_r(s5[i], s5[i + 1], 16);
+      d[k] = mvd::h2f(s5[4] >> 16);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; i++) sw[k][i] = lds32(b + 192 + 4 * i);
+      d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
+    }
+  }
+  const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
+  int R[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int n = 0; n < 2; n++)
+#pragma unroll
+    for (int Q = 0; Q < 4; Q++) {
+      const int m = 4 * n + Q;
+      uint32_t A[2][2];  // [row][slot]
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
+          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
+          A[k][j] = nib | hb;
+        }
+      const uint2 bv = bq[m * 16];
+      int c[4];
+      imma_c(c, A[0][0], A[1][0], A[0][1], A[1][1], bv.x & mk0, bv.y & mk1, cq[m * 4]);
+      const int s0 = prmt_s8(sw[0][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+      const int s1 = prmt_s8(sw[1][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+      R[0] += s0 * c[0];
+      R[1] += s0 * c[1];
+      R[2] += s1 * c[2];
+      R[3] += s1 * c[3];
+    }
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const float f = fmaf((float)R[2 * k], lc.wa, (float)R[2 * k + 1] * lc.wb);
+    yp[k] = fmaf(d[k] * is, f, yp[k]);
+  }
+}
+
+template <bool kMath>
+__global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
+  extern __shared__ uint4 smem_raw[];
+  uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
+  int2* cfr = reinterpret_cast<int2*>(bfr + a.t.nb * 8 * 16);
+  float* inv_s = reinterpret_cast<float*>(cfr + a.t.nb * 8 * 4);
+  uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ float red[2][kCW][16];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; s++) {
+      mvq::mbar_init(&full[s], 1);
+      mvq::mbar_init(&empty[s], kCW);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kCW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
+    bool joined = false;
+    const auto join = [&] {
+      if (a.t.pre.norm_w) __syncthreads();
+      __syncthreads();
+      mvs::grid_dep_trigger();
+      joined = true;
+    };
+    int j = 0;
+    for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
+      for (int c = 0; c < a.nchunk; c++, j++) {
+        if (j == S && !joined) join();
+        const int s = j % S;
+        if (j >= S) mvq::mbar_wait(&empty[s], ((j / S) - 1) & 1);
+        const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
+        const int row = min(rg * 16 + (lane & 15), a.t.rows - 1);
+        const int64_t src = (int64_t)row * a.t.row_bytes + (int64_t)kb0 * kBlockBytes;
+        const int o = (int)(src & 15);
+        const uint32_t bytes = (uint32_t)((o + n * kBlockBytes + 15) & ~15);
+        const uint32_t total = __reduce_add_sync(0xffffffffu, lane < 16 ? bytes : 0u);
+        if (lane == 0) mvq::mbar_expect_tx(&full[s], total);
+        __syncwarp();
+        if (lane < 16) mvq::bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s]);
+      }
+    if (!joined) join();
+    return;
+  }
+
+  mvs::grid_dep_wait();
+  if (a.stage2) stage_q6_pair(a.t, bfr, cfr, inv_s);
+  else stage_q6(a.t, bfr, cfr, inv_s);
+  mvs::grid_dep_trigger();
+
+  const int g = lane >> 2, t = lane & 3;
+  const Lane lc = lane_consts(g, t);
+  const uint2* bbase = bfr + (g & 3) * 4 + t;
+  const int2* cbase = cfr + t;
+  int j = 0, par = 0;
+  for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
+    float yp[2] = {0.f, 0.f};
+    const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
+    for (int c = 0; c < a.nchunk; c++, j++) {
+      const int s = j % S;
+      mvq::mbar_wait(&full[s], (j / S) & 1);
+      const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
+      if (kMath) {
+        const uint8_t* st = ring + s * stage_bytes;
+        const uint8_t* r0 = st + g * a.pitch + (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        const uint8_t* r1 =
+            st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        for (int G = kb0 >> 3; G <= (kb0 + n - 1) >> 3; G++) {
+          const int kb = 8 * G + (warp ^ (G & 1));
+          if (kb < kb0 || kb >= kb0 + n) continue;
+          const int q = kb - kb0;
+          const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
+          if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mvq::mbar_arrive(&empty[s]);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
+      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+    }
+    if (t == 0) {
+      red[par][warp][g] = yp[0];
+      red[par][warp][g + 8] = yp[1];
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kCW) : "memory");
+    if (warp == 0 && lane < 16) {
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < kCW; i++) v += red[par][i][lane];
+      const int row = rg * 16 + lane;
+      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
+    }
+    par ^= 1;
+  }
+}
+
+// DS_MATVEC_STREAM_Q6K=0 turns the kernel off, =1 forces it wherever it fits (default: by shape, takes());
+// DS_MATVEC_STREAM_Q6K_KC (super-blocks per stage, even), _STAGES, _CTAS (per SM) for A/B runs.
+struct Tune {
+  int mode = -1;  // -1: by shape, 0: off, 1: wherever it fits
+  int kc = 0;     // 0: 8, 16 for rows of >= 32 super-blocks
+  int stages = 0;       // 0: as many as fit (<= kMaxStages)
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  bool math = true;     // false: streaming probe (mvbench only)
+};
+inline Tune& tune() {
+  static Tune t = [] {
+    Tune d;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K")) d.mode = e[0] == '0' ? 0 : e[0] == '1' ? 1 : -1;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_KC")) d.kc = std::max(0, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_STAGES")) d.stages = std::atoi(e);
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_CTAS")) d.ctas_per_sm = std::atoi(e);
+    return d;
+  }();
+  return t;
+}
+
+struct Plan {
+  int kc = 0, pitch = 0, stages = 0, ctas_per_sm = 0, xbytes = 0;
+  size_t smem = 0;
+};
+inline bool plan(int nb, const Tune& tn, Plan& p) {
+  constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
+  if (nb <= 0 || nb % 2 != 0) return false;
+  // kc 0: 8 super-blocks per stage, 16 for rows of >= 32 (H200, decode7: 9B ffn_down [4096 x 12288] 19.4 vs
+  // 20.6 us; 27B ffn_gate_up-sized [34816 x 5120] rows: 46.6 vs 42.4 with 16).
+  int kc = tn.kc > 0 ? tn.kc : nb >= 32 ? 16 : 8;
+  kc = std::max(2, kc & ~1);
+  p.kc = std::min(kc, nb);
+  // Window of a row piece: up to 14 bytes before the first block, rounded up to 16; pitch 16 mod 32 (the
+  // word loads of 8 rows x 4 lanes hit 32 distinct banks when the rows' windows start alike).
+  p.pitch = (p.kc * kBlockBytes + 14 + 15) / 16 * 16;
+  if (p.pitch % 32 == 0) p.pitch += 16;
+  p.xbytes = (int)((smem_x_bytes(nb) + 127) / 128 * 128);
+  const size_t stage = (size_t)16 * p.pitch;
+  for (int cps : {2, 1}) {
+    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
+    const size_t lim = cps == 2 ? kHalf : kOne;
+    if ((size_t)p.xbytes + 2 * stage > lim) continue;
+    int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
+    if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
+    if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
+    p.stages = st;
+    p.ctas_per_sm = cps;
+    p.smem = p.xbytes + (size_t)st * stage;
+    return true;
+  }
+  return false;
+}
+
+// Whether the kernel takes Q6_K [rows, cols] (by shape: see the rule below; bench/cuda/NOTES.md decode7).
+inline bool takes(int64_t rows, int64_t cols) {
+  const Tune& tn = tune();
+  if (tn.mode == 0 || cols % 256 != 0 || rows > ((int64_t)1 << 30)) return false;
+  Plan p;
+  if (!plan((int)(cols / 256), tn, p)) return false;
+  if (tn.mode == 1) return true;
+  // At least one row group per SM and rows of >= 8 super-blocks, or vocab-sized rows of >= 4 (H200, decode7,
+  // weights past L2: 9B ffn_down [4096 x 12288] with SwiGLU 25.6 vs 30.6 us, output [248320 x 4096] 205.8 vs
+  // 387.0, 27B ffn_down 35.4 vs 48.5, [248320 x 1024] 78.7 vs 122.2; in the 9B model the Q6_K products of
+  // fewer rows were slower on this kernel: 361.9 tok/s with it forced everywhere vs 364.7 by shape).
+  return (rows + 15) / 16 >= sm_count() && (cols >= 2048 || (rows >= 65536 && cols >= 1024));
+}
+
+namespace {
+template <bool kMath>
+cudaError_t allow_smem_q6() {
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
+  return e;
+}
+template <bool kMath>
+Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
+  const cudaError_t attr = allow_smem_q6<kMath>();
+  if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+  if (!mvt::tune().pdl) {
+    kernel<kMath><<<grid, kThreads, smem, stream>>>(a);
+  } else {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kMath>, a);
+    if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
+  }
+  CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
+  return {};
+}
+}  // namespace
+
+// Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w (16, allocation
+// padded to 16 bytes: the last row's window may end up to 15 bytes past the matrix) / x / y.
+inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
+                     cudaStream_t stream, const mvs::Pre& pre = {}) {
+  const int nb = (int)(cols / 256);
+  Plan p;
+  if (cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(nb, tune(), p))
+    return cu_err("cuda matvec_stream_q6: [{}, {}] does not fit", rows, cols);
+  Args a;
+  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, pre, (int)cols};
+  a.kc = p.kc;
+  a.nchunk = (nb + p.kc - 1) / p.kc;
+  a.pitch = p.pitch;
+  a.stages = p.stages;
+  a.xbytes = p.xbytes;
+  a.stage2 = mvq::tune().stage2;
+  const int64_t nrg = (rows + 15) / 16;
+  const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  if (!tune().math) return launch_t<false>(a, p.smem, (unsigned)grid, stream);
+  return launch_t<true>(a, p.smem, (unsigned)grid, stream);
+}
+
+}  // namespace mvq6
+}  // namespace ds::cuda
