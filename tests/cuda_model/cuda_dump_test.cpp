@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <map>
 
-#include "cuda/model/model_kernels.cuh"
 #include "cuda_test_util.h"
 
 using namespace ds;
@@ -73,8 +72,9 @@ int compare_call(const Dumps& cpu, const Dumps& gpu, const std::string& call) {
 
 class CudaVsCpuDumps : public ::testing::TestWithParam<std::string> {};
 
-void check_every_intermediate(const std::string& name) {
-  const auto ref = ds::test::load_model_ref(name);
+TEST_P(CudaVsCpuDumps, EveryIntermediateAgrees) {
+  DS_SKIP_WITHOUT_GPU();
+  const auto ref = ds::test::load_model_ref(GetParam());
   auto m = Qwen35Model::load_file(ref.gguf);
   ASSERT_TRUE(m.ok()) << m.error().message;
   auto cm = ds::test::load_cuda(*m);
@@ -91,7 +91,7 @@ void check_every_intermediate(const std::string& name) {
   ASSERT_TRUE(forward(*m, *cs, prompt, cl.data(), true, collector(cd)).ok());
   auto st = cm->prefill(*gs, prompt, gl.data(), true, collector(gd));
   ASSERT_TRUE(st.ok()) << st.error().message;
-  EXPECT_GT(compare_call(cd, gd, name + " prefill"), 30);
+  EXPECT_GT(compare_call(cd, gd, GetParam() + " prefill"), 30);
   for (int i = 0; i < 3; i++) {
     cd.clear();
     gd.clear();
@@ -100,26 +100,9 @@ void check_every_intermediate(const std::string& name) {
     cuda::CudaSeqState* sp = gs.get();
     st = cm->decode({&sp, 1}, std::span<const int32_t>(&tok, 1), gl.data(), collector(gd));
     ASSERT_TRUE(st.ok()) << st.error().message;
-    compare_call(cd, gd, name + " decode " + std::to_string(i));
-    if (::testing::Test::HasFailure()) break;
+    compare_call(cd, gd, GetParam() + " decode " + std::to_string(i));
+    if (HasFailure()) break;
   }
-}
-
-TEST_P(CudaVsCpuDumps, EveryIntermediateAgrees) {
-  DS_SKIP_WITHOUT_GPU();
-  check_every_intermediate(GetParam());
-}
-
-// The delta rule kernel compiled for two blocks per SM (DS_GDN_MINB=2: 64 registers, some spilled) computes
-// the same intermediates.
-TEST_P(CudaVsCpuDumps, EveryIntermediateAgreesWithTwoGdnBlocksPerSm) {
-  DS_SKIP_WITHOUT_GPU();
-  struct Set {
-    int saved = cuda::mk::gdn_min_blocks();
-    Set() { cuda::mk::gdn_min_blocks() = 2; }
-    ~Set() { cuda::mk::gdn_min_blocks() = saved; }
-  } set;
-  check_every_intermediate(GetParam());
 }
 
 // tiny-gqa: nv = 3 nk (the tiled head order), untied output, Q5_0 fallbacks; tiny-sym bf16: float weights.

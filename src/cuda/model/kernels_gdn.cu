@@ -5,8 +5,6 @@
 // gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
 //   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
 //   once); the gated RMSNorm over the head's dv outputs is one block reduction per token.
-#include <cstdlib>
-
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
 
@@ -55,11 +53,8 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
     if (j < W) st[j * Cc + c] = win[j];
 }
 
-// MINB: blocks per SM the register allocation must allow (1: 99 registers for DK 128, one block per SM;
-// 2: 64, with a little spilling), the difference between a block's state load / update / store running
-// alone and overlapping another block's (the batched decode step runs 2048 such blocks for the 9B at 64).
-template <int DK, int MINB>
-__global__ void __launch_bounds__(DK * 4, MINB) gdn_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+template <int DK>
+__global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
@@ -127,11 +122,7 @@ __global__ void __launch_bounds__(DK * 4, MINB) gdn_kernel(const GdnArgs a, cons
 
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  const dim3 grid(a.n_v_heads, n_seqs);
-  if (gdn_min_blocks() == 2)
-    gdn_kernel<DK, 2><<<grid, DK * 4, 0, stream>>>(a, io);
-  else
-    gdn_kernel<DK, 1><<<grid, DK * 4, 0, stream>>>(a, io);
+  gdn_kernel<DK><<<dim3(a.n_v_heads, n_seqs), DK * 4, 0, stream>>>(a, io);
   CUDA_TRY_LAUNCH("gdn_step", stream);
   return {};
 }
@@ -149,14 +140,6 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   conv_kernel<<<dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), a.head_dim, 0, stream>>>(a, io);
   CUDA_TRY_LAUNCH("conv_silu_l2", stream);
   return {};
-}
-
-int& gdn_min_blocks() {
-  static int v = [] {
-    const char* e = std::getenv("DS_GDN_MINB");
-    return e && e[0] == '2' && !e[1] ? 2 : 1;
-  }();
-  return v;
 }
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }

@@ -88,8 +88,6 @@ struct GdnArgs {
   float* dbg_beta = nullptr;  // optional [T][nv]
 };
 bool gdn_supports(int d_k);
-// Blocks per SM gdn_step's register budget allows: 1 (default) or 2 (DS_GDN_MINB=2; tests set it here).
-int& gdn_min_blocks();
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
 // cpu::rms_norm of the q and k heads + cpu::rope_neox + the cache store of cpu::attention: q -> q_out packed
