@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
 // DS_MATVEC_STREAM_Q6K_KC (super-blocks per stage, even), _STAGES, _CTAS (per SM) for A/B runs.
 struct Tune {
   int mode = -1;  // -1: by shape, 0: off, 1: wherever it fits
-  int kc = 0;     // 0: 8, 16 for rows of >= 32 super-blocks
+  int kc = 0;     // 0: 8
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
   bool math = true;     // false: streaming probe (mvbench only)
@@ -551,9 +551,11 @@ struct Plan {
 inline bool plan(int nb, const Tune& tn, Plan& p) {
   constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
   if (nb <= 0 || nb % 2 != 0) return false;
-  // kc 0: 8 super-blocks per stage, 16 for rows of >= 32 (H200, decode7: 9B ffn_down [4096 x 12288] 19.4 vs
-  // 20.6 us; 27B ffn_gate_up-sized [34816 x 5120] rows: 46.6 vs 42.4 with 16).
-  int kc = tn.kc > 0 ? tn.kc : nb >= 32 ? 16 : 8;
+  // kc 0: 8 super-blocks per stage. 16 was faster alone on the 9B ffn_down ([4096 x 12288] 19.4 vs 20.6 us,
+  // decode7) but slower on 27B ffn_gate_up-sized rows (46.6 vs 42.4 us), leaves rows of >= 100 super-blocks no
+  // room for x and 2 stages, and the whole 9B was not faster with it (H200, session 6: 357.1 tok/s with 16 for
+  // rows of >= 32 vs 364.7 with 8 in decode7's call).
+  int kc = tn.kc > 0 ? tn.kc : 8;
   kc = std::max(2, kc & ~1);
   p.kc = std::min(kc, nb);
   // Window of a row piece: up to 14 bytes before the first block, rounded up to 16; pitch 16 mod 32 (the
