@@ -1,11 +1,21 @@
 // Batch-1 matrix-vector product (matvec.h) and its fused-input form matvec_fused (RMSNorm / SwiGLU in the
-// shared-memory kernels' prologue, else a transform kernel + the plain product).
-// Q4_K and Q6_K go through the x-in-shared-memory kernels of
-// matvec_smem.cuh or the direct-load kernel of matvec_direct.cuh (matvec_path()), Q8_0 through the
-// direct-load kernel; every other type through the
-// shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template). Thread mapping
-// of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share of
-// their columns when ks warps split the columns of few, long rows). A warp walks its rows in tiles of
+// kernels' prologue, else a transform kernel + the plain product). Which kernel runs, in order of preference
+// (Auto path; every choice measured on the H200, bench/cuda/NOTES.md; tests in tests/cuda/matvec_test.cpp,
+// timings with bench/cuda/matvec_bench_standalone.cu "mvbench"):
+//   Q4_K  matvec_stream.cuh     weights streamed by cp.async.bulk into a shared-memory ring, x as 4 exact int8
+//                               digits, integer mma: rows >= 16 x SMs, not vocab-sized short rows (takes());
+//                               DS_MATVEC_STREAM=0 off
+//         matvec_tc.cuh         tensor cores, x in fp16 terms: the other shapes it takes; DS_MATVEC_TC=0 off
+//                               (both tensor-core kernels)
+//         matvec_smem.cuh       x in shared memory (cols <= 25600), else matvec_direct.cuh
+//   Q6_K  matvec_stream_q6.cuh  the Q6_K stream kernel: even super-blocks per row, rows >= 16 x SMs with
+//                               cols >= 2048 or vocab-sized rows with cols >= 1024; DS_MATVEC_STREAM_Q6K=0 off
+//         matvec_tc.cuh         Q6_K form only with DS_MATVEC_TC_Q6K=1 (accurate, not faster)
+//         matvec_direct.cuh     direct loads; matvec_smem.cuh for vocab-sized short rows
+//   Q8_0  matvec_direct.cuh
+//   other types: the shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template).
+// Thread mapping of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share
+// of their columns when ks warps split the columns of few, long rows). A warp walks its rows in tiles of
 // `lpr` units (quant_traits.cuh) per row: it copies the tile's bytes of all kR rows into its
 // shared-memory slice with aligned 16-byte loads, then each lane decodes one unit per row from shared
 // memory. Partial sums meet through shuffles within the group and shared memory across the ks warps.

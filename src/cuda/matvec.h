@@ -2,10 +2,12 @@
 //   matvec:          y[rows]     = W[rows, cols] · x[cols]          (+ y when accumulate)
 //   matvec_batched:  Y[B, rows]  = X[B, cols] · Wᵀ, 1 <= B <= 64    (+ Y when accumulate)
 // W is row-major in its GGUF type (row r = cols/block_size consecutive blocks), read from device memory
-// exactly once per call (for the whole batch too), with the widest aligned loads the block layout
-// allows (matvec_direct.cuh for Q4_K/Q6_K/Q8_0 at batch 1). Activations stay
-// float32 and accumulation is float32 (no activation quantization). The CPU oracle is
-// ds::quant::dot_row; results differ from it only by summation order.
+// exactly once per call (for the whole batch too). Which kernel runs: matvec.cu (batch 1) and
+// matvec_batched.cu (B > 1) say, type by type. Activations are float32; where a tensor-core kernel needs
+// them in another form it splits x into terms after a power-of-two scale (4 int8 digits: 31 bits; 2-3 fp16
+// or bf16 terms: 22-33 bits), not an 8-bit activation quantization; accumulation is float32. The CPU
+// oracle is ds::quant::dot_row; results differ from it by summation order and that split (tests: 1e-7 to
+// 3e-7 of sum|w x|).
 // Requirements (else an Error): W 16-byte aligned with its allocation padded to 16 bytes (cudaMalloc
 // and DeviceBuffer are); x, y 16-byte aligned (x) / 4-byte (y); cols a multiple of the block size
 // (8 for F32/F16/BF16).
