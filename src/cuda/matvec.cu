@@ -55,6 +55,12 @@ MatvecPath& path_ref() {
   return p;
 }
 
+// Whether the streamed kernel of the type (matvec_stream.cuh for Q4_K, matvec_stream_q6.cuh for Q6_K) takes
+// [rows, cols]: Auto path only, and DS_MATVEC_TC=0 turns it off with the other tensor-core kernel.
+bool stream_takes(bool q6, int64_t rows, int64_t cols) {
+  return path_ref() == MatvecPath::Auto && mvt::tune().on && (q6 ? mvq6::takes(rows, cols) : mvq::takes(rows, cols));
+}
+
 // Q4_K / Q6_K: the shared-memory kernel (S) or the direct-load one (D), per matvec_path().
 template <GgmlType T, class D, class S>
 Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
@@ -65,10 +71,10 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   // Q6_K too with DS_MATVEC_TC_Q6K=1 (decode5; off by default until measured).
   constexpr bool q6 = T == GgmlType::Q6_K;
   // Q4_K: the streamed form of that kernel (matvec_stream.cuh) where it takes the shape.
-  if (p == MatvecPath::Auto && !q6 && mvt::tune().on && mvq::takes(rows, cols))
+  if (!q6 && stream_takes(false, rows, cols))
     return mvq::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   // Q6_K: its streamed form (matvec_stream_q6.cuh, decode7) where it takes the shape.
-  if (p == MatvecPath::Auto && q6 && mvt::tune().on && mvq6::takes(rows, cols))
+  if (q6 && stream_takes(true, rows, cols))
     return mvq6::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   if (p == MatvecPath::Auto && mvt::takes(rows, cols, q6))
     return mvt::launch(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream, {}, q6);
@@ -137,7 +143,7 @@ MatvecStreamQ6Tune matvec_stream_q6_tune() {
   return {t.mode, t.kc, t.stages, t.ctas_per_sm};
 }
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
-  return path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols);
+  return stream_takes(true, rows, cols);
 }
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().mode = t.mode;
@@ -158,8 +164,7 @@ bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
   if ((type == GgmlType::Q4_K || type == GgmlType::Q6_K) && path_ref() == MatvecPath::Auto &&
       mvt::takes(rows, cols, type == GgmlType::Q6_K))
     return true;
-  if (type == GgmlType::Q4_K && path_ref() == MatvecPath::Auto && mvt::tune().on && mvq::takes(rows, cols)) return true;
-  if (type == GgmlType::Q6_K && path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols)) return true;
+  if ((type == GgmlType::Q4_K || type == GgmlType::Q6_K) && stream_takes(type == GgmlType::Q6_K, rows, cols)) return true;
   if (path_ref() == MatvecPath::Direct || !mvs::fits(cols)) return false;
   if (type == GgmlType::Q4_K) return true;
   if (type == GgmlType::Q6_K) return path_ref() == MatvecPath::Smem || fuse_q6k(rows, cols);
@@ -178,14 +183,14 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
     const auto* wb = static_cast<const uint8_t*>(w);
     if (type == GgmlType::Q4_K) {
       if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
-      if (path_ref() == MatvecPath::Auto && mvt::tune().on && mvq::takes(rows, cols))
+      if (stream_takes(false, rows, cols))
         return mvq::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols))
         return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
-    if (path_ref() == MatvecPath::Auto && mvt::tune().on && mvq6::takes(rows, cols))
+    if (stream_takes(true, rows, cols))
       return mvq6::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
     if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols, true))
       return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, true);
