@@ -28,6 +28,7 @@
 #include "cuda/matvec_stream.cuh"
 #include "cuda/matvec_stream_q6.cuh"
 #include "cuda/matvec_tc.cuh"
+#include "cuda/ops.h"
 
 namespace ds::cuda {
 
@@ -85,26 +86,6 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   if (p != MatvecPath::Direct && mvs::fits(cols) && (p == MatvecPath::Smem || auto_smem))
     return mvs::launch<S>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
   return mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
-}
-
-// The fallback of matvec_fused: the input transform as its own kernel (one CTA; x is a few K floats).
-constexpr int kPreThreads = 1024;
-__global__ void __launch_bounds__(kPreThreads) pre_kernel(const float* __restrict__ x, mvs::Pre pre, int n,
-                                                          float* __restrict__ out) {
-  __shared__ float red[kPreThreads / 32];
-  if (pre.gate) {
-    for (int i = threadIdx.x; i < n; i += kPreThreads) out[i] = mvs::silu(pre.gate[i]) * x[i];
-    return;
-  }
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < n; i += kPreThreads) ss += x[i] * x[i];
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float tot = 0.f;
-  for (int i = 0; i < kPreThreads / 32; i++) tot += red[i];
-  const float scale = 1.0f / sqrtf(tot / (float)n + pre.eps);
-  for (int i = threadIdx.x; i < n; i += kPreThreads) out[i] = x[i] * scale * pre.norm_w[i];
 }
 
 // Q6_K: the fused (shared-memory) kernel unless the plain product would take the direct kernel and is
@@ -197,8 +178,9 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
     return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
   }
   if (!scratch) return cu_err("cuda matvec_fused: {} [{}, {}] needs a scratch buffer", type_cstr(type), rows, cols);
-  pre_kernel<<<1, kPreThreads, 0, stream>>>(in.x, pre, (int)cols, scratch);
-  CUDA_TRY_LAUNCH("matvec_fused input", stream);
+  // The fallback: the input transform by the model's own kernels, then the plain product.
+  if (in.gate) DS_TRY(swiglu(ops::SwigluParams{1, cols}, in.gate, in.x, scratch, stream));
+  else DS_TRY(rms_norm(ops::RmsNormParams::packed(1, cols, in.eps), in.x, in.norm_w, scratch, stream));
   return matvec(type, w, rows, cols, scratch, y, stream, accumulate);
 }
 void set_matvec_path(MatvecPath p) { path_ref() = p; }

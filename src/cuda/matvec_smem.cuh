@@ -279,6 +279,19 @@ __device__ __forceinline__ void load_pair(const Args& a, int p, int t, typename 
   }
 }
 
+// Row pair p done: the warp's sums of rows 2p, 2p + 1 into y (lanes 0 and 1), acc cleared for the next pair.
+__device__ __forceinline__ void finish_pair(const Args& a, int p, int lane, float (&acc)[2]) {
+#pragma unroll
+  for (int k = 0; k < 2; k++)
+    for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+  if (lane < 2 && 2 * p + lane < a.rows) {
+    const int row = 2 * p + lane;
+    const float v = lane ? acc[1] : acc[0];
+    a.y[row] = a.accumulate ? a.y[row] + v : v;
+  }
+  acc[0] = acc[1] = 0.f;
+}
+
 template <class S>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
   extern __shared__ float4 xs[];
@@ -302,15 +315,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) kernel(const Args a) {
     const int t = 32 * s + lane;
     if (t < T) S::dot2(cur, t, xs + t, T, acc);
     if (sn == 0) {  // row pair p done
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
-      if (lane < 2 && 2 * p + lane < a.rows) {
-        const int row = 2 * p + lane;
-        const float v = lane ? acc[1] : acc[0];
-        a.y[row] = a.accumulate ? a.y[row] + v : v;
-      }
-      acc[0] = acc[1] = 0.f;
+      finish_pair(a, p, lane, acc);
       if (pn >= npairs) break;
     }
     cur[0] = nxt[0];
@@ -380,15 +385,7 @@ __global__ void __launch_bounds__(S::kAWarps * 32, 1) kernel_async(const Args a)
     rd = rd + 1 == kStages ? 0 : rd + 1;
     wr = wr + 1 == kStages ? 0 : wr + 1;
     if (++s == steps) {  // row pair p done
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-        for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
-      if (lane < 2 && 2 * p + lane < a.rows) {
-        const int row = 2 * p + lane;
-        const float v = lane ? acc[1] : acc[0];
-        a.y[row] = a.accumulate ? a.y[row] + v : v;
-      }
-      acc[0] = acc[1] = 0.f;
+      finish_pair(a, p, lane, acc);
       s = 0;
       p += pstride;
       if (p >= npairs) break;

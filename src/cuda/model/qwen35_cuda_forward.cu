@@ -307,6 +307,35 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   return emit(s, L + "out", s.f(I.h), H, T, H, {T, H});
 }
 
+// logits = W_out rms_norm(h) for the n_out rows that want logits (batch 1 without dumps: the norm in the
+// product's prologue).
+Status output_head(Step& s) {
+  CudaModel::Impl& I = s.I;
+  const Qwen35Config& c = s.c;
+  const int64_t H = c.n_embd, V = c.n_vocab, n_out = s.n_out;
+  const DevMat& o = I.output;
+  if (fused(s) && n_out == 1 && matvec_fuses(o.type, o.rows, o.cols)) {
+    return op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * (H + V), [&] {
+      const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
+      return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
+    }, mv_flops(1, o));
+  }
+  if (!s.last_rows) {
+    DS_TRY(rms(s, "final_norm", s.f(I.h), I.output_norm, s.f(I.y), s.n_out));
+  } else {
+    int64_t row = -1;
+    for (int q = 0; q < s.S; q++) {
+      row += s.n_per_seq[q];
+      DS_TRY(rms(s, "final_norm", s.f(I.h) + row * H, I.output_norm, s.f(I.y) + q * H, 1));
+    }
+  }
+  DS_TRY(emit(s, "final_norm", s.f(I.y), H, n_out, H, {n_out, H}));
+  DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * n_out * (H + V), [&] {
+    return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
+  }, mv_flops(n_out, o)));
+  return emit(s, "logits", s.f(I.logits), V, n_out, V, {n_out, V});
+}
+
 Status enqueue_step(Step& s) {
   CudaModel::Impl& I = s.I;
   const Qwen35Config& c = s.c;
@@ -329,34 +358,9 @@ Status enqueue_step(Step& s) {
     DS_TRY(ffn(s, il, D));
   }
   if (s.n_out == 0) return {};
-  const int64_t n_out = s.n_out;
-  const DevMat& o = I.output;
-  if (fused(s) && n_out == 1 && matvec_fuses(o.type, o.rows, o.cols)) {  // logits = W_out rms_norm(h)
-    DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * (H + V), [&] {
-      const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
-      return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
-    }, mv_flops(1, o)));
-    if (s.download)
-      CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)V * sizeof(float), cudaMemcpyDeviceToHost,
-                               s.st));
-    return {};
-  }
-  if (!s.last_rows) {
-    DS_TRY(rms(s, "final_norm", s.f(I.h), I.output_norm, s.f(I.y), s.n_out));
-  } else {
-    int64_t row = -1;
-    for (int q = 0; q < s.S; q++) {
-      row += s.n_per_seq[q];
-      DS_TRY(rms(s, "final_norm", s.f(I.h) + row * H, I.output_norm, s.f(I.y) + q * H, 1));
-    }
-  }
-  DS_TRY(emit(s, "final_norm", s.f(I.y), H, n_out, H, {n_out, H}));
-  DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * n_out * (H + V), [&] {
-    return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
-  }, mv_flops(n_out, o)));
-  DS_TRY(emit(s, "logits", s.f(I.logits), V, n_out, V, {n_out, V}));
+  DS_TRY(output_head(s));
   if (s.download)
-    CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)(n_out * V) * sizeof(float),
+    CUDA_TRY(cudaMemcpyAsync(I.logits_host, I.logits.data(), (size_t)(s.n_out * V) * sizeof(float),
                              cudaMemcpyDeviceToHost, s.st));
   return {};
 }
