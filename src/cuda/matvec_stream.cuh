@@ -436,7 +436,7 @@ struct Tune {
   int mode = -1;  // -1: by shape (takes()), 0: off, 1: wherever it fits
   int kc = 0;           // 0: by row length (plan())
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
-  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
@@ -474,9 +474,13 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   p.pitch += (pad - p.pitch % 128 + 128) % 128;
   p.xbytes = (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
-  for (int cps : {2, 1}) {
-    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
-    const size_t lim = cps == 2 ? kHalf : kOne;
+  // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
+  // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  const bool half1 = tn.ctas_per_sm < 0;
+  for (int cand = 0; cand < 3; cand++) {
+    const int cps = cand == 0 ? 2 : 1;
+    const size_t lim = cand == 2 ? kOne : kHalf;
+    if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
@@ -507,7 +511,7 @@ template <int kT, bool kI8>
 cudaError_t allow_smem_stream() {
   static const cudaError_t e =
       cudaFuncSetAttribute(kernel<kT, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e;
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8>);
 }
 template <int kT, bool kI8>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {

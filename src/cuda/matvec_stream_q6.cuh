@@ -529,7 +529,7 @@ struct Tune {
   int mode = -1;  // -1: by shape, 0: off, 1: wherever it fits
   int kc = 0;     // 0: 8
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
-  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
 };
 inline Tune& tune() {
@@ -564,9 +564,13 @@ inline bool plan(int nb, const Tune& tn, Plan& p) {
   if (p.pitch % 32 == 0) p.pitch += 16;
   p.xbytes = (int)((smem_x_bytes(nb) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
-  for (int cps : {2, 1}) {
-    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
-    const size_t lim = cps == 2 ? kHalf : kOne;
+  // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
+  // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  const bool half1 = tn.ctas_per_sm < 0;
+  for (int cand = 0; cand < 3; cand++) {
+    const int cps = cand == 0 ? 2 : 1;
+    const size_t lim = cand == 2 ? kOne : kHalf;
+    if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
@@ -597,7 +601,7 @@ namespace {
 template <bool kMath>
 cudaError_t allow_smem_q6() {
   static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e;
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath>);
 }
 template <bool kMath>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {

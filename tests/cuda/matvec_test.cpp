@@ -343,7 +343,8 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
 // The streamed Q4_K kernel (matvec_stream.cuh, decode6) forced on every shape it fits: rows not a multiple
 // of 16, one / five / odd super-block counts, x wider than 2 CTAs per SM allow, plain / accumulate /
 // RMSNorm / SwiGLU; integer and fp16 forms; ring variants that wrap the stages many times (kc 3, 2
-// stages), one super-block per stage, 16 per stage on one CTA per SM, and 2 fp16 terms of x.
+// stages), one super-block per stage, 16 per stage on one CTA per SM, 2 fp16 terms of x, and one CTA per SM
+// in half its shared memory (ctas -1, decode8; the full SM where x and 2 stages need more).
 TEST(CudaMatvec, StreamQ4KVariants) {
   DS_REQUIRE_GPU();
   const cuda::MatvecPath keep_path = cuda::matvec_path();
@@ -359,7 +360,8 @@ TEST(CudaMatvec, StreamQ4KVariants) {
   struct V { int kc, stages, ctas, terms; bool i8, stage2 = false; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
                   {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
-                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true}};  // x staged two super-blocks at a time
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged two super-blocks at a time
+                  {8, 0, -1, 3, true}, {3, 2, -1, 3, true}};  // one CTA per SM in half its shared memory
   uint64_t seed = 9700;
   for (const V& v : vs) {
     cuda::MatvecTcTune tc = keep_tc;
@@ -406,7 +408,8 @@ TEST(CudaMatvec, StreamQ6KVariants) {
       {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
   };
   struct V { int kc, stages, ctas; bool stage2 = false; };
-  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true}};
+  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true},
+                  {0, 0, -1}, {2, 2, -1}};  // ctas -1: one CTA per SM in half its shared memory (decode8)
   const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
   uint64_t seed = 9900;
   for (const V& v : vs) {
