@@ -126,9 +126,13 @@ MatvecTcTune matvec_tc_tune() {
   const mvt::Tune& t = mvt::tune();
   return {t.on, t.terms, t.ks, t.q6k};
 }
+void set_matvec_next(const void* w, size_t bytes) {
+  mvq::next_hint() = {static_cast<const uint8_t*>(w), w ? bytes : 0};
+}
+
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -137,6 +141,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;
   mvq::tune().stage2 = t.stage2;
+  mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

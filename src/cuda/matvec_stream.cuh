@@ -49,7 +49,36 @@ struct Args {
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
   bool stage2;     // stage_i8_pair (Tune::stage2)
+  const uint8_t* pf = nullptr;  // next product's weights: this CTA prefetches [pf + blockIdx.x pf_cta, + pf_cta)
+  uint32_t pf_cta = 0;          // into L2 once its own copies are issued (decode8; prefetch_next())
 };
+
+// L2 prefetch of the next product's weights (decode8, DS_MATVEC_PREFETCH_KB): set_matvec_next (matvec.h) names
+// them; a streamed kernel (this one, matvec_stream_q6.cuh) launched while the hint is set has each CTA's
+// producer warp, once it has issued its last copy, prefetch its share of the first prefetch_kb KB of them, so
+// that the next kernel's first stages come from L2 while this kernel's tail, launch and x staging run.
+struct Next {
+  const uint8_t* w = nullptr;
+  size_t bytes = 0;
+};
+inline Next& next_hint() {
+  static Next n;
+  return n;
+}
+// Bytes per CTA (a multiple of 256: 16 lanes x 16-byte pieces) of a grid of `grid` CTAs, 0 for none.
+inline uint32_t prefetch_per_cta(int prefetch_kb, int64_t grid) {
+  const Next& n = next_hint();
+  if (prefetch_kb <= 0 || !n.w || grid <= 0 || (uintptr_t)n.w % 16 != 0) return 0;
+  const size_t total = std::min(n.bytes, (size_t)prefetch_kb * 1024);
+  return (uint32_t)std::min<size_t>(total / (size_t)grid / 256 * 256, (size_t)1 << 30);
+}
+__device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta) {
+  const int lane = threadIdx.x & 31;
+  if (!pf || lane >= 16) return;
+  const uint32_t piece = pf_cta / 16;
+  const uint8_t* p = pf + (size_t)blockIdx.x * pf_cta + (size_t)lane * piece;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(piece) : "memory");
+}
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
@@ -369,6 +398,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
         }
       }
     if (!joined) join();
+    prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
@@ -442,6 +472,7 @@ struct Tune {
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
   // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
   bool stage2 = false;
+  int prefetch_kb = 0;  // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB), both kernels
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -452,6 +483,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     return d;
   }();
   return t;
@@ -557,6 +589,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? next_hint().w : nullptr;
   if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
   return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
 }

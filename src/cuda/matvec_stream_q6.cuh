@@ -49,6 +49,8 @@ struct Args {
   int stages;
   int xbytes;   // offset of the ring in dynamic shared memory
   bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
+  const uint8_t* pf = nullptr;  // L2 prefetch of the next product's weights (mvq::prefetch_next)
+  uint32_t pf_cta = 0;
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -465,6 +467,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
         if (lane < 16) mvq::bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s]);
       }
     if (!joined) join();
+    mvq::prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
@@ -646,6 +649,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = mvq::tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
   if (!tune().math) return launch_t<false>(a, p.smem, (unsigned)grid, stream);
   return launch_t<true>(a, p.smem, (unsigned)grid, stream);
 }

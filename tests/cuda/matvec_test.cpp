@@ -445,6 +445,46 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   cuda::set_matvec_path(keep_path);
 }
 
+// The L2 prefetch hint (set_matvec_next, decode8): with prefetch on, the streamed Q4_K / Q6_K kernels prefetch
+// the start of another buffer at their end; results must not change, for hints larger and smaller than the
+// prefetch size and one too small to give every CTA a piece (no prefetch then).
+TEST(CudaMatvec, StreamPrefetchHint) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  cuda::set_matvec_stream_q6_tune({1});
+  auto next = cuda::DeviceBuffer::alloc(24u << 20);
+  ASSERT_TRUE(next.ok());
+  const std::vector<Shape> shapes = {{4097, 4096, "odd rows, 9B width"}, {2500, 12288, "9B ffn_down width"}};
+  uint64_t seed = 12100;
+  for (int kb : {4096, 16384})
+    for (size_t hint : {(size_t)24 << 20, (size_t)1 << 20, (size_t)4096}) {
+      cuda::MatvecStreamTune q4 = keep;
+      q4.mode = 1;
+      q4.prefetch_kb = kb;
+      cuda::set_matvec_stream_tune(q4);
+      const std::string name = "prefetch " + std::to_string(kb) + " KB of a " + std::to_string(hint) + "-byte hint";
+      for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+        for (const Shape& s : shapes) {
+          cuda::set_matvec_next(next->data(), hint);
+          run_case(type, s, seed += 3, true, name);
+          cuda::set_matvec_next(next->data(), hint);
+          run_fused_case(type, s, seed += 5, true, false, name);
+        }
+    }
+  cuda::set_matvec_next(nullptr, 0);
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
 // Activations with outliers and a zero super-block (per-super-block fp16 scaling must neither overflow
 // nor lose the small values): x = random * 10^(-6 .. 4) per element, block 1 all zero.
 TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
