@@ -12,6 +12,8 @@
 //                               cols >= 2048 or vocab-sized rows with cols >= 1024; DS_MATVEC_STREAM_Q6K=0 off
 //         matvec_tc.cuh         Q6_K form only with DS_MATVEC_TC_Q6K=1 (accurate, not faster)
 //         matvec_direct.cuh     direct loads; matvec_smem.cuh for vocab-sized short rows
+//   Both streamed kernels prefetch the first 8 MB of the next product's weights into L2 at their end when the
+//   caller names them (set_matvec_next; the batch-1 forward does; DS_MATVEC_PREFETCH_KB, 0 = off; decode8).
 //   Q8_0  matvec_direct.cuh
 //   other types: the shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template).
 // Thread mapping of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share

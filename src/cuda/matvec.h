@@ -64,8 +64,8 @@ struct MatvecStreamTune {
   // decode7, not yet run on a GPU: off by default).
   bool stage2 = false;
   // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
-  // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8). 0: off.
-  int prefetch_kb = 0;
+  // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
+  int prefetch_kb = 8192;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -472,7 +472,10 @@ struct Tune {
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
   // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
   bool stage2 = false;
-  int prefetch_kb = 0;  // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB), both kernels
+  // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
+  // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
+  // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
+  int prefetch_kb = 8192;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -508,6 +511,8 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   const size_t stage = (size_t)16 * p.pitch;
   // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
   // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
+  // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
   const bool half1 = tn.ctas_per_sm < 0;
   for (int cand = 0; cand < 3; cand++) {
     const int cps = cand == 0 ? 2 : 1;

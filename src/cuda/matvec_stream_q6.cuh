@@ -569,6 +569,8 @@ inline bool plan(int nb, const Tune& tn, Plan& p) {
   const size_t stage = (size_t)16 * p.pitch;
   // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
   // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
+  // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
   const bool half1 = tn.ctas_per_sm < 0;
   for (int cand = 0; cand < 3; cand++) {
     const int cps = cand == 0 ? 2 : 1;
