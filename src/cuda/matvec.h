@@ -83,8 +83,8 @@ struct MatvecStreamQ6Tune {
 };
 // Names the weights of the product that will run after the next batch-1 matvec / matvec_fused (decode8): a
 // streamed kernel launched while this is set prefetches the start of them into L2 at its end (prefetch_kb of
-// MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Process-wide, not
-// thread-safe (as the tune hooks).
+// MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Per host thread: it
+// applies to launches from the thread that set it.
 void set_matvec_next(const void* w, size_t bytes);
 
 MatvecStreamQ6Tune matvec_stream_q6_tune();

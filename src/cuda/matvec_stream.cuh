@@ -61,8 +61,8 @@ struct Next {
   const uint8_t* w = nullptr;
   size_t bytes = 0;
 };
-inline Next& next_hint() {
-  static Next n;
+inline Next& next_hint() {  // per host thread: the forward sets it, launches and clears it on one thread
+  static thread_local Next n;
   return n;
 }
 // Bytes per CTA (a multiple of 256: 16 lanes x 16-byte pieces) of a grid of `grid` CTAs, 0 for none.
