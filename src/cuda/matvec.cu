@@ -12,6 +12,8 @@
 //                               cols >= 2048 or vocab-sized rows with cols >= 1024; DS_MATVEC_STREAM_Q6K=0 off
 //         matvec_tc.cuh         Q6_K form only with DS_MATVEC_TC_Q6K=1 (accurate, not faster)
 //         matvec_direct.cuh     direct loads; matvec_smem.cuh for vocab-sized short rows
+//   Both streamed kernels prefetch the first 8 MB of the next product's weights into L2 at their end when the
+//   caller names them (set_matvec_next; the batch-1 forward does; DS_MATVEC_PREFETCH_KB, 0 = off; decode8).
 //   Q8_0  matvec_direct.cuh
 //   other types: the shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template).
 // Thread mapping of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share
@@ -107,9 +109,13 @@ MatvecTcTune matvec_tc_tune() {
   const mvt::Tune& t = mvt::tune();
   return {t.on, t.terms, t.ks, t.q6k};
 }
+void set_matvec_next(const void* w, size_t bytes) {
+  mvq::next_hint() = {static_cast<const uint8_t*>(w), w ? bytes : 0};
+}
+
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -118,6 +124,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;
   mvq::tune().stage2 = t.stage2;
+  mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

@@ -63,6 +63,9 @@ struct MatvecStreamTune {
   // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
   // decode7, not yet run on a GPU: off by default).
   bool stage2 = false;
+  // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
+  // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
+  int prefetch_kb = 8192;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);
@@ -78,6 +81,12 @@ struct MatvecStreamQ6Tune {
   int stages = 0;
   int ctas_per_sm = 0;
 };
+// Names the weights of the product that will run after the next batch-1 matvec / matvec_fused (decode8): a
+// streamed kernel launched while this is set prefetches the start of them into L2 at its end (prefetch_kb of
+// MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Per host thread: it
+// applies to launches from the thread that set it.
+void set_matvec_next(const void* w, size_t bytes);
+
 MatvecStreamQ6Tune matvec_stream_q6_tune();
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);
 // Whether matvec / matvec_fused run Q6_K [rows, cols] on that kernel with the current settings.

@@ -427,6 +427,17 @@ inline Tune& tune() {
   return t;
 }
 
+// DS_STEP_CARVEOUT=1 (decode8 A/B): the matvec kernels prefer the largest shared-memory carveout, as the
+// model's step kernels do then (cuda/model/device_util.cuh).
+template <class K>
+cudaError_t carveout_max(K k) {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_STEP_CARVEOUT");
+    return e && e[0] == '1';
+  }();
+  return on ? cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) : cudaSuccess;
+}
+
 namespace {
 // Lets kernel<S> take up to kMaxXBytes of dynamic shared memory, once per translation unit: every
 // .cu file that launches it has its own copy of the kernel (the bench links two), and the attribute
@@ -435,13 +446,13 @@ template <class S>
 cudaError_t allow_smem() {
   static const cudaError_t e =
       cudaFuncSetAttribute(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxXBytes);
-  return e;
+  return e != cudaSuccess ? e : carveout_max(kernel<S>);
 }
 template <class S, int N>
 cudaError_t allow_smem_async() {
   static const cudaError_t e =
       cudaFuncSetAttribute(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
-  return e;
+  return e != cudaSuccess ? e : carveout_max(kernel_async<S, N>);
 }
 // Launches k<<<grid, threads, smem, stream>>>(a), as a programmatic dependent launch when pdl is set.
 template <class K>

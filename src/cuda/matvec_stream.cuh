@@ -49,7 +49,36 @@ struct Args {
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
   bool stage2;     // stage_i8_pair (Tune::stage2)
+  const uint8_t* pf = nullptr;  // next product's weights: this CTA prefetches [pf + blockIdx.x pf_cta, + pf_cta)
+  uint32_t pf_cta = 0;          // into L2 once its own copies are issued (decode8; prefetch_next())
 };
+
+// L2 prefetch of the next product's weights (decode8, DS_MATVEC_PREFETCH_KB): set_matvec_next (matvec.h) names
+// them; a streamed kernel (this one, matvec_stream_q6.cuh) launched while the hint is set has each CTA's
+// producer warp, once it has issued its last copy, prefetch its share of the first prefetch_kb KB of them, so
+// that the next kernel's first stages come from L2 while this kernel's tail, launch and x staging run.
+struct Next {
+  const uint8_t* w = nullptr;
+  size_t bytes = 0;
+};
+inline Next& next_hint() {  // per host thread: the forward sets it, launches and clears it on one thread
+  static thread_local Next n;
+  return n;
+}
+// Bytes per CTA (a multiple of 256: 16 lanes x 16-byte pieces) of a grid of `grid` CTAs, 0 for none.
+inline uint32_t prefetch_per_cta(int prefetch_kb, int64_t grid) {
+  const Next& n = next_hint();
+  if (prefetch_kb <= 0 || !n.w || grid <= 0 || (uintptr_t)n.w % 16 != 0) return 0;
+  const size_t total = std::min(n.bytes, (size_t)prefetch_kb * 1024);
+  return (uint32_t)std::min<size_t>(total / (size_t)grid / 256 * 256, (size_t)1 << 30);
+}
+__device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta) {
+  const int lane = threadIdx.x & 31;
+  if (!pf || lane >= 16) return;
+  const uint32_t piece = pf_cta / 16;
+  const uint8_t* p = pf + (size_t)blockIdx.x * pf_cta + (size_t)lane * piece;
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(piece) : "memory");
+}
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
@@ -369,6 +398,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
         }
       }
     if (!joined) join();
+    prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
@@ -436,12 +466,16 @@ struct Tune {
   int mode = -1;  // -1: by shape (takes()), 0: off, 1: wherever it fits
   int kc = 0;           // 0: by row length (plan())
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
-  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
   // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
   bool stage2 = false;
+  // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
+  // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
+  // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
+  int prefetch_kb = 8192;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -452,6 +486,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     return d;
   }();
   return t;
@@ -474,9 +509,15 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   p.pitch += (pad - p.pitch % 128 + 128) % 128;
   p.xbytes = (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
-  for (int cps : {2, 1}) {
-    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
-    const size_t lim = cps == 2 ? kHalf : kOne;
+  // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
+  // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
+  // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
+  const bool half1 = tn.ctas_per_sm < 0;
+  for (int cand = 0; cand < 3; cand++) {
+    const int cps = cand == 0 ? 2 : 1;
+    const size_t lim = cand == 2 ? kOne : kHalf;
+    if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
@@ -507,7 +548,7 @@ template <int kT, bool kI8>
 cudaError_t allow_smem_stream() {
   static const cudaError_t e =
       cudaFuncSetAttribute(kernel<kT, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e;
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8>);
 }
 template <int kT, bool kI8>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
@@ -553,6 +594,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? next_hint().w : nullptr;
   if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
   return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
 }

@@ -49,6 +49,8 @@ struct Args {
   int stages;
   int xbytes;   // offset of the ring in dynamic shared memory
   bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
+  const uint8_t* pf = nullptr;  // L2 prefetch of the next product's weights (mvq::prefetch_next)
+  uint32_t pf_cta = 0;
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -465,6 +467,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
         if (lane < 16) mvq::bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s]);
       }
     if (!joined) join();
+    mvq::prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
@@ -529,7 +532,7 @@ struct Tune {
   int mode = -1;  // -1: by shape, 0: off, 1: wherever it fits
   int kc = 0;     // 0: 8
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
-  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1
+  int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
 };
 inline Tune& tune() {
@@ -564,9 +567,15 @@ inline bool plan(int nb, const Tune& tn, Plan& p) {
   if (p.pitch % 32 == 0) p.pitch += 16;
   p.xbytes = (int)((smem_x_bytes(nb) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
-  for (int cps : {2, 1}) {
-    if (tn.ctas_per_sm && cps != tn.ctas_per_sm) continue;
-    const size_t lim = cps == 2 ? kHalf : kOne;
+  // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
+  // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
+  // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
+  // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
+  const bool half1 = tn.ctas_per_sm < 0;
+  for (int cand = 0; cand < 3; cand++) {
+    const int cps = cand == 0 ? 2 : 1;
+    const size_t lim = cand == 2 ? kOne : kHalf;
+    if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
@@ -597,7 +606,7 @@ namespace {
 template <bool kMath>
 cudaError_t allow_smem_q6() {
   static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e;
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath>);
 }
 template <bool kMath>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
@@ -642,6 +651,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = mvq::tune().stage2;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
   if (!tune().math) return launch_t<false>(a, p.smem, (unsigned)grid, stream);
   return launch_t<true>(a, p.smem, (unsigned)grid, stream);
 }

@@ -461,7 +461,7 @@ namespace {
 template <int kT, bool kQ6>
 cudaError_t allow_smem_tc() {
   static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kQ6>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax);
-  return e;
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kQ6>);
 }
 template <int kT, bool kQ6>
 Status launch_t(const Args& a, unsigned grid, cudaStream_t stream) {

@@ -343,7 +343,8 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
 // The streamed Q4_K kernel (matvec_stream.cuh, decode6) forced on every shape it fits: rows not a multiple
 // of 16, one / five / odd super-block counts, x wider than 2 CTAs per SM allow, plain / accumulate /
 // RMSNorm / SwiGLU; integer and fp16 forms; ring variants that wrap the stages many times (kc 3, 2
-// stages), one super-block per stage, 16 per stage on one CTA per SM, and 2 fp16 terms of x.
+// stages), one super-block per stage, 16 per stage on one CTA per SM, 2 fp16 terms of x, and one CTA per SM
+// in half its shared memory (ctas -1, decode8; the full SM where x and 2 stages need more).
 TEST(CudaMatvec, StreamQ4KVariants) {
   DS_REQUIRE_GPU();
   const cuda::MatvecPath keep_path = cuda::matvec_path();
@@ -359,7 +360,8 @@ TEST(CudaMatvec, StreamQ4KVariants) {
   struct V { int kc, stages, ctas, terms; bool i8, stage2 = false; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
                   {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
-                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true}};  // x staged two super-blocks at a time
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged two super-blocks at a time
+                  {8, 0, -1, 3, true}, {3, 2, -1, 3, true}};  // one CTA per SM in half its shared memory
   uint64_t seed = 9700;
   for (const V& v : vs) {
     cuda::MatvecTcTune tc = keep_tc;
@@ -406,7 +408,8 @@ TEST(CudaMatvec, StreamQ6KVariants) {
       {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
   };
   struct V { int kc, stages, ctas; bool stage2 = false; };
-  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true}};
+  const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true},
+                  {0, 0, -1}, {2, 2, -1}};  // ctas -1: one CTA per SM in half its shared memory (decode8)
   const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
   uint64_t seed = 9900;
   for (const V& v : vs) {
@@ -438,6 +441,46 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   EXPECT_FALSE(cuda::matvec_stream_q6_takes(4096, 12288)) << "DS_MATVEC_STREAM_Q6K=0";
   cuda::set_matvec_stream_q6_tune(keep);
   cuda::set_matvec_stream_tune(keep_q4);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
+// The L2 prefetch hint (set_matvec_next, decode8): with prefetch on, the streamed Q4_K / Q6_K kernels prefetch
+// the start of another buffer at their end; results must not change, for hints larger and smaller than the
+// prefetch size and one too small to give every CTA a piece (no prefetch then).
+TEST(CudaMatvec, StreamPrefetchHint) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  cuda::set_matvec_stream_q6_tune({1});
+  auto next = cuda::DeviceBuffer::alloc(24u << 20);
+  ASSERT_TRUE(next.ok());
+  const std::vector<Shape> shapes = {{4097, 4096, "odd rows, 9B width"}, {2500, 12288, "9B ffn_down width"}};
+  uint64_t seed = 12100;
+  for (int kb : {4096, 16384})
+    for (size_t hint : {(size_t)24 << 20, (size_t)1 << 20, (size_t)4096}) {
+      cuda::MatvecStreamTune q4 = keep;
+      q4.mode = 1;
+      q4.prefetch_kb = kb;
+      cuda::set_matvec_stream_tune(q4);
+      const std::string name = "prefetch " + std::to_string(kb) + " KB of a " + std::to_string(hint) + "-byte hint";
+      for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+        for (const Shape& s : shapes) {
+          cuda::set_matvec_next(next->data(), hint);
+          run_case(type, s, seed += 3, true, name);
+          cuda::set_matvec_next(next->data(), hint);
+          run_fused_case(type, s, seed += 5, true, false, name);
+        }
+    }
+  cuda::set_matvec_next(nullptr, 0);
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
   cuda::set_matvec_tc_tune(keep_tc);
   cuda::set_matvec_path(keep_path);
 }

@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
+#include "cuda/cuda_util.h"
 #include "cuda/model/model_kernels.cuh"
 
 namespace ds::cuda::mk {
@@ -42,6 +44,54 @@ __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : lo
 // A sequence's state allocation plus a byte offset, as floats.
 __device__ __forceinline__ float* state_ptr(const StepIO* io, int s, int64_t off) {
   return reinterpret_cast<float*>(static_cast<uintptr_t>(io->base[s]) + static_cast<uintptr_t>(off));
+}
+
+
+// Programmatic dependent launch of the step kernels (decode8). A kernel launched by launch_step may start
+// while the previous kernel runs: before pdl_wait it reads only what no kernel of the step writes before
+// it (weights, its own recurrent state, StepIO); pdl_wait returns once the previous kernel has completed
+// and its writes are visible. pdl_trigger (after pdl_wait) lets the next kernel start early: its CTAs
+// become resident beside this kernel's where resources allow (the streamed matvecs then issue their
+// first weight copies). Both are no-ops when the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+
+// DS_STEP_PDL=0: the step kernels launched plainly (A/B); DS_STEP_CARVEOUT=1: they prefer the largest
+// shared-memory carveout (as the streamed matvecs need), so an SM need not change its L1 / shared split
+// between them (A/B only: no effect measured, 9B tg128 358.1 vs 357.9 tok/s). Read once (kernels_basic.cu).
+// Step PDL on vs off (H200 tg128, decode8): 9B 357.9 / 358.6 vs 353.5 / 353.6, 27B 123.5 vs 122.4,
+// 0.8B 1131.5 vs 1077.5 tok/s.
+bool step_pdl();
+bool step_carveout();
+
+// k<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch unless DS_STEP_PDL=0.
+template <class... P, class... A>
+Status launch_step(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* what,
+                   A&&... args) {
+  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = step_pdl() ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
+  if (e != cudaSuccess) return cu_err("cuda {}: launch: {}", what, cudaGetErrorString(e));
+  const cudaError_t st = launch_status(stream);
+  if (st != cudaSuccess) return cu_err("cuda {}: after launch: {}", what, cudaGetErrorString(st));
+  return {};
 }
 
 }  // namespace ds::cuda::mk

@@ -22,6 +22,8 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
   __shared__ float red[32];
   const int t = blockIdx.y, hb = blockIdx.x, d = threadIdx.x;
   const int hd = a.head_dim, nh = a.n_head, nkv = a.n_head_kv;
+  pdl_wait();
+  pdl_trigger();
   const int s = io->seq[t], p = io->pos[t];
   if (hb >= nh + nkv) {  // a v head: store only (uniform over the block)
     const int g = hb - nh - nkv;
@@ -66,6 +68,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nh = a.n_head, nkv = a.n_head_kv, G = nh / nkv;
+  pdl_wait();
+  pdl_trigger();
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
@@ -151,6 +155,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
   const int HD = a.head_dim, ns = a.n_splits, nh = a.n_head;
+  pdl_wait();
+  pdl_trigger();
   const float* part = a.part + ((int64_t)t * nh + h) * ns * (HD + 2);
   float M = -INFINITY;
   for (int sp = 0; sp < ns; sp++) M = fmaxf(M, part[sp * (HD + 2) + HD]);
@@ -170,11 +176,10 @@ __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
 
 template <int HPL>
 Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  attn_partial_kernel<HPL><<<dim3(a.n_splits, a.n_head_kv, n_tokens), 32 * kAttnWarps, 0, stream>>>(a, io);
-  CUDA_TRY_LAUNCH("attention (partial)", stream);
-  attn_combine_kernel<<<dim3(a.n_head, n_tokens), a.head_dim, 0, stream>>>(a);
-  CUDA_TRY_LAUNCH("attention (combine)", stream);
-  return {};
+  DS_TRY(launch_step(attn_partial_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32 * kAttnWarps), 0,
+                     stream, "attention (partial)", a, io));
+  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                     "attention (combine)", a);
 }
 
 }  // namespace
@@ -185,9 +190,8 @@ Status qk_norm_rope_store(const QkArgs& a, const StepIO* io, int n_tokens, cudaS
   if (a.n_rot % 2 != 0 || a.n_rot > a.head_dim)
     return cu_err("cuda qk_norm_rope_store: n_rot {} for head dim {}", a.n_rot, a.head_dim);
   if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda qk_norm_rope_store: {} tokens", n_tokens);
-  qk_kernel<<<dim3(a.n_head + 2 * a.n_head_kv, n_tokens), a.head_dim, a.head_dim * sizeof(float), stream>>>(a, io);
-  CUDA_TRY_LAUNCH("qk_norm_rope_store", stream);
-  return {};
+  return launch_step(qk_kernel, dim3(a.n_head + 2 * a.n_head_kv, n_tokens), dim3(a.head_dim),
+                     a.head_dim * sizeof(float), stream, "qk_norm_rope_store", a, io);
 }
 
 bool attention_supports(int head_dim, int group) {

@@ -105,6 +105,21 @@ Status launch_embed(const void* w, int64_t n_cols, const StepIO* io, int n_token
 
 }  // namespace
 
+bool step_pdl() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_STEP_PDL");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+bool step_carveout() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_STEP_CARVEOUT");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int n_tokens, float* y,
              cudaStream_t stream) {
   if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda embed: {} tokens", n_tokens);

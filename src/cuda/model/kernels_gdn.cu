@@ -25,6 +25,8 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
     w[j] = j < kc ? a.w[c * kc + j] : 0.f;
     win[j] = j < W ? st[j * Cc + c] : 0.f;
   }
+  pdl_wait();  // weights and this layer's conv state above: written by no kernel of the step before this one
+  pdl_trigger();
   const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
     const float xv = a.x[(int64_t)t * a.ldx + c];
@@ -68,6 +70,8 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
 #pragma unroll
   for (int c = 0; c < kC; c++) m[c] = M[r + kL * c];
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  pdl_wait();  // the state and weights above: written by no kernel of the step before this one
+  pdl_trigger();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
 
@@ -122,9 +126,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
 
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  gdn_kernel<DK><<<dim3(a.n_v_heads, n_seqs), DK * 4, 0, stream>>>(a, io);
-  CUDA_TRY_LAUNCH("gdn_step", stream);
-  return {};
+  return launch_step(gdn_kernel<DK>, dim3(a.n_v_heads, n_seqs), dim3(DK * 4), 0, stream, "gdn_step", a, io);
 }
 
 }  // namespace
@@ -137,9 +139,8 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   if (a.kernel < 1 || a.kernel > kMaxConvKernel)
     return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
-  conv_kernel<<<dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), a.head_dim, 0, stream>>>(a, io);
-  CUDA_TRY_LAUNCH("conv_silu_l2", stream);
-  return {};
+  return launch_step(conv_kernel, dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), dim3(a.head_dim), 0, stream,
+                     "conv_silu_l2", a, io);
 }
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }

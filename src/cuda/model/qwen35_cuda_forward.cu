@@ -35,6 +35,10 @@ struct Step {
   size_t ev_used = 0;
   const mk::StepIO* io = nullptr;  // device
   cudaStream_t st = nullptr;
+  // Batch-1 fused path: the products in launch order, so that each names the next one's weights
+  // (set_matvec_next: L2 prefetch by the streamed kernels, decode8); mv_i counts the launches.
+  std::vector<const DevMat*> order;
+  size_t mv_i = 0;
 
   bool dumping() const { return dump && *dump; }
   float* f(DeviceBuffer& b) const { return b.as<float>(); }
@@ -48,6 +52,18 @@ Status next_event(Step& s, cudaEvent_t& e) {
   }
   e = s.I.events[s.ev_used++];
   return {};
+}
+
+// Launches one product of `order` (f), with the next product's weights as the prefetch hint.
+template <class F>
+Status mv(Step& s, F&& f) {
+  if (s.order.empty()) return f();
+  const size_t i = s.mv_i++;
+  const DevMat* n = i + 1 < s.order.size() ? s.order[i + 1] : nullptr;
+  set_matvec_next(n ? n->w : nullptr, n ? n->bytes : 0);
+  Status r = f();
+  set_matvec_next(nullptr, 0);
+  return r;
 }
 
 // Runs f (which enqueues one op); when profiling, brackets it with events.
@@ -113,9 +129,11 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
     const DevMat& m = p.groups[g];
     float* y = s.f(s.I.proj) + p.out_off[g];
     DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
-      if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
-      const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
-      return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
+      return mv(s, [&] {
+        if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
+        const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
+        return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
+      });
     }, mv_flops(s.T, m)));
   }
   return {};
@@ -137,7 +155,8 @@ Status residual(Step& s, const std::string& name, const DevMat& m, const float* 
     return mk::add(h, mix, T * H, s.st);
   }
   return op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m),
-            [&] { return matvec_batched(m.type, m.w, m.rows, m.cols, x, h, s.T, s.st, true); }, mv_flops(s.T, m));
+            [&] { return mv(s, [&] { return matvec_batched(m.type, m.w, m.rows, m.cols, x, h, s.T, s.st, true); }); },
+            mv_flops(s.T, m));
 }
 
 Status rms(Step& s, const std::string& name, const float* x, const float* w, float* y, int rows) {
@@ -297,7 +316,7 @@ Status ffn(Step& s, int il, const DevLayer& D) {
     return op(s, L + "ffn_out[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
       MatvecInput mi{u.p};
       mi.gate = g.p;
-      return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true);
+      return mv(s, [&] { return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true); });
     }, mv_flops(T, m));
   }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
@@ -317,7 +336,7 @@ Status output_head(Step& s) {
   if (fused(s) && n_out == 1 && matvec_fuses(o.type, o.rows, o.cols)) {
     return op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * (H + V), [&] {
       const MatvecInput mi{s.f(I.h), I.output_norm, (float)c.rms_eps};
-      return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st);
+      return mv(s, [&] { return matvec_fused(o.type, o.w, o.rows, o.cols, mi, s.f(I.logits), s.f(I.y), s.st); });
     }, mv_flops(1, o));
   }
   if (!s.last_rows) {
@@ -341,6 +360,16 @@ Status enqueue_step(Step& s) {
   const Qwen35Config& c = s.c;
   const int64_t T = s.T, H = c.n_embd, V = c.n_vocab;
   CUDA_TRY(cudaMemcpyAsync(I.io_dev.data(), I.io_host, sizeof(mk::StepIO), cudaMemcpyHostToDevice, s.st));
+  if (fused(s)) {  // the order of the products below (gdn_layer / attn_layer, ffn, output)
+    for (int il = 0; il < (int)c.n_layer; il++) {
+      const DevLayer& D = I.layers[il];
+      for (const DevMat& m : D.in.groups) s.order.push_back(&m);
+      s.order.push_back(&D.out);
+      for (const DevMat& m : D.ffn.groups) s.order.push_back(&m);
+      s.order.push_back(&D.down);
+    }
+    if (s.n_out == 1 && matvec_fuses(I.output.type, I.output.rows, I.output.cols)) s.order.push_back(&I.output);
+  }
   DS_TRY(op(s, "embd", "embed", 8.0 * T * H, [&] {
     return mk::embed(I.embd.type, I.embd.w, H, s.io, s.T, s.f(I.h), s.st);
   }));
