@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cuda/launch.cuh"
 #include "cuda/matvec_direct.cuh"
 
 namespace ds::cuda {
@@ -457,21 +458,7 @@ cudaError_t allow_smem_async() {
 // Launches k<<<grid, threads, smem, stream>>>(a), as a programmatic dependent launch when pdl is set.
 template <class K>
 Status launch_maybe_pdl(K k, unsigned grid, int threads, size_t smem, cudaStream_t stream, bool pdl, const Args& a) {
-  if (!pdl) {
-    k<<<grid, threads, smem, stream>>>(a);
-    return {};
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a);
+  const cudaError_t e = launch_pdl(k, dim3(grid), dim3(threads), smem, stream, pdl, a);
   if (e != cudaSuccess) return cu_err("cuda matvec_smem: launch: {}", cudaGetErrorString(e));
   return {};
 }

@@ -554,22 +554,8 @@ template <int kT, bool kI8>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_stream<kT, kI8>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  if (!mvt::tune().pdl) {
-    kernel<kT, kI8><<<grid, kThreads, smem, stream>>>(a);
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kT, kI8>, a);
-    if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
-  }
+  const cudaError_t e = launch_pdl(kernel<kT, kI8>, dim3(grid), dim3(kThreads), smem, stream, mvt::tune().pdl, a);
+  if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream", stream);
   return {};
 }

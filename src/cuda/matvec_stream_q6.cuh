@@ -612,22 +612,8 @@ template <bool kMath>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_q6<kMath>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  if (!mvt::tune().pdl) {
-    kernel<kMath><<<grid, kThreads, smem, stream>>>(a);
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kMath>, a);
-    if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
-  }
+  const cudaError_t e = launch_pdl(kernel<kMath>, dim3(grid), dim3(kThreads), smem, stream, mvt::tune().pdl, a);
+  if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
   return {};
 }

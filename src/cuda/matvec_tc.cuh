@@ -468,22 +468,8 @@ Status launch_t(const Args& a, unsigned grid, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_tc<kT, kQ6>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_tc: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
   const size_t smem = smem_bytes(kT, a.nb);
-  if (!tune().pdl) {
-    kernel<kT, kQ6><<<grid, kThreads, smem, stream>>>(a);
-  } else {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel<kT, kQ6>, a);
-    if (e != cudaSuccess) return cu_err("cuda matvec_tc: launch: {}", cudaGetErrorString(e));
-  }
+  const cudaError_t e = launch_pdl(kernel<kT, kQ6>, dim3(grid), dim3(kThreads), smem, stream, tune().pdl, a);
+  if (e != cudaSuccess) return cu_err("cuda matvec_tc: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_tc", stream);
   return {};
 }

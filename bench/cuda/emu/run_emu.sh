@@ -14,12 +14,12 @@ grep -v '#include <cuda_fp16.h>\|#include "cuda/cuda_util.h"\|#pragma once' "$ro
   sed -E 's/kernel<D, ([24]), (true|false)><<<grid, kThreads, 0, stream>>>\(a\);/emu_launch(kernel<D, \1, \2>, grid, kThreads, a);/' \
   > "$tmp/hdr.inc"
 # The shared-memory kernel (matvec_smem.cuh): dynamic shared memory becomes a host buffer.
-grep -v '#include "cuda/matvec_direct.cuh"\|#pragma once' "$root/src/cuda/matvec_smem.cuh" |
+grep -v '#include "cuda/matvec_direct.cuh"\|#include "cuda/launch.cuh"\|#pragma once' "$root/src/cuda/matvec_smem.cuh" |
   sed -E -e 's/extern __shared__ float4 xs\[\];/float4* xs = emu_dyn_smem();/' \
     -e 's/cudaFuncSetAttribute\(kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, \(int\)kMaxXBytes\)/cudaSuccess/' \
     -e 's/cudaFuncSetAttribute\(kernel_async<S, N>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax\)/cudaSuccess/' \
-    -e 's/k<<<grid, threads, smem, stream>>>\(a\);/emu_launch(k, grid, threads, a);/' \
-    -e 's/cudaLaunchKernelEx\(&cfg, k, a\)/(emu_launch(k, grid, threads, a), cudaSuccess)/' \
+    -e 's/cudaFuncSetAttribute\(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100\)/cudaSuccess/' \
+    -e 's/launch_pdl\(k, dim3\(grid\), dim3\(threads\), smem, stream, pdl, a\)/(emu_launch(k, grid, threads, a), cudaSuccess)/' \
   > "$tmp/hdr_smem.inc"
 cuda=${CUDA_HOME:-/usr/local/cuda}
 g++ -std=c++20 -O1 -pthread -DDS_MATVEC_EMU -I"$root/src" -I"$tmp" -I"$cuda/include" -DFMT_HEADER_ONLY \

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cuda/cuda_util.h"
+#include "cuda/launch.cuh"
 #include "cuda/model/model_kernels.cuh"
 
 namespace ds::cuda::mk {
@@ -77,17 +78,7 @@ template <class... P, class... A>
 Status launch_step(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char* what,
                    A&&... args) {
   if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = step_pdl() ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
+  const cudaError_t e = launch_pdl(k, grid, block, smem, stream, step_pdl(), std::forward<A>(args)...);
   if (e != cudaSuccess) return cu_err("cuda {}: launch: {}", what, cudaGetErrorString(e));
   const cudaError_t st = launch_status(stream);
   if (st != cudaSuccess) return cu_err("cuda {}: after launch: {}", what, cudaGetErrorString(st));
