@@ -20,8 +20,10 @@ say "ring usable: $RING"
 grep -E "^time .*B (32|64) (fold2|wg|gemm3)" "$OUT/mvb.log" >> "$OUT/steps.log"
 while [ ! -e "$W/m9B.ok" ] && [ $(el) -lt 150 ]; do sleep 1; done
 C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --json $OUT/cb.jsonl"
-cb() { local name=$1 e=$2; shift 2; [ $RING = 0 ] && [ "$e" != DS_X=0 ] && return; say "== $name"; echo "==== $name" >> "$OUT/cb.log"; env $e timeout 15 $C "$@" >> "$OUT/cb.log" 2>&1; say "== $name rc=$?"; grep -E "^decode" "$OUT/cb.log" | tail -1 | tee -a "$OUT/steps.log"; }
-cb "64 default" "DS_X=0" --batch 64 --breakdown --top 4
+cb() { local name=$1 e=$2; shift 2; [ $RING = 0 ] && [[ "$e" == *MVB* ]] && return; say "== $name"; echo "==== $name" >> "$OUT/cb.log"; env $e timeout 15 $C "$@" >> "$OUT/cb.log" 2>&1; say "== $name rc=$?"; grep -E "^decode" "$OUT/cb.log" | tail -1 | tee -a "$OUT/steps.log"; }
+O="DS_GDN_PREFETCH=0"; N="DS_MVB_WG=4 DS_MVB_WG_Q6K=5"
+cb "64 old" "$O" --batch 64 --breakdown --top 4
+cb "64 gdn prefetch" "DS_X=0" --batch 64 --breakdown --top 4
 cb "64 q4 ring auto" "DS_MVB_WG=4" --batch 64
 cb "64 q4 ring 2" "DS_MVB_WG=5" --batch 64
 cb "64 q4 ring 3" "DS_MVB_WG=6" --batch 64
@@ -30,14 +32,12 @@ cb "64 q6 ring auto" "DS_MVB_WG_Q6K=5" --batch 64
 cb "64 q6 ring 2" "DS_MVB_WG_Q6K=6" --batch 64
 cb "64 q6 ring 3" "DS_MVB_WG_Q6K=7" --batch 64
 cb "64 q6 ring 2p" "DS_MVB_WG_Q6K=8" --batch 64
-cb "64 both ring auto" "DS_MVB_WG=4 DS_MVB_WG_Q6K=5" --batch 64 --breakdown --top 4
-cb "32 default" "DS_X=0" --batch 32
-cb "32 both ring auto" "DS_MVB_WG=4 DS_MVB_WG_Q6K=5" --batch 32
-cb "40 default" "DS_X=0" --batch 40
-cb "40 both ring auto" "DS_MVB_WG=4 DS_MVB_WG_Q6K=5" --batch 40
-cb "8 default" "DS_X=0" --batch 8
-cb "64 default again" "DS_X=0" --batch 64
-cb "64 both ring auto again" "DS_MVB_WG=4 DS_MVB_WG_Q6K=5" --batch 64
+cb "64 new" "$N" --batch 64 --breakdown --top 4
+cb "64 new no pdl" "$N DS_MVB_RING_PDL=0" --batch 64
+cb "64 new old gdn" "$N $O" --batch 64
+for b in 8 32 40; do cb "$b old" "$O" --batch $b; cb "$b new" "$N" --batch $b; done
+cb "64 old again" "$O" --batch 64
+cb "64 new again" "$N" --batch 64
 [ $RING = 1 ] && export DS_MVB_WG=4 DS_MVB_WG_Q6K=5
 step test_cuda 250 "$OUT/tests.log" "$B/test_cuda" --gtest_brief=1
 grep -E '^matvec_batched|worst' "$OUT/tests.log" | head -60 > "$OUT/errors.txt"
