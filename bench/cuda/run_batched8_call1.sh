@@ -1,5 +1,12 @@
 #!/bin/bash
-# batched8 device call 1: ring forms of the wgmma kernels (Q4_K DS_MVB_WG 4..7, Q6_K DS_MVB_WG_Q6K 5..8).
+# Record of the batched8 helper's device call 1 (2026-12-03). Lives in devwork-batched8/ (ignored) as go.sh with b.tar.xz
+# (tools/gpu_bundle.sh output: deltaserve, test_cuda, test_cuda_model, test_cuda_prefill, fixtures; lib/ without
+# libcublas*/libcudart*; stripped) and mvb_bench.xz (bench/cuda/matvec_batched_bench_standalone.cu compiled with nvcc
+# -arch sm_90a and linked against build/'s libds_cuda.a, libds_quant.a, libds_core.a, -lfmt -lspdlog; stripped);
+# carried and run as OUT=$OUT bash devwork-batched8/go.sh.
+# Ring forms of the wgmma kernels (Q4_K DS_MVB_WG 4..7, Q6_K DS_MVB_WG_Q6K 5..8) and the GDN input prefetch
+# (DS_GDN_PREFETCH): kernel times (mvb timeq), 9B batched decode A/B at 64 (every variant) and 8 / 32 / 40, breakdowns,
+# then every GPU test with the ring forms on (DS_MVB_WG=4 DS_MVB_WG_Q6K=5).
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsb8; mkdir -p "$W"

@@ -64,7 +64,7 @@ __device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
 // row's 224-byte span is one bulk copy; the last row's may end up to 14 bytes past the tensor, inside the 16-byte
 // allocation padding that matvec.h requires.
 template <int kWG, bool kPipe, bool kRing = false>
-__global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
+__global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -79,16 +79,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
   const int n_my = (int)(bk1 - bk0);
   const uint8_t* w_end = a.w + a.rows * a.row_bytes;
   // stage layout: [x: kXBlock bytes][weights: kRows x kPitch, the aligned span of each row's block]
-  auto issue_w = [&](int i) {  // all of warp 0: the stage's expected bytes and weight spans
+  auto issue_w = [&](int i) {  // warp 0: the stage's expected bytes, the CTA's rows of the block as one 2D box
     const int slot = i & 1;
-    uint8_t* dst = smem + slot * kStage;
-    if (lane == 0) wgr::bar_expect(&full[slot], kXBlock + kRows * kPitch);
-    __syncwarp();
-#pragma unroll
-    for (int r = lane; r < kRows; r += 32) {
-      const int64_t row = row0 + r < a.rows ? row0 + r : a.rows - 1;
-      const uintptr_t src = (uintptr_t)(a.w + row * a.row_bytes + (bk0 + i) * kBlockBytes);
-      wgr::bulk_copy(dst + kXBlock + r * kPitch, reinterpret_cast<const void*>(src & ~(uintptr_t)15), kPitch, &full[slot]);
+    if (lane == 0) {
+      wgr::bar_expect(&full[slot], kXBlock + kRows * kPitch);
+      wgr::tensor_copy_2d(smem + slot * kStage + kXBlock, &tw, (int)((bk0 + i) * kBlockBytes), (int)row0, &full[slot]);
     }
   };
   auto issue_x = [&](int i) {  // x (written by the preparation kernel)
@@ -171,7 +166,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
     for (int h = 0; h < 2; h++) {
       const int64_t row = row0 + rbase + 8 * h < a.rows ? row0 + rbase + 8 * h : a.rows - 1;
       const uintptr_t src = (uintptr_t)(a.w + row * a.row_bytes + blk * kBlockBytes);
-      rp[h] = wslot + (rbase + 8 * h) * kPitch + (src & 15);
+      rp[h] = wslot + (rbase + 8 * h) * kPitch + (kRing ? 0 : (src & 15));  // kRing: the box starts at the block
       dd[h] = __half2float(*reinterpret_cast<const __half*>(rp[h] + 208));
     }
     // Four rounds per block: half block s = R / 2, k-steps 4(R % 2) .. +3 (words 2(R % 2), +1 of each lane's
@@ -324,14 +319,14 @@ inline bool supports(int64_t rows, int64_t cols, int batch) {
 }
 
 template <int kWG, bool kPipe, bool kRing = false>
-Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
+Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream, const CUtensorMap& map) {
   constexpr int kSmem = 2 * stage_bytes<kWG>() + (kRing ? 64 : 0);
   static const cudaError_t e =
       cudaFuncSetAttribute(q6k_kernel<kWG, kPipe, kRing>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  if constexpr (kRing) DS_TRY(wgr::launch_pdl(q6k_kernel<kWG, kPipe, kRing>, a, grid, 128 * kWG, kSmem, stream));
-  else q6k_kernel<kWG, kPipe, kRing><<<grid, 128 * kWG, kSmem, stream>>>(a);
+  if constexpr (kRing) DS_TRY(wgr::launch_pdl(q6k_kernel<kWG, kPipe, kRing>, grid, 128 * kWG, kSmem, stream, a, map));
+  else q6k_kernel<kWG, kPipe, kRing><<<grid, 128 * kWG, kSmem, stream>>>(a, map);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K)", stream);
   return {};
 }
@@ -346,7 +341,8 @@ constexpr bool kAutoPipe = true;
 // the same with the mbarrier ring (kRing): 5 by shape, 6 / 7 / 8 = 2 / 3 / 2 pipelined.
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int variant) {
-  const bool ring = variant >= 5 && variant <= 8;
+  // the ring form's weight boxes need rows of a multiple of 16 bytes (8 blocks); else the plain kernel
+  const bool ring = variant >= 5 && variant <= 8 && (cols / 256) % 8 == 0;
   if (ring) variant -= 4;
   if (variant < 2 || variant > 4) {
     variant = wg::choose_wg(rows, cols, sm_count());
@@ -377,13 +373,16 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * kBlockBytes, y, batch, splits, accumulate,
                xw, inv, part, count};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (ring)
-    return variant == 3 ? launch_wg<3, false, true>(a, grid, stream)
-           : variant == 4 ? launch_wg<2, true, true>(a, grid, stream)
-                          : launch_wg<2, false, true>(a, grid, stream);
-  return variant == 3 ? launch_wg<3, false>(a, grid, stream)
-         : variant == 4 ? launch_wg<2, true>(a, grid, stream)
-                        : launch_wg<2, false>(a, grid, stream);
+  CUtensorMap map{};
+  if (ring) {
+    DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kPitch, 64 * n_wg, map));
+    return variant == 3 ? launch_wg<3, false, true>(a, grid, stream, map)
+           : variant == 4 ? launch_wg<2, true, true>(a, grid, stream, map)
+                          : launch_wg<2, false, true>(a, grid, stream, map);
+  }
+  return variant == 3 ? launch_wg<3, false>(a, grid, stream, map)
+         : variant == 4 ? launch_wg<2, true>(a, grid, stream, map)
+                        : launch_wg<2, false>(a, grid, stream, map);
 }
 
 }  // namespace wg6

@@ -3,12 +3,14 @@
 // the 64 scaled columns, d per half block in fp32, mins by mma.sync per block); what changes is how data arrives and
 // how the warpgroups are kept in step:
 //  * each block of a CTA's range is one stage: x (64 KB), the block sums for the mins (4 KB, read from shared
-//    memory instead of global) and the CTA's weight rows (144 bytes each at pitch 192), all by cp.async.bulk issued
-//    by warp 0 (lane 0: x and the sums; every lane: rows), completing on the stage's "full" mbarrier (expect_tx);
+//    memory instead of global) and the CTA's weight rows (one 2D tensor copy of kRows x 144 bytes, dense), each one
+//    bulk copy issued by lane 0 of warp 0, completing on the stage's "full" mbarrier (expect_tx). (The first form
+//    copied each row by its own 144-byte cp.async.bulk: ~2x slower than wg::wgmma_kernel on the H200, the ~200
+//    small copies per stage took ~50 ns each.)
 //  * no __syncthreads in the loop: every warp arrives on the stage's "empty" mbarrier when it is done with it (its
 //    wgmmas waited, its shared loads used), warp 0 waits for that before refilling the slot. The warpgroups drift
 //    apart, so one's dequantisation and fp32 epilogue overlap another's wgmmas (with __syncthreads per block they
-//    all did the same phase at once), and the ~5800 cp.async per block and CTA become ~200 bulk copies;
+//    all did the same phase at once), and the ~5800 cp.async per block and CTA become 3 bulk copies;
 //  * the first wgmma of a half block starts its sum (scale-d 0) instead of 64 register moves zeroing it;
 //  * kOv (2 warpgroups: registers): the second half block's A fragments and the block's mins products are built
 //    while the first half's wgmmas run (same operations, same order into acc: same bits as without kOv).
@@ -19,14 +21,17 @@
 // per half block, then the block's mins), so the same bits (tests/cuda CudaMatvecBatched.WgmmaRingSameBitsAsWgmma);
 // a column's bits do not depend on B (always 64 columns).
 #pragma once
+#include <cudaTypedefs.h>
+
 #include "cuda/matvec_wgmma.cuh"
 
 namespace ds::cuda {
 namespace wgr {
 
 constexpr int kXm = 4096;  // block sums for the mins per block: 8 n-tiles x 32 lanes x 16 bytes
+constexpr int kWPitch = 144;  // Q4_K ring: the CTA's rows of a block as one 2D tensor copy (dense rows)
 template <int kWG>
-constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * wg::kPitch; }
+constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * kWPitch; }
 template <int kWG>
 constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
@@ -51,6 +56,14 @@ __device__ __forceinline__ void bar_wait(uint64_t* b, unsigned parity) {
         : "r"(a), "r"(parity)
         : "memory");
 }
+// 2D tile of the tensor map (innermost coordinate c0, then c1) into shared memory, completing on bar.
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          saddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(saddr(bar))
+      : "memory");
+}
 __device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
@@ -65,7 +78,7 @@ __device__ __forceinline__ void build_a(const uint8_t* wslot, int rbase, int s, 
   __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const uint8_t* rp = wslot + (rbase + 8 * h) * wg::kPitch;
+    const uint8_t* rp = wslot + (rbase + 8 * h) * kWPitch;
     q[h] = *reinterpret_cast<const uint4*>(rp + 16 + 64 * s + 16 * t);
     const uint4 hd = *reinterpret_cast<const uint4*>(rp);
     const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
@@ -111,11 +124,13 @@ __device__ __forceinline__ void epilogue(float (&acc)[8][4], const float (&c)[64
 }
 #endif
 
+// tw: the weights as a 2D uint8 tensor [rows][row_bytes] with boxes of kRows rows x one block (144 bytes); rows past
+// the end are filled with zeros (their outputs are not stored).
 template <int kWG, bool kOv>
-__global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg::Args a) {
+__global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
-  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * wg::kBlockBytes;
+  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -138,14 +153,10 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg::Args a) {
   // (with the stage's expected bytes), then x and the sums (written by the preparation kernel)
   auto issue_w = [&](int i) {
     const int slot = i & 1;
-    uint8_t* wd = smem + slot * kStage + wg::kXBlock + kXm;
-    const int64_t blk = bk0 + i;
-    if (lane == 0) bar_expect(&full[slot], kTx);
-    __syncwarp();
-#pragma unroll
-    for (int r = lane; r < kRows; r += 32) {
-      const int64_t row = row0 + r < a.rows ? row0 + r : a.rows - 1;
-      bulk_copy(wd + r * wg::kPitch, a.w + row * a.row_bytes + blk * wg::kBlockBytes, wg::kBlockBytes, &full[slot]);
+    if (lane == 0) {
+      bar_expect(&full[slot], kTx);
+      tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
+                     &full[slot]);
     }
   };
   auto issue_x = [&](int i) {
@@ -186,7 +197,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg::Args a) {
     uint32_t amin[4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * wg::kPitch);
+      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
       const __half2 dh = gemm::u2h(hd.x);
       dd[h] = __low2float(dh);
       dm[h] = -16.f * __high2float(dh);
@@ -293,10 +304,10 @@ inline bool& pdl_setting() {
   }();
   return v;
 }
-template <class K, class A>
-Status launch_pdl(K k, const A& a, dim3 grid, int threads, int smem, cudaStream_t stream) {
+template <class K, class... A>
+Status launch_pdl(K k, dim3 grid, int threads, int smem, cudaStream_t stream, const A&... a) {
   if (!pdl_setting()) {
-    k<<<grid, threads, smem, stream>>>(a);
+    k<<<grid, threads, smem, stream>>>(a...);
     return {};
   }
   cudaLaunchConfig_t cfg{};
@@ -309,8 +320,31 @@ Status launch_pdl(K k, const A& a, dim3 grid, int threads, int smem, cudaStream_
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a...);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma ring): launch: {}", cudaGetErrorString(e));
+  return {};
+}
+
+// The weights as a 2D uint8 tensor [rows][row_bytes] (row_bytes a multiple of 16) with boxes of n_rows rows x
+// box_bytes (cuTensorMapEncodeTiled through the runtime's driver entry point: no link against libcuda); parts of a box
+// past the rows' end or the last row are filled with zeros.
+inline Status weight_map(const uint8_t* w, int64_t rows, int64_t row_bytes, int box_bytes, int n_rows, CUtensorMap& map) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!encode) return cu_err("cuda matvec_batched (wgmma ring): no cuTensorMapEncodeTiled");
+  const cuuint64_t dims[2] = {(cuuint64_t)row_bytes, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)row_bytes};
+  const cuuint32_t box[2] = {(cuuint32_t)box_bytes, (cuuint32_t)n_rows}, estr[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(w), dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return cu_err("cuda matvec_batched (wgmma ring): cuTensorMapEncodeTiled: {}", (int)r);
   return {};
 }
 
@@ -320,7 +354,9 @@ Status launch_ring(const wg::Args& a, dim3 grid, cudaStream_t stream) {
   static const cudaError_t e =
       cudaFuncSetAttribute(ring_kernel<kWG, kOv>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  DS_TRY(launch_pdl(ring_kernel<kWG, kOv>, a, grid, 128 * kWG, kSmem, stream));
+  CUtensorMap map;
+  DS_TRY(weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
+  DS_TRY(launch_pdl(ring_kernel<kWG, kOv>, grid, 128 * kWG, kSmem, stream, a, map));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma ring)", stream);
   return {};
 }
