@@ -81,13 +81,13 @@ int& wg_setting() {
   return v;
 }
 // wgmma kernel for Q6_K at 33 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
-// (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined; with the mbarrier ring
-// (matvec_wgmma_ring.cuh's scheme) 5 by shape, 6 / 7 / 8 = 2 / 3 / 2 pipelined. DS_MVB_WG_Q6K = 0 .. 8.
+// (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined.
+// DS_MVB_WG_Q6K = 0 | 1 | 2 | 3 | 4.
 constexpr int kWgQ6kDefault = 1;
 int& wg_q6k_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K");
-    return e && e[0] >= '0' && e[0] <= '8' && !e[1] ? e[0] - '0' : kWgQ6kDefault;
+    return e && e[0] >= '0' && e[0] <= '4' && !e[1] ? e[0] - '0' : kWgQ6kDefault;
   }();
   return v;
 }
@@ -160,7 +160,7 @@ int matvec_batched_wgmma_min_batch(GgmlType type) {
   if (type == GgmlType::Q6_K) return matvec_batched_fold() && matvec_batched_wgmma_q6k() ? wg6::min_batch() : 65;
   return 65;
 }
-void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 8 ? v : 0; }
+void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 4 ? v : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

@@ -23,7 +23,7 @@ int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 33 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
 // fp16 x terms only, i.e. fold on): 1 on (default), 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined,
-// 0 off (matvec_gemm.cuh); with the mbarrier ring: 5 by shape, 6 / 7 / 8 = 2 / 3 / 2 pipelined.
+// 0 off (matvec_gemm.cuh).
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

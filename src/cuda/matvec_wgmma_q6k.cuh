@@ -26,7 +26,7 @@
 
 #include <cstdlib>
 
-#include "cuda/matvec_wgmma_ring.cuh"
+#include "cuda/matvec_wgmma.cuh"
 
 namespace ds::cuda {
 namespace wg6 {
@@ -58,19 +58,12 @@ __device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
 }
 #endif
 
-// kRing: the stages by cp.async.bulk from warp 0 with full / empty mbarriers instead of cp.async by every thread
-// and __syncthreads per block, launched as a programmatic dependent of x's preparation (matvec_wgmma_ring.cuh's
-// scheme; same products in the same order: same bits). Each
-// row's 224-byte span is one bulk copy; the last row's may end up to 14 bytes past the tensor, inside the 16-byte
-// allocation padding that matvec.h requires.
-template <int kWG, bool kPipe, bool kRing = false>
-__global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const __grid_constant__ CUtensorMap tw) {
+template <int kWG, bool kPipe>
+__global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
-  uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
@@ -79,18 +72,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const _
   const int n_my = (int)(bk1 - bk0);
   const uint8_t* w_end = a.w + a.rows * a.row_bytes;
   // stage layout: [x: kXBlock bytes][weights: kRows x kPitch, the aligned span of each row's block]
-  auto issue_w = [&](int i) {  // warp 0: the stage's expected bytes, the CTA's rows of the block as one 2D box
-    const int slot = i & 1;
-    if (lane == 0) {
-      wgr::bar_expect(&full[slot], kXBlock + kRows * kPitch);
-      wgr::tensor_copy_2d(smem + slot * kStage + kXBlock, &tw, (int)((bk0 + i) * kBlockBytes), (int)row0, &full[slot]);
-    }
-  };
-  auto issue_x = [&](int i) {  // x (written by the preparation kernel)
-    const int slot = i & 1;
-    if (lane == 0)
-      wgr::bulk_copy(smem + slot * kStage, reinterpret_cast<const uint8_t*>(a.xw) + (bk0 + i) * kXBlock, kXBlock, &full[slot]);
-  };
   auto issue = [&](int i) {
     uint8_t* dst = smem + (i & 1) * kStage;
     const uint8_t* xs = reinterpret_cast<const uint8_t*>(a.xw) + (bk0 + i) * kXBlock;
@@ -110,24 +91,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const _
       }
     }
   };
-  if constexpr (kRing) {
-    if (threadIdx.x == 0) {
-      wgr::bar_init(&full[0], 1);
-      wgr::bar_init(&full[1], 1);
-      wgr::bar_init(&empty[0], 4 * kWG);
-      wgr::bar_init(&empty[1], 4 * kWG);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (warp == 0)
-      for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
-    wgr::grid_wait();  // programmatic dependent launch (wgr::launch_pdl): the preparation kernel is done
-    if (warp == 0)
-      for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
-  } else {
-    if (n_my > 0) issue(0);
-    gemm::cp_commit();
-  }
+  if (n_my > 0) issue(0);
+  gemm::cp_commit();
 
   float acc[8][4];
 #pragma unroll
@@ -143,20 +108,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const _
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
-    if constexpr (kRing) {
-      if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
-        wgr::bar_wait(&empty[(i & 1) ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // held block i − 1
-        issue_w(i + 1);
-        issue_x(i + 1);
-      }
-      wgr::bar_wait(&full[i & 1], (unsigned)((i >> 1) & 1));
-    } else {
-      gemm::cp_wait<0>();
-      fence_async_smem();  // this thread's cp.async writes -> visible to the async proxy (wgmma)
-      __syncthreads();     // block i landed for everyone; everyone is done with block i − 1 (its wgmmas waited)
-      if (i + 1 < n_my) issue(i + 1);
-      gemm::cp_commit();
-    }
+    gemm::cp_wait<0>();
+    fence_async_smem();  // this thread's cp.async writes -> visible to the async proxy (wgmma)
+    __syncthreads();     // block i landed for everyone; everyone is done with block i − 1 (its wgmmas waited)
+    if (i + 1 < n_my) issue(i + 1);
+    gemm::cp_commit();
     const uint8_t* xslot = smem + (i & 1) * kStage;
     const uint8_t* wslot = xslot + kXBlock;
     const int64_t blk = bk0 + i;
@@ -166,7 +122,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const _
     for (int h = 0; h < 2; h++) {
       const int64_t row = row0 + rbase + 8 * h < a.rows ? row0 + rbase + 8 * h : a.rows - 1;
       const uintptr_t src = (uintptr_t)(a.w + row * a.row_bytes + blk * kBlockBytes);
-      rp[h] = wslot + (rbase + 8 * h) * kPitch + (kRing ? 0 : (src & 15));  // kRing: the box starts at the block
+      rp[h] = wslot + (rbase + 8 * h) * kPitch + (src & 15);
       dd[h] = __half2float(*reinterpret_cast<const __half*>(rp[h] + 208));
     }
     // Four rounds per block: half block s = R / 2, k-steps 4(R % 2) .. +3 (words 2(R % 2), +1 of each lane's
@@ -247,12 +203,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a, const _
         flush();
       }
     }
-    if constexpr (kRing) {
-      __syncwarp();
-      if (lane == 0) wgr::bar_arrive(&empty[i & 1]);
-    }
   }
-  if constexpr (!kRing) gemm::cp_wait<0>();
+  gemm::cp_wait<0>();
 
   // acc[n][r]: local row rbase + 8(r / 2), batch column 8n + 2t + r % 2.
   if (a.splits == 1) {
@@ -318,15 +270,14 @@ inline bool supports(int64_t rows, int64_t cols, int batch) {
   return batch >= min_batch() && wg::supports(rows, cols, batch);
 }
 
-template <int kWG, bool kPipe, bool kRing = false>
-Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream, const CUtensorMap& map) {
-  constexpr int kSmem = 2 * stage_bytes<kWG>() + (kRing ? 64 : 0);
+template <int kWG, bool kPipe>
+Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = 2 * stage_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(q6k_kernel<kWG, kPipe, kRing>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(q6k_kernel<kWG, kPipe>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  if constexpr (kRing) DS_TRY(wgr::launch_pdl(q6k_kernel<kWG, kPipe, kRing>, grid, 128 * kWG, kSmem, stream, a, map));
-  else q6k_kernel<kWG, kPipe, kRing><<<grid, 128 * kWG, kSmem, stream>>>(a, map);
+  q6k_kernel<kWG, kPipe><<<grid, 128 * kWG, kSmem, stream>>>(a);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K)", stream);
   return {};
 }
@@ -337,13 +288,9 @@ constexpr bool kAutoPipe = true;
 
 // Q6_K weights (16-byte aligned, checked by the caller). variant: 2 or 3 warpgroups per CTA, 4 = 2 pipelined
 // (the next round's A fragments built while the current round's wgmmas run; 3 warpgroups have no registers
-// for it), 1 (or anything else): wg::choose_wg (the shape alone decides, so a column's bits do not depend on B);
-// the same with the mbarrier ring (kRing): 5 by shape, 6 / 7 / 8 = 2 / 3 / 2 pipelined.
+// for it), anything else: wg::choose_wg (the shape alone decides, so a column's bits do not depend on B).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int variant) {
-  // the ring form's weight boxes need rows of a multiple of 16 bytes (8 blocks); else the plain kernel
-  const bool ring = variant >= 5 && variant <= 8 && (cols / 256) % 8 == 0;
-  if (ring) variant -= 4;
   if (variant < 2 || variant > 4) {
     variant = wg::choose_wg(rows, cols, sm_count());
     if (variant == 2 && kAutoPipe) variant = 4;
@@ -373,16 +320,9 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * kBlockBytes, y, batch, splits, accumulate,
                xw, inv, part, count};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  CUtensorMap map{};
-  if (ring) {
-    DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kPitch, 64 * n_wg, map));
-    return variant == 3 ? launch_wg<3, false, true>(a, grid, stream, map)
-           : variant == 4 ? launch_wg<2, true, true>(a, grid, stream, map)
-                          : launch_wg<2, false, true>(a, grid, stream, map);
-  }
-  return variant == 3 ? launch_wg<3, false>(a, grid, stream, map)
-         : variant == 4 ? launch_wg<2, true>(a, grid, stream, map)
-                        : launch_wg<2, false>(a, grid, stream, map);
+  return variant == 3 ? launch_wg<3, false>(a, grid, stream)
+         : variant == 4 ? launch_wg<2, true>(a, grid, stream)
+                        : launch_wg<2, false>(a, grid, stream);
 }
 
 }  // namespace wg6

@@ -39,7 +39,7 @@ struct Config {
               // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
               // overlapped; -1 leave the default
   int wg6 = -1;  // Q6_K at 33 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
-                 // and 4 = 2 warpgroups pipelined; ring form 5 by shape, 6 / 7 / 8 = 2 / 3 / 2 pipelined
+                 // and 4 = 2 warpgroups pipelined
 };
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -55,8 +55,7 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 5}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4}};
 
 // Sets the batched path, term count and fold switch for one scope, restoring the previous ones after it.
 struct PathScope {
@@ -363,58 +362,56 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   }
 }
 
-// The ring forms of the wgmma kernels (matvec_wgmma_ring.cuh; Q4_K DS_MVB_WG 4..7, Q6_K DS_MVB_WG_Q6K 5..8) compute
-// the same products in the same order as the kernels they replace with the same warpgroup count (Q4_K: 4 vs 1, 5
-// and 7 vs 2, 6 vs 3; Q6_K: 5 vs 1, 6 vs 2, 7 vs 3, 8 vs 4): the same bits, on shapes with partial row tiles, split K
-// (1..several blocks per CTA), the tensor's last row (Q6_K: its span ends past the data), the 9B's largest
-// products, accumulate on and off, B = 33, 40 and 64. With the float64 reference checks of the kernels they are
-// compared with (and of the ring forms by shape: configs wg 4 / wg6 5 above) every ring variant is checked.
+// The ring form of the Q4_K wgmma kernel (matvec_wgmma_ring.cuh, DS_MVB_WG 4..7) computes the same products in the
+// same order as the kernel it replaces with the same warpgroup count (4 vs 1, 5 and 7 vs 2, 6 vs 3): the same bits,
+// on shapes with partial row tiles (rows past the end come zero-filled from the tensor copy), split K (1..several
+// blocks per CTA), the 9B's largest product, accumulate on and off, B = 33, 40 and 64. With the float64 reference
+// checks of the kernels it is compared with (and of the ring form by shape: config wg 4 above) every variant is
+// checked.
 TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   DS_REQUIRE_GPU();
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma(), wg60 = cuda::matvec_batched_wgmma_q6k();
+  const int wg0 = cuda::matvec_batched_wgmma();
   const Case cases[] = {{77, 256, "one block, partial tile"}, {515, 4096, "9B hidden"}, {300, 12288, "K split"},
                         {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"}, {24576, 4096, "9B ffn_gate_up"}};
   uint64_t seed = 9100;
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
-    for (const Case& c : cases) {
-      const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-      const auto x = test::random_floats(64 * c.cols, seed + 1);
-      const auto y0 = test::random_floats(64 * c.rows, seed + 2);
-      auto dw = test::to_device(w);
-      auto dx = test::to_device(x);
-      auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-      ASSERT_TRUE(dy.ok());
-      for (int batch : {33, 40, 64})
-        for (bool accumulate : {false, true}) {
-          auto run = [&](int v) {
-            if (t == GgmlType::Q4_K) cuda::set_matvec_batched_wgmma(v);
-            else cuda::set_matvec_batched_wgmma_q6k(v);
-            EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-            EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
-                                             nullptr, accumulate).ok());
-            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            return test::to_host<float>(*dy, batch * c.rows);
-          };
-          static const int kQ4[][2] = {{4, 1}, {5, 2}, {6, 3}, {7, 2}}, kQ6[][2] = {{5, 1}, {6, 2}, {7, 3}, {8, 4}};
-          for (const auto& p : t == GgmlType::Q4_K ? kQ4 : kQ6) {
-            const auto ring = run(p[0]), ref = run(p[1]);
-            size_t bad = 0, first = 0;
-            bool finite = true;
-            for (size_t i = 0; i < ring.size(); i++) {
-              finite = finite && std::isfinite(ring[i]);
-              if (!(ring[i] == ref[i]) && bad++ == 0) first = i;
-            }
-            EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " ring " << p[0] << " vs " << p[1] << " [" << c.rows << " x "
-                               << c.cols << "] B " << batch << (accumulate ? " accumulate" : "") << ": first at row "
-                               << first % c.rows << " batch " << first / c.rows << ": " << ring[first] << " vs "
-                               << ref[first];
-            EXPECT_TRUE(finite) << ggml_type_name(t) << " ring " << p[0];
+  const GgmlType t = GgmlType::Q4_K;
+  for (const Case& c : cases) {
+    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
+    const auto x = test::random_floats(64 * c.cols, seed + 1);
+    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    for (int batch : {33, 40, 64})
+      for (bool accumulate : {false, true}) {
+        auto run = [&](int v) {
+          cuda::set_matvec_batched_wgmma(v);
+          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
+                                           nullptr, accumulate).ok());
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return test::to_host<float>(*dy, batch * c.rows);
+        };
+        static const int kPairs[][2] = {{4, 1}, {5, 2}, {6, 3}, {7, 2}};
+        for (const auto& p : kPairs) {
+          const auto ring = run(p[0]), ref = run(p[1]);
+          size_t bad = 0, first = 0;
+          bool finite = true;
+          for (size_t i = 0; i < ring.size(); i++) {
+            finite = finite && std::isfinite(ring[i]);
+            if (!(ring[i] == ref[i]) && bad++ == 0) first = i;
           }
+          EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " ring " << p[0] << " vs " << p[1] << " [" << c.rows << " x "
+                             << c.cols << "] B " << batch << (accumulate ? " accumulate" : "") << ": first at row "
+                             << first % c.rows << " batch " << first / c.rows << ": " << ring[first] << " vs "
+                             << ref[first];
+          EXPECT_TRUE(finite) << ggml_type_name(t) << " ring " << p[0];
         }
-    }
+      }
+  }
   cuda::set_matvec_batched_wgmma(wg0);
-  cuda::set_matvec_batched_wgmma_q6k(wg60);
 }
 
 TEST(CudaMatvecBatched, RejectsBadBatch) {
