@@ -21,6 +21,7 @@
 #include "cuda/matvec_mma.cuh"
 #include "cuda/matvec_wgmma.cuh"
 #include "cuda/matvec_wgmma_q6k.cuh"
+#include "cuda/matvec_wgmma_ring.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -68,13 +69,14 @@ int& fold_setting() {
 }
 
 // wgmma kernel for Q4_K at 25 <= B <= 64 (matvec_wgmma.cuh): 0 off, 1 on (warpgroups per CTA chosen per
-// shape, the default), 2 or 3 warpgroups forced. DS_MVB_WG = 0 | 1 | 2 | 3; DS_MVB_WG_SWAP=1 swaps the
+// shape, the default), 2 or 3 warpgroups forced; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape,
+// 5 / 6 = 2 / 3 warpgroups, 7 = 2 warpgroups overlapped. DS_MVB_WG = 0 .. 7; DS_MVB_WG_SWAP=1 swaps the
 // descriptor strides (layout check in the standalone bench).
 constexpr int kWgDefault = 1;
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
-    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : kWgDefault;
+    return e && e[0] >= '0' && e[0] <= '7' && !e[1] ? e[0] - '0' : kWgDefault;
   }();
   return v;
 }
@@ -119,8 +121,11 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
       return cu_err("cuda matvec_batched: x {} is not 16-byte aligned", (const void*)x);
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
-      if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch))
+      if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
+        if (wg_setting() >= 4)  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
+          return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting(), wg_swap());
+      }
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
       if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))
         return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting());
@@ -147,7 +152,7 @@ int matvec_batched_fold_mode() { return fold_setting() - 1; }
 void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
 
 int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
-void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 3 ? n_wg : 0; }
+void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 7 ? n_wg : 0; }
 int matvec_batched_wgmma_q6k() { return wg_available() ? wg_q6k_setting() : 0; }
 int matvec_batched_wgmma_min_batch(GgmlType type) {
   if (path_setting() != MatvecBatchedPath::Gemm) return 65;

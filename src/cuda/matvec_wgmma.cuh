@@ -89,6 +89,11 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
                                                    float* __restrict__ scale, float* __restrict__ inv,
                                                    uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
   const int b = blockIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
+  // they prefetch weights, then wait for this grid to complete before reading anything it writes
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
   const int64_t nblk = cols / 256;
   const float* xb = x + (int64_t)b * cols;
   const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
@@ -375,11 +380,10 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
   return {};
 }
 
-// Q4_K weights (16-byte aligned, checked by the caller); n_wg = 2 or 3 warpgroups (128 or 192 rows per CTA),
-// anything else: choose_wg. The choice depends on the shape only, so a column's bits do not depend on B.
-inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo = false) {
-  if (n_wg != 2 && n_wg != 3) n_wg = choose_wg(rows, cols, sm_count());
+// x's preparation (one launch, or DS_MVB_PREP=0: three) and the kernel arguments and grid for n_wg warpgroups per
+// CTA (2 or 3); shared with the ring kernel (matvec_wgmma_ring.cuh).
+inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                      cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid) {
   uint32_t* xw;
   uint4 *xf, *xm;
   float *inv, *scale, *part;
@@ -408,9 +412,20 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());
-  const Args a{static_cast<const uint8_t*>(w), rows, cols, cols / 256 * kBlockBytes, y, batch, splits, accumulate,
-               xw, xm, inv, part, count, swap_lbo_sbo ? 256u : 128u, swap_lbo_sbo ? 128u : 256u};
-  const dim3 grid((unsigned)tiles, (unsigned)splits);
+  out = Args{static_cast<const uint8_t*>(w), rows, cols, cols / 256 * kBlockBytes, y, batch, splits, accumulate,
+             xw, xm, inv, part, count, swap_lbo_sbo ? 256u : 128u, swap_lbo_sbo ? 128u : 256u};
+  grid = dim3((unsigned)tiles, (unsigned)splits);
+  return {};
+}
+
+// Q4_K weights (16-byte aligned, checked by the caller); n_wg = 2 or 3 warpgroups (128 or 192 rows per CTA),
+// anything else: choose_wg. The choice depends on the shape only, so a column's bits do not depend on B.
+inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                     cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo = false) {
+  if (n_wg != 2 && n_wg != 3) n_wg = choose_wg(rows, cols, sm_count());
+  Args a;
+  dim3 grid;
+  DS_TRY(prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, swap_lbo_sbo, a, grid));
   return n_wg == 3 ? launch_wg<3>(a, grid, stream) : launch_wg<2>(a, grid, stream);
 }
 

@@ -36,7 +36,8 @@ struct Config {
   int terms;
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
-              // warpgroups forced, -1 leave the default
+              // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
+              // overlapped; -1 leave the default
   int wg6 = -1;  // Q6_K at 33 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined
 };
@@ -50,6 +51,7 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 3},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 4},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
@@ -358,6 +360,58 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       }
     }
   }
+}
+
+// The ring form of the Q4_K wgmma kernel (matvec_wgmma_ring.cuh, DS_MVB_WG 4..7) computes the same products in the
+// same order as the kernel it replaces with the same warpgroup count (4 vs 1, 5 and 7 vs 2, 6 vs 3): the same bits,
+// on shapes with partial row tiles (rows past the end come zero-filled from the tensor copy), split K (1..several
+// blocks per CTA), the 9B's largest product, accumulate on and off, B = 33, 40 and 64. With the float64 reference
+// checks of the kernels it is compared with (and of the ring form by shape: config wg 4 above) every variant is
+// checked.
+TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const int wg0 = cuda::matvec_batched_wgmma();
+  const Case cases[] = {{77, 256, "one block, partial tile"}, {515, 4096, "9B hidden"}, {300, 12288, "K split"},
+                        {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"}, {24576, 4096, "9B ffn_gate_up"}};
+  uint64_t seed = 9100;
+  const GgmlType t = GgmlType::Q4_K;
+  for (const Case& c : cases) {
+    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
+    const auto x = test::random_floats(64 * c.cols, seed + 1);
+    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    for (int batch : {33, 40, 64})
+      for (bool accumulate : {false, true}) {
+        auto run = [&](int v) {
+          cuda::set_matvec_batched_wgmma(v);
+          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
+                                           nullptr, accumulate).ok());
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return test::to_host<float>(*dy, batch * c.rows);
+        };
+        static const int kPairs[][2] = {{4, 1}, {5, 2}, {6, 3}, {7, 2}};
+        for (const auto& p : kPairs) {
+          const auto ring = run(p[0]), ref = run(p[1]);
+          size_t bad = 0, first = 0;
+          bool finite = true;
+          for (size_t i = 0; i < ring.size(); i++) {
+            finite = finite && std::isfinite(ring[i]);
+            if (!(ring[i] == ref[i]) && bad++ == 0) first = i;
+          }
+          EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " ring " << p[0] << " vs " << p[1] << " [" << c.rows << " x "
+                             << c.cols << "] B " << batch << (accumulate ? " accumulate" : "") << ": first at row "
+                             << first % c.rows << " batch " << first / c.rows << ": " << ring[first] << " vs "
+                             << ref[first];
+          EXPECT_TRUE(finite) << ggml_type_name(t) << " ring " << p[0];
+        }
+      }
+  }
+  cuda::set_matvec_batched_wgmma(wg0);
 }
 
 TEST(CudaMatvecBatched, RejectsBadBatch) {

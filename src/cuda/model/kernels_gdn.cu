@@ -4,7 +4,12 @@
 //   norm is one block reduction per token.
 // gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
 //   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
-//   once); the gated RMSNorm over the head's dv outputs is one block reduction per token.
+//   once); the gated RMSNorm over the head's dv outputs is one block reduction per token. kPre (default;
+//   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
+//   together with the state, instead of after the barriers that need them: one memory round trip per block
+//   instead of about four (the same arithmetic: the same bits).
+#include <cstdlib>
+
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
 
@@ -55,7 +60,7 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
     if (j < W) st[j * Cc + c] = win[j];
 }
 
-template <int DK>
+template <int DK, bool kPre>
 __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane
   __shared__ __align__(16) float sq[DK];
@@ -78,16 +83,27 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
     const float* ut = a.u + (int64_t)t * a.ldu;
+    float qv = 0.f, kv0 = 0.f, av = 0.f, bv = 0.f, vv = 0.f, zv = 0.f;
+    if constexpr (kPre) {  // every input of this token in flight at once (with the state, for the first)
+      if (tid < DK) {
+        qv = ut[(int64_t)kh * DK + tid];
+        kv0 = ut[Kd + (int64_t)kh * DK + tid];
+      }
+      av = a.a[(int64_t)t * a.lda + h];
+      bv = a.b[(int64_t)t * a.ldb + h];
+      vv = ut[2 * Kd + (int64_t)h * DK + j];
+      if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+    }
     __syncthreads();  // the previous token's readers of sq/sk are done
     if (tid < DK) {
-      sq[tid] = ut[(int64_t)kh * DK + tid];
-      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+      sq[tid] = kPre ? qv : ut[(int64_t)kh * DK + tid];
+      sk[tid] = kPre ? kv0 : ut[Kd + (int64_t)kh * DK + tid];
     }
     __syncthreads();
-    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
-    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+    const float g = sa * softplus_f((kPre ? av : a.a[(int64_t)t * a.lda + h]) + dtb);
+    const float beta = sigmoid_f(kPre ? bv : a.b[(int64_t)t * a.ldb + h]);
     const float decay = expf(g);
-    const float vj = ut[2 * Kd + (int64_t)h * DK + j];
+    const float vj = kPre ? vv : ut[2 * Kd + (int64_t)h * DK + j];
     float kv = 0.f;
 #pragma unroll
     for (int c = 0; c < kC; c++) {
@@ -111,7 +127,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
     const float ss = block_sum(r == 0 ? o * o : 0.f, red);
     const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
     if (r == 0) {
-      const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+      const float zz = kPre ? zv : a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
       a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
       if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
     }
@@ -124,9 +140,19 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
 }
 
+bool gdn_prefetch() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_PREFETCH");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  return launch_step(gdn_kernel<DK>, dim3(a.n_v_heads, n_seqs), dim3(DK * 4), 0, stream, "gdn_step", a, io);
+  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
+  if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true>, grid, block, 0, stream, "gdn_step", a, io);
+  return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
 }
 
 }  // namespace
