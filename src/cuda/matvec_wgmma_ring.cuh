@@ -23,6 +23,7 @@
 #pragma once
 #include <cudaTypedefs.h>
 
+#include "cuda/launch.cuh"
 #include "cuda/matvec_wgmma.cuh"
 
 namespace ds::cuda {
@@ -304,27 +305,6 @@ inline bool& pdl_setting() {
   }();
   return v;
 }
-template <class K, class... A>
-Status launch_pdl(K k, dim3 grid, int threads, int smem, cudaStream_t stream, const A&... a) {
-  if (!pdl_setting()) {
-    k<<<grid, threads, smem, stream>>>(a...);
-    return {};
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, k, a...);
-  if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma ring): launch: {}", cudaGetErrorString(e));
-  return {};
-}
-
 // The weights as a 2D uint8 tensor [rows][row_bytes] (row_bytes a multiple of 16) with boxes of n_rows rows x
 // box_bytes (cuTensorMapEncodeTiled through the runtime's driver entry point: no link against libcuda); parts of a box
 // past the rows' end or the last row are filled with zeros.
@@ -356,7 +336,8 @@ Status launch_ring(const wg::Args& a, dim3 grid, cudaStream_t stream) {
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
-  DS_TRY(launch_pdl(ring_kernel<kWG, kOv>, grid, 128 * kWG, kSmem, stream, a, map));
+  const cudaError_t le = launch_pdl(ring_kernel<kWG, kOv>, grid, dim3(128 * kWG), kSmem, stream, pdl_setting(), a, map);
+  if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma ring)", stream);
   return {};
 }
