@@ -4,7 +4,7 @@
 # kernels' tests. Carried as devwork-X/ (inside /work/main: the device tool copies that checkout) holding
 # b.tar.xz (tools/gpu_bundle.sh output; lib/ without libcublas*/libcudart*, binaries stripped), this script as
 # go.sh, and optionally lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
-# setting per extra B = 64 line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
+# "B ENV" per extra batched line), extra_tests.txt ("ENV BINARY FILTER" per line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
 # (~400 s + the cold start). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
 # Records: session 6 (docs/measurements/2026-12-03-h200-session6-final.txt), session 7
 # (docs/measurements/2026-12-03-h200-session7-final.txt).
@@ -26,7 +26,9 @@ step test_cuda 200 "$OUT/tests.log" "$B/test_cuda" --gtest_brief=1
 grep -E '^\[(tc|stream|stream q6)\]|^matvec_batched|worst' "$OUT/tests.log" | head -60 > "$OUT/errors.txt"
 step test_cuda_model 60 "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
 step test_cuda_prefill 40 "$OUT/tests.log" "$B/test_cuda_prefill" --gtest_brief=1
-grep -E "FAILED|PASSED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
+# extra_tests.txt: one "ENV BINARY FILTER" per line (e.g. a default-off kernel forced on for its tests).
+[ -e "$D/extra_tests.txt" ] && while read -r e b f; do step "$b $e $f" 90 "$OUT/tests.log" env $e "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
+grep -E "FAILED|PASSED|tests ran|worst" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 bench() { [ $(el) -lt $LIM ] || { say "skip $1 $2"; return; }
   step "bench $1 $2" 40 "$OUT/bench.log" env $2 "$X" bench -m "$W/m$1.gguf" --backend cuda -p 0 -n 128 -r 3 --json
   grep '^{' "$OUT/bench.log" | tail -1 | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['label']=sys.argv[1]; print(json.dumps(d))" "$2" >> "$OUT/bench.jsonl"
@@ -39,7 +41,7 @@ if waitm 9B; then
   C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --json $OUT/cb.jsonl"
   step "breakdown 64" 30 "$OUT/cb.log" $C --batch 64 --breakdown --top 12
   for b in 8 32; do step "batch $b" 25 "$OUT/cb.log" $C --batch $b; done
-  [ -e "$D/batched.txt" ] && while read -r l; do step "batch 64 $l" 30 "$OUT/cb.log" env $l $C --batch 64 --breakdown --top 2; done < "$D/batched.txt"
+  [ -e "$D/batched.txt" ] && while read -r b l; do step "batch $b $l" 30 "$OUT/cb.log" env $l $C --batch $b --breakdown --top 2; done < "$D/batched.txt"
   grep -E "^decode|^matvec|^gdn rule" "$OUT/cb.log" | tee -a "$OUT/steps.log"
   say "== serve"; DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$W/m9B.gguf" --levels 1,8,32,64 --budget-s 80 >> "$OUT/serve.log" 2>&1; say "== serve rc=$?"; tail -3 "$OUT/serve.log" | cut -c1-200 | tee -a "$OUT/steps.log"
 fi
