@@ -22,12 +22,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 "$X" --version | tee -a "$OUT/steps.log"
 python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
 ( for s in ${SIZES:-9B 0.8B 27B 4B}; do "$X" synth --size $s --type Q4_K_M --vocab "$W/vocab.gguf" --threads 12 -o "$W/m$s.gguf" >/dev/null 2>&1 && touch "$W/m$s.ok"; done ) &
-step test_cuda 200 "$OUT/tests.log" "$B/test_cuda" --gtest_brief=1
+step test_cuda 200 "$OUT/tests.log" "$B/test_cuda" --gtest_brief=1 --gtest_filter="${TC_FILTER:-*}"
 grep -E '^\[(tc|stream|stream q6)\]|^matvec_batched|worst' "$OUT/tests.log" | head -60 > "$OUT/errors.txt"
 step test_cuda_model 60 "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
 step test_cuda_prefill 40 "$OUT/tests.log" "$B/test_cuda_prefill" --gtest_brief=1
-# extra_tests.txt: one "ENV BINARY FILTER" per line (e.g. a default-off kernel forced on for its tests).
-[ -e "$D/extra_tests.txt" ] && while read -r e b f; do step "$b $e $f" 90 "$OUT/tests.log" env $e "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
 grep -E "FAILED|PASSED|tests ran|worst" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 bench() { [ $(el) -lt $LIM ] || { say "skip $1 $2"; return; }
   step "bench $1 $2" 40 "$OUT/bench.log" env $2 "$X" bench -m "$W/m$1.gguf" --backend cuda -p 0 -n 128 -r 3 --json
@@ -45,8 +43,11 @@ if waitm 9B; then
   grep -E "^decode|^matvec|^gdn rule" "$OUT/cb.log" | tee -a "$OUT/steps.log"
   say "== serve"; DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$W/m9B.gguf" --levels 1,8,32,64 --budget-s 80 >> "$OUT/serve.log" 2>&1; say "== serve rc=$?"; tail -3 "$OUT/serve.log" | cut -c1-200 | tee -a "$OUT/steps.log"
 fi
-for s in 27B 0.8B 4B; do waitm $s && bench $s DS_DEFAULT=1 || say "no $s"; done
-[ $(el) -lt $LIM ] && waitm 0.8B && step "breakdown 0.8B" 30 "$OUT/breakdown.log" "$X" cuda-bench -m "$W/m0.8B.gguf" --tg 16 --breakdown --top 10
+for s in ${SIZES:-9B 0.8B 27B 4B}; do [ $s = 9B ] && continue; waitm $s && bench $s DS_DEFAULT=1 || say "no $s"; done
+# extra_tests.txt: one "ENV BINARY FILTER" per line (e.g. a default-off kernel forced on for its tests), after the benches.
+[ -e "$D/extra_tests.txt" ] && while read -r e b f; do [ $(el) -lt $LIM ] || { say "skip $b $e $f"; continue; }
+  step "$b $e $f" 90 "$OUT/tests.log" env $e "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
+grep -E "FAILED|PASSED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ] && [ -n "${MEMCHECK:-}" ] && [ $(el) -lt $LIM ]; then
   step "memcheck $MEMCHECK" $(( LIM + 60 - $(el) )) "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 "$B/test_cuda" --gtest_brief=1 --gtest_filter="$MEMCHECK"
