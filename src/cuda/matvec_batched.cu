@@ -71,8 +71,10 @@ int& fold_setting() {
 // wgmma kernel for Q4_K at 25 <= B <= 64 (matvec_wgmma.cuh): 0 off, 1 on (warpgroups per CTA chosen per
 // shape, the default), 2 or 3 warpgroups forced; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape,
 // 5 / 6 = 2 / 3 warpgroups, 7 = 2 warpgroups overlapped. DS_MVB_WG = 0 .. 7; DS_MVB_WG_SWAP=1 swaps the
-// descriptor strides (layout check in the standalone bench).
-constexpr int kWgDefault = 1;
+// descriptor strides (layout check in the standalone bench). Default 4 (session 7, H200, 9B cuda-bench: B = 64
+// 13.462 vs 14.374 ms per step, B = 32 9.910 vs 10.804; bit-equal to wgmma_kernel in WgmmaRingSameBitsAsWgmma);
+// where the driver has no tensor-map encoder the ring settings fall back to wgmma_kernel by shape.
+constexpr int kWgDefault = 4;
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
@@ -122,9 +124,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 4)  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
+        if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
-        return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting(), wg_swap());
+        return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());
       }
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
       if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))

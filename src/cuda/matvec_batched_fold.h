@@ -16,9 +16,9 @@ void set_matvec_batched_fold(bool on);
 int matvec_batched_fold_mode();
 void set_matvec_batched_fold_mode(int mode);
 // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh, sm_90a builds on compute capability 9.0
-// only; the fold kernel otherwise): 1 on (default; warpgroups per CTA chosen per shape), 2 or 3 warpgroups
-// forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape, 5 / 6 = 2 / 3 warpgroups,
-// 7 = 2 warpgroups overlapped. The getter says 0 where the kernel is unavailable.
+// only; the fold kernel otherwise): 1 on (warpgroups per CTA chosen per shape), 2 or 3 warpgroups
+// forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape (the default), 5 / 6 = 2 / 3
+// warpgroups, 7 = 2 warpgroups overlapped. The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 33 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the

@@ -308,8 +308,10 @@ inline bool& pdl_setting() {
 // The weights as a 2D uint8 tensor [rows][row_bytes] (row_bytes a multiple of 16) with boxes of n_rows rows x
 // box_bytes (cuTensorMapEncodeTiled through the runtime's driver entry point: no link against libcuda); parts of a box
 // past the rows' end or the last row are filled with zeros.
-inline Status weight_map(const uint8_t* w, int64_t rows, int64_t row_bytes, int box_bytes, int n_rows, CUtensorMap& map) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+// The driver's tensor-map encoder, looked up once (null where the driver has none: matvec_batched.cu then takes
+// wg::wgmma_kernel instead of the ring).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
@@ -317,6 +319,10 @@ inline Status weight_map(const uint8_t* w, int64_t rows, int64_t row_bytes, int 
       fn = nullptr;
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
+  return encode;
+}
+inline Status weight_map(const uint8_t* w, int64_t rows, int64_t row_bytes, int box_bytes, int n_rows, CUtensorMap& map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return cu_err("cuda matvec_batched (wgmma ring): no cuTensorMapEncodeTiled");
   const cuuint64_t dims[2] = {(cuuint64_t)row_bytes, (cuuint64_t)rows};
   const cuuint64_t strides[1] = {(cuuint64_t)row_bytes};
