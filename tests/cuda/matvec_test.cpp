@@ -485,87 +485,67 @@ TEST(CudaMatvec, StreamPrefetchHint) {
   cuda::set_matvec_path(keep_path);
 }
 
-// Activations with outliers and a zero super-block (per-super-block fp16 scaling must neither overflow
-// nor lose the small values): x = random * 10^(-6 .. 4) per element, block 1 all zero.
+// Activations with outliers and a zero super-block (per-super-block scaling must neither overflow nor lose the
+// small values): x = random * 10^(-6 .. 4) per element, super-block 1 all zero, one 3e4 and one -1e-30. Runs
+// cuda::matvec on [515 x 4096] of `type` under the current tuning, checks every row against the CPU (check_rows)
+// and returns the worst error relative to sum|w x|; with nan_check, a NaN put into x must then reach every row.
+namespace {
+double wide_range_case(GgmlType type, uint64_t seed, const std::string& what, bool nan_check = false) {
+  const int64_t rows = 515, cols = 4096;
+  const auto w = test::random_weights(type, rows * cols, seed);
+  auto x = test::random_floats(cols, seed + 1);
+  for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
+  for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
+  x[1000] = 3.0e4f;
+  x[2000] = -1.0e-30f;
+  auto dw = test::to_device(w);
+  auto dx = test::to_device(x);
+  auto dy = cuda::DeviceBuffer::alloc(rows * 4);
+  EXPECT_TRUE(dy.ok());
+  if (!dy.ok()) return 1.0;
+  auto st = cuda::matvec(type, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
+  EXPECT_TRUE(st.ok()) << what << ": " << (st.ok() ? "" : st.error().message);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  const auto y = test::to_host<float>(*dy, rows);
+  g_worst_seen = 0;
+  check_rows(type, w, rows, cols, x.data(), y.data(), nullptr, 1, what);
+  if (nan_check) {  // as in fp32: not a finite value
+    x[3000] = NAN;
+    auto dx2 = test::to_device(x);
+    EXPECT_TRUE(cuda::matvec(type, dw.data(), rows, cols, dx2.as<float>(), dy->as<float>(), nullptr).ok()) << what;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+    const auto yn = test::to_host<float>(*dy, rows);
+    for (int64_t r = 0; r < rows; r += 57) EXPECT_TRUE(std::isnan(yn[r])) << what << ": NaN in x, row " << r;
+  }
+  return g_worst_seen;
+}
+
+}  // namespace
+
 TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
   DS_REQUIRE_GPU();
   const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
-  for (int terms : {2, 3}) {
-    cuda::set_matvec_tc_tune({true, terms, 0, true});
-    const int64_t rows = 515, cols = 4096;
-    const auto w = test::random_weights(type, rows * cols, 77 + terms);
-    auto x = test::random_floats(cols, 78 + terms);
-    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
-    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
-    x[1000] = 3.0e4f;
-    x[2000] = -1.0e-30f;
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
-    ASSERT_TRUE(dy.ok());
-    auto st = cuda::matvec(type, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto y = test::to_host<float>(*dy, rows);
-    g_worst_seen = 0;
-    check_rows(type, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, terms " + std::to_string(terms));
-    std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", cuda::type_cstr(type), terms, g_worst_seen);
-  }
+    for (int terms : {2, 3}) {
+      cuda::set_matvec_tc_tune({true, terms, 0, true});
+      const double e = wide_range_case(type, 77 + terms, "wide-range x, terms " + std::to_string(terms));
+      std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", cuda::type_cstr(type), terms, e);
+    }
   cuda::set_matvec_tc_tune(keep);
   {  // the streamed kernel's integer form (4 int8 digits of x per super-block)
     const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
     cuda::set_matvec_stream_tune({1});
-    const int64_t rows = 515, cols = 4096;
-    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 79);
-    auto x = test::random_floats(cols, 80);
-    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
-    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
-    x[1000] = 3.0e4f;
-    x[2000] = -1.0e-30f;
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
-    ASSERT_TRUE(dy.ok());
-    auto st = cuda::matvec(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto y = test::to_host<float>(*dy, rows);
-    g_worst_seen = 0;
-    check_rows(GgmlType::Q4_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, stream int8");
-    std::printf("[stream] Q4_K wide-range x, int8 digits: worst %.3g\n", g_worst_seen);
+    const double e = wide_range_case(GgmlType::Q4_K, 79, "wide-range x, stream int8");
+    std::printf("[stream] Q4_K wide-range x, int8 digits: worst %.3g\n", e);
     cuda::set_matvec_stream_tune(keep_stream);
   }
   {  // the streamed Q6_K kernel (4 int8 digits of x per super-block; odd super-blocks at 2 mod 4)
     const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
     cuda::set_matvec_stream_q6_tune({1});
-    const int64_t rows = 515, cols = 4096;
-    ASSERT_TRUE(cuda::matvec_stream_q6_takes(rows, cols));
-    const auto w = test::random_weights(GgmlType::Q6_K, rows * cols, 81);
-    auto x = test::random_floats(cols, 82);
-    for (int64_t i = 0; i < cols; i++) x[i] *= std::pow(10.f, (float)((i * 7919) % 11) - 6.f);
-    for (int64_t i = 256; i < 512; i++) x[i] = 0.f;
-    x[1000] = 3.0e4f;
-    x[2000] = -1.0e-30f;
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(rows * 4);
-    ASSERT_TRUE(dy.ok());
-    auto st = cuda::matvec(GgmlType::Q6_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr);
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto y = test::to_host<float>(*dy, rows);
-    g_worst_seen = 0;
-    check_rows(GgmlType::Q6_K, w, rows, cols, x.data(), y.data(), nullptr, 1, "wide-range x, stream Q6_K");
-    std::printf("[stream q6] Q6_K wide-range x, int8 digits: worst %.3g\n", g_worst_seen);
-    EXPECT_LE(g_worst_seen, 1e-6) << "the int8-digit split of x is exact";
-    // A NaN in x reaches every row (as in fp32), not a finite value.
-    x[3000] = NAN;
-    auto dx2 = test::to_device(x);
-    ASSERT_TRUE(cuda::matvec(GgmlType::Q6_K, dw.data(), rows, cols, dx2.as<float>(), dy->as<float>(), nullptr).ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto yn = test::to_host<float>(*dy, rows);
-    for (int64_t r = 0; r < rows; r += 57) EXPECT_TRUE(std::isnan(yn[r])) << "row " << r;
+    EXPECT_TRUE(cuda::matvec_stream_q6_takes(515, 4096));
+    const double e = wide_range_case(GgmlType::Q6_K, 81, "wide-range x, stream Q6_K", true);
+    std::printf("[stream q6] Q6_K wide-range x, int8 digits: worst %.3g\n", e);
+    EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
     cuda::set_matvec_stream_q6_tune(keep_q6);
   }
 }
