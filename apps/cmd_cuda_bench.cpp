@@ -1,7 +1,9 @@
 // `deltaserve cuda-bench`: decode speed of the CUDA model (tgN: N decode steps of B sequences, each step a
-// CUDA graph replay with its logits downloaded to pinned host memory), optional prefill speed, and with
-// --breakdown a per-kernel table of one decode step (CUDA events around every op, launched op by op):
-// time, bytes the op must move, GB/s, share of the step. Results also go out as JSON lines (--json).
+// CUDA graph replay with its logits downloaded to pinned host memory, or with --select K the server's path: each
+// row's K best selected on the device, no logits download), optional prefill speed, and with --breakdown a
+// per-kernel table of one decode step (CUDA events around every op, launched op by op): time, bytes the op must
+// move, GB/s, share of the step. Results also go out as JSON lines (--json).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@ namespace {
 struct Options {
   std::string model, json;
   int prompt = 0, tg = 128, batch = 1, reps = 3, top = 30;
+  int select = -1;  // >= 0: decode through decode_select with this k (the server's path), no logits download
   bool breakdown = false, no_graphs = false, precise = false;
 };
 
@@ -138,7 +141,12 @@ int run(const Options& o) {
     std::vector<int32_t> toks(o.batch);
     for (int i = 0; i < o.tg; i++) {
       for (int b = 0; b < o.batch; b++) toks[b] = (int32_t)((13 * i + 5 * b + 3) % V);
-      if (auto st = M.decode(ptrs, toks, nullptr); !st) return fail(st);
+      if (o.select >= 0) {
+        ds::cuda::SelectResultDev sel;
+        if (auto st = M.decode_select(ptrs, toks, o.select, false, {}, nullptr, sel); !st) return fail(st);
+      } else if (auto st = M.decode(ptrs, toks, nullptr); !st) {
+        return fail(st);
+      }
     }
     auto t2 = Clock::now();
     if (rep == 0) continue;
@@ -147,8 +155,11 @@ int run(const Options& o) {
   }
   const double tg = median(tg_s), step_ms = tg / o.tg * 1e3;
   const double tok_s = o.batch * o.tg / tg;
-  std::printf("decode tg%d, batch %d: %.1f tok/s (%.3f ms per step, median of %d)\n", o.tg, o.batch, tok_s, step_ms,
-              o.reps);
+  const std::string how = o.select >= 0 ? fmt::format("selection of the {} best per row on the device", o.select)
+                                        : std::string("logits downloaded");
+  std::printf("decode tg%d, batch %d: %.1f tok/s (%.3f ms per step, median of %d; %s)\n", o.tg, o.batch, tok_s,
+              step_ms, o.reps, how.c_str());
+  if (o.select >= 0) out["select_k"] = o.select;
   out["tg"] = o.tg;
   out["tok_s"] = tok_s;
   out["ms_per_step"] = step_ms;
@@ -207,6 +218,10 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--batch", o->batch, "sequences decoded together (1..64)")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--reps", o->reps, "timed repetitions after one warm-up (the median is reported)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--select", o->select,
+                 "decode as the server does: the K best candidates per row selected on the device, no logits "
+                 "download (0: argmax only; default: download every row's logits)")
+      ->check(CLI::Range(0, 64));
   app.add_flag("--breakdown", o->breakdown, "per-kernel table of one decode step: time, bytes, GB/s");
   app.add_option("--top", o->top, "slowest ops listed in the breakdown")->capture_default_str();
   app.add_flag("--precise", o->precise, "prefill in fp32 everywhere instead of the default fast mode");
