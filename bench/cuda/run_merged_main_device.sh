@@ -5,7 +5,8 @@
 # b.tar.xz (tools/gpu_bundle.sh output; lib/ without libcublas*/libcudart*, binaries stripped), this script as
 # go.sh, and optionally lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
 # "B ENV" per extra batched line), extra_tests.txt ("ENV BINARY FILTER" per line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
-# (~400 s + the cold start). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
+# (~400 s + the cold start). Env: LIM (s), SIZES, TC_FILTER, SHARDS (test_cuda processes at once), CB_ARGS (extra
+# cuda-bench arguments for the batched lines, e.g. --select 0). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
 # Records: session 6 (docs/measurements/2026-12-03-h200-session6-final.txt), session 7
 # (docs/measurements/2026-12-03-h200-session7-final.txt).
 set -u
@@ -22,7 +23,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 "$X" --version | tee -a "$OUT/steps.log"
 python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
 ( for s in ${SIZES:-9B 0.8B 27B 4B}; do "$X" synth --size $s --type Q4_K_M --vocab "$W/vocab.gguf" --threads 12 -o "$W/m$s.gguf" >/dev/null 2>&1 && touch "$W/m$s.ok"; done ) &
-step test_cuda 200 "$OUT/tests.log" "$B/test_cuda" --gtest_brief=1 --gtest_filter="${TC_FILTER:-*}"
+# test_cuda in SHARDS (default 4) processes at once on the one GPU: most of its time is host-side float64 references.
+say "== test_cuda (${SHARDS:-4} shards)"
+for i in $(seq 0 $(( ${SHARDS:-4} - 1 ))); do
+  GTEST_TOTAL_SHARDS=${SHARDS:-4} GTEST_SHARD_INDEX=$i timeout 200 "$B/test_cuda" --gtest_brief=1 --gtest_filter="${TC_FILTER:-*}" > "$OUT/tc$i.log" 2>&1 < /dev/null &
+done; wait
+for i in $(seq 0 $(( ${SHARDS:-4} - 1 ))); do echo "==== test_cuda shard $i" >> "$OUT/tests.log"; cat "$OUT/tc$i.log" >> "$OUT/tests.log"; rm -f "$OUT/tc$i.log"; done
+say "== test_cuda done"; grep -E "PASSED|FAILED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 grep -E '^\[(tc|stream|stream q6)\]|^matvec_batched|worst' "$OUT/tests.log" | head -60 > "$OUT/errors.txt"
 step test_cuda_model 60 "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
 step test_cuda_prefill 40 "$OUT/tests.log" "$B/test_cuda_prefill" --gtest_brief=1
@@ -36,7 +43,7 @@ waitm() { while [ ! -e "$W/m$1.ok" ] && [ $(el) -lt $LIM ]; do sleep 1; done; [ 
 if waitm 9B; then
   while read -r l; do bench 9B "$l"; done < "$D/lines9B.txt"
   step "breakdown 9B" 30 "$OUT/breakdown.log" "$X" cuda-bench -m "$W/m9B.gguf" --tg 16 --breakdown --top 14
-  C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --json $OUT/cb.jsonl"
+  C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --json $OUT/cb.jsonl ${CB_ARGS:-}"
   step "breakdown 64" 30 "$OUT/cb.log" $C --batch 64 --breakdown --top 12
   for b in 8 32; do step "batch $b" 25 "$OUT/cb.log" $C --batch $b; done
   [ -e "$D/batched.txt" ] && while read -r b l; do step "batch $b $l" 30 "$OUT/cb.log" env $l $C --batch $b --breakdown --top 2; done < "$D/batched.txt"
