@@ -115,7 +115,7 @@ void set_matvec_next(const void* w, size_t bytes) {
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -125,10 +125,11 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().i8 = t.i8;
   mvq::tune().stage2 = t.stage2;
   mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
+  mvq::tune().wide = t.wide;
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.wide};
 }
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
   return stream_takes(true, rows, cols);
@@ -138,6 +139,7 @@ void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().kc = std::max(0, t.kc);
   mvq6::tune().stages = t.stages;
   mvq6::tune().ctas_per_sm = t.ctas_per_sm;
+  mvq6::tune().wide = t.wide;
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;
