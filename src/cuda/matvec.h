@@ -69,6 +69,9 @@ struct MatvecStreamTune {
   // 16 consumer warps in one CTA per SM where the plan has one CTA in the full SM (integer form; the Q6_K
   // kernel's switch is MatvecStreamQ6Tune::wide). DS_MATVEC_STREAM_WIDE=0: 8 (decode9).
   bool wide = true;
+  // With wide and ctas_per_sm 0: one CTA of 16 warps also for rows of >= one_cta_nb super-blocks (0: off;
+  // DS_MATVEC_STREAM_ONE_NB; decode9).
+  int one_cta_nb = 32;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -494,11 +494,17 @@ struct Tune {
   // 16 consumer warps where the plan has one CTA per SM in the full SM (integer form; x + 2 stages need more
   // than half the SM: rows of >= 64 super-blocks, e.g. the 27B ffn_down); DS_MATVEC_STREAM_WIDE=0: 8 (decode9).
   bool wide = true;
+  // With ctas_per_sm 0 and wide: one CTA of 16 consumer warps also for rows of >= one_cta_nb super-blocks that
+  // would fit two CTAs (x staged once per SM by 16 warps, up to 8 stages): H200, decode9, op by op in the 9B step,
+  // ffn_down [4096 x 12288] (48 super-blocks) 19.6 vs 22.6 us; rows of 16 were slower so (ffn_gate_up
+  // [24576 x 4096] 32.8 vs 25.4 us, ssm_out 11.3 vs 9.6). DS_MATVEC_STREAM_ONE_NB (0: off).
+  int one_cta_nb = 32;
 };
 inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_WIDE")) d.wide = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_ONE_NB")) d.one_cta_nb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM")) d.mode = e[0] == '0' ? 0 : 1;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
@@ -538,10 +544,12 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
   // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
   const bool half1 = tn.ctas_per_sm < 0;
+  const bool one = wide && !tn.ctas_per_sm && tn.one_cta_nb > 0 && nb >= tn.one_cta_nb;  // skip two CTAs
   for (int cand = 0; cand < 3; cand++) {
     const int cps = cand == 0 ? 2 : 1;
     const size_t lim = cand == 2 ? kOne : kHalf;
     if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
+    if (one && cand == 0) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
