@@ -4,12 +4,14 @@
 // timings with bench/cuda/matvec_bench_standalone.cu "mvbench"):
 //   Q4_K  matvec_stream.cuh     weights streamed by cp.async.bulk into a shared-memory ring, x as 4 exact int8
 //                               digits, integer mma: rows >= 16 x SMs, not vocab-sized short rows (takes());
-//                               DS_MATVEC_STREAM=0 off
+//                               DS_MATVEC_STREAM=0 off; one CTA of 16 consumer warps per SM where x + 2 stages
+//                               need more than half the SM or rows have >= 32 super-blocks (decode9), else 2 x 8
 //         matvec_tc.cuh         tensor cores, x in fp16 terms: the other shapes it takes; DS_MATVEC_TC=0 off
 //                               (both tensor-core kernels)
 //         matvec_smem.cuh       x in shared memory (cols <= 25600), else matvec_direct.cuh
 //   Q6_K  matvec_stream_q6.cuh  the Q6_K stream kernel: even super-blocks per row, rows >= 16 x SMs with
 //                               cols >= 2048 or vocab-sized rows with cols >= 1024; DS_MATVEC_STREAM_Q6K=0 off
+//                               (16 consumer warps where one CTA per SM, decode9)
 //         matvec_tc.cuh         Q6_K form only with DS_MATVEC_TC_Q6K=1 (accurate, not faster)
 //         matvec_direct.cuh     direct loads; matvec_smem.cuh for vocab-sized short rows
 //   Both streamed kernels prefetch the first 8 MB of the next product's weights into L2 at their end when the
@@ -115,7 +117,7 @@ void set_matvec_next(const void* w, size_t bytes) {
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -125,10 +127,12 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().i8 = t.i8;
   mvq::tune().stage2 = t.stage2;
   mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
+  mvq::tune().wide = t.wide;
+  mvq::tune().one_cta_nb = std::max(0, t.one_cta_nb);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.wide};
 }
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
   return stream_takes(true, rows, cols);
@@ -138,6 +142,7 @@ void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().kc = std::max(0, t.kc);
   mvq6::tune().stages = t.stages;
   mvq6::tune().ctas_per_sm = t.ctas_per_sm;
+  mvq6::tune().wide = t.wide;
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;

@@ -66,6 +66,12 @@ struct MatvecStreamTune {
   // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
   // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
   int prefetch_kb = 8192;
+  // 16 consumer warps in one CTA per SM where the plan has one CTA in the full SM (integer form; the Q6_K
+  // kernel's switch is MatvecStreamQ6Tune::wide). DS_MATVEC_STREAM_WIDE=0: 8 (decode9).
+  bool wide = true;
+  // With wide and ctas_per_sm 0: one CTA of 16 warps also for rows of >= one_cta_nb super-blocks (0: off;
+  // DS_MATVEC_STREAM_ONE_NB; decode9).
+  int one_cta_nb = 32;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);
@@ -80,6 +86,7 @@ struct MatvecStreamQ6Tune {
   int kc = 0;
   int stages = 0;
   int ctas_per_sm = 0;
+  bool wide = true;  // 16 consumer warps where one CTA per SM; DS_MATVEC_STREAM_Q6K_WIDE=0: 8 (decode9)
 };
 // Names the weights of the product that will run after the next batch-1 matvec / matvec_fused (decode8): a
 // streamed kernel launched while this is set prefetches the start of them into L2 at its end (prefetch_kb of

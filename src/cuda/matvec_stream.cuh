@@ -15,6 +15,8 @@
 //   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
 //     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
 //     behind a named barrier at the end of each row group.
+//     One CTA per SM (x + 2 stages need more than half the SM, e.g. the 27B ffn_down) takes 16 consumer warps in
+//     the integer form (decode9): two groups of 8 on alternate stages, x staged by all 16.
 // Integer form (kI8, Tune::i8): x' x 2^(30 - e) per super-block (|x'| < 2^30) is rounded to an int32 and
 // split exactly into 4 signed 8-bit digits (d0 2^24 + d1 2^16 + d2 2^8 + d3, each digit the sign-extended
 // low byte of what is left), one digit per column of the n8 tile; A = the raw codes as u8 (low nibbles:
@@ -161,14 +163,15 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
 // one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+template <int kW>
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
-    __shared__ float red[kCW];
+    __shared__ float red[kW];
     float ss = 0.f;
     const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
       const float4 v = __ldg(x4 + f);
       ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
     }
@@ -177,11 +180,11 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     __syncthreads();
     float tot = 0.f;
 #pragma unroll
-    for (int i = 0; i < kCW; i++) tot += red[i];
+    for (int i = 0; i < kW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += kCW) {
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = warp; b < a.nb; b += kW) {
     const int e = b * 256 + 8 * lane;
     const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
     float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
@@ -228,14 +231,15 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
 
 // stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT yet
 // run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
+template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
-    __shared__ float red[kCW];
+    __shared__ float red[kW];
     float ss = 0.f;
     const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
       const float4 v = __ldg(x4 + f);
       ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
     }
@@ -244,13 +248,13 @@ __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, fl
     __syncthreads();
     float tot = 0.f;
 #pragma unroll
-    for (int i = 0; i < kCW; i++) tot += red[i];
+    for (int i = 0; i < kW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kCW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += 2 * kCW) {
-    const bool v1 = b + kCW < a.nb;
-    const int bs[2] = {b, v1 ? b + kCW : b};
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = warp; b < a.nb; b += 2 * kW) {
+    const bool v1 = b + kW < a.nb;
+    const int bs[2] = {b, v1 ? b + kW : b};
     const bool st[2] = {true, v1};
     stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
@@ -351,15 +355,21 @@ __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, in
   }
 }
 
-template <int kT, bool kI8>
-__global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
+// kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
+// With 16 the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
+// j % 2 == h; a stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage; x is
+// staged by all 16, and a row group's partial sums meet over all 16.
+template <int kT, bool kI8, int kW = kCW>
+__global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
+  constexpr int kG = kW / kCW;  // consumer groups
+  static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   float* sx = reinterpret_cast<float*>(bfr + (kI8 ? (a.t.nb * 8 + 1) * 16 : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  __shared__ float red[2][kCW][16];
+  __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
   if (threadIdx.x == 0) {
@@ -371,7 +381,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
   __syncthreads();
 
-  if (warp == kCW) {  // producer
+  if (warp == kW) {  // producer
     // Joins the barriers of mvt::stage (one when the RMSNorm prologue reduces sum(x^2), one at its end)
     // after the first `S` stages are in flight.
     bool joined = false;
@@ -403,10 +413,14 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
 
   mvs::grid_dep_wait();
-  if (kI8 && a.stage2) stage_i8_pair(a.t, bfr, sx, inv_s);
-  else if (kI8) stage_i8(a.t, bfr, sx, inv_s);
-  else mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
+  if constexpr (kI8) {
+    if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
+    else stage_i8<kW>(a.t, bfr, sx, inv_s);
+  } else {
+    mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
+  }
   mvs::grid_dep_trigger();
+  const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
   const int g = lane >> 2, t = lane & 3;
   const uint2* bbase = kI8 ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
@@ -416,17 +430,18 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     for (int c = 0; c < a.nchunk; c++, j++) {
+      if (kG > 1 && j % kG != grp) continue;  // the other group's stage
       const int s = j % S;
       mbar_wait(&full[s], (j / S) & 1);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
       if (kI8 && a.math) {
-        for (int q = warp; q < n; q += kCW)
+        for (int q = lw; q < n; q += kCW)
           item_i8(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp);
-      } else if (a.math && warp < n) {
+      } else if (a.math && lw < n) {
         mvt::Raw cur, nxt;
-        load_s(row0, a.pitch, warp, t, cur);
-        for (int q = warp;;) {
+        load_s(row0, a.pitch, lw, t, cur);
+        for (int q = lw;;) {
           const int qn = q + kCW;
           if (qn < n) load_s(row0, a.pitch, qn, t, nxt);
           mvt::item<kT>(cur, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp);
@@ -438,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
-    // Row group done: the 8 warps' partial sums.
+    // Row group done: the kW warps' partial sums.
 #pragma unroll
     for (int k = 0; k < 2; k++) {
       yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
@@ -448,11 +463,11 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
       red[par][warp][g] = yp[0];
       red[par][warp][g + 8] = yp[1];
     }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kCW) : "memory");
+    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
     if (warp == 0 && lane < 16) {
       float v = 0.f;
 #pragma unroll
-      for (int i = 0; i < kCW; i++) v += red[par][i][lane];
+      for (int i = 0; i < kW; i++) v += red[par][i][lane];
       const int row = rg * 16 + lane;
       if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
     }
@@ -476,10 +491,21 @@ struct Tune {
   // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
   // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
   int prefetch_kb = 8192;
+  // 16 consumer warps where the plan has one CTA per SM in the full SM (integer form; x + 2 stages need more
+  // than half the SM: rows of >= 64 super-blocks, e.g. the 27B ffn_down); DS_MATVEC_STREAM_WIDE=0: 8 (decode9).
+  // H200 tg128 27B: 125.2 tok/s with this one alone vs 123.35 with neither kernel's 16-warp form, 128.0 with both.
+  bool wide = true;
+  // With ctas_per_sm 0 and wide: one CTA of 16 consumer warps also for rows of >= one_cta_nb super-blocks that
+  // would fit two CTAs (x staged once per SM by 16 warps, up to 8 stages): H200, decode9, op by op in the 9B step,
+  // ffn_down [4096 x 12288] (48 super-blocks) 19.6 vs 22.6 us; rows of 16 were slower so (ffn_gate_up
+  // [24576 x 4096] 32.8 vs 25.4 us, ssm_out 11.3 vs 9.6). DS_MATVEC_STREAM_ONE_NB (0: off).
+  int one_cta_nb = 32;
 };
 inline Tune& tune() {
   static Tune t = [] {
     Tune d;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_WIDE")) d.wide = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_ONE_NB")) d.one_cta_nb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM")) d.mode = e[0] == '0' ? 0 : 1;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
@@ -494,12 +520,17 @@ inline Tune& tune() {
 
 struct Plan {
   int kc = 0, pitch = 0, stages = 0, ctas_per_sm = 0, xbytes = 0;
+  int warps = kCW;  // consumer warps (kernel<, , kW>)
   size_t smem = 0;
 };
+// Dynamic shared memory allowed per kernel: 16 consumer warps have 1 KB more static shared memory (227 KB in all).
+constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
 // Shared memory per CTA: the x fragments of mvt (rounded to 128 bytes) + the ring. Two CTAs per SM get
 // ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
 inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
-  constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
+  constexpr size_t kHalf = 110 * 1024;
+  const bool wide = tn.wide && tn.i8;
+  const size_t kOne = wide ? kOneSmemWide : kOneSmem;
   // kc 0: 8 super-blocks per stage, 16 for rows of >= 64 (27B ffn_down [5120 x 17408]: 25.0 vs 29.9 us).
   p.kc = std::min(tn.kc > 0 ? tn.kc : nb >= 64 ? 16 : 8, nb);
   p.pitch = p.kc * kBlockBytes;
@@ -514,16 +545,19 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   // A/B only: half the consumer warps per SM cost far more than the overlap gives (H200 tg128, decode8: 9B 280.6
   // tok/s with both kernels so vs 357.9, Q4_K alone 300.0, Q6_K alone 331.3; 27B 92.3 vs 123.5; 0.8B 990.6 vs 1131.5).
   const bool half1 = tn.ctas_per_sm < 0;
+  const bool one = wide && !tn.ctas_per_sm && tn.one_cta_nb > 0 && nb >= tn.one_cta_nb;  // skip two CTAs
   for (int cand = 0; cand < 3; cand++) {
     const int cps = cand == 0 ? 2 : 1;
     const size_t lim = cand == 2 ? kOne : kHalf;
     if (half1 ? cand == 0 : (cand == 1 || (tn.ctas_per_sm && cps != tn.ctas_per_sm))) continue;
+    if (one && cand == 0) continue;
     if ((size_t)p.xbytes + 2 * stage > lim) continue;
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
     if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
     p.stages = st;
     p.ctas_per_sm = cps;
+    p.warps = cand == 2 && wide ? 2 * kCW : kCW;
     p.smem = p.xbytes + (size_t)st * stage;
     return true;
   }
@@ -544,17 +578,18 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <int kT, bool kI8>
+template <int kT, bool kI8, int kW>
 cudaError_t allow_smem_stream() {
-  static const cudaError_t e =
-      cudaFuncSetAttribute(kernel<kT, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8>);
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kI8, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    (int)(kW == kCW ? kOneSmem : kOneSmemWide));
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8, kW>);
 }
-template <int kT, bool kI8>
+template <int kT, bool kI8, int kW = kCW>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_stream<kT, kI8>();
+  const cudaError_t attr = allow_smem_stream<kT, kI8, kW>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kT, kI8>, dim3(grid), dim3(kThreads), smem, stream, mvt::tune().pdl, a);
+  const cudaError_t e =
+      launch_pdl(kernel<kT, kI8, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream, mvt::tune().pdl, a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream", stream);
   return {};
@@ -582,7 +617,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
-  if (tune().i8) return launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
+  if (tune().i8)
+    return p.warps > kCW ? launch_t<3, true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
+                         : launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
   return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
 }
 

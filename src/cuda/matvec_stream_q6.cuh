@@ -27,6 +27,10 @@
 // (matvec_tc / the older kernels run them).
 // Work split: warp w takes the super-blocks kb with (kb & 7) ^ ((kb >> 3) & 1) == w, so every warp gets as
 // many odd (more loads) as even blocks over each 16 super-blocks.
+// Consumer warps (decode9): 8 where two CTAs fit an SM; 16 where the plan has one CTA per SM (x + 2 stages need
+// more than half the SM: the 9B / 27B ffn_down rows of 48 / 68 super-blocks). With one CTA of 8 consumer warps
+// those products were latency-bound (2 warps per scheduler, every CTA staging all of x: 9B ffn_down ~1.3 TB/s in
+// the model); the 16 form stages x twice as fast and has two groups of 8 warps on alternate ring stages.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -176,14 +180,15 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
 // One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
 // and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+template <int kW>
 __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
-    __shared__ float red[kCW];
+    __shared__ float red[kW];
     float ss = 0.f;
     const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
       const float4 v = __ldg(x4 + f);
       ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
     }
@@ -192,11 +197,11 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
     __syncthreads();
     float tot = 0.f;
 #pragma unroll
-    for (int i = 0; i < kCW; i++) tot += red[i];
+    for (int i = 0; i < kW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
   const int m = lane >> 2, t = lane & 3;
-  for (int b = warp; b < a.nb; b += kCW) {
+  for (int b = warp; b < a.nb; b += kW) {
     const int odd = b & 1;
     const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
     float v[8];
@@ -277,14 +282,15 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
 // stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
 // yet run on a GPU: off by default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of
 // one parity), two per stage_q6_u call.
+template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
-    __shared__ float red[kCW];
+    __shared__ float red[kW];
     float ss = 0.f;
     const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kCW) {
+    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
       const float4 v = __ldg(x4 + f);
       ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
     }
@@ -293,12 +299,12 @@ __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, in
     __syncthreads();
     float tot = 0.f;
 #pragma unroll
-    for (int i = 0; i < kCW; i++) tot += red[i];
+    for (int i = 0; i < kW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  for (int b = warp; b < a.nb; b += 2 * kCW) {
-    const bool v1 = b + kCW < a.nb;
-    const int bs[2] = {b, v1 ? b + kCW : b};
+  for (int b = warp; b < a.nb; b += 2 * kW) {  // kW even: b and b + kW have the warp's parity
+    const bool v1 = b + kW < a.nb;
+    const int bs[2] = {b, v1 ? b + kW : b};
     const bool st[2] = {true, v1};
     if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
     else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
@@ -422,15 +428,21 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
   }
 }
 
-template <bool kMath>
-__global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
+// kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (kWide, one CTA per SM: decode9). With
+// 16, the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
+// j % 2 == h; each stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage;
+// x is staged by all 16, and a row group's partial sums meet over all 16.
+template <bool kMath, int kW>
+__global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
+  constexpr int kG = kW / kCW;  // consumer groups
+  static_assert(kW % kCW == 0, "consumer warps in groups of 8");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   int2* cfr = reinterpret_cast<int2*>(bfr + a.t.nb * 8 * 16);
   float* inv_s = reinterpret_cast<float*>(cfr + a.t.nb * 8 * 4);
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  __shared__ float red[2][kCW][16];
+  __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
   if (threadIdx.x == 0) {
@@ -442,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
   __syncthreads();
 
-  if (warp == kCW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
+  if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
     bool joined = false;
     const auto join = [&] {
       if (a.t.pre.norm_w) __syncthreads();
@@ -472,9 +484,10 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
   }
 
   mvs::grid_dep_wait();
-  if (a.stage2) stage_q6_pair(a.t, bfr, cfr, inv_s);
-  else stage_q6(a.t, bfr, cfr, inv_s);
+  if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
+  else stage_q6<kW>(a.t, bfr, cfr, inv_s);
   mvs::grid_dep_trigger();
+  const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
   const int g = lane >> 2, t = lane & 3;
   const Lane lc = lane_consts(g, t);
@@ -485,6 +498,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
     float yp[2] = {0.f, 0.f};
     const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
     for (int c = 0; c < a.nchunk; c++, j++) {
+      if (kG > 1 && j % kG != grp) continue;  // the other group's stage
       const int s = j % S;
       mvq::mbar_wait(&full[s], (j / S) & 1);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
@@ -494,7 +508,7 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
         const uint8_t* r1 =
             st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
         for (int G = kb0 >> 3; G <= (kb0 + n - 1) >> 3; G++) {
-          const int kb = 8 * G + (warp ^ (G & 1));
+          const int kb = 8 * G + (lw ^ (G & 1));
           if (kb < kb0 || kb >= kb0 + n) continue;
           const int q = kb - kb0;
           const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
@@ -514,11 +528,11 @@ __global__ void __launch_bounds__(kThreads, 2) kernel(const Args a) {
       red[par][warp][g] = yp[0];
       red[par][warp][g + 8] = yp[1];
     }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kCW) : "memory");
+    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
     if (warp == 0 && lane < 16) {
       float v = 0.f;
 #pragma unroll
-      for (int i = 0; i < kCW; i++) v += red[par][i][lane];
+      for (int i = 0; i < kW; i++) v += red[par][i][lane];
       const int row = rg * 16 + lane;
       if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
     }
@@ -534,11 +548,17 @@ struct Tune {
   int stages = 0;       // 0: as many as fit (<= kMaxStages)
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
+  // 16 consumer warps where the plan has one CTA per SM in the full SM (x + 2 stages need more than half:
+  // rows of >= ~40 super-blocks, e.g. the 9B / 27B ffn_down); DS_MATVEC_STREAM_Q6K_WIDE=0: 8 (decode9). H200, op
+  // by op: 9B ffn_down [4096 x 12288] 28.1 vs 32.4 us, 27B [5120 x 17408] 46.9 vs 52.3; tg128 27B 125.8 tok/s with
+  // this one alone vs 123.35 with neither kernel's 16-warp form.
+  bool wide = true;
 };
 inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K")) d.mode = e[0] == '0' ? 0 : e[0] == '1' ? 1 : -1;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_WIDE")) d.wide = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_CTAS")) d.ctas_per_sm = std::atoi(e);
@@ -549,10 +569,14 @@ inline Tune& tune() {
 
 struct Plan {
   int kc = 0, pitch = 0, stages = 0, ctas_per_sm = 0, xbytes = 0;
+  int warps = kCW;  // consumer warps (kernel<, kW>)
   size_t smem = 0;
 };
+// Dynamic shared memory allowed per kernel: 16 consumer warps have 1 KB more static shared memory (227 KB in all).
+constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
 inline bool plan(int nb, const Tune& tn, Plan& p) {
-  constexpr size_t kOne = 225 * 1024, kHalf = 110 * 1024;
+  constexpr size_t kHalf = 110 * 1024;
+  const size_t kOne = tn.wide ? kOneSmemWide : kOneSmem;
   if (nb <= 0 || nb % 2 != 0) return false;
   // kc 0: 8 super-blocks per stage. 16 was faster alone on the 9B ffn_down ([4096 x 12288] 19.4 vs 20.6 us,
   // decode7) but slower on 27B ffn_gate_up-sized rows (46.6 vs 42.4 us), leaves rows of >= 100 super-blocks no
@@ -582,6 +606,7 @@ inline bool plan(int nb, const Tune& tn, Plan& p) {
     if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
     p.stages = st;
     p.ctas_per_sm = cps;
+    p.warps = cand == 2 && tn.wide ? 2 * kCW : kCW;
     p.smem = p.xbytes + (size_t)st * stage;
     return true;
   }
@@ -603,16 +628,18 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <bool kMath>
+template <bool kMath, int kW>
 cudaError_t allow_smem_q6() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath>, cudaFuncAttributeMaxDynamicSharedMemorySize, 225 * 1024);
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath>);
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    (int)(kW == kCW ? kOneSmem : kOneSmemWide));
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW>);
 }
-template <bool kMath>
+template <bool kMath, int kW>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_q6<kMath>();
+  const cudaError_t attr = allow_smem_q6<kMath, kW>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kMath>, dim3(grid), dim3(kThreads), smem, stream, mvt::tune().pdl, a);
+  const cudaError_t e =
+      launch_pdl(kernel<kMath, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream, mvt::tune().pdl, a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
   return {};
@@ -639,8 +666,12 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
-  if (!tune().math) return launch_t<false>(a, p.smem, (unsigned)grid, stream);
-  return launch_t<true>(a, p.smem, (unsigned)grid, stream);
+  const bool wide = p.warps > kCW;
+  if (!tune().math)
+    return wide ? launch_t<false, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
+                : launch_t<false, kCW>(a, p.smem, (unsigned)grid, stream);
+  return wide ? launch_t<true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
+              : launch_t<true, kCW>(a, p.smem, (unsigned)grid, stream);
 }
 
 }  // namespace mvq6

@@ -357,19 +357,24 @@ TEST(CudaMatvec, StreamQ4KVariants) {
       {21, 17408, "27B ffn width"},                  {3, 25856, "101 super-blocks"},
       {2500, 12288, "9B ffn_down width"},
   };
-  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false; };
+  // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (the int8 form:
+  // 101 / 68 super-blocks by default, every shape with ctas 1); wide false: 8 there.
+  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false, wide = true; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
                   {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
                   {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged two super-blocks at a time
-                  {8, 0, -1, 3, true}, {3, 2, -1, 3, true}};  // one CTA per SM in half its shared memory
+                  {8, 0, -1, 3, true}, {3, 2, -1, 3, true},  // one CTA per SM in half its shared memory
+                  {16, 0, 1, 3, true, false, false}, {8, 0, 0, 3, true, false, false},  // 8 consumer warps
+                  {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, stage2
   uint64_t seed = 9700;
   for (const V& v : vs) {
     cuda::MatvecTcTune tc = keep_tc;
     tc.on = true;
     tc.terms = v.terms;
     cuda::set_matvec_tc_tune(tc);
-    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2});
+    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2, keep.prefetch_kb, v.wide});
     const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
+                             (v.wide ? "" : " 8 warps") +
                              " kc " + std::to_string(v.kc) +
                              " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
                              (v.i8 ? "" : " terms " + std::to_string(v.terms));
@@ -407,17 +412,21 @@ TEST(CudaMatvec, StreamQ6KVariants) {
       {21, 17408, "27B ffn width"},                   {515, 5120, "27B width"},
       {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
   };
-  struct V { int kc, stages, ctas; bool stage2 = false; };
+  // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (by default the
+  // 12288 / 17408 / 25600-wide rows; every shape with ctas 1); wide false: 8 there.
+  struct V { int kc, stages, ctas; bool stage2 = false, wide = true; };
   const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true},
-                  {0, 0, -1}, {2, 2, -1}};  // ctas -1: one CTA per SM in half its shared memory (decode8)
+                  {0, 0, -1}, {2, 2, -1},  // ctas -1: one CTA per SM in half its shared memory (decode8)
+                  {0, 0, 0, false, false}, {16, 0, 1, false, false},  // 8 consumer warps
+                  {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, stage2
   const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
   uint64_t seed = 9900;
   for (const V& v : vs) {
     cuda::MatvecStreamTune q4 = keep_q4;
     q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
-    cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas});
-    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + " kc " +
+    cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
+    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + (v.wide ? "" : " 8 warps") + " kc " +
                              std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
                              std::to_string(v.ctas);
     g_worst_seen = 0;
@@ -479,6 +488,48 @@ TEST(CudaMatvec, StreamPrefetchHint) {
         }
     }
   cuda::set_matvec_next(nullptr, 0);
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
+// The 16-consumer-warp form of both streamed kernels (decode9) on a few small shapes, one CTA per SM forced
+// (kept small for compute-sanitizer memcheck): plain / accumulate / RMSNorm / SwiGLU, rows % 16 != 0, fewer row
+// groups than SMs, the 9B / 27B ffn_down widths, odd stage counts.
+TEST(CudaMatvec, StreamWideSmall) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  const std::vector<Shape> shapes = {{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
+                                     {300, 4096, "9B width"}};
+  uint64_t seed = 12900;
+  for (int stages : {0, 3}) {
+    cuda::MatvecStreamTune q4 = keep;
+    q4.mode = 1;
+    q4.kc = 8;
+    q4.stages = stages;
+    q4.ctas_per_sm = 1;
+    q4.i8 = true;
+    q4.wide = true;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1, 0, stages, 1, true});
+    const std::string name = "16 warps, stages " + std::to_string(stages);
+    g_worst_seen = 0;
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+      for (const Shape& s : shapes) {
+        run_case(type, s, seed += 3, stages == 0, name);
+        run_fused_case(type, s, seed += 5, stages == 0, stages != 0, name);
+      }
+    std::printf("[stream wide] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    EXPECT_LE(g_worst_seen, 1e-6) << name;
+  }
   cuda::set_matvec_stream_tune(keep);
   cuda::set_matvec_stream_q6_tune(keep_q6);
   cuda::set_matvec_tc_tune(keep_tc);
