@@ -22,6 +22,7 @@
 #include "cuda/matvec_wgmma.cuh"
 #include "cuda/matvec_wgmma_q6k.cuh"
 #include "cuda/matvec_wgmma_ring.cuh"
+#include "cuda/matvec_wgmma_block.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -74,11 +75,16 @@ int& fold_setting() {
 // descriptor strides (layout check in the standalone bench). Default 4 (session 7, H200, 9B cuda-bench: B = 64
 // 13.462 vs 14.374 ms per step, B = 32 9.910 vs 10.804; bit-equal to wgmma_kernel in WgmmaRingSameBitsAsWgmma);
 // where the driver has no tensor-map encoder the ring settings fall back to wgmma_kernel by shape.
-constexpr int kWgDefault = 4;
+// Block form (matvec_wgmma_block.cuh: one accumulator set per block, x multicast in a cluster; by shape): 8 = hi / lo
+// as n64 wgmmas into one sum, clusters of 2; 9 = n64, no cluster; 10 = n128, clusters of 2; 11 = n64, clusters of 4;
+// 12 = n128, no cluster.
+constexpr int kWgDefault = 4, kWgMax = 12;
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
-    return e && e[0] >= '0' && e[0] <= '7' && !e[1] ? e[0] - '0' : kWgDefault;
+    char* end = nullptr;
+    const long n = e ? std::strtol(e, &end, 10) : -1;
+    return e && *e && end && !*end && n >= 0 && n <= kWgMax ? (int)n : kWgDefault;
   }();
   return v;
 }
@@ -124,6 +130,12 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder()) {  // block form: 8 .. 12
+          static const bool kN64[] = {true, true, false, true, false};
+          static const int kCluster[] = {2, 1, 2, 4, 1};
+          const int v = wg_setting() - 8;
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, kN64[v], kCluster[v]);
+        }
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());
@@ -154,7 +166,7 @@ int matvec_batched_fold_mode() { return fold_setting() - 1; }
 void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
 
 int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
-void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= 7 ? n_wg : 0; }
+void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= kWgMax ? n_wg : 0; }
 int matvec_batched_wgmma_q6k() { return wg_available() ? wg_q6k_setting() : 0; }
 int matvec_batched_wgmma_min_batch(GgmlType type) {
   if (path_setting() != MatvecBatchedPath::Gemm) return 65;
