@@ -42,7 +42,8 @@ struct Config {
               // cluster): 8 n64 / cluster 2, 9 n64 / no cluster, 10 n128 / cluster 2, 11 n64 / cluster 4,
               // 12 n128 / no cluster; -1 leave the default
   int wg6 = -1;  // Q6_K at 33 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
-                 // and 4 = 2 warpgroups pipelined
+                 // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 5 = clusters of 2,
+                 // 6 = no cluster, 7 = clusters of 4, 8 = block form (one n64 sum per block), no cluster
 };
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -63,17 +64,24 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 5},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 6},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 7},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8}};
 
-// DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "8,9" or "-1"): only the configs with those (a shorter
-// run, e.g. under compute-sanitizer); unset: every config.
+// DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "8,9"; "-1": the configs that force neither switch) and
+// qN for wg6 value N (e.g. "q5"): only the configs with those (a shorter run, e.g. under compute-sanitizer); unset:
+// every config.
 std::vector<Config> configs() {
   const char* e = std::getenv("DS_TEST_MVB_WG");
   if (!e || !*e) return std::vector<Config>(std::begin(kConfigs), std::end(kConfigs));
   std::vector<Config> v;
   const std::string list = std::string(",") + e + ",";
   for (const Config& c : kConfigs)
-    if (list.find("," + std::to_string(c.wg) + ",") != std::string::npos) v.push_back(c);
+    if (c.wg6 >= 0 ? list.find(",q" + std::to_string(c.wg6) + ",") != std::string::npos
+                   : list.find("," + std::to_string(c.wg) + ",") != std::string::npos)
+      v.push_back(c);
   return v;
 }
 
