@@ -1,5 +1,6 @@
-// Batched Q6_K matvec, 33 <= B <= 64: wg6::q6k_kernel's arithmetic (same products in the same order: the same bits
-// for the same warpgroup count, pipelining and split plan) with the Q4_K block kernel's data path
+// Batched Q6_K matvec, 33 <= B <= 64: wg6::q6k_kernel's arithmetic (same products in the same order for the same
+// warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
+// the Q4_K block kernel's data path
 // (matvec_wgmma_block.cuh): per block one stage = x (64 KB, multicast to a cluster of ncl CTAs, each loading 1/ncl of
 // it) and the CTA's weight rows as one 2D tensor copy, on full / empty mbarriers, no __syncthreads in the loop,
 // programmatic dependent launch (weights of the first two blocks before griddepcontrol.wait). Include from
