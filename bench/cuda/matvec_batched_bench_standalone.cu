@@ -238,6 +238,50 @@ static void run_timing(bool with_fma) {
     }
 }
 
+// The 9B shapes at B = 32 and 64 under the current settings (library defaults + DS_MVB_* environment): one line per
+// shape and B, for A/B runs of kernel variants chosen by environment (timedef [type]).
+static void run_timing_default() {
+  struct S { const char* name; int64_t rows, cols; };
+  const S shapes[] = {{"ffn_gate_up", 24576, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
+                      {"ssm_out", 4096, 4096}, {"output", 248320, 4096}};
+  const char* tag = getenv("TAG") ? getenv("TAG") : "def";
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float *dx, *dy;
+  CK(cudaMalloc(&dx, 64 * 12288 * 4));
+  CK(cudaMalloc(&dy, (size_t)64 * 248320 * 4));
+  {
+    const auto x = rnd_floats(64 * 12288, 5);
+    CK(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    if (g_only && strcasecmp(g_only, std::string(ggml_type_name(t)).c_str()) != 0) continue;
+    for (const S& s : shapes) {
+      const size_t bytes = ggml_row_bytes(*ggml_type_info(t), s.cols) * s.rows;
+      void* dw;
+      CK(cudaMalloc(&dw, bytes));
+      CK(cudaMemset(dw, 0x11, bytes));
+      for (int B : {32, 64}) {
+        auto call = [&] { return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false); };
+        ST(call());
+        CK(cudaDeviceSynchronize());
+        const int iters = s.rows == 248320 ? 5 : 30;
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < iters; i++) ST(call());
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        const double us = 1e3 * ms / iters;
+        printf("timedef %-8s %-6s %-11s B %2d %9.1f us  %7.1f TFLOP/s\n", tag, std::string(ggml_type_name(t)).c_str(),
+               s.name, B, us, 2.0 * B * s.rows * s.cols / us * 1e-6);
+      }
+      CK(cudaFree(dw));
+    }
+  }
+}
+
 static void on_segv(int) {
   void* bt[64];
   const int n = backtrace(bt, 64);
@@ -272,5 +316,7 @@ int main(int argc, char** argv) {
     }
   if (!std::strcmp(mode, "all") || !std::strcmp(mode, "time")) run_timing(true);
   if (!std::strcmp(mode, "timeq")) run_timing(false);
+  if (!std::strcmp(mode, "timedef")) run_timing_default();
+  if (!std::strcmp(mode, "checkdef")) run_checks(GgmlType::Q4_K);  // Q4_K under the current settings (DS_MVB_WG ...)
   return 0;
 }

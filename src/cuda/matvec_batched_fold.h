@@ -17,13 +17,15 @@ int matvec_batched_fold_mode();
 void set_matvec_batched_fold_mode(int mode);
 // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh, sm_90a builds on compute capability 9.0
 // only; the fold kernel otherwise): 1 on (warpgroups per CTA chosen per shape), 2 or 3 warpgroups
-// forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape (the default), 5 / 6 = 2 / 3
-// warpgroups, 7 = 2 warpgroups overlapped. The getter says 0 where the kernel is unavailable.
+// forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2
+// warpgroups overlapped; its block form (matvec_wgmma_block.cuh, by shape): 8 n64 + clusters of 2, 9 n64, 10 n128 +
+// clusters of 2, 11 n64 + clusters of 4, 12 n128 (the default). The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 33 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
-// fp16 x terms only, i.e. fold on): 1 on (default), 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined,
-// 0 off (matvec_gemm.cuh).
+// fp16 x terms only, i.e. fold on): 1 on, 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined, 0 off
+// (matvec_gemm.cuh); its ring form (matvec_wgmma_q6k_ring.cuh, by shape): 5 clusters of 2, 6 no cluster (the default),
+// 7 clusters of 4, 8 block form.
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

@@ -5,8 +5,9 @@
 // CTAs (matvec_gemm.cuh's split K), and accumulate = true; and run-to-run bit-identical results. Both
 // batched paths (gemm, mma), both term counts (3, 2) and Q4_K with and without the scale-folding kernel
 // (matvec_fold.cuh; its mode comes from DS_MVB_FOLD_MODE, default 2) are checked, and Q4_K at B >= 25 with
-// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups, and likewise Q6_K with the
-// wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; also at the ends of its scale and code ranges). Error metric per output:
+// the wgmma kernel (matvec_wgmma.cuh) off, per-shape, and forced to 2 or 3 warpgroups (and its ring and block forms),
+// and likewise Q6_K with the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh and its ring form; also at the ends of its scale
+// and code ranges). Error metric per output:
 //   |y_cuda - y_ref| / sum_k |w_k x_k|
 // Bounds: 1e-5 with 3 bf16 terms (24 significant bits of x, as fp32: only the fp32 summation order differs
 // from exact; measured ~1e-7) and 4e-5 with 2 terms (16 bits: worst case 2^-17 relative per element, so
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -37,10 +39,16 @@ struct Config {
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
               // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
-              // overlapped; -1 leave the default
+              // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block, x multicast in a
+              // cluster): 8 n64 / cluster 2, 9 n64 / no cluster, 10 n128 / cluster 2, 11 n64 / cluster 4,
+              // 12 n128 / no cluster; -1 leave the default
   int wg6 = -1;  // Q6_K at 33 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
-                 // and 4 = 2 warpgroups pipelined
+                 // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 5 = clusters of 2,
+                 // 6 = no cluster, 7 = clusters of 4, 8 = block form (one n64 sum per block), no cluster
 };
+// The block kernels' defaults (Q4_K 12, Q6_K 6) run in the default config; configs 9, 10 (n64; n128 with clusters of 2)
+// and Q6_K 1 (the cp.async kernel, the default before batched9), 5 (ring, clusters of 2), 8 (block form) are listed;
+// 8, 11, 12 and Q6_K 6, 7 passed these tests on the H200 as configs too (batched9 calls 1 and 2).
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
 // compute capability 9.0 only; elsewhere those configs run the fold kernel).
@@ -52,10 +60,30 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 3},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 4},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 9},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 10},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 1},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 5},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8}};
+
+// DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "8,9"; "-1": the configs that force neither switch) and
+// qN for wg6 value N (e.g. "q5"): only the configs with those (a shorter run, e.g. under compute-sanitizer); unset:
+// every config.
+std::vector<Config> configs() {
+  const char* e = std::getenv("DS_TEST_MVB_WG");
+  if (!e || !*e) return std::vector<Config>(std::begin(kConfigs), std::end(kConfigs));
+  std::vector<Config> v;
+  const std::string list = std::string(",") + e + ",";
+  for (const Config& c : kConfigs)
+    if (c.wg6 >= 0 ? list.find(",q" + std::to_string(c.wg6) + ",") != std::string::npos
+                   : list.find("," + std::to_string(c.wg) + ",") != std::string::npos)
+      v.push_back(c);
+  return v;
+}
 
 // Sets the batched path, term count and fold switch for one scope, restoring the previous ones after it.
 struct PathScope {
@@ -90,9 +118,13 @@ struct PathScope {
   }
 };
 
+bool is_default(const Config& c) {
+  const Config& d = kConfigs[0];
+  return c.path == d.path && c.terms == d.terms && c.fold == d.fold && c.wg == d.wg && c.wg6 == d.wg6;
+}
 // Every type under the default configuration (the first); the others only change the GEMM kernel's types.
 std::vector<GgmlType> types_for(const Config& cfg) {
-  if (&cfg == &kConfigs[0]) return test::cuda_types();
+  if (is_default(cfg)) return test::cuda_types();
   if (cfg.wg >= 0) return {GgmlType::Q4_K};   // the wgmma switch changes Q4_K only
   if (cfg.wg6 >= 0) return {GgmlType::Q6_K};  // and the Q6_K one Q6_K only
 
@@ -179,7 +211,7 @@ std::vector<Case> cases_for(GgmlType t) {
 
 TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
   DS_REQUIRE_GPU();
-  for (const Config& cfg : kConfigs) {
+  for (const Config& cfg : configs()) {
     PathScope scope(cfg);
     uint64_t seed = 1000;
     for (GgmlType t : types_for(cfg)) {
@@ -202,7 +234,7 @@ TEST(CudaMatvecBatched, MatchesFloat64PerBatchRow) {
 
 TEST(CudaMatvecBatched, Accumulate) {
   DS_REQUIRE_GPU();
-  for (const Config& cfg : kConfigs) {
+  for (const Config& cfg : configs()) {
     PathScope scope(cfg);
     uint64_t seed = 5000;
     for (GgmlType t : types_for(cfg))
@@ -228,7 +260,7 @@ TEST(CudaMatvecBatched, RowScalesAndOutliers) {
       x[3 * cols + k] *= k % 256 == 17 ? 1e4f : 1e-3f;
     }
   };
-  for (const Config& cfg : kConfigs) {
+  for (const Config& cfg : configs()) {
     PathScope scope(cfg);
     uint64_t seed = 7000;
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
@@ -253,8 +285,8 @@ TEST(CudaMatvecBatched, Q6KExtremeScalesAndCodes) {
       for (int j = 0; j < 16; j++) p[192 + j] = (uint8_t)kScales[(j + b / 210) % 8];
     }
   };
-  for (const Config& cfg : kConfigs) {
-    if (&cfg != &kConfigs[0] && cfg.wg6 < 0) continue;
+  for (const Config& cfg : configs()) {
+    if (!is_default(cfg) && cfg.wg6 < 0) continue;
     PathScope scope(cfg);
     uint64_t seed = 8000;
     double worst = 0;
@@ -290,7 +322,7 @@ TEST(CudaMatvecBatched, BatchOneIsMatvec) {
 // batch must be reproducible.
 TEST(CudaMatvecBatched, RunToRunIdentical) {
   DS_REQUIRE_GPU();
-  for (const Config& cfg : kConfigs) {
+  for (const Config& cfg : configs()) {
     PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
       for (const Case& c : {Case{333, 12288, "K split over CTAs"}, Case{4099, 4096, "17 row tiles"}}) {
@@ -323,7 +355,7 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
   const int kBatches[] = {2, 9, 25, 32, 33, 40, 41, 64};
-  for (const Config& cfg : kConfigs) {
+  for (const Config& cfg : configs()) {
     PathScope scope(cfg);
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
       const int64_t rows = 700, cols = 4096;

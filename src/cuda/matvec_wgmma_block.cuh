@@ -1,0 +1,377 @@
+// Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring, one accumulator set per block and x shared by a
+// cluster (sm_90a only; include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
+// (A = exact fp16 sc·q from registers, B = [hi | lo] fp16 terms of the 64 scaled columns from shared memory, d in fp32
+// per row and block, mins by mma.sync per block), data path as wgr::ring_kernel (per block one stage: x 64 KB, the
+// block sums 4 KB, the CTA's weight rows as one 2D tensor copy; full / empty mbarriers, no __syncthreads). Changes:
+//  * one sum per block: d is per row and block (not per half), so both halves' 16 k-steps go into one accumulator set,
+//    waited once, one fp32 epilogue per block (was: wait + epilogue per half). The A fragments are built a quarter
+//    block (4 k-steps) at a time into two alternating register sets: quarter q + 1 is built while q's wgmmas run
+//    (wgmma.wait_group 1 frees the set of q − 1); the mins' mma.sync run while the last quarter's wgmmas do.
+//  * kN64: hi and lo as two m64n64k16 wgmmas with the same A registers into the same 32 accumulators (x's layout puts
+//    the hi terms of the 64 columns in the first 2 KB of each 4 KB k-step, the lo terms in the second), instead of one
+//    m64n128k16 into 64 (hi and lo in separate columns): half the accumulator registers, a quarter of the epilogue.
+//  * cluster of ncl CTAs (1, 2 or 4; consecutive row tiles, same K range): each CTA loads 1/ncl of every x block and
+//    of its block sums and multicasts it to all CTAs of the cluster (cp.async.bulk .multicast::cluster), so x is read
+//    from L2 once per cluster instead of once per CTA (x is 64 KB per block against 18-28 KB of the CTA's weights:
+//    most of the kernel's L2 traffic). Every warp of every CTA of the cluster arrives on each CTA's "empty" barrier
+//    (a CTA refills a slot of its peers), and the CTAs meet at a cluster barrier before they exit.
+// Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
+// then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
+// float64 tolerance (tests/cuda CudaMatvecBatched configs wg 8..12). The plan (warpgroups, splits, cluster) depends on
+// the shape only and the kernel always computes 64 columns: a column's bits do not depend on B (25..64).
+#pragma once
+#include <cudaTypedefs.h>
+
+#include "cuda/launch.cuh"
+#include "cuda/matvec_wgmma.cuh"
+#include "cuda/matvec_wgmma_ring.cuh"
+
+namespace ds::cuda {
+namespace wgb {
+
+constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
+template <int kWG>
+constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * kWPitch; }
+template <int kWG>
+constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using wgr::saddr;
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// arrive on the mbarrier at b's offset in the shared memory of cluster CTA cta
+__device__ __forceinline__ void bar_arrive_cta(uint64_t* b, uint32_t cta) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr(b)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(r) : "memory");
+}
+// bytes from global memory to dst's offset in the shared memory of every CTA in mask, each completing on the mbarrier
+// at bar's offset in its CTA
+__device__ __forceinline__ void bulk_copy_mc(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          saddr(dst)),
+      "l"(src), "r"(bytes), "r"(saddr(bar)), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// m64n64k16: D (32 fp32 per thread) (+)= A (registers) · B (descriptor); acc_in 0 starts the sum.
+__device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int acc_in) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]),
+        "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]),
+        "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]),
+        "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc_in));
+}
+
+// A fragments of quarter q (half block s = q / 2, k-steps 4(q % 2) .. +3) for this thread's rows rbase, rbase + 8:
+// wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes.
+__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, int u, uint32_t (&af)[4][4]) {
+  const int s = q >> 1, p = q & 1;
+  uint2 qw[2];
+  __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint8_t* rp = wslot + (rbase + 8 * h) * kWPitch;
+    qw[h] = *reinterpret_cast<const uint2*>(rp + 16 + 64 * s + 16 * t + 8 * p);
+    const uint4 hd = *reinterpret_cast<const uint4*>(rp);
+    const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
+    const __half2 sp = fold::byte_pair(scs, u);
+    mul_lo[h] = __low2half2(sp);
+    add_lo[h] = __hmul2(mul_lo[h], __float2half2_rn(-1024.f));
+    mul_hi[h] = __hmul2(__high2half2(sp), __float2half2_rn(0.0625f));
+    add_hi[h] = __hmul2(mul_hi[h], __float2half2_rn(-1024.f));
+  }
+#pragma unroll
+  for (int kl = 0; kl < 4; kl++) {
+    const int wi = kl >> 1, hn = kl & 1;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint32_t w = wi == 0 ? qw[h].x : qw[h].y;
+      const uint32_t mask = hn ? 0x00F000F0u : 0x000F000Fu;
+      const __half2 mu = hn ? mul_hi[h] : mul_lo[h], ad = hn ? add_hi[h] : add_lo[h];
+      af[kl][h] = gemm::h2u(__hfma2(gemm::u2h((w & mask) | 0x64006400u), mu, ad));
+      af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(((w >> 8) & mask) | 0x64006400u), mu, ad));
+    }
+  }
+}
+
+// The 4 k-steps of quarter q into c (first: the block's first quarter starts the sum), committed as one group.
+template <bool kN64, int kC>
+__device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4], const uint8_t* xslot, int q,
+                                      bool first) {
+  const uint8_t* xs = xslot + (q >> 1) * wg::kXStep + (q & 1) * 4 * 4096;
+  wg::wg_fence();
+#pragma unroll
+  for (int kl = 0; kl < 4; kl++) {
+    if constexpr (kN64) {
+      wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
+      wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096 + 2048, 128u, 256u), 1);                  // lo terms
+    } else {
+      wg::wgmma_128(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);
+    }
+  }
+  wg::wg_commit();
+}
+#endif
+
+// tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
+// the end (and whole tiles past it, the cluster's padding) are filled with zeros, their outputs not stored.
+template <int kWG, bool kN64>
+__global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
+  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
+  constexpr int kC = kN64 ? 32 : 64;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
+  uint64_t* empty = full + 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int u = 2 * (t >> 1);
+  const uint32_t ncl = cluster_size(), crank = cluster_rank();
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int64_t row0 = (int64_t)tile * kRows;
+  const int64_t nblk = a.cols / 256;
+  const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
+  const int n_my = (int)(bk1 - bk0);
+  if (threadIdx.x == 0) {
+    wgr::bar_init(&full[0], 1);
+    wgr::bar_init(&full[1], 1);
+    wgr::bar_init(&empty[0], 4 * kWG * ncl);
+    wgr::bar_init(&empty[1], 4 * kWG * ncl);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (ncl > 1)
+    cluster_sync();  // every CTA's barriers exist before any peer copies or arrives
+  else
+    __syncthreads();
+  // stage layout: [x: kXBlock][block sums: kXm][weights: kRows x kWPitch]; called by all of warp 0
+  auto issue_w = [&](int i) {
+    const int slot = i & 1;
+    if (lane == 0) {
+      wgr::bar_expect(&full[slot], kTx);
+      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
+                          &full[slot]);
+    }
+  };
+  auto issue_x = [&](int i) {
+    const int slot = i & 1;
+    uint8_t* dst = smem + slot * kStage;
+    const int64_t blk = bk0 + i;
+    const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
+    const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm + blk * 256);
+    if (lane == 0) {
+      if (ncl == 1) {
+        wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
+        wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
+      } else {  // this CTA's 1/ncl of x and of the sums, to every CTA of the cluster
+        const unsigned px = wg::kXBlock / ncl, pm = kXm / ncl;
+        const uint16_t mask = (uint16_t)((1u << ncl) - 1);
+        bulk_copy_mc(dst + crank * px, xsrc + crank * px, px, &full[slot], mask);
+        bulk_copy_mc(dst + wg::kXBlock + crank * pm, msrc + crank * pm, pm, &full[slot], mask);
+      }
+    }
+  };
+  if (warp == 0)
+    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
+  wgr::grid_wait();
+  if (warp == 0)
+    for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
+
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
+  const int rbase = 16 * warp + g;
+
+#pragma unroll 1
+  for (int i = 0; i < n_my; i++) {
+    const int slot = i & 1;
+    if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
+      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1 (every CTA)
+      issue_w(i + 1);
+      issue_x(i + 1);
+    }
+    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
+    const uint8_t* xslot = smem + slot * kStage;
+    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
+    const uint8_t* wslot = xslot + wg::kXBlock + kXm;
+    float dd[2], dm[2];
+    uint32_t amin[4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
+      const __half2 dh = gemm::u2h(hd.x);
+      dd[h] = __low2float(dh);
+      dm[h] = -16.f * __high2float(dh);
+      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
+      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
+    }
+    float c[kC];
+    uint32_t af0[4][4], af1[4][4];
+    build_q(wslot, rbase, 0, t, u, af0);
+    mma_q<kN64>(c, af0, xslot, 0, true);
+    build_q(wslot, rbase, 1, t, u, af1);
+    mma_q<kN64>(c, af1, xslot, 1, false);
+    wg_wait1();  // quarter 0 done: af0 free
+    build_q(wslot, rbase, 2, t, u, af0);
+    mma_q<kN64>(c, af0, xslot, 2, false);
+    wg_wait1();
+    build_q(wslot, rbase, 3, t, u, af1);
+    mma_q<kN64>(c, af1, xslot, 3, false);
+    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      const uint4 xv = xms[n * 32 + lane];
+      float cm[4] = {0.f, 0.f, 0.f, 0.f};
+      fold::mma_f16(cm, amin, xv.x, xv.y);
+      fold::mma_f16(cm, amin, xv.z, xv.w);
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+    }
+    wg::wg_wait0();
+    wg::keep(c);
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        if constexpr (kN64) {
+          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
+        } else {
+          acc[n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[n][r]);
+          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
+        }
+      }
+    __syncwarp();
+    if (lane < (int)ncl) {  // lane j: this warp is done with the slot, told to cluster CTA j
+      if (ncl == 1)
+        wgr::bar_arrive(&empty[slot]);
+      else
+        bar_arrive_cta(&empty[slot], (uint32_t)lane);
+    }
+  }
+  if (ncl > 1) cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
+
+  // acc[n][r]: local row rbase + 8(r / 2), batch column 8n + 2t + r % 2 (wg::wgmma_kernel's store and reduction).
+  if (a.splits == 1) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int64_t row = row0 + rbase + 8 * (r >> 1);
+        const int b = 8 * n + 2 * t + (r & 1);
+        if (row >= a.rows || b >= a.batch) continue;
+        float* yp = a.y + (int64_t)b * a.rows + row;
+        const float v = acc[n][r] * a.inv[b];
+        *yp = a.accumulate ? *yp + v : v;
+      }
+    return;
+  }
+  float* part = a.part + ((int64_t)tile * a.splits + split) * 64 * kRows;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
+  __threadfence();
+  __syncthreads();
+  __shared__ int is_last;
+  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
+  for (int idx = threadIdx.x; idx < a.batch * kRows; idx += kThreads) {
+    const int b = idx / kRows, rl = idx % kRows;
+    const int64_t row = row0 + rl;
+    if (row >= a.rows) continue;
+    float v = 0.f;
+    for (int sp = 0; sp < a.splits; sp++) v += __ldcg(p0 + ((int64_t)sp * 64 + b) * kRows + rl);
+    v *= a.inv[b];
+    float* yp = a.y + (int64_t)b * a.rows + row;
+    *yp = a.accumulate ? *yp + v : v;
+  }
+  if (threadIdx.x == 0) a.count[tile] = 0;
+#endif
+}
+
+// DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
+inline int wg_force() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_MVB_BLK_WG");
+    return e && (e[0] == '2' || e[0] == '3') && !e[1] ? e[0] - '0' : 0;
+  }();
+  return v;
+}
+
+template <int kWG, bool kN64>
+Status launch_block(const wg::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<kWG>();
+  static const cudaError_t e =
+      cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  CUtensorMap map;
+  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(128 * kWG);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[2];
+  int n = 0;
+  if (wgr::pdl_setting()) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  if (ncl > 1) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = (unsigned)ncl;
+    at[n].val.clusterDim.y = 1;
+    at[n].val.clusterDim.z = 1;
+    n++;
+  }
+  cfg.attrs = at;
+  cfg.numAttrs = n;
+  const cudaError_t le = cudaLaunchKernelEx(&cfg, block_kernel<kWG, kN64>, a, map);
+  if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
+  return {};
+}
+
+// n64: hi / lo as two n64 wgmmas into one accumulator set; ncl: CTAs per cluster sharing x (1, 2 or 4; the row tiles
+// are padded to a multiple of it; 1 where the padded plan would not fit the split buffers).
+inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                     cudaStream_t stream, bool accumulate, bool n64, int ncl) {
+  const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
+  wg::Args a;
+  dim3 grid;
+  DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid));
+  if (ncl != 2 && ncl != 4) ncl = 1;
+  if (ncl > 1) {
+    const int64_t tiles = (grid.x + ncl - 1) / ncl * ncl;
+    if (tiles > gemm::kMaxTiles || (grid.y > 1 && tiles * grid.y * 64 * n_wg > wg::kPartRows))
+      ncl = 1;
+    else
+      grid.x = (unsigned)tiles;
+  }
+  if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, ncl, stream) : launch_block<3, false>(a, grid, ncl, stream);
+  return n64 ? launch_block<2, true>(a, grid, ncl, stream) : launch_block<2, false>(a, grid, ncl, stream);
+}
+
+}  // namespace wgb
+}  // namespace ds::cuda

@@ -1,0 +1,351 @@
+// Batched Q6_K matvec, 33 <= B <= 64: wg6::q6k_kernel's arithmetic (same products in the same order for the same
+// warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
+// the Q4_K block kernel's data path
+// (matvec_wgmma_block.cuh): per block one stage = x (64 KB, multicast to a cluster of ncl CTAs, each loading 1/ncl of
+// it) and the CTA's weight rows as one 2D tensor copy, on full / empty mbarriers, no __syncthreads in the loop,
+// programmatic dependent launch (weights of the first two blocks before griddepcontrol.wait). Include from
+// matvec_batched.cu after matvec_wgmma_q6k.cuh and matvec_wgmma_block.cuh; sm_90a only.
+//  * Q6_K blocks are 210 bytes, so block starts are not 16-byte aligned, which the tensor copy needs (the earlier
+//    attempt with boxes starting at blk·210 died with an illegal instruction): the box starts at (blk·210) & ~15 and
+//    is 224 bytes wide (covers the block from any offset 0..14), rows 224 bytes apart in shared memory; the block
+//    starts at byte (blk·210) & 15 of each row's box (row_bytes = 210·nblk is a multiple of 16 when nblk is a multiple
+//    of 8, which the tensor map needs for its row stride anyway: other shapes take wg6::q6k_kernel). Bytes of the last
+//    block's box past the row end are zero-filled by the copy, not read from the next row.
+#pragma once
+#include <cudaTypedefs.h>
+
+#include "cuda/matvec_wgmma_block.cuh"
+#include "cuda/matvec_wgmma_q6k.cuh"
+
+namespace ds::cuda {
+namespace wg6r {
+
+constexpr int kBox = 224;
+template <int kWG>
+constexpr int stage_bytes() { return wg::kXBlock + 64 * kWG * kBox; }
+template <int kWG>
+constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
+
+// kBlk (block form, as the Q4_K block kernel's kN64): per k-step the 4 products A1·hi, A1·lo, A2·hi, A2·lo as m64n64k16
+// wgmmas into one 32-register sum for the whole block (d is per row and block), waited once per block (the next
+// round's A fragments built while the current round's wgmmas run, wgmma.wait_group 1), one epilogue per block. Not the
+// bits of q6k_kernel (other summation order), within float64 tolerance.
+template <int kWG, bool kPipe, bool kBlk = false>
+__global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace wg;
+  constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
+  constexpr unsigned kTx = kXBlock + kRows * kBox;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
+  uint64_t* empty = full + 2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t ncl = wgb::cluster_size(), crank = wgb::cluster_rank();
+  const int tile = blockIdx.x, split = blockIdx.y;
+  const int64_t row0 = (int64_t)tile * kRows;
+  const int64_t nblk = a.cols / 256;
+  const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
+  const int n_my = (int)(bk1 - bk0);
+  if (threadIdx.x == 0) {
+    wgr::bar_init(&full[0], 1);
+    wgr::bar_init(&full[1], 1);
+    wgr::bar_init(&empty[0], 4 * kWG * ncl);
+    wgr::bar_init(&empty[1], 4 * kWG * ncl);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (ncl > 1)
+    wgb::cluster_sync();
+  else
+    __syncthreads();
+  // stage layout: [x: kXBlock][weights: kRows x kBox]; called by all of warp 0
+  auto issue_w = [&](int i) {
+    const int slot = i & 1;
+    if (lane == 0) {
+      wgr::bar_expect(&full[slot], kTx);
+      wgr::tensor_copy_2d(smem + slot * kStage + kXBlock, &tw, (int)(((bk0 + i) * wg6::kBlockBytes) & ~(int64_t)15),
+                          (int)row0, &full[slot]);
+    }
+  };
+  auto issue_x = [&](int i) {
+    const int slot = i & 1;
+    uint8_t* dst = smem + slot * kStage;
+    const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + (bk0 + i) * kXBlock;
+    if (lane == 0) {
+      if (ncl == 1) {
+        wgr::bulk_copy(dst, xsrc, kXBlock, &full[slot]);
+      } else {
+        const unsigned px = kXBlock / ncl;
+        wgb::bulk_copy_mc(dst + crank * px, xsrc + crank * px, px, &full[slot], (uint16_t)((1u << ncl) - 1));
+      }
+    }
+  };
+  if (warp == 0)
+    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
+  wgr::grid_wait();
+  if (warp == 0)
+    for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
+
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
+  float c[64];
+#pragma unroll
+  for (int r = 0; r < 64; r++) c[r] = 0.f;
+  const int rbase = 16 * warp + g;
+  const __half2 k16 = __float2half2_rn(16.f);
+
+#pragma unroll 1
+  for (int i = 0; i < n_my; i++) {
+    const int slot = i & 1;
+    if (warp == 0 && i >= 1 && i + 1 < n_my) {
+      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));
+      issue_w(i + 1);
+      issue_x(i + 1);
+    }
+    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
+    const uint8_t* xslot = smem + slot * kStage;
+    const uint8_t* wslot = xslot + kXBlock;
+    const int off = (int)(((bk0 + i) * wg6::kBlockBytes) & 15);
+    const uint8_t* rp[2];
+    float dd[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      rp[h] = wslot + (rbase + 8 * h) * kBox + off;
+      dd[h] = __half2float(*reinterpret_cast<const __half*>(rp[h] + 208));
+    }
+    // wg6::q6k_kernel's rounds (same operations, same order)
+    auto build = [&](int R, uint32_t (&af)[4][2][4]) {
+      const int s = R >> 1, rd = R & 1;
+      const int qsh = 2 * (t >> 1);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const uint2 ql = wg6::ld8_a2(rp[h] + 64 * s + 16 * t + 8 * rd);
+        const uint2 qh = wg6::ld8_a2(rp[h] + 128 + 32 * s + 16 * (t & 1) + 8 * rd);
+#pragma unroll
+        for (int nb = 0; nb < 2; nb++) {
+          const int sc = (int)*reinterpret_cast<const int8_t*>(rp[h] + 192 + 8 * s + t + 4 * nb);
+          const float shf = (float)(sc >> 4), slf = (float)(sc & 15);
+          const __half2 mh = __float2half2_rn(shf), ah = __float2half2_rn(-1056.f * shf);
+          const __half2 ml = __float2half2_rn(slf), al = __float2half2_rn(-1056.f * slf);
+#pragma unroll
+          for (int ii = 0; ii < 2; ii++) {
+            const int kl = 2 * ii + nb;
+            const uint32_t wl = ii ? ql.y : ql.x, wh = ii ? qh.y : qh.x;
+            const uint32_t v = ((wl >> (4 * nb)) & 0x0F0F0F0Fu) | (((wh >> (qsh + 4 * nb)) & 0x03030303u) << 4);
+            const __half2 p0 = gemm::u2h((v & 0x00FF00FFu) | 0x64006400u);
+            const __half2 p1 = gemm::u2h(((v >> 8) & 0x00FF00FFu) | 0x64006400u);
+            af[kl][0][h] = gemm::h2u(__hmul2(__hfma2(p0, mh, ah), k16));
+            af[kl][0][2 + h] = gemm::h2u(__hmul2(__hfma2(p1, mh, ah), k16));
+            af[kl][1][h] = gemm::h2u(__hfma2(p0, ml, al));
+            af[kl][1][2 + h] = gemm::h2u(__hfma2(p1, ml, al));
+          }
+        }
+      }
+    };
+    auto issue_round = [&](int R, uint32_t (&af)[4][2][4]) {
+      const int s = R >> 1, rd = R & 1;
+      keep(c);
+      wg_fence();
+#pragma unroll
+      for (int kl = 0; kl < 4; kl++) {
+        const uint64_t desc = desc_for(xslot + s * kXStep + (4 * rd + kl) * 4096, 128u, 256u);
+        wgmma_128(c, af[kl][0], desc, kl);
+        wgmma_128(c, af[kl][1], desc, 1);
+      }
+      wg_commit();
+    };
+    auto flush = [&] {
+      wg_wait0();
+      keep(c);
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          acc[n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[n][r]);
+          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
+        }
+    };
+    if constexpr (kBlk) {
+      float cb[32];
+      auto issue_n64 = [&](int R, uint32_t (&af)[4][2][4], bool first) {
+        const int s = R >> 1, rd = R & 1;
+        wg_fence();
+#pragma unroll
+        for (int kl = 0; kl < 4; kl++) {
+          const uint8_t* xs = xslot + s * kXStep + (4 * rd + kl) * 4096;
+          const uint64_t dh = desc_for(xs, 128u, 256u), dl = desc_for(xs + 2048, 128u, 256u);
+          wgb::wgmma_64(cb, af[kl][0], dh, first && kl == 0 ? 0 : 1);
+          wgb::wgmma_64(cb, af[kl][0], dl, 1);
+          wgb::wgmma_64(cb, af[kl][1], dh, 1);
+          wgb::wgmma_64(cb, af[kl][1], dl, 1);
+        }
+        wg_commit();
+      };
+      uint32_t af0[4][2][4], af1[4][2][4];
+      build(0, af0);
+      issue_n64(0, af0, true);
+      build(1, af1);
+      issue_n64(1, af1, false);
+      wgb::wg_wait1();
+      build(2, af0);
+      issue_n64(2, af0, false);
+      wgb::wg_wait1();
+      build(3, af1);
+      issue_n64(3, af1, false);
+      wg_wait0();
+      keep(cb);
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dd[r >> 1], cb[4 * n + r], acc[n][r]);
+    } else if constexpr (kPipe) {
+      uint32_t af0[4][2][4], af1[4][2][4];
+      build(0, af0);
+      issue_round(0, af0);
+      build(1, af1);
+      flush();
+      issue_round(1, af1);
+      build(2, af0);
+      flush();
+      issue_round(2, af0);
+      build(3, af1);
+      flush();
+      issue_round(3, af1);
+      flush();
+    } else {
+#pragma unroll 1
+      for (int R = 0; R < 4; R++) {
+        uint32_t af[4][2][4];
+        build(R, af);
+        issue_round(R, af);
+        flush();
+      }
+    }
+    __syncwarp();
+    if (lane < (int)ncl) {
+      if (ncl == 1)
+        wgr::bar_arrive(&empty[slot]);
+      else
+        wgb::bar_arrive_cta(&empty[slot], (uint32_t)lane);
+    }
+  }
+  if (ncl > 1) wgb::cluster_sync();
+
+  if (a.splits == 1) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int64_t row = row0 + rbase + 8 * (r >> 1);
+        const int b = 8 * n + 2 * t + (r & 1);
+        if (row >= a.rows || b >= a.batch) continue;
+        float* yp = a.y + (int64_t)b * a.rows + row;
+        const float v = acc[n][r] * a.inv[b];
+        *yp = a.accumulate ? *yp + v : v;
+      }
+    return;
+  }
+  float* part = a.part + ((int64_t)tile * a.splits + split) * 64 * kRows;
+#pragma unroll
+  for (int n = 0; n < 8; n++)
+#pragma unroll
+    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
+  __threadfence();
+  __syncthreads();
+  __shared__ int is_last;
+  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
+  for (int idx = threadIdx.x; idx < a.batch * kRows; idx += kThreads) {
+    const int b = idx / kRows, rl = idx % kRows;
+    const int64_t row = row0 + rl;
+    if (row >= a.rows) continue;
+    float v = 0.f;
+    for (int sp = 0; sp < a.splits; sp++) v += __ldcg(p0 + ((int64_t)sp * 64 + b) * kRows + rl);
+    v *= a.inv[b];
+    float* yp = a.y + (int64_t)b * a.rows + row;
+    *yp = a.accumulate ? *yp + v : v;
+  }
+  if (threadIdx.x == 0) a.count[tile] = 0;
+#endif
+}
+
+template <int kWG, bool kPipe, bool kBlk = false>
+Status launch_ring(const wg6::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<kWG>();
+  static const cudaError_t e =
+      cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kBlk>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (e != cudaSuccess)
+    return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  CUtensorMap map;
+  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(128 * kWG);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[2];
+  int n = 0;
+  if (wgr::pdl_setting()) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  if (ncl > 1) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = (unsigned)ncl;
+    at[n].val.clusterDim.y = 1;
+    at[n].val.clusterDim.z = 1;
+    n++;
+  }
+  cfg.attrs = at;
+  cfg.numAttrs = n;
+  const cudaError_t le = cudaLaunchKernelEx(&cfg, ring_kernel<kWG, kPipe, kBlk>, a, map);
+  if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
+  return {};
+}
+
+// Whether the ring takes this shape: the tensor map's row stride (210·cols/256 bytes) must be a multiple of 16.
+inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
+
+// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined), ncl CTAs per cluster sharing x (1, 2 or 4); blk:
+// the block form (kBlk).
+inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                     cudaStream_t stream, bool accumulate, int ncl, bool blk) {
+  const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
+  uint32_t* xw;
+  float *inv, *scale, *part;
+  unsigned* count;
+  CUDA_TRY(cudaGetSymbolAddress((void**)&xw, wg::g_xw));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&inv, gemm::g_inv));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&scale, gemm::g_scale));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
+  CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
+  const int64_t nblk = cols / 256;
+  wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring prep)", stream);
+  const int rows_per_tile = 64 * n_wg;
+  int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const int splits = wg::choose_splits(tiles, nblk, rows_per_tile, sm_count());
+  if (ncl != 2 && ncl != 4) ncl = 1;
+  if (ncl > 1) {
+    const int64_t padded = (tiles + ncl - 1) / ncl * ncl;
+    if (padded > gemm::kMaxTiles || (splits > 1 && padded * splits * rows_per_tile > wg::kPartRows))
+      ncl = 1;
+    else
+      tiles = padded;
+  }
+  const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
+                    xw, inv, part, count};
+  const dim3 grid((unsigned)tiles, (unsigned)splits);
+  if (blk) return n_wg == 3 ? launch_ring<3, false, true>(a, grid, ncl, stream) : launch_ring<2, false, true>(a, grid, ncl, stream);
+  return n_wg == 3 ? launch_ring<3, false>(a, grid, ncl, stream) : launch_ring<2, true>(a, grid, ncl, stream);
+}
+
+}  // namespace wg6r
+}  // namespace ds::cuda
