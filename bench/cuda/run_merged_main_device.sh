@@ -4,7 +4,7 @@
 # kernels' tests. Carried as devwork-X/ (inside /work/main: the device tool copies that checkout) holding
 # b.tar.xz (tools/gpu_bundle.sh output; lib/ without libcublas*/libcudart*, binaries stripped), this script as
 # go.sh, and optionally lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
-# "B ENV" per extra batched line), extra_tests.txt ("ENV BINARY FILTER" per line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
+# "B ENV [-- ARGS]" per extra batched line), lines_<size>.txt (tg128 lines of the other sizes), extra_tests.txt ("ENV BINARY FILTER" per line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
 # (~400 s + the cold start). Env: LIM (s), SIZES, TC_FILTER, SHARDS (test_cuda processes at once), CB_ARGS (extra
 # cuda-bench arguments for the batched lines, e.g. --select 0). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
 # Records: session 6 (docs/measurements/2026-12-03-h200-session6-final.txt), session 7
@@ -46,11 +46,15 @@ if waitm 9B; then
   C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --json $OUT/cb.jsonl ${CB_ARGS:-}"
   step "breakdown 64" 30 "$OUT/cb.log" $C --batch 64 --breakdown --top 12
   for b in 8 32; do step "batch $b" 25 "$OUT/cb.log" $C --batch $b; done
-  [ -e "$D/batched.txt" ] && while read -r b l; do step "batch $b $l" 30 "$OUT/cb.log" env $l $C --batch $b --breakdown --top 2; done < "$D/batched.txt"
+  # batched.txt: "B ENV..." or "B ENV... -- CUDA_BENCH_ARGS" (e.g. "64 DS_DEFAULT=1 -- --select 0")
+  [ -e "$D/batched.txt" ] && while read -r b l; do e=${l%% -- *}; a=; [ "$e" != "$l" ] && a=${l#* -- }
+    step "batch $b $l" 30 "$OUT/cb.log" env $e $C --batch $b --breakdown --top 2 $a; done < "$D/batched.txt"
   grep -E "^decode|^matvec|^gdn rule" "$OUT/cb.log" | tee -a "$OUT/steps.log"
   say "== serve"; DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$W/m9B.gguf" --levels 1,8,32,64 --budget-s 80 >> "$OUT/serve.log" 2>&1; say "== serve rc=$?"; tail -3 "$OUT/serve.log" | cut -c1-200 | tee -a "$OUT/steps.log"
 fi
-for s in ${SIZES:-9B 0.8B 27B 4B}; do [ $s = 9B ] && continue; waitm $s && bench $s DS_DEFAULT=1 || say "no $s"; done
+# lines_<size>.txt: env settings per tg128 line of that size (default: the defaults alone)
+for s in ${SIZES:-9B 0.8B 27B 4B}; do [ $s = 9B ] && continue; waitm $s || { say "no $s"; continue; }
+  if [ -e "$D/lines_$s.txt" ]; then while read -r l; do bench $s "$l"; done < "$D/lines_$s.txt"; else bench $s DS_DEFAULT=1; fi; done
 # extra_tests.txt: one "ENV BINARY FILTER" per line (e.g. a default-off kernel forced on for its tests), after the benches.
 [ -e "$D/extra_tests.txt" ] && while read -r e b f; do [ $(el) -lt $LIM ] || { say "skip $b $e $f"; continue; }
   step "$b $e $f" 90 "$OUT/tests.log" env $e "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
