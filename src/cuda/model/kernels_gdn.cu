@@ -17,11 +17,13 @@
 //   only the gated RMSNorm needs the head's dv outputs: every warp's sum of o^2 goes to its CTA's shared
 //   memory, one cluster barrier per token, and every thread adds all the cluster's warp sums in global warp
 //   order from distributed shared memory: the same order as block_sum in gdn_kernel, so the same bits.
-//   DS_GDN_CS=1: the state loaded / stored with the streaming cache hints (__ldcs / __stcs). DS_GDN_REGCAP=1:
-//   at most 64 registers per thread (launch bounds of 1024 threads per SM; a few bytes spill), for more
-//   resident CTAs per SM (without it: 90 registers, 5 CTAs of 128 threads at DK 128, split 4).
+//   DS_GDN_CS=1: the state loaded / stored with the streaming cache hints (__ldcs / __stcs). Registers
+//   (launch bounds): by default at most 102 per thread (640 threads per SM: 5 CTAs of 128 at DK 128, split
+//   4; 48-56 bytes spill); DS_GDN_REGCAP=1: at most 64 (1024 threads per SM), 2: no bound (the compiler
+//   takes 128 at split 4: 4 CTAs per SM, no spill).
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -167,9 +169,12 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-template <int DK, int kSplit, bool kCs, bool kCap>
-__global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSplit) : 1)
-    gdn_split_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+// The token loop of one (value head h, sequence s) for the CTA of cluster rank `rank` (rows rank * DK / kSplit
+// ...): gdn_kernel<DK, true>'s arithmetic on the state rows in m. tk counts the tokens this CTA has done
+// (the same in every CTA of the cluster): it picks red's half.
+template <int DK, int kSplit>
+__device__ __forceinline__ void split_tokens(const GdnArgs& a, const StepIO* __restrict__ io, int h, int s, int rank,
+                                             float4 (&m)[DK / 16], float sa, float dtb, float nw, int& tk) {
   constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane (as gdn_kernel)
   constexpr int kRows = DK / kSplit, kThreads = kRows * kL, kWarps = kThreads / 32;
   constexpr int kQK = (DK + kThreads - 1) / kThreads;  // q and k elements each thread stages per token
@@ -178,17 +183,9 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSpli
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
   __shared__ float red[2][kWarps];  // this CTA's warp sums of o^2, by token parity
-  const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y;  // cluster = kSplit CTAs along x
   const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
   const int nv = a.n_v_heads, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
-  float4 m[kC];
-#pragma unroll
-  for (int c = 0; c < kC; c++) m[c] = kCs ? __ldcs(M + r + kL * c) : M[r + kL * c];
-  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  pdl_wait();  // the state and weights above: written by no kernel of the step before this one
-  pdl_trigger();
   cg::cluster_group cluster = cg::this_cluster();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
@@ -210,7 +207,7 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSpli
     const float zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
     // Every reader of the previous token's sq / sk has passed that token's cluster barrier already; the
     // block barrier only makes that visible to tools that do not model cluster barriers (racecheck).
-    if (t > t0) __syncthreads();
+    if (tk > 0) __syncthreads();
 #pragma unroll
     for (int i = 0; i < kQK; i++) {
       const int e = tid + i * kThreads;
@@ -244,7 +241,8 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSpli
     o += __shfl_xor_sync(0xffffffffu, o, 2);
     o *= a.scale;
     // The head's sum of o^2 over the cluster: block_sum's warp sums, added in global warp order.
-    const int buf = (t - t0) & 1;
+    const int buf = tk & 1;
+    tk++;
     const float wsum = warp_sum(r == 0 ? o * o : 0.f);
     if ((tid & 31) == 0) red[buf][tid >> 5] = wsum;
     cluster_arrive();
@@ -273,6 +271,23 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSpli
       a.dbg_beta[(int64_t)t * nv + h] = beta;
     }
   }
+}
+
+template <int DK, int kSplit, bool kCs, int kCap>
+__global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 : 640) / (DK * 4 / kSplit))
+    gdn_split_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit;
+  const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y;  // cluster = kSplit CTAs along x
+  const int r = threadIdx.x % kL, j = rank * kRows + threadIdx.x / kL;
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = kCs ? __ldcs(M + r + kL * c) : M[r + kL * c];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  pdl_wait();  // the state and weights above: written by no kernel of the step before this one
+  pdl_trigger();
+  int tk = 0;
+  split_tokens<DK, kSplit>(a, io, h, s, rank, m, sa, dtb, nw, tk);
   // No CTA may exit while another can still read its red[]: arrive after the last reads, wait at the end.
   cluster_arrive();
 #pragma unroll
@@ -280,6 +295,66 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap ? 1024 / (DK * 4 / kSpli
     if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
     else M[r + kL * c] = m[c];
   }
+  cluster_wait();
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// gdn_persist_kernel (DS_GDN_PERSIST=1, split 4 or 8): gdn_split_kernel's clusters made persistent, each
+// looping over (value head, sequence) items; every thread copies its own next item's state rows
+// (cp.async, 16 bytes each, into its private shared-memory slots) while it updates the current one, so
+// every CTA always has a state load in flight. A thread reads back only what it copied itself: no barrier
+// around the copies.
+template <int DK, int kSplit, bool kCs>
+__global__ void __launch_bounds__(DK * 4 / kSplit, 640 / (DK * 4 / kSplit))
+    gdn_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
+  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit, kThreads = kRows * kL;
+  __shared__ float4 slot[2][kC][kThreads];  // [item parity][chunk][thread]: conflict-free
+  const int rank = blockIdx.x % kSplit, cid = blockIdx.x / kSplit, n_cl = gridDim.x / kSplit;
+  const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
+  const int nv = a.n_v_heads;
+  const float nw = a.norm_w[j];
+  auto rows = [&](int it) {  // item it = s * nv + h: this thread's state row j of head h, sequence s
+    return reinterpret_cast<float4*>(state_ptr(io, it / nv, a.state_off) + ((int64_t)(it % nv) * DK + j) * DK);
+  };
+  auto fetch = [&](int it, int b) {
+    const float4* M = rows(it);
+#pragma unroll
+    for (int c = 0; c < kC; c++) cp_async16(&slot[b][c][tid], M + r + kL * c);
+    cp_async_commit();
+  };
+  if (cid < n_items) fetch(cid, 0);
+  pdl_wait();  // the states above: written by no kernel of the step before this one
+  pdl_trigger();
+  int tk = 0, b = 0;
+  for (int it = cid; it < n_items; it += n_cl, b ^= 1) {
+    const int nx = it + n_cl;
+    if (nx < n_items) {
+      fetch(nx, b ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    float4 m[kC];
+#pragma unroll
+    for (int c = 0; c < kC; c++) m[c] = slot[b][c][tid];
+    const int h = it % nv, s = it / nv;
+    split_tokens<DK, kSplit>(a, io, h, s, rank, m, a.ssm_a[h], a.dt_bias[h], nw, tk);
+    float4* M = rows(it);
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
+      else M[r + kL * c] = m[c];
+    }
+  }
+  // No CTA may exit while another can still read its red[].
+  cluster_arrive();
   cluster_wait();
 }
 
@@ -301,10 +376,10 @@ int gdn_split() {
   return v;
 }
 
-bool gdn_regcap() {
-  static const bool v = [] {
+int gdn_regcap() {
+  static const int v = [] {
     const char* e = std::getenv("DS_GDN_REGCAP");
-    return e && e[0] == '1';
+    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -320,34 +395,80 @@ bool gdn_cs() {
 // Set when a cluster launch was refused: gdn_kernel from then on (reported once on stderr).
 std::atomic<bool> g_split_refused{false};
 
-template <int DK, int kSplit, bool kCs, bool kCap>
-cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  auto* k = gdn_split_kernel<DK, kSplit, kCs, kCap>;
-  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+bool gdn_persist() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_PERSIST");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
+
+// A launch of kSplit-CTA clusters along x, as a programmatic dependent where launch_step would make one.
+cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int split, cudaStream_t stream, bool pdl,
+                                  cudaLaunchAttribute (&at)[2]) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs);
-  cfg.blockDim = dim3(DK * 4 / kSplit);
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
-  cudaLaunchAttribute at[2];
   at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = kSplit;
+  at[0].val.clusterDim.x = (unsigned)split;
   at[0].val.clusterDim.y = 1;
   at[0].val.clusterDim.z = 1;
   at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
-  cfg.numAttrs = step_pdl() ? 2 : 1;
+  cfg.numAttrs = pdl ? 2 : 1;
+  return cfg;
+}
+
+template <int DK, int kSplit, bool kCs, int kCap>
+cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  auto* k = gdn_split_kernel<DK, kSplit, kCs, kCap>;
+  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg = cluster_config(dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs),
+                                                dim3(DK * 4 / kSplit), kSplit, stream, step_pdl(), at);
   return cudaLaunchKernelEx(&cfg, k, a, io);
+}
+
+template <int DK, int kSplit, bool kCs>
+cudaError_t launch_persist(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  auto* k = gdn_persist_kernel<DK, kSplit, kCs>;
+  static const int max_clusters = [k] {  // clusters resident at once on the whole device
+    cudaLaunchAttribute at[2];
+    const cudaLaunchConfig_t cfg =
+        cluster_config(dim3((unsigned)(kSplit * sm_count())), dim3(DK * 4 / kSplit), kSplit, nullptr, false, at);
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
+      (void)cudaGetLastError();
+      n = sm_count();
+    }
+    return n;
+  }();
+  const int n_items = a.n_v_heads * n_seqs;
+  const int per = (n_items + max_clusters - 1) / max_clusters;  // items per cluster, then as few clusters as give it
+  const int n_cl = (n_items + per - 1) / per;
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg =
+      cluster_config(dim3((unsigned)(n_cl * kSplit)), dim3(DK * 4 / kSplit), kSplit, stream, step_pdl(), at);
+  return cudaLaunchKernelEx(&cfg, k, a, io, n_items);
 }
 
 template <int DK, int kSplit>
 cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (gdn_regcap())
-    return gdn_cs() ? launch_split<DK, kSplit, true, true>(a, io, n_seqs, stream)
-                    : launch_split<DK, kSplit, false, true>(a, io, n_seqs, stream);
-  return gdn_cs() ? launch_split<DK, kSplit, true, false>(a, io, n_seqs, stream)
-                  : launch_split<DK, kSplit, false, false>(a, io, n_seqs, stream);
+  if constexpr (kSplit != 2)  // persistent slots of 2 x 64 KB at split 2: over the static shared-memory limit
+    if (gdn_persist())
+      return gdn_cs() ? launch_persist<DK, kSplit, true>(a, io, n_seqs, stream)
+                      : launch_persist<DK, kSplit, false>(a, io, n_seqs, stream);
+  if (gdn_regcap() == 1)
+    return gdn_cs() ? launch_split<DK, kSplit, true, 1>(a, io, n_seqs, stream)
+                    : launch_split<DK, kSplit, false, 1>(a, io, n_seqs, stream);
+  if (gdn_regcap() == 2)
+    return gdn_cs() ? launch_split<DK, kSplit, true, 2>(a, io, n_seqs, stream)
+                    : launch_split<DK, kSplit, false, 2>(a, io, n_seqs, stream);
+  return gdn_cs() ? launch_split<DK, kSplit, true, 0>(a, io, n_seqs, stream)
+                  : launch_split<DK, kSplit, false, 0>(a, io, n_seqs, stream);
 }
 
 template <int DK>
