@@ -18,9 +18,10 @@
 //   memory, one cluster barrier per token, and every thread adds all the cluster's warp sums in global warp
 //   order from distributed shared memory: the same order as block_sum in gdn_kernel, so the same bits.
 //   DS_GDN_CS=1: the state loaded / stored with the streaming cache hints (__ldcs / __stcs). Registers
-//   (launch bounds): by default at most 102 per thread (640 threads per SM: 5 CTAs of 128 at DK 128, split
-//   4; 48-56 bytes spill); DS_GDN_REGCAP=1: at most 64 (1024 threads per SM), 2: no bound (the compiler
-//   takes 128 at split 4: 4 CTAs per SM, no spill).
+//   (launch bounds): by default (DS_GDN_REGCAP=1) at most 64 per thread (1024 threads per SM: 8 CTAs of 128
+//   at DK 128, split 4; ~60 bytes spill); DS_GDN_REGCAP=0: at most 102 (640 threads per SM: 5 CTAs), 2: no
+//   bound (the compiler takes 128 at split 4: 4 CTAs per SM, no spill). H200, B = 64, 9B: 64 registers
+//   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -169,12 +170,40 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-// The token loop of one (value head h, sequence s) for the CTA of cluster rank `rank` (rows rank * DK / kSplit
-// ...): gdn_kernel<DK, true>'s arithmetic on the state rows in m. tk counts the tokens this CTA has done
-// (the same in every CTA of the cluster): it picks red's half.
+// One token's inputs as a thread of a split CTA needs them: kQK elements of q and k to stage in shared memory,
+// the gates' a and b of head h, v of row j, z of row j (lane r == 0 only).
 template <int DK, int kSplit>
-__device__ __forceinline__ void split_tokens(const GdnArgs& a, const StepIO* __restrict__ io, int h, int s, int rank,
-                                             float4 (&m)[DK / 16], float sa, float dtb, float nw, int& tk) {
+struct TokIn {
+  static constexpr int kThreads = DK * 4 / kSplit, kQK = (DK + kThreads - 1) / kThreads;
+  float q[kQK], k[kQK];
+  float a, b, v, z;
+};
+
+template <int DK, int kSplit>
+__device__ __forceinline__ void load_tok(const GdnArgs& a, int t, int h, int j, TokIn<DK, kSplit>& in) {
+  using In = TokIn<DK, kSplit>;
+  const int tid = threadIdx.x, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const float* ut = a.u + (int64_t)t * a.ldu;
+#pragma unroll
+  for (int i = 0; i < In::kQK; i++) {
+    const int e = tid + i * In::kThreads;
+    in.q[i] = e < DK ? ut[(int64_t)kh * DK + e] : 0.f;
+    in.k[i] = e < DK ? ut[Kd + (int64_t)kh * DK + e] : 0.f;
+  }
+  in.a = a.a[(int64_t)t * a.lda + h];
+  in.b = a.b[(int64_t)t * a.ldb + h];
+  in.v = ut[2 * Kd + (int64_t)h * DK + j];
+  in.z = tid % 4 == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+}
+
+// The token loop (tokens t0 .. t1-1, the first one's inputs already in `first`) of one value head h for the
+// CTA of cluster rank `rank` (rows rank * DK / kSplit ...): gdn_kernel<DK, true>'s arithmetic on the state
+// rows in m. tk counts the tokens this CTA has done (the same in every CTA of the cluster): it picks red's half.
+template <int DK, int kSplit>
+__device__ __forceinline__ void split_tokens(const GdnArgs& a, int h, int rank, int t0, int t1,
+                                             const TokIn<DK, kSplit>& first, float4 (&m)[DK / 16], float sa,
+                                             float dtb, float nw, int& tk) {
   constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane (as gdn_kernel)
   constexpr int kRows = DK / kSplit, kThreads = kRows * kL, kWarps = kThreads / 32;
   constexpr int kQK = (DK + kThreads - 1) / kThreads;  // q and k elements each thread stages per token
@@ -184,27 +213,19 @@ __device__ __forceinline__ void split_tokens(const GdnArgs& a, const StepIO* __r
   __shared__ __align__(16) float sk[DK];
   __shared__ float red[2][kWarps];  // this CTA's warp sums of o^2, by token parity
   const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
-  const int nv = a.n_v_heads, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
-  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const int nv = a.n_v_heads;
   cg::cluster_group cluster = cg::this_cluster();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
 
-  const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
-    const float* ut = a.u + (int64_t)t * a.ldu;
-    // Every input of this token in flight at once (with the state, for the first), as gdn_kernel<DK, true>.
-    float qv[kQK], kv0[kQK];
-#pragma unroll
-    for (int i = 0; i < kQK; i++) {
-      const int e = tid + i * kThreads;
-      qv[i] = e < DK ? ut[(int64_t)kh * DK + e] : 0.f;
-      kv0[i] = e < DK ? ut[Kd + (int64_t)kh * DK + e] : 0.f;
-    }
-    const float av = a.a[(int64_t)t * a.lda + h];
-    const float bv = a.b[(int64_t)t * a.ldb + h];
-    const float vj = ut[2 * Kd + (int64_t)h * DK + j];
-    const float zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+    // Every input of this token in flight at once (the first token's: loaded by the caller).
+    TokIn<DK, kSplit> in;
+    if (t == t0) in = first;
+    else load_tok<DK, kSplit>(a, t, h, j, in);
+    const float* qv = in.q;
+    const float* kv0 = in.k;
+    const float av = in.a, bv = in.b, vj = in.v, zv = in.z;
     // Every reader of the previous token's sq / sk has passed that token's cluster barrier already; the
     // block barrier only makes that visible to tools that do not model cluster barriers (racecheck).
     if (tk > 0) __syncthreads();
@@ -284,10 +305,13 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 
 #pragma unroll
   for (int c = 0; c < kC; c++) m[c] = kCs ? __ldcs(M + r + kL * c) : M[r + kL * c];
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  pdl_wait();  // the state and weights above: written by no kernel of the step before this one
+  const int t0 = io->start[s], t1 = io->start[s + 1];  // StepIO: uploaded before the step
+  pdl_wait();  // the state, weights and StepIO above: written by no kernel of the step before this one
   pdl_trigger();
+  TokIn<DK, kSplit> first;
+  if (t0 < t1) load_tok<DK, kSplit>(a, t0, h, j, first);
   int tk = 0;
-  split_tokens<DK, kSplit>(a, io, h, s, rank, m, sa, dtb, nw, tk);
+  split_tokens<DK, kSplit>(a, h, rank, t0, t1, first, m, sa, dtb, nw, tk);
   // No CTA may exit while another can still read its red[]: arrive after the last reads, wait at the end.
   cluster_arrive();
 #pragma unroll
@@ -307,12 +331,12 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // gdn_persist_kernel (DS_GDN_PERSIST=1, split 4 or 8): gdn_split_kernel's clusters made persistent, each
-// looping over (value head, sequence) items; every thread copies its own next item's state rows
-// (cp.async, 16 bytes each, into its private shared-memory slots) while it updates the current one, so
-// every CTA always has a state load in flight. A thread reads back only what it copied itself: no barrier
-// around the copies.
-template <int DK, int kSplit, bool kCs>
-__global__ void __launch_bounds__(DK * 4 / kSplit, 640 / (DK * 4 / kSplit))
+// looping over (value head, sequence) items it = s * nv + h, software-pipelined so that an item's update
+// waits on no memory: while item i is updated, item i+1's state rows are in flight (cp.async, 16 bytes
+// each, into this thread's private shared-memory slots: a thread reads back only what it copied itself, no
+// barrier around the copies) with its first token's inputs (registers), and item i+2's token range.
+template <int DK, int kSplit, bool kCs, int kCap>
+__global__ void __launch_bounds__(DK * 4 / kSplit, (kCap == 1 ? 1024 : 640) / (DK * 4 / kSplit))
     gdn_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
   constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit, kThreads = kRows * kL;
   __shared__ float4 slot[2][kC][kThreads];  // [item parity][chunk][thread]: conflict-free
@@ -320,7 +344,7 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, 640 / (DK * 4 / kSplit))
   const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
   const int nv = a.n_v_heads;
   const float nw = a.norm_w[j];
-  auto rows = [&](int it) {  // item it = s * nv + h: this thread's state row j of head h, sequence s
+  auto rows = [&](int it) {  // this thread's state row j of head it % nv, sequence it / nv
     return reinterpret_cast<float4*>(state_ptr(io, it / nv, a.state_off) + ((int64_t)(it % nv) * DK + j) * DK);
   };
   auto fetch = [&](int it, int b) {
@@ -329,29 +353,49 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, 640 / (DK * 4 / kSplit))
     for (int c = 0; c < kC; c++) cp_async16(&slot[b][c][tid], M + r + kL * c);
     cp_async_commit();
   };
+  auto range = [&](int it, int& t0, int& t1) {  // StepIO: uploaded before the step
+    t0 = t1 = 0;
+    if (it < n_items) {
+      t0 = io->start[it / nv];
+      t1 = io->start[it / nv + 1];
+    }
+  };
   if (cid < n_items) fetch(cid, 0);
-  pdl_wait();  // the states above: written by no kernel of the step before this one
+  int ta0, ta1, tb0, tb1;  // token ranges of this item and the next
+  range(cid, ta0, ta1);
+  range(cid + n_cl, tb0, tb1);
+  pdl_wait();  // the states and StepIO above: written by no kernel of the step before this one
   pdl_trigger();
+  TokIn<DK, kSplit> cur;
+  if (ta0 < ta1) load_tok<DK, kSplit>(a, ta0, cid % nv, j, cur);
   int tk = 0, b = 0;
   for (int it = cid; it < n_items; it += n_cl, b ^= 1) {
     const int nx = it + n_cl;
+    TokIn<DK, kSplit> nxt;
+    int tc0, tc1;
     if (nx < n_items) {
       fetch(nx, b ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
+      if (tb0 < tb1) load_tok<DK, kSplit>(a, tb0, nx % nv, j, nxt);
     }
+    range(nx + n_cl, tc0, tc1);
+    if (nx < n_items) cp_async_wait<1>();
+    else cp_async_wait<0>();
     float4 m[kC];
 #pragma unroll
     for (int c = 0; c < kC; c++) m[c] = slot[b][c][tid];
-    const int h = it % nv, s = it / nv;
-    split_tokens<DK, kSplit>(a, io, h, s, rank, m, a.ssm_a[h], a.dt_bias[h], nw, tk);
+    const int h = it % nv;
+    split_tokens<DK, kSplit>(a, h, rank, ta0, ta1, cur, m, a.ssm_a[h], a.dt_bias[h], nw, tk);
     float4* M = rows(it);
 #pragma unroll
     for (int c = 0; c < kC; c++) {
       if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
       else M[r + kL * c] = m[c];
     }
+    cur = nxt;
+    ta0 = tb0;
+    ta1 = tb1;
+    tb0 = tc0;
+    tb1 = tc1;
   }
   // No CTA may exit while another can still read its red[].
   cluster_arrive();
@@ -379,7 +423,7 @@ int gdn_split() {
 int gdn_regcap() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_REGCAP");
-    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
   }();
   return v;
 }
@@ -432,9 +476,9 @@ cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStr
   return cudaLaunchKernelEx(&cfg, k, a, io);
 }
 
-template <int DK, int kSplit, bool kCs>
+template <int DK, int kSplit, bool kCs, int kCap>
 cudaError_t launch_persist(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  auto* k = gdn_persist_kernel<DK, kSplit, kCs>;
+  auto* k = gdn_persist_kernel<DK, kSplit, kCs, kCap>;
   static const int max_clusters = [k] {  // clusters resident at once on the whole device
     cudaLaunchAttribute at[2];
     const cudaLaunchConfig_t cfg =
@@ -458,9 +502,13 @@ cudaError_t launch_persist(const GdnArgs& a, const StepIO* io, int n_seqs, cudaS
 template <int DK, int kSplit>
 cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if constexpr (kSplit != 2)  // persistent slots of 2 x 64 KB at split 2: over the static shared-memory limit
-    if (gdn_persist())
-      return gdn_cs() ? launch_persist<DK, kSplit, true>(a, io, n_seqs, stream)
-                      : launch_persist<DK, kSplit, false>(a, io, n_seqs, stream);
+    if (gdn_persist()) {
+      if (gdn_regcap() == 1)
+        return gdn_cs() ? launch_persist<DK, kSplit, true, 1>(a, io, n_seqs, stream)
+                        : launch_persist<DK, kSplit, false, 1>(a, io, n_seqs, stream);
+      return gdn_cs() ? launch_persist<DK, kSplit, true, 0>(a, io, n_seqs, stream)
+                      : launch_persist<DK, kSplit, false, 0>(a, io, n_seqs, stream);
+    }
   if (gdn_regcap() == 1)
     return gdn_cs() ? launch_split<DK, kSplit, true, 1>(a, io, n_seqs, stream)
                     : launch_split<DK, kSplit, false, 1>(a, io, n_seqs, stream);
@@ -471,10 +519,19 @@ cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cuda
                   : launch_split<DK, kSplit, false, 0>(a, io, n_seqs, stream);
 }
 
+// DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernels (default 1).
+int gdn_split_min() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_SPLIT_MIN");
+    return e ? std::max(1, std::atoi(e)) : 1;
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int split = gdn_split();
-  if (split != 0 && !g_split_refused.load(std::memory_order_relaxed)) {
+  if (split != 0 && n_seqs >= gdn_split_min() && !g_split_refused.load(std::memory_order_relaxed)) {
     const cudaError_t e = split == 2   ? launch_split_cs<DK, 2>(a, io, n_seqs, stream)
                           : split == 8 ? launch_split_cs<DK, 8>(a, io, n_seqs, stream)
                                        : launch_split_cs<DK, 4>(a, io, n_seqs, stream);
