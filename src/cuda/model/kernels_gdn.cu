@@ -8,8 +8,8 @@
 //   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
 //   together with the state, instead of after the barriers that need them: one memory round trip per block
 //   instead of about four (the same arithmetic: the same bits).
-// gdn_split_kernel<DK, kSplit> (default, DS_GDN_SPLIT=4; DS_GDN_SPLIT=0: gdn_kernel above): the same
-//   per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
+// gdn_split_kernel<DK, kSplit> (default from 16 sequences, DS_GDN_SPLIT_MIN; split DS_GDN_SPLIT=4, 2 and 8
+//   for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
 //   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of ~100 registers per SM,
 //   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
 //   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
@@ -21,7 +21,9 @@
 //   (launch bounds): by default (DS_GDN_REGCAP=1) at most 64 per thread (1024 threads per SM: 8 CTAs of 128
 //   at DK 128, split 4; ~60 bytes spill); DS_GDN_REGCAP=0: at most 102 (640 threads per SM: 5 CTAs), 2: no
 //   bound (the compiler takes 128 at split 4: 4 CTAs per SM, no spill). H200, B = 64, 9B: 64 registers
-//   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel.
+//   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel; split 2: 2404, split
+//   8: 2733-2742. A persistent form (clusters looping over items, the next item's state prefetched by
+//   cp.async into shared memory, its inputs into registers) was slower (2505-2619 us; commit 38c3f37).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -322,86 +324,6 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 
   cluster_wait();
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// gdn_persist_kernel (DS_GDN_PERSIST=1, split 4 or 8): gdn_split_kernel's clusters made persistent, each
-// looping over (value head, sequence) items it = s * nv + h, software-pipelined so that an item's update
-// waits on no memory: while item i is updated, item i+1's state rows are in flight (cp.async, 16 bytes
-// each, into this thread's private shared-memory slots: a thread reads back only what it copied itself, no
-// barrier around the copies) with its first token's inputs (registers), and item i+2's token range.
-template <int DK, int kSplit, bool kCs, int kCap>
-__global__ void __launch_bounds__(DK * 4 / kSplit, (kCap == 1 ? 1024 : 640) / (DK * 4 / kSplit))
-    gdn_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
-  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit, kThreads = kRows * kL;
-  __shared__ float4 slot[2][kC][kThreads];  // [item parity][chunk][thread]: conflict-free
-  const int rank = blockIdx.x % kSplit, cid = blockIdx.x / kSplit, n_cl = gridDim.x / kSplit;
-  const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
-  const int nv = a.n_v_heads;
-  const float nw = a.norm_w[j];
-  auto rows = [&](int it) {  // this thread's state row j of head it % nv, sequence it / nv
-    return reinterpret_cast<float4*>(state_ptr(io, it / nv, a.state_off) + ((int64_t)(it % nv) * DK + j) * DK);
-  };
-  auto fetch = [&](int it, int b) {
-    const float4* M = rows(it);
-#pragma unroll
-    for (int c = 0; c < kC; c++) cp_async16(&slot[b][c][tid], M + r + kL * c);
-    cp_async_commit();
-  };
-  auto range = [&](int it, int& t0, int& t1) {  // StepIO: uploaded before the step
-    t0 = t1 = 0;
-    if (it < n_items) {
-      t0 = io->start[it / nv];
-      t1 = io->start[it / nv + 1];
-    }
-  };
-  if (cid < n_items) fetch(cid, 0);
-  int ta0, ta1, tb0, tb1;  // token ranges of this item and the next
-  range(cid, ta0, ta1);
-  range(cid + n_cl, tb0, tb1);
-  pdl_wait();  // the states and StepIO above: written by no kernel of the step before this one
-  pdl_trigger();
-  TokIn<DK, kSplit> cur;
-  if (ta0 < ta1) load_tok<DK, kSplit>(a, ta0, cid % nv, j, cur);
-  int tk = 0, b = 0;
-  for (int it = cid; it < n_items; it += n_cl, b ^= 1) {
-    const int nx = it + n_cl;
-    TokIn<DK, kSplit> nxt;
-    int tc0, tc1;
-    if (nx < n_items) {
-      fetch(nx, b ^ 1);
-      if (tb0 < tb1) load_tok<DK, kSplit>(a, tb0, nx % nv, j, nxt);
-    }
-    range(nx + n_cl, tc0, tc1);
-    if (nx < n_items) cp_async_wait<1>();
-    else cp_async_wait<0>();
-    float4 m[kC];
-#pragma unroll
-    for (int c = 0; c < kC; c++) m[c] = slot[b][c][tid];
-    const int h = it % nv;
-    split_tokens<DK, kSplit>(a, h, rank, ta0, ta1, cur, m, a.ssm_a[h], a.dt_bias[h], nw, tk);
-    float4* M = rows(it);
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
-      else M[r + kL * c] = m[c];
-    }
-    cur = nxt;
-    ta0 = tb0;
-    ta1 = tb1;
-    tb0 = tc0;
-    tb1 = tc1;
-  }
-  // No CTA may exit while another can still read its red[].
-  cluster_arrive();
-  cluster_wait();
-}
-
 bool gdn_prefetch() {
   static const bool v = [] {
     const char* e = std::getenv("DS_GDN_PREFETCH");
@@ -439,14 +361,6 @@ bool gdn_cs() {
 // Set when a cluster launch was refused: gdn_kernel from then on (reported once on stderr).
 std::atomic<bool> g_split_refused{false};
 
-bool gdn_persist() {
-  static const bool v = [] {
-    const char* e = std::getenv("DS_GDN_PERSIST");
-    return e && e[0] == '1';
-  }();
-  return v;
-}
-
 // A launch of kSplit-CTA clusters along x, as a programmatic dependent where launch_step would make one.
 cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int split, cudaStream_t stream, bool pdl,
                                   cudaLaunchAttribute (&at)[2]) {
@@ -476,39 +390,8 @@ cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStr
   return cudaLaunchKernelEx(&cfg, k, a, io);
 }
 
-template <int DK, int kSplit, bool kCs, int kCap>
-cudaError_t launch_persist(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  auto* k = gdn_persist_kernel<DK, kSplit, kCs, kCap>;
-  static const int max_clusters = [k] {  // clusters resident at once on the whole device
-    cudaLaunchAttribute at[2];
-    const cudaLaunchConfig_t cfg =
-        cluster_config(dim3((unsigned)(kSplit * sm_count())), dim3(DK * 4 / kSplit), kSplit, nullptr, false, at);
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) != cudaSuccess || n < 1) {
-      (void)cudaGetLastError();
-      n = sm_count();
-    }
-    return n;
-  }();
-  const int n_items = a.n_v_heads * n_seqs;
-  const int per = (n_items + max_clusters - 1) / max_clusters;  // items per cluster, then as few clusters as give it
-  const int n_cl = (n_items + per - 1) / per;
-  cudaLaunchAttribute at[2];
-  const cudaLaunchConfig_t cfg =
-      cluster_config(dim3((unsigned)(n_cl * kSplit)), dim3(DK * 4 / kSplit), kSplit, stream, step_pdl(), at);
-  return cudaLaunchKernelEx(&cfg, k, a, io, n_items);
-}
-
 template <int DK, int kSplit>
 cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if constexpr (kSplit != 2)  // persistent slots of 2 x 64 KB at split 2: over the static shared-memory limit
-    if (gdn_persist()) {
-      if (gdn_regcap() == 1)
-        return gdn_cs() ? launch_persist<DK, kSplit, true, 1>(a, io, n_seqs, stream)
-                        : launch_persist<DK, kSplit, false, 1>(a, io, n_seqs, stream);
-      return gdn_cs() ? launch_persist<DK, kSplit, true, 0>(a, io, n_seqs, stream)
-                      : launch_persist<DK, kSplit, false, 0>(a, io, n_seqs, stream);
-    }
   if (gdn_regcap() == 1)
     return gdn_cs() ? launch_split<DK, kSplit, true, 1>(a, io, n_seqs, stream)
                     : launch_split<DK, kSplit, false, 1>(a, io, n_seqs, stream);
@@ -519,11 +402,13 @@ cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cuda
                   : launch_split<DK, kSplit, false, 0>(a, io, n_seqs, stream);
 }
 
-// DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernels (default 1).
+// DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernel (default 16). H200 9B:
+// at B = 8 gdn_kernel is faster (24 layers 394 vs 428 us; 1,024 split CTAs are a latency-bound wave), at
+// B = 1 the two are equal (195 us), at B = 32 / 64 the split kernel is faster (1210 vs 1297 / 2216 vs 2500 us).
 int gdn_split_min() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_SPLIT_MIN");
-    return e ? std::max(1, std::atoi(e)) : 1;
+    return e ? std::max(1, std::atoi(e)) : 16;
   }();
   return v;
 }
