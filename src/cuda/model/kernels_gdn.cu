@@ -10,7 +10,7 @@
 //   instead of about four (the same arithmetic: the same bits).
 // gdn_split_kernel<DK, kSplit> (default from 16 sequences, DS_GDN_SPLIT_MIN; split DS_GDN_SPLIT=4, 2 and 8
 //   for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
-//   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of ~100 registers per SM,
+//   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of 120 registers per SM,
 //   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
 //   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
 //   flight while another updates or stores. Rows are independent (S k and S q are per-row dot products);
@@ -403,8 +403,8 @@ cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cuda
 }
 
 // DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernel (default 16). H200 9B:
-// at B = 8 gdn_kernel is faster (24 layers 394 vs 428 us; 1,024 split CTAs are a latency-bound wave), at
-// B = 1 the two are equal (195 us), at B = 32 / 64 the split kernel is faster (1210 vs 1297 / 2216 vs 2500 us).
+// at B = 8 gdn_kernel is faster (all 24 layers: 394 vs 428 us per step), at B = 1 the two are equal (195 us),
+// at B = 32 / 64 the split kernel is faster (1210 vs 1297 / 2216 vs 2500 us).
 int gdn_split_min() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_SPLIT_MIN");
