@@ -8,6 +8,27 @@
 //   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
 //   together with the state, instead of after the barriers that need them: one memory round trip per block
 //   instead of about four (the same arithmetic: the same bits).
+// gdn_split_kernel<DK, kSplit> (default from 16 sequences, DS_GDN_SPLIT_MIN; split DS_GDN_SPLIT=4, 2 and 8
+//   for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
+//   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of 120 registers per SM,
+//   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
+//   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
+//   flight while another updates or stores. Rows are independent (S k and S q are per-row dot products);
+//   only the gated RMSNorm needs the head's dv outputs: every warp's sum of o^2 goes to its CTA's shared
+//   memory, one cluster barrier per token, and every thread adds all the cluster's warp sums in global warp
+//   order from distributed shared memory: the same order as block_sum in gdn_kernel, so the same bits.
+//   DS_GDN_CS=1: the state loaded / stored with the streaming cache hints (__ldcs / __stcs). Registers
+//   (launch bounds): by default (DS_GDN_REGCAP=1) at most 64 per thread (1024 threads per SM: 8 CTAs of 128
+//   at DK 128, split 4; ~60 bytes spill); DS_GDN_REGCAP=0: at most 102 (640 threads per SM: 5 CTAs), 2: no
+//   bound (the compiler takes 128 at split 4: 4 CTAs per SM, no spill). H200, B = 64, 9B: 64 registers
+//   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel; split 2: 2404, split
+//   8: 2733-2742. A persistent form (clusters looping over items, the next item's state prefetched by
+//   cp.async into shared memory, its inputs into registers) was slower (2505-2619 us; commit 38c3f37).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cuda/cuda_util.h"
@@ -140,6 +161,169 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
 }
 
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+// One token's inputs as a thread of a split CTA needs them: kQK elements of q and k to stage in shared memory,
+// the gates' a and b of head h, v of row j, z of row j (lane r == 0 only).
+template <int DK, int kSplit>
+struct TokIn {
+  static constexpr int kThreads = DK * 4 / kSplit, kQK = (DK + kThreads - 1) / kThreads;
+  float q[kQK], k[kQK];
+  float a, b, v, z;
+};
+
+template <int DK, int kSplit>
+__device__ __forceinline__ void load_tok(const GdnArgs& a, int t, int h, int j, TokIn<DK, kSplit>& in) {
+  using In = TokIn<DK, kSplit>;
+  const int tid = threadIdx.x, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const float* ut = a.u + (int64_t)t * a.ldu;
+#pragma unroll
+  for (int i = 0; i < In::kQK; i++) {
+    const int e = tid + i * In::kThreads;
+    in.q[i] = e < DK ? ut[(int64_t)kh * DK + e] : 0.f;
+    in.k[i] = e < DK ? ut[Kd + (int64_t)kh * DK + e] : 0.f;
+  }
+  in.a = a.a[(int64_t)t * a.lda + h];
+  in.b = a.b[(int64_t)t * a.ldb + h];
+  in.v = ut[2 * Kd + (int64_t)h * DK + j];
+  in.z = tid % 4 == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+}
+
+// The token loop (tokens t0 .. t1-1, the first one's inputs already in `first`) of one value head h for the
+// CTA of cluster rank `rank` (rows rank * DK / kSplit ...): gdn_kernel<DK, true>'s arithmetic on the state
+// rows in m. tk counts the tokens this CTA has done (the same in every CTA of the cluster): it picks red's half.
+template <int DK, int kSplit>
+__device__ __forceinline__ void split_tokens(const GdnArgs& a, int h, int rank, int t0, int t1,
+                                             const TokIn<DK, kSplit>& first, float4 (&m)[DK / 16], float sa,
+                                             float dtb, float nw, int& tk) {
+  constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane (as gdn_kernel)
+  constexpr int kRows = DK / kSplit, kThreads = kRows * kL, kWarps = kThreads / 32;
+  constexpr int kQK = (DK + kThreads - 1) / kThreads;  // q and k elements each thread stages per token
+  static_assert(kThreads % 32 == 0 && kRows % 8 == 0, "whole warps of 8 rows");
+  namespace cg = cooperative_groups;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float red[2][kWarps];  // this CTA's warp sums of o^2, by token parity
+  const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
+  const int nv = a.n_v_heads;
+  cg::cluster_group cluster = cg::this_cluster();
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+
+  for (int t = t0; t < t1; t++) {
+    // Every input of this token in flight at once (the first token's: loaded by the caller).
+    TokIn<DK, kSplit> in;
+    if (t == t0) in = first;
+    else load_tok<DK, kSplit>(a, t, h, j, in);
+    const float* qv = in.q;
+    const float* kv0 = in.k;
+    const float av = in.a, bv = in.b, vj = in.v, zv = in.z;
+    // Every reader of the previous token's sq / sk has passed that token's cluster barrier already; the
+    // block barrier only makes that visible to tools that do not model cluster barriers (racecheck).
+    if (tk > 0) __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kQK; i++) {
+      const int e = tid + i * kThreads;
+      if (e < DK) {
+        sq[e] = qv[i];
+        sk[e] = kv0[i];
+      }
+    }
+    __syncthreads();
+    const float g = sa * softplus_f(av + dtb);
+    const float beta = sigmoid_f(bv);
+    const float decay = expf(g);
+    float kv = 0.f;
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      m[c].x *= decay; m[c].y *= decay; m[c].z *= decay; m[c].w *= decay;
+      const float4 kk = k4[r + kL * c];
+      kv += m[c].x * kk.x + m[c].y * kk.y + m[c].z * kk.z + m[c].w * kk.w;
+    }
+    kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+    kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+    const float delta = (vj - kv) * beta;
+    float o = 0.f;
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      const float4 kk = k4[r + kL * c], qq = q4[r + kL * c];
+      m[c].x += delta * kk.x; m[c].y += delta * kk.y; m[c].z += delta * kk.z; m[c].w += delta * kk.w;
+      o += m[c].x * qq.x + m[c].y * qq.y + m[c].z * qq.z + m[c].w * qq.w;
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    o *= a.scale;
+    // The head's sum of o^2 over the cluster: block_sum's warp sums, added in global warp order.
+    const int buf = tk & 1;
+    tk++;
+    const float wsum = warp_sum(r == 0 ? o * o : 0.f);
+    if ((tid & 31) == 0) red[buf][tid >> 5] = wsum;
+    cluster_arrive();
+    cluster_wait();
+    float part[kSplit][kWarps];
+#pragma unroll
+    for (int q = 0; q < kSplit; q++) {
+      const float* rr = cluster.map_shared_rank(&red[buf][0], q);
+#pragma unroll
+      for (int w = 0; w < kWarps; w++) part[q][w] = rr[w];
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int q = 0; q < kSplit; q++)
+#pragma unroll
+      for (int w = 0; w < kWarps; w++) ss += part[q][w];
+    // red[buf] is written again two tokens later: by then every CTA has passed the next token's barrier,
+    // so its reads above are done.
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) {
+      a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
+      if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+    }
+    if (tid == 0 && rank == 0 && a.dbg_g) {
+      a.dbg_g[(int64_t)t * nv + h] = g;
+      a.dbg_beta[(int64_t)t * nv + h] = beta;
+    }
+  }
+}
+
+template <int DK, int kSplit, bool kCs, int kCap>
+__global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 : 640) / (DK * 4 / kSplit))
+    gdn_split_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit;
+  const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y;  // cluster = kSplit CTAs along x
+  const int r = threadIdx.x % kL, j = rank * kRows + threadIdx.x / kL;
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = kCs ? __ldcs(M + r + kL * c) : M[r + kL * c];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  const int t0 = io->start[s], t1 = io->start[s + 1];  // StepIO: uploaded before the step
+  pdl_wait();  // the state, weights and StepIO above: written by no kernel of the step before this one
+  pdl_trigger();
+  TokIn<DK, kSplit> first;
+  if (t0 < t1) load_tok<DK, kSplit>(a, t0, h, j, first);
+  int tk = 0;
+  split_tokens<DK, kSplit>(a, h, rank, t0, t1, first, m, sa, dtb, nw, tk);
+  // No CTA may exit while another can still read its red[]: arrive after the last reads, wait at the end.
+  cluster_arrive();
+#pragma unroll
+  for (int c = 0; c < kC; c++) {
+    if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
+    else M[r + kL * c] = m[c];
+  }
+  cluster_wait();
+}
+
 bool gdn_prefetch() {
   static const bool v = [] {
     const char* e = std::getenv("DS_GDN_PREFETCH");
@@ -148,8 +332,104 @@ bool gdn_prefetch() {
   return v;
 }
 
+// DS_GDN_SPLIT: CTAs per (value head, sequence) of gdn_split_kernel (2, 4, 8; default 4); 0: gdn_kernel.
+int gdn_split() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_SPLIT");
+    const int n = e ? std::atoi(e) : 4;
+    return n == 0 || n == 2 || n == 4 || n == 8 ? n : 4;
+  }();
+  return v;
+}
+
+int gdn_regcap() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_REGCAP");
+    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
+  }();
+  return v;
+}
+
+bool gdn_cs() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_CS");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
+
+// Set when a cluster launch was refused: gdn_kernel from then on (reported once on stderr).
+std::atomic<bool> g_split_refused{false};
+
+// A launch of kSplit-CTA clusters along x, as a programmatic dependent where launch_step would make one.
+cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int split, cudaStream_t stream, bool pdl,
+                                  cudaLaunchAttribute (&at)[2]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = (unsigned)split;
+  at[0].val.clusterDim.y = 1;
+  at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 2 : 1;
+  return cfg;
+}
+
+template <int DK, int kSplit, bool kCs, int kCap>
+cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  auto* k = gdn_split_kernel<DK, kSplit, kCs, kCap>;
+  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  cudaLaunchAttribute at[2];
+  const cudaLaunchConfig_t cfg = cluster_config(dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs),
+                                                dim3(DK * 4 / kSplit), kSplit, stream, step_pdl(), at);
+  return cudaLaunchKernelEx(&cfg, k, a, io);
+}
+
+template <int DK, int kSplit>
+cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (gdn_regcap() == 1)
+    return gdn_cs() ? launch_split<DK, kSplit, true, 1>(a, io, n_seqs, stream)
+                    : launch_split<DK, kSplit, false, 1>(a, io, n_seqs, stream);
+  if (gdn_regcap() == 2)
+    return gdn_cs() ? launch_split<DK, kSplit, true, 2>(a, io, n_seqs, stream)
+                    : launch_split<DK, kSplit, false, 2>(a, io, n_seqs, stream);
+  return gdn_cs() ? launch_split<DK, kSplit, true, 0>(a, io, n_seqs, stream)
+                  : launch_split<DK, kSplit, false, 0>(a, io, n_seqs, stream);
+}
+
+// DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernel (default 16). H200 9B:
+// at B = 8 gdn_kernel is faster (all 24 layers: 394 vs 428 us per step), at B = 1 the two are equal (195 us),
+// at B = 32 / 64 the split kernel is faster (1210 vs 1297 / 2216 vs 2500 us).
+int gdn_split_min() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_SPLIT_MIN");
+    return e ? std::max(1, std::atoi(e)) : 16;
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  const int split = gdn_split();
+  if (split != 0 && n_seqs >= gdn_split_min() && !g_split_refused.load(std::memory_order_relaxed)) {
+    const cudaError_t e = split == 2   ? launch_split_cs<DK, 2>(a, io, n_seqs, stream)
+                          : split == 8 ? launch_split_cs<DK, 8>(a, io, n_seqs, stream)
+                                       : launch_split_cs<DK, 4>(a, io, n_seqs, stream);
+    if (e == cudaSuccess) {
+      const cudaError_t st = launch_status(stream);
+      if (st != cudaSuccess) return cu_err("cuda gdn_step (split {}): after launch: {}", split, cudaGetErrorString(st));
+      return {};
+    }
+    (void)cudaGetLastError();  // a refused launch configuration is not sticky
+    if (!g_split_refused.exchange(true))
+      std::fprintf(stderr, "deltaserve: cuda gdn_step: cluster launch (split %d) refused (%s): using the one-block "
+                   "kernel\n", split, cudaGetErrorString(e));
+  }
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true>, grid, block, 0, stream, "gdn_step", a, io);
   return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
