@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "cpu/cpu.h"
+#include "cuda/model/model_kernels.cuh"
 #include "cuda/ops.h"
 #include "cuda_test_util.h"
 #include "testutil.h"
@@ -428,6 +431,245 @@ TEST(CudaOps, GdnRecurrentGatedFused) {
     expect_close("gdn_recurrent", dout.host(), out, std::string("gated: ") + c.what);
     expect_close("gdn_state", ds.host(), ref_state, std::string("gated: ") + c.what);
   }
+}
+
+}  // namespace
+}  // namespace ds
+
+// The model's attention-layer kernels (src/cuda/model/kernels_attn.cu) at every DS_ATTN_FUSED level (attn9):
+// 0 qk_norm_rope_store + partial + combine, 1 the combine folded into the partial kernel, 2 attention_qk (one
+// kernel) — each against the CPU reference (q/k RMSNorm, NEOX RoPE, cache store, attention, output gate) and
+// against level 0, at awkward shapes: several splits with empty ones, G = nh/nkv 1..8, the current position at
+// split edges, several sequences, multi-token chunks (this step's earlier rows computed, not read), RoPE pairs
+// across lanes (n_rot/2 not a multiple of 32).
+namespace ds {
+namespace {
+
+struct FusedAttnCase {
+  int nh, nkv, hd, n_rot, max_ctx, n_splits;
+  std::vector<int32_t> lens, first_pos;  // per sequence: tokens, position of its first token
+  const char* what;
+};
+
+// Restores the attention level a test changed.
+struct AttnLevelGuard {
+  int saved = cuda::mk::attn_fused();
+  ~AttnLevelGuard() { cuda::mk::set_attn_fused(saved); }
+};
+
+struct ModelAttnOut {
+  std::vector<float> out, core, qn, kn, kr, qr, kc, vc;  // kc / vc: [S][max_ctx][nkv][hd]
+  std::vector<unsigned> cnt;
+};
+
+TEST(CudaOps, ModelAttentionFused) {
+  DS_REQUIRE_GPU();
+  AttnLevelGuard guard;
+  const std::vector<FusedAttnCase> cases = {
+      {8, 2, 256, 64, 4096, 16, {1}, {127}, "0.8B decode: 128 keys over 16 splits"},
+      {16, 4, 256, 64, 4096, 16, {1}, {4000}, "9B-like decode (G 4), long context"},
+      {24, 4, 256, 64, 1024, 4, {1, 1, 1}, {12, 15, 16}, "G 6, 3 sequences: last split of 1 key / full / next"},
+      {8, 8, 128, 128, 512, 3, {1, 1}, {0, 300}, "G 1, full rotary, position 0 (empty splits)"},
+      {6, 3, 64, 40, 600, 5, {2, 1}, {119, 598}, "G 2, hd 64, n_rot 40 (pairs across lanes), 2-token chunk"},
+      {24, 8, 32, 16, 100, 7, {1, 3}, {6, 50}, "G 3, hd 32, 7 splits, 3-token chunk"},
+      {40, 8, 128, 64, 256, 16, {1, 1}, {1, 254}, "G 5, 16 splits mostly empty"},
+      {16, 2, 128, 96, 256, 1, {1, 4}, {200, 3}, "G 8, one split, a decode + a 4-token chunk"},
+      {8, 1, 256, 64, 300, 16, {5, 1}, {40, 96}, "G 8, a 5-token chunk across a split edge + a decode"},
+      {14, 2, 64, 64, 128, 16, {9}, {0}, "G 7, 9 tokens from position 0, 16 splits"},
+      {4, 1, 128, 32, 2048, 16, {1, 1, 1, 1}, {63, 64, 65, 1023}, "G 4, 4 sequences at split edges"},
+      {32, 4, 256, 64, 4096, 16, {1, 16}, {1000, 200}, "G 8, hd 256, a decode + a 16-token chunk"},
+  };
+  const float eps = 1e-6f, base = 1e7f;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const int64_t nh = c.nh, nkv = c.nkv, hd = c.hd, S = (int64_t)c.lens.size();
+    std::vector<int32_t> starts = {0}, pos, seq;
+    for (int64_t s = 0; s < S; s++) {
+      starts.push_back(starts.back() + c.lens[s]);
+      for (int32_t i = 0; i < c.lens[s]; i++) {
+        pos.push_back(c.first_pos[s] + i);
+        seq.push_back((int32_t)s);
+      }
+    }
+    const int64_t T = starts.back();
+    ASSERT_LE(T, cuda::kMaxStepTokens);
+    const int64_t ldq = nh * 2 * hd, row = nkv * hd, cache = c.max_ctx * row;
+    const auto qp = rnd(T * ldq), k = rnd(T * row), v = rnd(T * row);
+    auto qw = rnd(hd, 0.3f), kw = rnd(hd, 0.3f);
+    for (auto& x : qw) x += 1.f;
+    for (auto& x : kw) x += 1.f;
+    std::vector<float> inv_freq(c.n_rot / 2);
+    for (int i = 0; i < c.n_rot / 2; i++) inv_freq[i] = 1.0f / std::pow(base, (float)(2 * i) / (float)c.n_rot);
+    const auto kc0 = rnd(S * cache), vc0 = rnd(S * cache);  // earlier rows: random history
+
+    // CPU reference.
+    std::vector<float> qn(T * nh * hd), kn(T * row), core(T * nh * hd);
+    cpu::rms_norm({T, nh, hd, ldq, 2 * hd, nh * hd, hd, eps}, qp.data(), qw.data(), qn.data());
+    cpu::rms_norm({T, nkv, hd, row, hd, row, hd, eps}, k.data(), kw.data(), kn.data());
+    auto qr = qn, kr = kn;
+    cpu::rope_neox({T, nh, hd, c.n_rot, nh * hd, hd, base}, qr.data(), pos.data());
+    cpu::rope_neox({T, nkv, hd, c.n_rot, row, hd, base}, kr.data(), pos.data());
+    auto kc_ref = kc0, vc_ref = vc0;
+    const ops::AttentionParams ap{T, S, nh, nkv, hd, c.max_ctx, 1.0f / std::sqrt((float)hd)};
+    cpu::attention(ap, qr.data(), kr.data(), v.data(), kc_ref.data(), vc_ref.data(), pos.data(), starts.data(),
+                   nullptr, core.data());
+    auto gated = core;
+    cpu::output_gate({T, nh, hd, ldq, 2 * hd}, gated.data(), qp.data() + hd);
+
+    // Device inputs, shared by the runs; the counters too (each run must leave them zero).
+    Dev<float> dqp(qp), dk(k), dv(v), dqw(qw), dkw(kw), dfreq(inv_freq);
+    Dev<unsigned> dcnt(std::vector<unsigned>(T * nkv, 0u));
+    cudaStream_t st = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+    const int64_t rec = 512, k_off = rec, v_off = rec + cache * (int64_t)sizeof(float);
+
+    // One run at `level` on fresh sequence states (history kc0 / vc0), with or without the dbg outputs.
+    auto run = [&](int level, bool dbg, ModelAttnOut& r) {
+      std::vector<Dev<float>> states;
+      states.reserve(S);
+      for (int64_t s = 0; s < S; s++) {
+        std::vector<float> h(rec / 4 + 2 * cache, 0.f);
+        std::memcpy(h.data() + rec / 4, kc0.data() + s * cache, cache * sizeof(float));
+        std::memcpy(h.data() + rec / 4 + cache, vc0.data() + s * cache, cache * sizeof(float));
+        states.emplace_back(h);
+      }
+      cuda::mk::StepIO io{};
+      for (int64_t t = 0; t < T; t++) {
+        io.pos[t] = pos[t];
+        io.seq[t] = seq[t];
+      }
+      for (int64_t s = 0; s <= S; s++) io.start[s] = starts[s];
+      for (int64_t s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)states[s].p();
+      cuda::DeviceBuffer dio = test::to_device(&io, sizeof(io));
+      const std::vector<float> nan_q(T * nh * hd, NAN), nan_k(T * row, NAN);
+      Dev<float> dout(nan_q), dcore(nan_q), dqn(nan_q), dkn(nan_k), dkr(nan_k), dqr(nan_q);
+      Dev<float> dpart(std::vector<float>(T * nh * c.n_splits * (hd + 2), NAN));
+      cuda::mk::QkArgs qa;
+      qa.q = dqp.p();
+      qa.ldq = ldq;
+      qa.k = dk.p();
+      qa.ldk = row;
+      qa.v = dv.p();
+      qa.ldv = row;
+      qa.q_norm = dqw.p();
+      qa.k_norm = dkw.p();
+      qa.inv_freq = dfreq.p();
+      qa.k_off = k_off;
+      qa.v_off = v_off;
+      qa.n_head = c.nh;
+      qa.n_head_kv = c.nkv;
+      qa.head_dim = c.hd;
+      qa.n_rot = c.n_rot;
+      qa.eps = eps;
+      qa.q_out = (dbg || level < 2) ? dqr.p() : nullptr;
+      qa.dbg_qn = dbg ? dqn.p() : nullptr;
+      qa.dbg_kn = dbg ? dkn.p() : nullptr;
+      qa.dbg_kr = dbg ? dkr.p() : nullptr;
+      cuda::mk::AttnArgs aa;
+      aa.q = dqr.p();
+      aa.gate = dqp.p() + hd;
+      aa.ld_gate = ldq;
+      aa.k_off = k_off;
+      aa.v_off = v_off;
+      aa.n_head = c.nh;
+      aa.n_head_kv = c.nkv;
+      aa.head_dim = c.hd;
+      aa.n_splits = c.n_splits;
+      aa.scale = ap.scale;
+      aa.part = dpart.p();
+      aa.out = dout.p();
+      aa.dbg_core = dbg ? dcore.p() : nullptr;
+      aa.counters = dcnt.p();
+      cuda::mk::set_attn_fused(level);
+      ASSERT_EQ(cuda::mk::attn_fused(), level);
+      const auto* dio_p = dio.as<cuda::mk::StepIO>();
+      if (level >= 2) {
+        CHECK_OK(cuda::mk::attention_qk(qa, aa, dio_p, (int)T, st));
+      } else {
+        CHECK_OK(cuda::mk::qk_norm_rope_store(qa, dio_p, (int)T, st));
+        CHECK_OK(cuda::mk::attention(aa, dio_p, (int)T, st));
+      }
+      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+      r.out = dout.host();
+      r.core = dcore.host();
+      r.qn = dqn.host();
+      r.kn = dkn.host();
+      r.kr = dkr.host();
+      r.qr = dqr.host();
+      r.kc.clear();
+      r.vc.clear();
+      for (int64_t s = 0; s < S; s++) {
+        const auto h = states[s].host();
+        r.kc.insert(r.kc.end(), h.begin() + rec / 4, h.begin() + rec / 4 + cache);
+        r.vc.insert(r.vc.end(), h.begin() + rec / 4 + cache, h.end());
+      }
+      r.cnt = dcnt.host();
+    };
+
+    ModelAttnOut ref0;
+    for (int level = 0; level <= 2; level++) {
+      SCOPED_TRACE("DS_ATTN_FUSED=" + std::to_string(level));
+      ModelAttnOut r;
+      run(level, true, r);
+      if (HasFatalFailure()) break;
+      const std::string w = std::string(c.what) + " (level " + std::to_string(level) + ")";
+      expect_close("attention", r.out, gated, w + " out");
+      expect_close("attention", r.core, core, w + " core");
+      expect_close("rms_norm", r.qn, qn, w + " q_norm");
+      expect_close("rms_norm", r.kn, kn, w + " k_norm");
+      expect_close("rope_neox", r.qr, qr, w + " q_rope");
+      expect_close("rope_neox", r.kr, kr, w + " k_rope");
+      expect_close("rope_neox", r.kc, kc_ref, w + " K cache");
+      expect_close("kv_cache", r.vc, vc_ref, w + " V cache");
+      for (size_t i = 0; i < r.cnt.size(); i++) EXPECT_EQ(r.cnt[i], 0u) << w << ": counter " << i << " not reset";
+      if (level == 0) {
+        ref0 = r;
+        continue;
+      }
+      // Against the three kernels: the same arithmetic in the same order, so expected the same bits (FMA
+      // contraction may differ between kernels: then within float rounding). Printed for the record.
+      const auto eo = test::compare(r.out.data(), ref0.out.data(), r.out.size());
+      const auto ek = test::compare(r.kc.data(), ref0.kc.data(), r.kc.size());
+      std::printf("[attn9] %s: level %d vs 0: out max_abs %.3g, K cache max_abs %.3g%s\n", c.what, level,
+                  eo.max_abs, ek.max_abs, eo.max_abs == 0 && ek.max_abs == 0 ? " (same bits)" : "");
+      EXPECT_LE(eo.rel_rms, 1e-6) << w << ": vs level 0";
+      EXPECT_LE(ek.rel_rms, 1e-6) << w << ": K cache vs level 0";
+      EXPECT_EQ(r.vc, ref0.vc) << w << ": V cache vs level 0";
+      // Again with the same counters and no dbg outputs (q_out null at level 2): the same bits.
+      ModelAttnOut r2;
+      run(level, false, r2);
+      if (HasFatalFailure()) break;
+      EXPECT_EQ(r2.out, r.out) << w << ": second run (counters reused, no dbg outputs)";
+      EXPECT_EQ(r2.kc, r.kc) << w << ": second run K cache";
+      for (size_t i = 0; i < r2.cnt.size(); i++) EXPECT_EQ(r2.cnt[i], 0u) << w << ": counter " << i << " (run 2)";
+    }
+    cudaStreamDestroy(st);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaOps, ModelAttentionFusedRejects) {  // shape checks only: runs without a GPU
+  cuda::mk::QkArgs qa;
+  qa.n_head = 8;
+  qa.n_head_kv = 2;
+  qa.head_dim = 256;
+  qa.n_rot = 64;
+  cuda::mk::AttnArgs aa;
+  aa.n_head = 8;
+  aa.n_head_kv = 2;
+  aa.head_dim = 256;
+  aa.n_splits = 4;
+  EXPECT_FALSE(cuda::mk::attention_qk(qa, aa, nullptr, 1, nullptr).ok());  // 4 splits without counters
+  aa.n_splits = 1;
+  qa.n_rot = 63;
+  EXPECT_FALSE(cuda::mk::attention_qk(qa, aa, nullptr, 1, nullptr).ok());  // odd n_rot
+  qa.n_rot = 64;
+  qa.n_head_kv = 4;
+  EXPECT_FALSE(cuda::mk::attention_qk(qa, aa, nullptr, 1, nullptr).ok());  // q/k args disagree
+  qa.n_head_kv = 2;
+  aa.n_head = 32;
+  qa.n_head = 32;
+  EXPECT_FALSE(cuda::mk::attention_qk(qa, aa, nullptr, 1, nullptr).ok());  // group 16 > 8
 }
 
 }  // namespace

@@ -7,7 +7,22 @@
 //   softmax per head; the warps merge in shared memory and the block writes (max, sum, weighted V) per head.
 //   attn_combine: one block per (q head, token), one thread per dim: merges the splits, applies the sigmoid
 //   output gate.
+// attn_fused (attn9, DS_ATTN_FUSED; issue 5: batch-1 decode is launch-latency bound, so fewer kernels per
+//   layer): attn_partial's grid and position loop with
+//   - the combine folded in (level >= 1): every block writes its split's (max, sum, weighted V) as before, then
+//     (threadfence + an atomic counter per (kv head, token)) the last block of a (kv head, token) to finish
+//     merges the splits in attn_combine's order and applies the gate, and puts the counter back to 0 for the
+//     next launch (CUDA graph replays). With one split it divides its own sums (attn_combine's arithmetic
+//     reduces to A / L there, the same bits) and writes no partials.
+//   - qk_norm_rope_store folded in (level 2): each block normalises and ropes the q heads of its kv group
+//     itself (one warp per head); rows of the sequence's positions before this step's first token come from
+//     the caches (written by earlier steps), this step's rows (pos[start[s]] .. pos[t]) are computed from the
+//     k / v projections by the warp that takes them, and the row pos[t] is also stored to the caches by it (so
+//     the block whose position range holds pos[t] writes it). No block reads a row that another block of the
+//     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
@@ -174,8 +189,313 @@ __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
+// RMSNorm of one head row x (hd = 32 * HPL, lane holds dims lane + 32 i) by one warp, with qk_kernel's
+// arithmetic: the sum of squares as block_sum adds it (dims 32 i .. 32 i + 31 by a warp sum, in turn).
+template <int HPL>
+__device__ __forceinline__ void warp_rms_row(const float* __restrict__ x, const float* __restrict__ w, float eps,
+                                             int lane, float (&y)[HPL]) {
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < HPL; i++) {
+    y[i] = x[lane + 32 * i];
+    ss += warp_sum(y[i] * y[i]);
+  }
+  const float scale = 1.0f / sqrtf(ss / (float)(32 * HPL) + eps);
+#pragma unroll
+  for (int i = 0; i < HPL; i++) y[i] = y[i] * scale * w[lane + 32 * i];
+}
+
+// NEOX RoPE of the warp's row y at position p, in place, through the warp's shared row `row` (the pairs
+// (j, j + half) sit in other lanes unless half is a multiple of 32). cs / sn: the table at the block's
+// position pt (used when p == pt), else cos / sin computed as the table is. Warp-uniform call.
+template <int HPL>
+__device__ __forceinline__ void warp_rope_row(float (&y)[HPL], float* row, int lane, int p, int pt, int n_rot,
+                                              const float* __restrict__ inv_freq, const float* cs,
+                                              const float* sn) {
+  const int half = n_rot / 2;
+  __syncwarp();  // the warp's earlier reads of row are done
+#pragma unroll
+  for (int i = 0; i < HPL; i++) row[lane + 32 * i] = y[i];
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < HPL; i++) {
+    const int d = lane + 32 * i;
+    if (d >= n_rot) continue;
+    const int j = d < half ? d : d - half;
+    float c, s;
+    if (p == pt) {
+      c = cs[j];
+      s = sn[j];
+    } else {
+      const float th = (float)p * inv_freq[j];
+      c = cosf(th);
+      s = sinf(th);
+    }
+    if (d < half) y[i] = row[d] * c - row[d + half] * s;
+    else y[i] = row[j] * s + row[d] * c;
+  }
+}
+
+// See the file comment. QK: level 2 (q from the projection, this step's k / v rows computed and stored);
+// else q from a.q and every row from the caches (qk_kernel ran before).
+template <int HPL, bool QK>
+__global__ void __launch_bounds__(32 * kAttnWarps)
+    attn_fused_kernel(const QkArgs qa, const AttnArgs a, const StepIO* __restrict__ io) {
+  constexpr int HD = 32 * HPL, kG = kMaxAttnGroup, kW = kAttnWarps, kS = kMaxAttnSplits;
+  __shared__ float sm_m[kW][kG], sm_l[kW][kG];
+  __shared__ float sm_acc[kW][kG][HD];  // QK: sm_acc[0] holds the roped q heads before the position loop
+  __shared__ float sm_row[QK ? kW : 1][HD];            // QK: a warp's row for the RoPE pairs
+  __shared__ float sm_cos[QK ? HD / 2 : 1], sm_sin[QK ? HD / 2 : 1];  // QK: RoPE at pos[t]
+  __shared__ float sm_e[kG][kS], sm_ps[kG][kS], sm_L[kG];            // the merge's split weights
+  __shared__ bool sm_last;
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nh = a.n_head, nkv = a.n_head_kv, G = nh / nkv, ns = a.n_splits;
+  // StepIO and inv_freq are not written by the step's kernels: read before pdl_wait.
+  const int s = io->seq[t], pt = io->pos[t], n_keys = pt + 1;
+  if (QK) {
+    for (int j = threadIdx.x; j < qa.n_rot / 2; j += blockDim.x) {
+      const float th = (float)pt * qa.inv_freq[j];
+      sm_cos[j] = cosf(th);
+      sm_sin[j] = sinf(th);
+    }
+  }
+  // QK: this step's rows of sequence s are positions p_step .. pt (tokens t_first .., consecutive positions).
+  const int t_first = QK ? io->start[s] : 0;
+  const int p_step = QK ? io->pos[t_first] : n_keys;
+  pdl_wait();
+  pdl_trigger();
+  const int chunk = (n_keys + ns - 1) / ns;
+  const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
+  float* Kc = state_ptr(io, s, a.k_off);
+  float* Vc = state_ptr(io, s, a.v_off);
+
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    mx[gi] = -INFINITY;
+    l[gi] = 0.f;
+#pragma unroll
+    for (int i = 0; i < HPL; i++) {
+      qv[gi][i] = (!QK && gi < G) ? a.q[((int64_t)t * nh + g * G + gi) * HD + lane + 32 * i] : 0.f;
+      acc[gi][i] = 0.f;
+    }
+  }
+  if (QK && k0 < k1) {  // uniform over the block; an empty split needs no q (split 0 is never empty)
+    __syncthreads();    // sm_cos / sm_sin
+    for (int gi = warp; gi < G; gi += kW) {
+      const int h = g * G + gi;
+      float y[HPL];
+      warp_rms_row<HPL>(qa.q + (int64_t)t * qa.ldq + (int64_t)h * 2 * HD, qa.q_norm, qa.eps, lane, y);
+      if (qa.dbg_qn && sp == 0) {
+#pragma unroll
+        for (int i = 0; i < HPL; i++) qa.dbg_qn[((int64_t)t * nh + h) * HD + lane + 32 * i] = y[i];
+      }
+      warp_rope_row<HPL>(y, sm_row[warp], lane, pt, pt, qa.n_rot, qa.inv_freq, sm_cos, sm_sin);
+#pragma unroll
+      for (int i = 0; i < HPL; i++) {
+        sm_acc[0][gi][lane + 32 * i] = y[i];
+        if (qa.q_out && sp == 0) qa.q_out[((int64_t)t * nh + h) * HD + lane + 32 * i] = y[i];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int gi = 0; gi < kG; gi++) {
+      if (gi >= G) continue;
+#pragma unroll
+      for (int i = 0; i < HPL; i++) qv[gi][i] = sm_acc[0][gi][lane + 32 * i];
+    }
+    __syncthreads();  // sm_acc is written again after the loop
+  }
+
+  for (int p = k0 + warp; p < k1; p += kW) {
+    float kx[HPL], vx[HPL];
+    if (!QK || p < p_step) {  // a row of an earlier step
+      const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
+      const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
+#pragma unroll
+      for (int i = 0; i < HPL; i++) {
+        kx[i] = kr[lane + 32 * i];
+        vx[i] = vr[lane + 32 * i];
+      }
+    } else {  // this step's row of token tp (uniform over the warp)
+      const int tp = t_first + (p - p_step);
+      warp_rms_row<HPL>(qa.k + (int64_t)tp * qa.ldk + (int64_t)g * HD, qa.k_norm, qa.eps, lane, kx);
+      const bool own = p == pt;  // the row this (kv head, token) stores
+      if (own && qa.dbg_kn) {
+#pragma unroll
+        for (int i = 0; i < HPL; i++) qa.dbg_kn[((int64_t)t * nkv + g) * HD + lane + 32 * i] = kx[i];
+      }
+      warp_rope_row<HPL>(kx, sm_row[warp], lane, p, pt, qa.n_rot, qa.inv_freq, sm_cos, sm_sin);
+      const float* vp = qa.v + (int64_t)tp * qa.ldv + (int64_t)g * HD;
+#pragma unroll
+      for (int i = 0; i < HPL; i++) vx[i] = vp[lane + 32 * i];
+      if (own) {
+        float* kw = Kc + ((int64_t)p * nkv + g) * HD;
+        float* vw = Vc + ((int64_t)p * nkv + g) * HD;
+#pragma unroll
+        for (int i = 0; i < HPL; i++) {
+          kw[lane + 32 * i] = kx[i];
+          vw[lane + 32 * i] = vx[i];
+          if (qa.dbg_kr) qa.dbg_kr[((int64_t)t * nkv + g) * HD + lane + 32 * i] = kx[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int gi = 0; gi < kG; gi++) {
+      if (gi >= G) continue;  // uniform over the warp
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < HPL; i++) dot += qv[gi][i] * kx[i];
+      const float sc = warp_sum(dot) * a.scale;
+      const float mn = fmaxf(mx[gi], sc);
+      const float corr = expf(mx[gi] - mn);  // 0 while mx is -inf
+      const float pe = expf(sc - mn);
+      l[gi] = l[gi] * corr + pe;
+#pragma unroll
+      for (int i = 0; i < HPL; i++) acc[gi][i] = acc[gi][i] * corr + pe * vx[i];
+      mx[gi] = mn;
+    }
+  }
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    if (gi >= G) continue;
+    if (lane == 0) {
+      sm_m[warp][gi] = mx[gi];
+      sm_l[warp][gi] = l[gi];
+    }
+#pragma unroll
+    for (int i = 0; i < HPL; i++) sm_acc[warp][gi][lane + 32 * i] = acc[gi][i];
+  }
+  __syncthreads();
+
+  if (ns == 1) {  // attn_combine of one split: M = m, L = 0 + l * 1, O = (0 + A * 1) / L, i.e. A / L exactly
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+      const int gi = idx / HD, d = idx % HD, h = g * G + gi;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kW; w++) M = fmaxf(M, sm_m[w][gi]);
+      float L = 0.f, A = 0.f;
+#pragma unroll
+      for (int w = 0; w < kW; w++) {
+        const float e = expf(sm_m[w][gi] - M);
+        L += sm_l[w][gi] * e;
+        A += sm_acc[w][gi][d] * e;
+      }
+      const float O = A / L;
+      const int64_t oi = (int64_t)t * nh * HD + (int64_t)h * HD + d;
+      if (a.dbg_core) a.dbg_core[oi] = O;
+      a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
+    }
+    return;
+  }
+
+  // This split's (max, sum, weighted V) per q head, as attn_partial_kernel writes them.
+  for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+    const int gi = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kW; w++) M = fmaxf(M, sm_m[w][gi]);
+    float* out = a.part + (((int64_t)t * nh + g * G + gi) * ns + sp) * (HD + 2);
+    if (M == -INFINITY) {  // an empty split
+      out[d] = 0.f;
+      if (d == 0) {
+        out[HD] = -INFINITY;
+        out[HD + 1] = 0.f;
+      }
+      continue;
+    }
+    float L = 0.f, A = 0.f;
+#pragma unroll
+    for (int w = 0; w < kW; w++) {
+      const float e = expf(sm_m[w][gi] - M);
+      L += sm_l[w][gi] * e;
+      A += sm_acc[w][gi][d] * e;
+    }
+    out[d] = A;
+    if (d == 0) {
+      out[HD] = M;
+      out[HD + 1] = L;
+    }
+  }
+  // The last block of (kv head, token) to get here merges: each thread's partials are ordered before its
+  // fence, the block's before thread 0's count; the merging block reads them from L2 after its own fence.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* cnt = a.counters + (int64_t)t * nkv + g;
+    const bool last = atomicAdd(cnt, 1u) == (unsigned)(ns - 1);
+    if (last) *cnt = 0u;  // every block of (kv head, token) has counted: zero for the next launch
+    __threadfence();
+    sm_last = last;
+  }
+  __syncthreads();
+  if (!sm_last) return;
+
+  // attn_combine_kernel's merge: per q head M = max of the split maxima in split order, then per split in
+  // order (empty ones skipped) e = exp(m - M), L += l e, O += A e; O /= L. M, e and L per head once (the same
+  // values every thread of attn_combine computes for itself).
+  const float* part = a.part + ((int64_t)t * nh + g * G) * ns * (HD + 2);
+  for (int gi = warp; gi < G; gi += kW) {
+    const float* ph = part + (int64_t)gi * ns * (HD + 2);
+    if (lane < ns) sm_ps[gi][lane] = __ldcg(ph + lane * (HD + 2) + HD);
+    __syncwarp();
+    if (lane == 0) {
+      float M = -INFINITY;
+      for (int j = 0; j < ns; j++) M = fmaxf(M, sm_ps[gi][j]);
+      float L = 0.f;
+      for (int j = 0; j < ns; j++) {
+        const float m = sm_ps[gi][j];
+        if (m == -INFINITY) {
+          sm_e[gi][j] = -1.f;  // skipped
+          continue;
+        }
+        const float e = expf(m - M);
+        L += __ldcg(ph + j * (HD + 2) + HD + 1) * e;
+        sm_e[gi][j] = e;
+      }
+      sm_L[gi] = L;
+    }
+  }
+  __syncthreads();
+  // Two (head, dim) items per thread at a time, every split's value loaded before the sums (up to 2 x 16 L2
+  // loads in flight: this block alone reads what attn_combine spread over nh blocks).
+  constexpr int kItems = 2;
+  for (int base = threadIdx.x; base < G * HD; base += kItems * blockDim.x) {
+    float v[kItems][kS];
+#pragma unroll
+    for (int u = 0; u < kItems; u++) {
+      const int idx = min(base + u * (int)blockDim.x, G * HD - 1);
+      const float* ph = part + (int64_t)(idx / HD) * ns * (HD + 2) + idx % HD;
+#pragma unroll
+      for (int j = 0; j < kS; j++) v[u][j] = j < ns ? __ldcg(ph + j * (HD + 2)) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kItems; u++) {
+      const int idx = base + u * blockDim.x;
+      if (idx >= G * HD) break;
+      const int gi = idx / HD, d = idx % HD, h = g * G + gi;
+      float O = 0.f;
+#pragma unroll
+      for (int j = 0; j < kS; j++) {
+        if (j >= ns) break;
+        const float e = sm_e[gi][j];
+        if (e < 0.f) continue;  // an empty split
+        O += v[u][j] * e;
+      }
+      O /= sm_L[gi];
+      const int64_t oi = (int64_t)t * nh * HD + (int64_t)h * HD + d;
+      if (a.dbg_core) a.dbg_core[oi] = O;
+      a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
+    }
+  }
+}
+
 template <int HPL>
 Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  if (attn_fused() >= 1 && (a.counters || a.n_splits == 1))
+    return launch_step(attn_fused_kernel<HPL, false>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                       dim3(32 * kAttnWarps), 0, stream, "attention (fused combine)", QkArgs{}, a, io);
   DS_TRY(launch_step(attn_partial_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32 * kAttnWarps), 0,
                      stream, "attention (partial)", a, io));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
@@ -199,17 +519,61 @@ bool attention_supports(int head_dim, int group) {
   return hd_ok && group >= 1 && group <= kMaxAttnGroup;
 }
 
-Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+namespace {
+
+Status check_attention(const AttnArgs& a, int n_tokens) {
   if (a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0 || !attention_supports(a.head_dim, a.n_head / a.n_head_kv))
     return cu_err("cuda attention: head dim {} with {} q heads per kv head (supported: 32, 64, 128, 256; <= {})",
                   a.head_dim, a.n_head_kv ? a.n_head / a.n_head_kv : 0, kMaxAttnGroup);
   if (a.n_splits < 1 || a.n_splits > kMaxAttnSplits) return cu_err("cuda attention: {} splits", a.n_splits);
   if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda attention: {} tokens", n_tokens);
+  return {};
+}
+
+int& attn_fused_level() {
+  static int level = [] {
+    const char* e = std::getenv("DS_ATTN_FUSED");
+    return e ? std::clamp(std::atoi(e), 0, 2) : 0;
+  }();
+  return level;
+}
+
+template <int HPL>
+Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
+                           cudaStream_t stream) {
+  return launch_step(attn_fused_kernel<HPL, true>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32 * kAttnWarps),
+                     0, stream, "attention (fused q/k + combine)", q, a, io);
+}
+
+}  // namespace
+
+int attn_fused() { return attn_fused_level(); }
+void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
+
+Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a, n_tokens));
   switch (a.head_dim / 32) {
     case 1: return launch_attention<1>(a, io, n_tokens, stream);
     case 2: return launch_attention<2>(a, io, n_tokens, stream);
     case 4: return launch_attention<4>(a, io, n_tokens, stream);
     default: return launch_attention<8>(a, io, n_tokens, stream);
+  }
+}
+
+Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a, n_tokens));
+  if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
+      q.v_off != a.v_off)
+    return cu_err("cuda attention_qk: q/k args ({} heads, {} kv heads, hd {}) differ from the attention's",
+                  q.n_head, q.n_head_kv, q.head_dim);
+  if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > q.head_dim)
+    return cu_err("cuda attention_qk: n_rot {} for head dim {}", q.n_rot, q.head_dim);
+  if (a.n_splits > 1 && !a.counters) return cu_err("cuda attention_qk: {} splits need counters", a.n_splits);
+  switch (a.head_dim / 32) {
+    case 1: return launch_attention_qk<1>(q, a, io, n_tokens, stream);
+    case 2: return launch_attention_qk<2>(q, a, io, n_tokens, stream);
+    case 4: return launch_attention_qk<4>(q, a, io, n_tokens, stream);
+    default: return launch_attention_qk<8>(q, a, io, n_tokens, stream);
   }
 }
 

@@ -88,6 +88,7 @@ struct CudaModel::Impl {
   // Per-step scratch, [max_tokens][...] each.
   int64_t proj_floats = 0, o_floats = 0;
   DeviceBuffer h, xn, mix, y, proj, u, o, qr, act, logits, part;
+  DeviceBuffer attn_cnt;  // [max_tokens][nkv] unsigned zeros: the fused attention's counters (attn9)
   DeviceBuffer io_dev;
   mk::StepIO* io_host = nullptr;  // pinned
   float* logits_host = nullptr;   // pinned [max_tokens][V]

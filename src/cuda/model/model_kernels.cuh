@@ -125,10 +125,26 @@ struct AttnArgs {
   float* part = nullptr;      // scratch [T][nh][n_splits][hd + 2]
   float* out = nullptr;       // [T][nh*hd], gated
   float* dbg_core = nullptr;  // optional [T][nh*hd] before the gate
+  // [T][nkv] zeros: the fused combine's arrival counters (attn_fused() >= 1 with n_splits > 1); every launch
+  // leaves them zero. Without them (or at level 0) attention runs the partial and combine kernels.
+  unsigned* counters = nullptr;
 };
 inline constexpr int kMaxAttnSplits = 16;
 inline constexpr int kMaxAttnGroup = 8;  // nh / nkv
 bool attention_supports(int head_dim, int group);
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream);
+
+// qk_norm_rope_store + attention in one kernel (attn9): q from q.q (a.q unused; q.q_out written if set, for the
+// q_rope dump), the K / V rows at pos[t] stored as qk_norm_rope_store stores them, the q.dbg_* outputs as it
+// writes them. The tokens of a sequence must have consecutive positions (as a step gives them). q and a must
+// agree on the heads, head dim and cache offsets; n_splits > 1 needs a.counters.
+Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream);
+
+// Kernels of a full-attention layer's step (DS_ATTN_FUSED, attn9): 0 (default): qk_norm_rope_store, the
+// partial and the combine kernel; 1: the combine folded into the partial kernel (2 kernels); 2: the forward
+// runs attention_qk (1 kernel). Read once from the environment; the setter is for tests and A/B runs (a
+// model's captured decode graphs keep the kernels they were captured with).
+int attn_fused();
+void set_attn_fused(int level);  // clamped to 0 .. 2
 
 }  // namespace ds::cuda::mk

@@ -279,6 +279,8 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   DS_ASSIGN(I.act, alloc_floats(Tm * c.n_ff));
   DS_ASSIGN(I.logits, alloc_floats(Tm * c.n_vocab));
   DS_ASSIGN(I.part, alloc_floats(Tm * c.n_head * mk::kMaxAttnSplits * (c.head_dim + 2)));
+  DS_ASSIGN(I.attn_cnt, DeviceBuffer::alloc((size_t)std::max<int64_t>(Tm * c.n_head_kv, 1) * sizeof(unsigned)));
+  DS_TRY(I.attn_cnt.fill_zero(I.stream));  // on the step stream: ordered before every step
   DS_ASSIGN(I.io_dev, DeviceBuffer::alloc(sizeof(mk::StepIO)));
   CUDA_TRY(cudaMallocHost(&I.io_host, sizeof(mk::StepIO)));
   std::memset(I.io_host, 0, sizeof(mk::StepIO));

@@ -234,6 +234,16 @@ int attn_splits(int64_t max_ctx) {
   return (int)std::clamp<int64_t>((max_ctx + 255) / 256, 1, mk::kMaxAttnSplits);
 }
 
+// The dumps of the q/k norm + RoPE (from qk_norm_rope_store or attention_qk).
+Status emit_qk(Step& s, const std::string& L) {
+  CudaModel::Impl& I = s.I;
+  const int64_t T = s.T, nh = s.c.n_head, nkv = s.c.n_head_kv, hd = s.c.head_dim;
+  DS_TRY(emit(s, L + "q_norm", s.f(I.dbg_qn), nh * hd, T, nh * hd, {T, nh, hd}));
+  DS_TRY(emit(s, L + "k_norm", s.f(I.dbg_kn), nkv * hd, T, nkv * hd, {T, nkv, hd}));
+  DS_TRY(emit(s, L + "q_rope", s.f(I.qr), nh * hd, T, nh * hd, {T, nh, hd}));
+  return emit(s, L + "k_rope", s.f(I.dbg_kr), nkv * hd, T, nkv * hd, {T, nkv, hd});
+}
+
 Status attn_layer(Step& s, int il, const DevLayer& D) {
   const Qwen35Config& c = s.c;
   CudaModel::Impl& I = s.I;
@@ -269,12 +279,14 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   qa.dbg_qn = dbg ? s.f(I.dbg_qn) : nullptr;
   qa.dbg_kn = dbg ? s.f(I.dbg_kn) : nullptr;
   qa.dbg_kr = dbg ? s.f(I.dbg_kr) : nullptr;
-  DS_TRY(op(s, L + "qk_norm_rope", "qk norm+rope+kv store", 4.0 * T * (nh + 2 * nkv) * hd * 2,
-            [&] { return mk::qk_norm_rope_store(qa, s.io, s.T, s.st); }));
-  DS_TRY(emit(s, L + "q_norm", s.f(I.dbg_qn), nh * hd, T, nh * hd, {T, nh, hd}));
-  DS_TRY(emit(s, L + "k_norm", s.f(I.dbg_kn), nkv * hd, T, nkv * hd, {T, nkv, hd}));
-  DS_TRY(emit(s, L + "q_rope", s.f(I.qr), nh * hd, T, nh * hd, {T, nh, hd}));
-  DS_TRY(emit(s, L + "k_rope", s.f(I.dbg_kr), nkv * hd, T, nkv * hd, {T, nkv, hd}));
+  // DS_ATTN_FUSED=2 (attn9): q/k norm + RoPE + the cache store run inside the attention kernel (one launch;
+  // q_rope is written only for the dump).
+  const bool qk_in_attn = mk::attn_fused() >= 2;
+  if (!qk_in_attn) {
+    DS_TRY(op(s, L + "qk_norm_rope", "qk norm+rope+kv store", 4.0 * T * (nh + 2 * nkv) * hd * 2,
+              [&] { return mk::qk_norm_rope_store(qa, s.io, s.T, s.st); }));
+    DS_TRY(emit_qk(s, L));
+  }
 
   mk::AttnArgs aa;
   aa.q = s.f(I.qr);
@@ -290,10 +302,18 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   aa.part = s.f(I.part);
   aa.out = s.f(I.o);
   aa.dbg_core = dbg ? s.f(I.dbg_core) : nullptr;
+  aa.counters = I.attn_cnt.as<unsigned>();
   double kv_bytes = 0;
   for (int t = 0; t < s.T; t++) kv_bytes += 2.0 * (I.io_host->pos[t] + 1) * I.kv_row_bytes;
-  DS_TRY(op(s, L + "attention", "attention", kv_bytes + 4.0 * T * nh * hd * 3,
-            [&] { return mk::attention(aa, s.io, s.T, s.st); }));
+  if (qk_in_attn) {
+    qa.q_out = dbg ? s.f(I.qr) : nullptr;
+    DS_TRY(op(s, L + "attention", "qk+attention", kv_bytes + 4.0 * T * nh * hd * 3 + 4.0 * T * (nh + 2 * nkv) * hd,
+              [&] { return mk::attention_qk(qa, aa, s.io, s.T, s.st); }));
+    DS_TRY(emit_qk(s, L));
+  } else {
+    DS_TRY(op(s, L + "attention", "attention", kv_bytes + 4.0 * T * nh * hd * 3,
+              [&] { return mk::attention(aa, s.io, s.T, s.st); }));
+  }
   DS_TRY(emit(s, L + "core_out", s.f(I.dbg_core), nh * hd, T, nh * hd, {T, nh * hd}));
   DS_TRY(emit(s, L + "gated", s.f(I.o), nh * hd, T, nh * hd, {T, nh * hd}));
   return residual(s, L + "out", D.out, s.f(I.o));
