@@ -91,7 +91,7 @@ int& wg_setting() {
   }();
   return v;
 }
-// wgmma kernel for Q6_K at 32 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
+// wgmma kernel for Q6_K at 25 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
 // (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined.
 // Its ring form (matvec_wgmma_q6k_ring.cuh, warpgroups by shape; shapes with cols / 256 a multiple of 8, else variant 1):
 // 5 = x multicast to clusters of 2, 6 = no cluster, 7 = clusters of 4; its block form (one n64 sum per block), no cluster: 8.

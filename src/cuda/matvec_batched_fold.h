@@ -22,14 +22,14 @@ void set_matvec_batched_fold_mode(int mode);
 // clusters of 2, 11 n64 + clusters of 4, 12 n128 (the default). The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
-// Q6_K at 32 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
+// Q6_K at 25 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
 // fp16 x terms only, i.e. fold on): 1 on, 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined, 0 off
 // (matvec_gemm.cuh); its ring form (matvec_wgmma_q6k_ring.cuh, by shape): 5 clusters of 2, 6 no cluster (the default),
 // 7 clusters of 4, 8 block form.
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
-// 32 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
+// 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);
 
 }  // namespace ds::cuda

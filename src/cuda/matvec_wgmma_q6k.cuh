@@ -255,11 +255,12 @@ __global__ void __launch_bounds__(128 * kWG, 1) q6k_kernel(const Args a) {
 // vs 79-90, attn_qkv [8192 x 4096] 49 / 91 vs 57-68, ssm_out [4096 x 4096] 36 / 68 vs 36-45; the 9B step
 // (cuda-bench, x prepared in one launch, 2 warpgroups pipelined): B = 33 11.198 ms with it vs 11.309 without,
 // B = 40 11.934 vs 12.140; at B = 32 (call 1, before those two changes) 11.521 with vs 11.328 without.
-// So from 33 (B > 32) then. With the Q6_K ring (matvec_wgmma_q6k_ring.cuh, batched9) the 9B step at B = 32 is
-// 9.475 ms with this kernel vs 9.764 without (H200, session 8 final call, docs/measurements/
-// 2026-12-03-h200-session8-final.txt; test_cuda_model passed with DS_MVB_WG_Q6K_MIN=25 there, the batched tests in
-// batched9's call 2): so from 32. B = 25..31 not measured. DS_MVB_WG_Q6K_MIN = 25..64 overrides it.
-constexpr int kMinBatchDefault = 32;
+// So from 33 (B > 32) then. With the Q6_K ring (matvec_wgmma_q6k_ring.cuh, batched9), H200 session 8
+// (docs/measurements/2026-12-03-h200-session8-{final,followup}.txt), 9B step with --select 0, ms, threshold 25 vs 33:
+// B = 25 8.401 vs 8.706, B = 28 8.602 vs 8.920, B = 32 8.915 vs 9.224 (and 9.475 vs 9.764 with the logits
+// downloaded); test_cuda_model passed with the threshold at 25, the batched tests cover B = 25. So from 25, where
+// the wgmma kernels start. DS_MVB_WG_Q6K_MIN = 25..64 overrides it.
+constexpr int kMinBatchDefault = 25;
 inline int min_batch() {
   static const int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K_MIN");
