@@ -233,44 +233,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   }
   if (ncl > 1) wgb::cluster_sync();
 
-  if (a.splits == 1) {
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) {
-        const int64_t row = row0 + rbase + 8 * (r >> 1);
-        const int b = 8 * n + 2 * t + (r & 1);
-        if (row >= a.rows || b >= a.batch) continue;
-        float* yp = a.y + (int64_t)b * a.rows + row;
-        const float v = acc[n][r] * a.inv[b];
-        *yp = a.accumulate ? *yp + v : v;
-      }
-    return;
-  }
-  float* part = a.part + ((int64_t)tile * a.splits + split) * 64 * kRows;
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
-  __threadfence();
-  __syncthreads();
-  __shared__ int is_last;
-  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
-  for (int idx = threadIdx.x; idx < a.batch * kRows; idx += kThreads) {
-    const int b = idx / kRows, rl = idx % kRows;
-    const int64_t row = row0 + rl;
-    if (row >= a.rows) continue;
-    float v = 0.f;
-    for (int sp = 0; sp < a.splits; sp++) v += __ldcg(p0 + ((int64_t)sp * 64 + b) * kRows + rl);
-    v *= a.inv[b];
-    float* yp = a.y + (int64_t)b * a.rows + row;
-    *yp = a.accumulate ? *yp + v : v;
-  }
-  if (threadIdx.x == 0) a.count[tile] = 0;
+  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
