@@ -2,7 +2,7 @@
 // Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
 // two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for), at 25 <= B <= 64 on sm_90a builds
 // and compute capability 9.0 to its wgmma form (matvec_wgmma.cuh: same operands, Hopper warpgroup MMA);
-// Q6_K with fp16 x terms at 33 <= B <= 64 likewise to matvec_wgmma_q6k.cuh; Q6_K and Q8_0 weights (and Q4_K
+// Q6_K with fp16 x terms at 25 <= B <= 64 likewise to matvec_wgmma_q6k.cuh (and its ring); Q6_K and Q8_0 weights (and Q4_K
 // with DS_MVB_FOLD=0) go to the GEMM-structured tensor-core kernel (matvec_gemm.cuh: weight tiles
 // staged once per CTA, x split once per call into 2 fp16 terms of the column-scaled x, or with DS_MVB_FOLD=0
 // into 3 (DS_MVB_TERMS=2: 2) bf16 terms); other block-quantized, BF16 and F16 weights
