@@ -1,4 +1,4 @@
-// Batched matvec Y[B, rows] = X[B, cols] · Wᵀ for Q6_K weights, min_batch() <= B <= 64 (25 by default), with Hopper's warpgroup MMA
+// Batched matvec Y[B, rows] = X[B, cols] · Wᵀ for Q6_K weights, 25 <= B <= 64 (min_batch()), with Hopper's warpgroup MMA
 // (wgmma, sm_90a only, like matvec_wgmma.cuh whose x layout, descriptors and reduction it shares).
 // Include from matvec_batched.cu only, after matvec_wgmma.cuh.
 //

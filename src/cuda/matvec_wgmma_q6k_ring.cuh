@@ -1,4 +1,4 @@
-// Batched Q6_K matvec, wg6::min_batch() <= B <= 64 (25 by default): wg6::q6k_kernel's arithmetic (same products in the same order for the same
+// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()): wg6::q6k_kernel's arithmetic (same products in the same order for the same
 // warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
 // the Q4_K block kernel's data path
 // (matvec_wgmma_block.cuh): per block one stage = x (64 KB, multicast to a cluster of ncl CTAs, each loading 1/ncl of
