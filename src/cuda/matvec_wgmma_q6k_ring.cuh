@@ -246,28 +246,9 @@ Status launch_ring(const wg6::Args& a, dim3 grid, int ncl, cudaStream_t stream) 
     return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(128 * kWG);
-  cfg.dynamicSmemBytes = kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[2];
-  int n = 0;
-  if (wgr::pdl_setting()) {
-    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[n].val.programmaticStreamSerializationAllowed = 1;
-    n++;
-  }
-  if (ncl > 1) {
-    at[n].id = cudaLaunchAttributeClusterDimension;
-    at[n].val.clusterDim.x = (unsigned)ncl;
-    at[n].val.clusterDim.y = 1;
-    at[n].val.clusterDim.z = 1;
-    n++;
-  }
-  cfg.attrs = at;
-  cfg.numAttrs = n;
-  const cudaError_t le = cudaLaunchKernelEx(&cfg, ring_kernel<kWG, kPipe, kBlk>, a, map);
+  const cudaError_t le =
+      launch_pdl_cluster(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl,
+                         a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
   return {};

@@ -361,33 +361,13 @@ bool gdn_cs() {
 // Set when a cluster launch was refused: gdn_kernel from then on (reported once on stderr).
 std::atomic<bool> g_split_refused{false};
 
-// A launch of kSplit-CTA clusters along x, as a programmatic dependent where launch_step would make one.
-cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int split, cudaStream_t stream, bool pdl,
-                                  cudaLaunchAttribute (&at)[2]) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = (unsigned)split;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = pdl ? 2 : 1;
-  return cfg;
-}
-
 template <int DK, int kSplit, bool kCs, int kCap>
 cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   auto* k = gdn_split_kernel<DK, kSplit, kCs, kCap>;
   if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-  cudaLaunchAttribute at[2];
-  const cudaLaunchConfig_t cfg = cluster_config(dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs),
-                                                dim3(DK * 4 / kSplit), kSplit, stream, step_pdl(), at);
-  return cudaLaunchKernelEx(&cfg, k, a, io);
+  // kSplit-CTA clusters along x, a programmatic dependent where launch_step would make one
+  return launch_pdl_cluster(k, dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs), dim3(DK * 4 / kSplit), 0,
+                            stream, step_pdl(), kSplit, a, io);
 }
 
 template <int DK, int kSplit>
