@@ -59,7 +59,7 @@ TEST_P(CudaAttnFused, LevelsGiveTheThreeKernelsLogits) {
   ASSERT_GE(ref.generated.size(), 7u);
   auto m = Qwen35Model::load_file(ref.gguf);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  for (int64_t max_ctx : {64, 1024, 4096}) {  // 1, 4 and 16 splits (attn_splits)
+  for (int64_t max_ctx : {32, 64, 128, 4096}) {  // 1, 2, 4 and 16 splits (attn_splits)
     if (max_ctx > m->cfg.n_ctx_train) continue;
     const auto l0 = run_level(*m, ref, 0, max_ctx);
     ASSERT_FALSE(l0.empty());

@@ -32,6 +32,42 @@ namespace {
 
 constexpr int kAttnWarps = 4;
 
+// One key row's step of the online softmax for the G q heads of a kv group (lane holds dims lane + 32 i):
+// score, running max, sum and weighted V, in the CPU reference's per-position order.
+template <int HPL, int kG>
+__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
+                                           int G, float scale, float (&mx)[kG], float (&l)[kG],
+                                           float (&acc)[kG][HPL]) {
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    if (gi >= G) continue;  // uniform over the warp
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < HPL; i++) dot += qv[gi][i] * kx[i];
+    const float sc = warp_sum(dot) * scale;
+    const float mn = fmaxf(mx[gi], sc);
+    const float corr = expf(mx[gi] - mn);  // 0 while mx is -inf
+    const float pe = expf(sc - mn);
+    l[gi] = l[gi] * corr + pe;
+#pragma unroll
+    for (int i = 0; i < HPL; i++) acc[gi][i] = acc[gi][i] * corr + pe * vx[i];
+    mx[gi] = mn;
+  }
+}
+
+// A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
+template <int HPL>
+__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int nkv, int g, int lane,
+                                            float (&kx)[HPL], float (&vx)[HPL]) {
+  const float* kr = Kc + ((int64_t)p * nkv + g) * (32 * HPL);
+  const float* vr = Vc + ((int64_t)p * nkv + g) * (32 * HPL);
+#pragma unroll
+  for (int i = 0; i < HPL; i++) {
+    kx[i] = kr[lane + 32 * i];
+    vx[i] = vr[lane + 32 * i];
+  }
+}
+
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
   extern __shared__ float xs[];  // head_dim floats
   __shared__ float red[32];
@@ -102,29 +138,18 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
       acc[gi][i] = 0.f;
     }
   }
+  // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
+  // loop was one dependent cache round trip per position).
+  float kx[HPL], vx[HPL];
+  if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, nkv, g, lane, kx, vx);
   for (int p = k0 + warp; p < k1; p += kAttnWarps) {
-    const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
-    const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
-    float kx[HPL], vx[HPL];
+    float kn[HPL], vn[HPL];
+    if (p + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kAttnWarps, nkv, g, lane, kn, vn);
+    attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
-      kx[i] = kr[lane + 32 * i];
-      vx[i] = vr[lane + 32 * i];
-    }
-#pragma unroll
-    for (int gi = 0; gi < kG; gi++) {
-      if (gi >= G) continue;  // uniform over the warp
-      float dot = 0.f;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) dot += qv[gi][i] * kx[i];
-      const float sc = warp_sum(dot) * a.scale;
-      const float mn = fmaxf(mx[gi], sc);
-      const float corr = expf(mx[gi] - mn);  // 0 while mx is -inf
-      const float pe = expf(sc - mn);
-      l[gi] = l[gi] * corr + pe;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) acc[gi][i] = acc[gi][i] * corr + pe * vx[i];
-      mx[gi] = mn;
+      kx[i] = kn[i];
+      vx[i] = vn[i];
     }
   }
 #pragma unroll
@@ -311,13 +336,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
     if (!QK || p < p_step) {  // a row of an earlier step
-      const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
-      const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) {
-        kx[i] = kr[lane + 32 * i];
-        vx[i] = vr[lane + 32 * i];
-      }
+      load_kv_row<HPL>(Kc, Vc, p, nkv, g, lane, kx, vx);
     } else {  // this step's row of token tp (uniform over the warp)
       const int tp = t_first + (p - p_step);
       warp_rms_row<HPL>(qa.k + (int64_t)tp * qa.ldk + (int64_t)g * HD, qa.k_norm, qa.eps, lane, kx);
@@ -341,21 +360,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
         }
       }
     }
-#pragma unroll
-    for (int gi = 0; gi < kG; gi++) {
-      if (gi >= G) continue;  // uniform over the warp
-      float dot = 0.f;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) dot += qv[gi][i] * kx[i];
-      const float sc = warp_sum(dot) * a.scale;
-      const float mn = fmaxf(mx[gi], sc);
-      const float corr = expf(mx[gi] - mn);  // 0 while mx is -inf
-      const float pe = expf(sc - mn);
-      l[gi] = l[gi] * corr + pe;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) acc[gi][i] = acc[gi][i] * corr + pe * vx[i];
-      mx[gi] = mn;
-    }
+    attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
   }
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {

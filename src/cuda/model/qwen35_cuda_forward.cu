@@ -230,8 +230,12 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   return residual(s, L + "out", D.out, s.f(I.o));
 }
 
+// Position splits of the decode attention: one per 32 positions of the context (at most kMaxAttnSplits), so a
+// warp walks at most 8 cached rows of a split whatever the context (was one per 256: a batch-1 step at 128
+// positions ran one split, 32 dependent rows per warp). A function of max_ctx only: a sequence's bits do not
+// depend on the batch it runs in.
 int attn_splits(int64_t max_ctx) {
-  return (int)std::clamp<int64_t>((max_ctx + 255) / 256, 1, mk::kMaxAttnSplits);
+  return (int)std::clamp<int64_t>((max_ctx + 31) / 32, 1, mk::kMaxAttnSplits);
 }
 
 // The dumps of the q/k norm + RoPE (from qk_norm_rope_store or attention_qk).
