@@ -234,8 +234,14 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
 // warp walks at most 8 cached rows of a split whatever the context (was one per 256: a batch-1 step at 128
 // positions ran one split, 32 dependent rows per warp). A function of max_ctx only: a sequence's bits do not
 // depend on the batch it runs in.
+// DS_ATTN_SPLIT_POS: positions per split (default 32; 256 = the old rule, for A/B measurements).
 int attn_splits(int64_t max_ctx) {
-  return (int)std::clamp<int64_t>((max_ctx + 31) / 32, 1, mk::kMaxAttnSplits);
+  static const int64_t per = [] {
+    const char* e = std::getenv("DS_ATTN_SPLIT_POS");
+    const int64_t v = e ? std::atoll(e) : 0;
+    return v > 0 ? v : 32;
+  }();
+  return (int)std::clamp<int64_t>((max_ctx + per - 1) / per, 1, mk::kMaxAttnSplits);
 }
 
 // The dumps of the q/k norm + RoPE (from qk_norm_rope_store or attention_qk).
