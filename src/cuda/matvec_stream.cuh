@@ -549,8 +549,11 @@ struct Tune {
   int one_cta_nb = 32;
   // decode10: x prepared once per product into global memory by xprep_kernel (one small launch before the
   // product) and copied by each CTA with bulk copies, for rows of >= xprep super-blocks (both stream kernels,
-  // integer form); 0: off (x staged by every CTA's consumer warps). DS_MATVEC_STREAM_XPREP.
-  int xprep = 0;
+  // integer form); 0: off (x staged by every CTA's consumer warps). DS_MATVEC_STREAM_XPREP. H200 tg128 (same
+  // call): 32 (the 9B / 27B ffn_down, 48 / 68 super-blocks) 9B 377.3 / 376.4 tok/s vs 364.6 / 367.1 off, 27B
+  // 131.1 vs 126.5; 1 (every product) loses: 9B 343.7, 27B 122.5, 0.8B 996 vs 1127 (on 16-super-block rows the
+  // extra launch costs more than the one staging round per warp it replaces).
+  int xprep = 32;
 };
 inline Tune& tune() {
   static Tune t = [] {
