@@ -36,6 +36,26 @@
 
 namespace ds::cuda {
 
+namespace mvq {
+// x in the stream kernels' shared-memory layout (Tune::xprep, decode10): one per device (a __device__ array, so
+// no allocation while a graph is being captured).
+__device__ uint4 g_stream_x[kXgMax / 16];
+uint4* stream_x_buffer() {
+  constexpr int kDev = 16;
+  static uint4* ptr[kDev] = {};
+  static bool tried[kDev] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDev) return nullptr;
+  if (!tried[dev]) {
+    void* q = nullptr;
+    if (cudaGetSymbolAddress(&q, g_stream_x) == cudaSuccess) ptr[dev] = static_cast<uint4*>(q);
+    else (void)cudaGetLastError();
+    tried[dev] = true;
+  }
+  return ptr[dev];
+}
+}  // namespace mvq
+
 namespace {
 // The checks every path shares (the tile launcher repeats them).
 template <class QT>
@@ -117,7 +137,7 @@ void set_matvec_next(const void* w, size_t bytes) {
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -129,6 +149,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
   mvq::tune().wide = t.wide;
   mvq::tune().one_cta_nb = std::max(0, t.one_cta_nb);
+  mvq::tune().xprep = std::max(0, t.xprep);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

@@ -72,6 +72,11 @@ struct MatvecStreamTune {
   // With wide and ctas_per_sm 0: one CTA of 16 warps also for rows of >= one_cta_nb super-blocks (0: off;
   // DS_MATVEC_STREAM_ONE_NB; decode9).
   int one_cta_nb = 32;
+  // x prepared once per product into global memory by a small kernel and copied by each CTA of both stream
+  // kernels with bulk copies, for rows of >= xprep super-blocks (0: off, x staged by every CTA;
+  // DS_MATVEC_STREAM_XPREP; decode10; default 32: the 9B / 27B ffn_down). One buffer per device: products on
+  // two streams of one process at the same time would share it.
+  int xprep = 32;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -53,7 +53,19 @@ struct Args {
   bool stage2;     // stage_i8_pair (Tune::stage2)
   const uint8_t* pf = nullptr;  // next product's weights: this CTA prefetches [pf + blockIdx.x pf_cta, + pf_cta)
   uint32_t pf_cta = 0;          // into L2 once its own copies are issued (decode8; prefetch_next())
+  // decode10 (Tune::xprep): x already in this kernel's shared-memory layout in global memory (xprep_kernel, the
+  // launch before this one); the producer copies its first xg_bytes with bulk copies after griddepcontrol.wait
+  // instead of the consumer warps staging it. nullptr: staged in the kernel as before.
+  const uint4* xg = nullptr;
+  uint32_t xg_bytes = 0;
 };
+
+// Global buffer for x in the shared-memory layout (decode10; matvec.cu: one per device, reused by every product:
+// a product's xprep_kernel waits for the previous grid (griddepcontrol.wait, or stream order) before it writes,
+// so it never overwrites x under a running stream kernel of the same stream. Concurrent streams in one process
+// would share it: Tune::xprep is for one stream at a time). kXgMax bytes, nullptr when unavailable.
+constexpr size_t kXgMax = 232 * 1024;
+uint4* stream_x_buffer();
 
 // L2 prefetch of the next product's weights (decode8, DS_MATVEC_PREFETCH_KB): set_matvec_next (matvec.h) names
 // them; a streamed kernel (this one, matvec_stream_q6.cuh) launched while the hint is set has each CTA's
@@ -163,8 +175,10 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
 // one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+// b0 / bstep: the super-blocks b0 + warp, + bstep, ... (xprep_kernel: a slice per CTA; zero: write the zero block).
 template <int kW>
-__device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
+__device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, int b0 = 0,
+                                         int bstep = kW, bool zero = true) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
@@ -183,8 +197,9 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     for (int i = 0; i < kW; i++) tot += red[i];
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += kW) {
+  if (zero)
+    for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  for (int b = b0 + warp; b < a.nb; b += bstep) {
     const int e = b * 256 + 8 * lane;
     const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
     float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
@@ -344,6 +359,18 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                : "memory");
 }
 
+// The producer warp's copy of a prepared x (Args::xg) into the start of dynamic shared memory: after
+// griddepcontrol.wait (xprep_kernel's grid done), lanes 0..15 one bulk copy each (16-byte multiples) onto `bar`.
+__device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* dst, uint64_t* bar) {
+  const int lane = threadIdx.x & 31;
+  mvs::grid_dep_wait();
+  const uint32_t piece = (bytes + 255) / 256 * 16, off = (uint32_t)lane * piece;
+  if (lane == 0) mbar_expect_tx(bar, bytes);
+  __syncwarp();
+  if (lane < 16 && off < bytes)
+    bulk_g2s(static_cast<uint8_t*>(dst) + off, reinterpret_cast<const uint8_t*>(xg) + off, min(piece, bytes - off), bar);
+}
+
 // Raw words of one item from a stage: rows g, g + 8 at `row0` + k * 8 * pitch, super-block at byte q * 144.
 __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, int t, mvt::Raw& r) {
 #pragma unroll
@@ -353,6 +380,19 @@ __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, in
     r.q[k][0] = *reinterpret_cast<const uint4*>(b + 16 + 16 * t);
     r.q[k][1] = *reinterpret_cast<const uint4*>(b + 80 + 16 * t);
   }
+}
+
+// decode10 (Tune::xprep): x of a product prepared once into global memory, in the stream kernel's shared-memory
+// layout (stage_i8's digits, Sx, 2^(e - 34)), by kPW-warp CTAs of kPW super-blocks each. It lets its dependent (the
+// stream kernel) launch at once; that one copies the result after griddepcontrol.wait with a few bulk copies
+// instead of every CTA staging all of x with its consumer warps (3 dependent rounds for 48 super-blocks).
+template <int kPW>
+__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg) {
+  mvs::grid_dep_trigger();
+  mvs::grid_dep_wait();
+  uint2* bfr = reinterpret_cast<uint2*>(xg);
+  float* sx = reinterpret_cast<float*>(bfr + (a.nb * 8 + 1) * 16);
+  stage_i8<kPW>(a, bfr, sx, sx + a.nb * 8, blockIdx.x * kPW, gridDim.x * kPW, blockIdx.x == 0);
 }
 
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
@@ -368,7 +408,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   float* sx = reinterpret_cast<float*>(bfr + (kI8 ? (a.t.nb * 8 + 1) * 16 : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
-  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
@@ -377,17 +417,22 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], kCW);
     }
+    mbar_init(&xfull, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   if (warp == kW) {  // producer
     // Joins the barriers of mvt::stage (one when the RMSNorm prologue reduces sum(x^2), one at its end)
-    // after the first `S` stages are in flight.
+    // after the first `S` stages are in flight; with a prepared x (a.xg) copies it instead.
     bool joined = false;
     const auto join = [&] {
-      if (a.t.pre.norm_w) __syncthreads();
-      __syncthreads();
+      if (a.xg) {
+        copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
+      } else {
+        if (a.t.pre.norm_w) __syncthreads();
+        __syncthreads();
+      }
       mvs::grid_dep_trigger();
       joined = true;
     };
@@ -413,7 +458,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   }
 
   mvs::grid_dep_wait();
-  if constexpr (kI8) {
+  if (a.xg) {
+    mbar_wait(&xfull, 0);
+  } else if constexpr (kI8) {
     if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
     else stage_i8<kW>(a.t, bfr, sx, inv_s);
   } else {
@@ -500,6 +547,13 @@ struct Tune {
   // ffn_down [4096 x 12288] (48 super-blocks) 19.6 vs 22.6 us; rows of 16 were slower so (ffn_gate_up
   // [24576 x 4096] 32.8 vs 25.4 us, ssm_out 11.3 vs 9.6). DS_MATVEC_STREAM_ONE_NB (0: off).
   int one_cta_nb = 32;
+  // decode10: x prepared once per product into global memory by xprep_kernel (one small launch before the
+  // product) and copied by each CTA with bulk copies, for rows of >= xprep super-blocks (both stream kernels,
+  // integer form); 0: off (x staged by every CTA's consumer warps). DS_MATVEC_STREAM_XPREP. H200 tg128 (same
+  // call): 32 (the 9B / 27B ffn_down, 48 / 68 super-blocks) 9B 377.3 / 376.4 tok/s vs 364.6 / 367.1 off, 27B
+  // 131.1 vs 126.5; 1 (every product) loses: 9B 343.7, 27B 122.5, 0.8B 996 vs 1127 (on 16-super-block rows the
+  // extra launch costs more than the one staging round per warp it replaces).
+  int xprep = 32;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -513,6 +567,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP")) d.xprep = std::max(0, std::atoi(e));
     return d;
   }();
   return t;
@@ -617,6 +672,18 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
+  if (tune().i8 && tune().xprep > 0 && nb >= tune().xprep) {
+    const size_t xb = (smem_bytes_i8(nb) + 15) / 16 * 16;
+    uint4* xg = xb <= kXgMax && xb <= (size_t)p.xbytes ? stream_x_buffer() : nullptr;
+    if (xg) {
+      const cudaError_t e =
+          launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream, mvt::tune().pdl, a.t, xg);
+      if (e != cudaSuccess) return cu_err("cuda matvec_stream: xprep launch: {}", cudaGetErrorString(e));
+      CUDA_TRY_LAUNCH("matvec_stream xprep", stream);
+      a.xg = xg;
+      a.xg_bytes = (uint32_t)xb;
+    }
+  }
   if (tune().i8)
     return p.warps > kCW ? launch_t<3, true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
                          : launch_t<3, true>(a, p.smem, (unsigned)grid, stream);

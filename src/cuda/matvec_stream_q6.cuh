@@ -55,6 +55,8 @@ struct Args {
   bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
   const uint8_t* pf = nullptr;  // L2 prefetch of the next product's weights (mvq::prefetch_next)
   uint32_t pf_cta = 0;
+  const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
+  uint32_t xg_bytes = 0;
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -180,8 +182,10 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
 // One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
 // and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+// b0 / bstep: the super-blocks b0 + warp, + bstep, ... (xprep_kernel: a slice per CTA).
 template <int kW>
-__device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
+__device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, int b0 = 0,
+                                         int bstep = kW) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float scale = 1.f;
   if (a.pre.norm_w) {
@@ -201,7 +205,7 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
     scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
   }
   const int m = lane >> 2, t = lane & 3;
-  for (int b = warp; b < a.nb; b += kW) {
+  for (int b = b0 + warp; b < a.nb; b += bstep) {
     const int odd = b & 1;
     const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
     float v[8];
@@ -428,6 +432,16 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
   }
 }
 
+// decode10: x prepared once per product in this kernel's shared-memory layout (mvq::xprep_kernel's Q6_K form).
+template <int kPW>
+__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg) {
+  mvs::grid_dep_trigger();
+  mvs::grid_dep_wait();
+  uint2* bfr = reinterpret_cast<uint2*>(xg);
+  int2* cfr = reinterpret_cast<int2*>(bfr + a.nb * 8 * 16);
+  stage_q6<kPW>(a, bfr, cfr, reinterpret_cast<float*>(cfr + a.nb * 8 * 4), blockIdx.x * kPW, gridDim.x * kPW);
+}
+
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (kWide, one CTA per SM: decode9). With
 // 16, the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
 // j % 2 == h; each stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage;
@@ -441,7 +455,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   int2* cfr = reinterpret_cast<int2*>(bfr + a.t.nb * 8 * 16);
   float* inv_s = reinterpret_cast<float*>(cfr + a.t.nb * 8 * 4);
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
-  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
@@ -450,6 +464,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       mvq::mbar_init(&full[s], 1);
       mvq::mbar_init(&empty[s], kCW);
     }
+    mvq::mbar_init(&xfull, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -457,8 +472,12 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
     bool joined = false;
     const auto join = [&] {
-      if (a.t.pre.norm_w) __syncthreads();
-      __syncthreads();
+      if (a.xg) {
+        mvq::copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
+      } else {
+        if (a.t.pre.norm_w) __syncthreads();
+        __syncthreads();
+      }
       mvs::grid_dep_trigger();
       joined = true;
     };
@@ -484,7 +503,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   }
 
   mvs::grid_dep_wait();
-  if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
+  if (a.xg) mvq::mbar_wait(&xfull, 0);
+  else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
   else stage_q6<kW>(a.t, bfr, cfr, inv_s);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
@@ -666,6 +686,18 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
+  if (mvq::tune().xprep > 0 && nb >= mvq::tune().xprep) {
+    const size_t xb = (smem_x_bytes(nb) + 15) / 16 * 16;
+    uint4* xg = xb <= mvq::kXgMax && xb <= (size_t)p.xbytes ? mvq::stream_x_buffer() : nullptr;
+    if (xg) {
+      const cudaError_t e =
+          launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream, mvt::tune().pdl, a.t, xg);
+      if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: xprep launch: {}", cudaGetErrorString(e));
+      CUDA_TRY_LAUNCH("matvec_stream_q6 xprep", stream);
+      a.xg = xg;
+      a.xg_bytes = (uint32_t)xb;
+    }
+  }
   const bool wide = p.warps > kCW;
   if (!tune().math)
     return wide ? launch_t<false, 2 * kCW>(a, p.smem, (unsigned)grid, stream)

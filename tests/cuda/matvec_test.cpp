@@ -601,6 +601,60 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
   }
 }
 
+// decode10: x prepared once per product in global memory (xprep_kernel) and copied by each CTA of both streamed
+// kernels (DS_MATVEC_STREAM_XPREP): plain / accumulate / RMSNorm / SwiGLU at awkward shapes (1, 2, 10, 16, 48,
+// 68 super-blocks: one or several prep CTAs, partial last CTA), with the default plans (2 CTAs x 8 warps, one CTA x
+// 16) and one CTA x 16 forced, and the wide-range x case (zero super-block, outliers, NaN) of both kernels.
+TEST(CudaMatvec, StreamXprep) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  const std::vector<Shape> shapes = {{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
+                                     {4097, 4096, "4096 + 1 rows"},   {300, 2560, "10 super-blocks"},
+                                     {35, 512, "2 super-blocks"},     {19, 256, "1 super-block"}};
+  uint64_t seed = 13100;
+  for (int forced : {0, 1}) {
+    cuda::MatvecStreamTune q4 = keep;
+    q4.mode = 1;
+    q4.kc = 0;
+    q4.stages = 0;
+    q4.ctas_per_sm = forced;
+    q4.i8 = true;
+    q4.wide = true;
+    q4.xprep = 1;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1, 0, 0, forced, true});
+    const std::string name = std::string("xprep, ") + (forced ? "one CTA x 16 forced" : "default plans");
+    g_worst_seen = 0;
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+      for (const Shape& s : shapes) {
+        run_case(type, s, seed += 3, false, name);
+        run_case(type, s, seed += 3, true, name);
+        run_fused_case(type, s, seed += 5, false, false, name);
+        run_fused_case(type, s, seed += 5, true, true, name);
+      }
+    std::printf("[stream xprep] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
+    EXPECT_LE(g_worst_seen, 1e-6) << name;
+    if (!forced) {
+      for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+        const double e = wide_range_case(type, 83, "wide-range x, xprep", true);
+        std::printf("[stream xprep] %s wide-range x: worst %.3g\n", cuda::type_cstr(type), e);
+        EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
+      }
+    }
+  }
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
 TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K
   DS_REQUIRE_GPU();
   run_fused_case(GgmlType::Q6_K, {248320, 1024, "vocab rows"}, 91, false, false, "auto");
