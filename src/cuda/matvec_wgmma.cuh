@@ -138,15 +138,18 @@ struct Args {
   float* part;
   unsigned* count;
   uint32_t lbo, sbo;  // descriptor strides (128 and 256; swappable for the bench's layout check)
-  int red = 1;        // store_acc's split reduction: 1 = reduce_splits (loads first), 0 = the serial loop (red_mode)
+  int red = 1;        // store_acc's split reduction: 1 = reduce_splits (loads first), 0 = the serial loop, 2 = reduce_splits
+                      // after one acq_rel fence by thread 0 instead of __threadfence (fence.sc) in every thread (red_mode)
 };
 
 // DS_MVB_RED=0: the split-K reduction of the wgmma kernels as the serial loop (one element per thread and
-// iteration, its split loads and then inv / y loads one L2 round trip after another); default 1: reduce_splits.
+// iteration, its split loads and then inv / y loads one L2 round trip after another); default 1: reduce_splits; 2:
+// reduce_splits, and the partial sums published by __syncthreads + one fence.acq_rel.gpu / atomicAdd / fence by thread
+// 0 (release cumulative over the CTA's stores, as CUTLASS's semaphore) instead of __threadfence in every thread.
 inline int& red_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_RED");
-    return e && e[0] == '0' && !e[1] ? 0 : 1;
+    return e && (e[0] == '0' || e[0] == '2') && !e[1] ? e[0] - '0' : 1;
   }();
   return v;
 }
@@ -264,13 +267,24 @@ __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], 
   for (int n = 0; n < 8; n++)
 #pragma unroll
     for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
-  __threadfence();
-  __syncthreads();
   __shared__ int is_last;
-  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
+  if (a.red == 2) {  // CTA barrier, then one release at gpu scope (cumulative over the CTA's stores) and the count
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+      is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (!is_last) return;
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+  }
   const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
   if (a.red) {
     switch (a.splits) {

@@ -446,8 +446,8 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1, the default) sums the same
-// partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
+// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1, the default; 2 with one fence by
+// thread 0) sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
 // 1) and Q6_K (ring 6 and kernel 1) on shapes with 2, 4 and more splits, partial row tiles (rows % 4 != 0), accumulate
 // on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
@@ -482,12 +482,14 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
               EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
               return test::to_host<float>(*dy, batch * c.rows);
             };
-            const auto fast = run(1), ref = run(0), again = run(1);
+            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2);
             size_t bad = 0, first = 0, moved = 0;
             for (size_t i = 0; i < fast.size(); i++) {
               if (!(fast[i] == ref[i]) && bad++ == 0) first = i;
               if (!(fast[i] == y0[i])) moved++;
             }
+            EXPECT_EQ(fence1, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
+                                   << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 2 vs 0";
             EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols << "] B "
                                << batch << (accumulate ? " accumulate" : "") << ": first at row " << first % c.rows
                                << " batch " << first / c.rows << ": " << fast[first] << " vs " << ref[first];
