@@ -22,6 +22,8 @@ cb "64 red2" "DS_MVB_RED=2" --batch 64 --breakdown --top 2
 cb "64 red0" "DS_MVB_RED=0" --batch 64
 cb "64 wg10 (n128 cl2)" "DS_MVB_WG=10" --batch 64 --breakdown --top 2
 cb "64 q6k 8 (block)" "DS_MVB_WG_Q6K=8" --batch 64 --breakdown --top 2
+cb "64 blk_wg 2 (all shapes)" "DS_MVB_BLK_WG=2" --batch 64 --breakdown --top 2
+cb "64 blk_wg 3 (all shapes)" "DS_MVB_BLK_WG=3" --batch 64 --breakdown --top 2
 cb "32 red1" "DS_MVB_RED=1" --batch 32
 cb "32 red2" "DS_MVB_RED=2" --batch 32
 cb "32 q6 min 25" "DS_MVB_WG_Q6K_MIN=25" --batch 32
@@ -29,7 +31,7 @@ cb "25 red1" "DS_MVB_RED=1" --batch 25
 cb "25 q6 min 25" "DS_MVB_WG_Q6K_MIN=25" --batch 25
 cb "64 red1 again" "DS_MVB_RED=1" --batch 64
 cb "64 red2 again" "DS_MVB_RED=2" --batch 64
-grep -E "^(====|decode|matvec|gdn|total)" $W/cb.log > $OUT/cb_summary.txt
+grep -E "^(====|decode|matvec|gdn|total|rms|swiglu|conv)" $W/cb.log > $OUT/cb_summary.txt
 ( DS_TEST_MVB_WG=-1 timeout 50 "$B/test_cuda" --gtest_brief=1 --gtest_filter='CudaMatvecBatched.*-*SplitReduce*' > "$W/t_def.log" 2>&1 < /dev/null; echo "rc $?" >> "$W/t_def.log" ) &
 ( timeout 60 "$B/test_cuda_model" --gtest_brief=1 > "$W/t_model.log" 2>&1 < /dev/null; echo "rc $?" >> "$W/t_model.log" ) &
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
