@@ -28,6 +28,11 @@ void set_matvec_batched_wgmma(int n_wg);
 // 7 clusters of 4, 8 block form.
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
+// The wgmma kernels' split-K reduction in the tile's last CTA (DS_MVB_RED; matvec_wgmma.cuh store_acc): 1 =
+// reduce_splits (every load of a pass issued first; the default), 0 = the serial loop, 2 = reduce_splits with one
+// acq_rel fence by thread 0 instead of __threadfence in every thread. The same bits in every mode.
+int matvec_batched_split_reduce();
+void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
 // 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);

@@ -138,7 +138,22 @@ struct Args {
   float* part;
   unsigned* count;
   uint32_t lbo, sbo;  // descriptor strides (128 and 256; swappable for the bench's layout check)
+  int red = 1;        // store_acc's split reduction: 1 = reduce_splits (loads first), 0 = the serial loop, 2 = reduce_splits
+                      // after one acq_rel fence by thread 0 instead of __threadfence (fence.sc) in every thread (red_mode)
 };
+
+// DS_MVB_RED=0: the split-K reduction of the wgmma kernels as the serial loop (one element per thread and
+// iteration, its split loads and then inv / y loads one L2 round trip after another); default 1: reduce_splits; 2:
+// reduce_splits, and the partial sums published by __syncthreads + one fence.acq_rel.gpu / atomicAdd / fence by thread
+// 0 (release cumulative over the CTA's stores, as CUTLASS's semaphore) instead of __threadfence in every thread.
+inline int& red_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_RED");
+    return e && (e[0] == '0' || e[0] == '2') && !e[1] ? e[0] - '0' : 1;
+  }();
+  return v;
+}
+inline int red_mode() { return red_setting(); }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ uint64_t desc_for(const void* p, uint32_t lbo, uint32_t sbo) {
@@ -171,6 +186,60 @@ __device__ __forceinline__ void keep(float (&c)[N]) {  // the accumulators stay 
 }
 #endif
 
+// The last CTA's sum of a tile's kS split partials (p0: [kS][64 columns][kRows], float4 aligned), the same
+// arithmetic and order as store_acc's serial loop (v = 0, += split 0, 1, ..., *= inv[b], y (+)= v), so the same bits,
+// but every load of a pass is issued before the first add: per thread kF float4 of each split (kS·kF·4 <= 64
+// registers) with their inv and old y values, then the sums and stores. The serial loop made the tile's last CTA
+// wait ~64 dependent L2 round trips after its main loop (the other CTAs of the tile, and their SMs, idle).
+template <int kS, int kRows, int kThreads, class A>
+__device__ __forceinline__ void reduce_splits(const A& a, int tile, int64_t row0, const float* p0) {
+  constexpr int kF = kS <= 2 ? 8 : kS <= 4 ? 4 : 2;
+  constexpr int kQ = kRows / 4;  // float4 per column
+  const int n4 = a.batch * kQ;
+  const float4* p4 = reinterpret_cast<const float4*>(p0);
+#pragma unroll 1
+  for (int base = threadIdx.x; base < n4; base += kThreads * kF) {
+    float4 q[kS][kF];
+    float sc[kF], yo[kF][4];
+#pragma unroll
+    for (int j = 0; j < kF; j++) {
+      const int idx = base + j * kThreads;
+      if (idx >= n4) continue;
+#pragma unroll
+      for (int sp = 0; sp < kS; sp++) q[sp][j] = __ldcg(p4 + sp * 16 * kRows + idx);
+      const int b = idx / kQ, rl = 4 * (idx % kQ);
+      sc[j] = a.inv[b];
+      if (a.accumulate) {
+        const float* yp = a.y + (int64_t)b * a.rows + row0 + rl;
+#pragma unroll
+        for (int c = 0; c < 4; c++) yo[j][c] = row0 + rl + c < a.rows ? yp[c] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kF; j++) {
+      const int idx = base + j * kThreads;
+      if (idx >= n4) continue;
+      const int b = idx / kQ, rl = 4 * (idx % kQ);
+      float* yp = a.y + (int64_t)b * a.rows + row0 + rl;
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int sp = 0; sp < kS; sp++) {
+        v[0] += q[sp][j].x;
+        v[1] += q[sp][j].y;
+        v[2] += q[sp][j].z;
+        v[3] += q[sp][j].w;
+      }
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        if (row0 + rl + c >= a.rows) continue;
+        const float w = v[c] * sc[j];
+        yp[c] = a.accumulate ? yo[j][c] + w : w;
+      }
+    }
+  }
+  if (threadIdx.x == 0) a.count[tile] = 0;
+}
+
 // The end of every kernel of the wgmma family (wgmma_kernel, the Q4_K ring and block kernels, the Q6_K kernel and
 // ring): acc[n][r] holds local row rbase + 8(r / 2), batch column 8n + 2t + r % 2 of the CTA's kRows rows. One split:
 // y = acc · inv[b] (or y +=). Several: the CTA's partial sums go to a.part, and the last CTA of the tile to arrive
@@ -198,14 +267,37 @@ __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], 
   for (int n = 0; n < 8; n++)
 #pragma unroll
     for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
-  __threadfence();
-  __syncthreads();
   __shared__ int is_last;
-  if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
+  if (a.red == 2) {  // CTA barrier, then one release at gpu scope (cumulative over the CTA's stores) and the count
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+      is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+      asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (!is_last) return;
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(&a.count[tile], 1u) == (unsigned)(a.splits - 1);
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+  }
   const float* p0 = a.part + (int64_t)tile * a.splits * 64 * kRows;
+  if (a.red) {
+    switch (a.splits) {
+      case 2: reduce_splits<2, kRows, kThreads>(a, tile, row0, p0); return;
+      case 3: reduce_splits<3, kRows, kThreads>(a, tile, row0, p0); return;
+      case 4: reduce_splits<4, kRows, kThreads>(a, tile, row0, p0); return;
+      case 5: reduce_splits<5, kRows, kThreads>(a, tile, row0, p0); return;
+      case 6: reduce_splits<6, kRows, kThreads>(a, tile, row0, p0); return;
+      case 7: reduce_splits<7, kRows, kThreads>(a, tile, row0, p0); return;
+      case 8: reduce_splits<8, kRows, kThreads>(a, tile, row0, p0); return;
+      default: break;
+    }
+  }
   for (int idx = threadIdx.x; idx < a.batch * kRows; idx += kThreads) {
     const int b = idx / kRows, rl = idx % kRows;
     const int64_t row = row0 + rl;
@@ -423,7 +515,7 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());
   out = Args{static_cast<const uint8_t*>(w), rows, cols, cols / 256 * kBlockBytes, y, batch, splits, accumulate,
-             xw, xm, inv, part, count, swap_lbo_sbo ? 256u : 128u, swap_lbo_sbo ? 128u : 256u};
+             xw, xm, inv, part, count, swap_lbo_sbo ? 256u : 128u, swap_lbo_sbo ? 128u : 256u, red_mode()};
   grid = dim3((unsigned)tiles, (unsigned)splits);
   return {};
 }

@@ -46,6 +46,7 @@ struct Args {
   const float* inv;
   float* part;
   unsigned* count;
+  int red = 1;  // as wg::Args::red
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -284,7 +285,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = wg::choose_splits(tiles, nblk, rows_per_tile, sm_count());
   const Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * kBlockBytes, y, batch, splits, accumulate,
-               xw, inv, part, count};
+               xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
   return variant == 3 ? launch_wg<3, false>(a, grid, stream)
          : variant == 4 ? launch_wg<2, true>(a, grid, stream)

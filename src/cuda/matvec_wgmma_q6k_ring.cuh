@@ -285,7 +285,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
       tiles = padded;
   }
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
-                    xw, inv, part, count};
+                    xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
   if (blk) return n_wg == 3 ? launch_ring<3, false, true>(a, grid, ncl, stream) : launch_ring<2, false, true>(a, grid, ncl, stream);
   return n_wg == 3 ? launch_ring<3, false>(a, grid, ncl, stream) : launch_ring<2, true>(a, grid, ncl, stream);

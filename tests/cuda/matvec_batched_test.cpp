@@ -446,6 +446,63 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
+// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1, the default; 2 with one fence by
+// thread 0) sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
+// 1) and Q6_K (ring 6 and kernel 1) on shapes with 2, 4 and more splits, partial row tiles (rows % 4 != 0), accumulate
+// on and off, B = 25, 33 and 64.
+TEST(CudaMatvecBatched, SplitReduceSameBits) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const int wg0 = cuda::matvec_batched_wgmma(), wg60 = cuda::matvec_batched_wgmma_q6k();
+  const int red0 = cuda::matvec_batched_split_reduce();
+  const Case cases[] = {{4096, 4096, "9B ssm_out: 4 splits"}, {8192, 4096, "9B attn_qkv: 2 splits"},
+                        {300, 12288, "K split"}, {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"},
+                        {4161, 4096, "z + ba + 1 row"}};
+  uint64_t seed = 9700;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int kinds[2] = {t == GgmlType::Q4_K ? 12 : 6, 1};
+    for (const Case& c : cases) {
+      const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
+      const auto x = test::random_floats(64 * c.cols, seed + 1);
+      const auto y0 = test::random_floats(64 * c.rows, seed + 2);
+      auto dw = test::to_device(w);
+      auto dx = test::to_device(x);
+      auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+      ASSERT_TRUE(dy.ok());
+      for (int kind : kinds)
+        for (int batch : {25, 33, 64})
+          for (bool accumulate : {false, true}) {
+            auto run = [&](int red) {
+              if (t == GgmlType::Q4_K) cuda::set_matvec_batched_wgmma(kind);
+              else cuda::set_matvec_batched_wgmma_q6k(kind);
+              cuda::set_matvec_batched_split_reduce(red);
+              EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+              EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
+                                               nullptr, accumulate).ok());
+              EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              return test::to_host<float>(*dy, batch * c.rows);
+            };
+            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2);
+            size_t bad = 0, first = 0, moved = 0;
+            for (size_t i = 0; i < fast.size(); i++) {
+              if (!(fast[i] == ref[i]) && bad++ == 0) first = i;
+              if (!(fast[i] == y0[i])) moved++;
+            }
+            EXPECT_EQ(fence1, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
+                                   << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 2 vs 0";
+            EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols << "] B "
+                               << batch << (accumulate ? " accumulate" : "") << ": first at row " << first % c.rows
+                               << " batch " << first / c.rows << ": " << fast[first] << " vs " << ref[first];
+            EXPECT_EQ(fast, again) << ggml_type_name(t) << " kind " << kind << " run to run";
+            EXPECT_GT(moved, fast.size() / 2) << "outputs were not written";
+          }
+    }
+  }
+  cuda::set_matvec_batched_split_reduce(red0);
+  cuda::set_matvec_batched_wgmma(wg0);
+  cuda::set_matvec_batched_wgmma_q6k(wg60);
+}
+
 TEST(CudaMatvecBatched, RejectsBadBatch) {
   DS_REQUIRE_GPU();
   EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q4_K, nullptr, 16, 256, nullptr, nullptr, 0, nullptr).ok());
