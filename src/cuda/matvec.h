@@ -146,7 +146,8 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
 // Batched form of matvec_fused (batched11): Y[B, rows] = X'[B, cols] · Wᵀ with X' the transform of MatvecInput
 // per column b (norm: one RMSNorm per column; x and gate rows in.ld apart, 0: cols). Where the chosen kernel
 // prepares x in one launch (wg::prep_kernel: Q4_K / Q6_K wgmma family, 25 <= B <= 64, DS_MVB_PREP on; see
-// matvec_batched_fuses) the transform runs in that launch, else as its own kernel (ops rms_norm / swiglu) first.
+// matvec_batched_fuses) the transform runs in that launch (the same arithmetic per element as the model's
+// kernels), else as its own kernel first (mk::rms_norm / mk::swiglu, kernels_basic.cu).
 // Either way X' is written to scratch ([batch][cols] floats, 16-byte aligned), so it stays usable afterwards.
 Status matvec_batched_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in,
                             float* y, int batch, float* scratch, cudaStream_t stream, bool accumulate = false);

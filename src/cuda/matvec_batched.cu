@@ -24,7 +24,7 @@
 #include "cuda/matvec_wgmma_ring.cuh"
 #include "cuda/matvec_wgmma_block.cuh"
 #include "cuda/matvec_wgmma_q6k_ring.cuh"
-#include "cuda/ops.h"
+#include "cuda/model/model_kernels.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -234,19 +234,10 @@ Status matvec_batched_fused(GgmlType type, const void* w, int64_t rows, int64_t 
                               rows, cols, batch);
     return {};
   }
-  // The fallback: the transform as its own kernel into scratch, then the plain product.
-  if (in.gate) {
-    if (ld == cols) {
-      DS_TRY(swiglu(ops::SwigluParams{batch, cols}, in.gate, in.x, scratch, stream));
-    } else {
-      for (int b = 0; b < batch; b++)
-        DS_TRY(swiglu(ops::SwigluParams{1, cols}, in.gate + b * ld, in.x + b * ld, scratch + b * cols, stream));
-    }
-  } else {
-    ops::RmsNormParams p = ops::RmsNormParams::packed(batch, cols, in.eps);
-    p.x_token_stride = ld;
-    DS_TRY(rms_norm(p, in.x, in.norm_w, scratch, stream));
-  }
+  // The fallback: the transform by the model's own kernels (as the T > 1 step without fusion) into scratch,
+  // then the plain product.
+  if (in.gate) DS_TRY(mk::swiglu(in.gate, ld, in.x, ld, scratch, batch, cols, stream));
+  else DS_TRY(mk::rms_norm(in.x, ld, in.norm_w, scratch, cols, batch, cols, in.eps, stream));
   return matvec_batched(type, w, rows, cols, scratch, y, batch, stream, accumulate);
 }
 
