@@ -104,6 +104,54 @@ __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
 }
 
+// Exponent of a super-block's largest |x'| m, m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; so
+// does a non-finite one (digit_factor makes its factor NaN: y NaN, where fp32 gives NaN or inf); ex >= -90 keeps
+// 2^(30 - ex) finite.
+__device__ __forceinline__ int block_exp(float m) {
+  int ex = 0;
+  if (m > 0.f && isfinite(m)) {
+    frexpf(m, &ex);
+    ex = max(ex, -90);
+  }
+  return ex;
+}
+
+// Whether the warp's 8 x 32 elements are all finite (fmaxf skips NaN: every element is tested).
+__device__ __forceinline__ bool all_finite(const float (&v)[8]) {
+  bool fin = true;
+#pragma unroll
+  for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+  return __all_sync(0xffffffffu, fin);
+}
+
+// 2^e, the factor of a super-block's digits, or NaN for a block with a non-finite element.
+__device__ __forceinline__ float digit_factor(bool fin, int e) { return fin ? ldexpf(1.f, e) : __int_as_float(0x7fffffff); }
+
+// r (|r| < 2^30) split exactly into 4 signed 8-bit digits of element i, r = dg[0][i] 2^24 + dg[1][i] 2^16 +
+// dg[2][i] 2^8 + dg[3][i], each digit the sign-extended low byte of what is left.
+__device__ __forceinline__ void split_s8(int r, int (&dg)[4][8], int i) {
+#pragma unroll
+  for (int k = 3; k > 0; k--) {
+    const int d = (int)(int8_t)(r & 0xFF);
+    dg[k][i] = d;
+    r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+  }
+  dg[0][i] = r;  // |r| <= 64
+}
+
+// The lane's 8 elements x' s (s = 2^(30 - ex)) rounded to int32 and split into digits; all 0 for a non-finite block.
+__device__ __forceinline__ void split_digits(const float (&v)[8], float s, bool fin, int (&dg)[4][8]) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) split_s8(fin ? __float2int_rn(v[i] * s) : 0, dg, i);
+}
+
+// The digits as B fragments: dst[4 k] = digit k of elements 0..3 (b0) and 4..7 (b1).
+__device__ __forceinline__ void store_digits(uint2* dst, const int (&dg)[4][8]) {
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]), pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+}
+
 // kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
 // the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
 // One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
@@ -142,34 +190,11 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
   for (int u = 0; u < kU; u++) {
     const int b = bs[u];
     if ((lane & 3) == 0 && st[u]) sx[b * 8 + (lane >> 2)] = sg[u];
-    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (m[u] > 0.f && isfinite(m[u])) {
-      frexpf(m[u], &ex);
-      ex = max(ex, -90);
-    }
-    const float s = ldexpf(1.f, 30 - ex);
-    if (lane == 0 && st[u]) inv_s[b] = fin[u] ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    const int ex = block_exp(m[u]);
+    if (lane == 0 && st[u]) inv_s[b] = digit_factor(fin[u], ex - 34);
     int dg[4][8];  // [digit][element]
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-    }
-    if (st[u]) {
-      uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
-#pragma unroll
-      for (int k = 0; k < 4; k++)
-        dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                                pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
-    }
+    split_digits(v[u], ldexpf(1.f, 30 - ex), fin[u], dg);
+    if (st[u]) store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
 }
 
@@ -180,23 +205,8 @@ template <int kW>
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, int b0 = 0,
                                          int bstep = kW, bool zero = true) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   if (zero)
     for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = b0 + warp; b < a.nb; b += bstep) {
@@ -209,37 +219,13 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     sg += __shfl_xor_sync(0xffffffffu, sg, 1);
     sg += __shfl_xor_sync(0xffffffffu, sg, 2);
     if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
-    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (m > 0.f && isfinite(m)) {
-      frexpf(m, &ex);
-      ex = max(ex, -90);
-    }
-    const float s = ldexpf(1.f, 30 - ex);
+    const int ex = block_exp(m);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    bool fin = true;  // fmaxf skips NaN: test every element
-#pragma unroll
-    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
-    fin = __all_sync(0xffffffffu, fin);
-    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    const bool fin = all_finite(v);
+    if (lane == 0) inv_s[b] = digit_factor(fin, ex - 34);
     int dg[4][8];  // [digit][element]
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin ? __float2int_rn(v[i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-    }
-    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                              pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    split_digits(v, ldexpf(1.f, 30 - ex), fin, dg);
+    store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
   __syncthreads();
 }
@@ -248,24 +234,9 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
 // run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
 template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  const int warp = threadIdx.x >> 5;
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = warp; b < a.nb; b += 2 * kW) {
     const bool v1 = b + kW < a.nb;
