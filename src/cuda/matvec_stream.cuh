@@ -125,7 +125,9 @@ __device__ __forceinline__ bool all_finite(const float (&v)[8]) {
 }
 
 // 2^e, the factor of a super-block's digits, or NaN for a block with a non-finite element.
-__device__ __forceinline__ float digit_factor(bool fin, int e) { return fin ? ldexpf(1.f, e) : __int_as_float(0x7fffffff); }
+__device__ __forceinline__ float digit_factor(bool fin, int e) {
+  return fin ? ldexpf(1.f, e) : __int_as_float(0x7fffffff);
+}
 
 // r (|r| < 2^30) split exactly into 4 signed 8-bit digits of element i, r = dg[0][i] 2^24 + dg[1][i] 2^16 +
 // dg[2][i] 2^8 + dg[3][i], each digit the sign-extended low byte of what is left.
@@ -149,7 +151,8 @@ __device__ __forceinline__ void split_digits(const float (&v)[8], float s, bool 
 __device__ __forceinline__ void store_digits(uint2* dst, const int (&dg)[4][8]) {
 #pragma unroll
   for (int k = 0; k < 4; k++)
-    dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]), pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                            pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
 }
 
 // kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
@@ -342,6 +345,59 @@ __device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* d
     bulk_g2s(static_cast<uint8_t*>(dst) + off, reinterpret_cast<const uint8_t*>(xg) + off, min(piece, bytes - off), bar);
 }
 
+// The ring's barriers (both stream kernels), set up by thread 0 before any thread uses them: full[s] takes the
+// producer's arrival and its copies' bytes, empty[s] the kCW consumer warps of the group that read stage s,
+// xfull the copy of a prepared x.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kCW);
+    }
+    mbar_init(xfull, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// The producer warp's part in x once the first stages are in flight: it joins the stager's barriers (one when
+// the RMSNorm prologue reduces sum(x^2), one at its end) or, with a prepared x (a.xg), copies it instead.
+template <class A>
+__device__ __forceinline__ void join_staging(const A& a, void* smem, uint64_t* xfull) {
+  if (a.xg) {
+    copy_xg(a.xg, a.xg_bytes, smem, xfull);
+  } else {
+    if (a.t.pre.norm_w) __syncthreads();
+    __syncthreads();
+  }
+  mvs::grid_dep_trigger();
+}
+
+// A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
+// alternate row groups, so that one barrier per row group suffices) and warp 0 writes the 16 rows.
+template <int kW>
+__device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp, int lane, float (&yp)[2],
+                                           float (*red)[16]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
+    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+  }
+  if (t == 0) {
+    red[warp][g] = yp[0];
+    red[warp][g + 8] = yp[1];
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
+  if (warp == 0 && lane < 16) {
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < kW; i++) v += red[i][lane];
+    const int row = rg * 16 + lane;
+    if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
+  }
+}
+
 // Raw words of one item from a stage: rows g, g + 8 at `row0` + k * 8 * pitch, super-block at byte q * 144.
 __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, int t, mvt::Raw& r) {
 #pragma unroll
@@ -383,28 +439,13 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kCW);
-    }
-    mbar_init(&xfull, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(full, empty, &xfull, S);
 
   if (warp == kW) {  // producer
-    // Joins the barriers of mvt::stage (one when the RMSNorm prologue reduces sum(x^2), one at its end)
-    // after the first `S` stages are in flight; with a prepared x (a.xg) copies it instead.
+    // Joins x staging (join_staging) after the first `S` stages are in flight.
     bool joined = false;
     const auto join = [&] {
-      if (a.xg) {
-        copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
-      } else {
-        if (a.t.pre.norm_w) __syncthreads();
-        __syncthreads();
-      }
-      mvs::grid_dep_trigger();
+      join_staging(a, smem_raw, &xfull);
       joined = true;
     };
     int j = 0;
@@ -471,24 +512,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
-    // Row group done: the kW warps' partial sums.
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
-    }
-    if (t == 0) {
-      red[par][warp][g] = yp[0];
-      red[par][warp][g + 8] = yp[1];
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
-    if (warp == 0 && lane < 16) {
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[par][i][lane];
-      const int row = rg * 16 + lane;
-      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
-    }
+    store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
 }

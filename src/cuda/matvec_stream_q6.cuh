@@ -391,26 +391,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mvq::mbar_init(&full[s], 1);
-      mvq::mbar_init(&empty[s], kCW);
-    }
-    mvq::mbar_init(&xfull, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  mvq::init_ring(full, empty, &xfull, S);
 
+  // The producer and consumer loops follow mvq::kernel's; they stay written out in both kernels because as shared
+  // templates taking the copy / the items as callbacks, kernel<true, 8> compiled to different code.
   if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
     bool joined = false;
     const auto join = [&] {
-      if (a.xg) {
-        mvq::copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
-      } else {
-        if (a.t.pre.norm_w) __syncthreads();
-        __syncthreads();
-      }
-      mvs::grid_dep_trigger();
+      mvq::join_staging(a, smem_raw, &xfull);
       joined = true;
     };
     int j = 0;
@@ -471,23 +459,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       __syncwarp();
       if (lane == 0) mvq::mbar_arrive(&empty[s]);
     }
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
-    }
-    if (t == 0) {
-      red[par][warp][g] = yp[0];
-      red[par][warp][g + 8] = yp[1];
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
-    if (warp == 0 && lane < 16) {
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[par][i][lane];
-      const int row = rg * 16 + lane;
-      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
-    }
+    mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
 }
