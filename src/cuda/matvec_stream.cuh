@@ -194,9 +194,10 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
     const int b = bs[u];
     if ((lane & 3) == 0 && st[u]) sx[b * 8 + (lane >> 2)] = sg[u];
     const int ex = block_exp(m[u]);
+    const float s = ldexpf(1.f, 30 - ex);
     if (lane == 0 && st[u]) inv_s[b] = digit_factor(fin[u], ex - 34);
     int dg[4][8];  // [digit][element]
-    split_digits(v[u], ldexpf(1.f, 30 - ex), fin[u], dg);
+    split_digits(v[u], s, fin[u], dg);
     if (st[u]) store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
 }
@@ -223,11 +224,12 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     sg += __shfl_xor_sync(0xffffffffu, sg, 2);
     if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
     const int ex = block_exp(m);
+    const float s = ldexpf(1.f, 30 - ex);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     const bool fin = all_finite(v);
     if (lane == 0) inv_s[b] = digit_factor(fin, ex - 34);
     int dg[4][8];  // [digit][element]
-    split_digits(v, ldexpf(1.f, 30 - ex), fin, dg);
+    split_digits(v, s, fin, dg);
     store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
   __syncthreads();

@@ -145,10 +145,11 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
 #pragma unroll
   for (int u = 0; u < kU; u++) {
     const int ex = mvq::block_exp(mx[u]);
+    const float s = ldexpf(1.f, 30 - ex);
     if (lane == 0 && st[u]) inv_s[bs[u]] = mvq::digit_factor(fin[u], ex - 30);
     int dg[4][8];  // [digit][element]
     int sum[2][4];
-    split_digits_q6(v[u], ldexpf(1.f, 30 - ex), fin[u], p0, p1, dg, sum);
+    split_digits_q6(v[u], s, fin[u], p0, p1, dg, sum);
     if (st[u]) mvq::store_digits(bfr + (bs[u] * 8 + m) * 16 + t, dg);
 #pragma unroll
     for (int h = 0; h < 2; h++)
@@ -201,11 +202,12 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
     for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     const int ex = mvq::block_exp(mx);
+    const float s = ldexpf(1.f, 30 - ex);
     const bool fin = mvq::all_finite(v);
     if (lane == 0) inv_s[b] = mvq::digit_factor(fin, ex - 30);
     int dg[4][8];  // [digit][element]
     int sum[2][4];  // [half lh][digit]: digit sums of the lane's elements
-    split_digits_q6(v, ldexpf(1.f, 30 - ex), fin, p0, p1, dg, sum);
+    split_digits_q6(v, s, fin, p0, p1, dg, sum);
     mvq::store_digits(bfr + (b * 8 + m) * 16 + t, dg);
 #pragma unroll
     for (int h = 0; h < 2; h++)
