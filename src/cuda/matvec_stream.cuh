@@ -104,6 +104,57 @@ __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
 }
 
+// Exponent of a super-block's largest |x'| m, m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; so
+// does a non-finite one (digit_factor makes its factor NaN: y NaN, where fp32 gives NaN or inf); ex >= -90 keeps
+// 2^(30 - ex) finite.
+__device__ __forceinline__ int block_exp(float m) {
+  int ex = 0;
+  if (m > 0.f && isfinite(m)) {
+    frexpf(m, &ex);
+    ex = max(ex, -90);
+  }
+  return ex;
+}
+
+// Whether the warp's 8 x 32 elements are all finite (fmaxf skips NaN: every element is tested).
+__device__ __forceinline__ bool all_finite(const float (&v)[8]) {
+  bool fin = true;
+#pragma unroll
+  for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
+  return __all_sync(0xffffffffu, fin);
+}
+
+// 2^e, the factor of a super-block's digits, or NaN for a block with a non-finite element.
+__device__ __forceinline__ float digit_factor(bool fin, int e) {
+  return fin ? ldexpf(1.f, e) : __int_as_float(0x7fffffff);
+}
+
+// r (|r| < 2^30) split exactly into 4 signed 8-bit digits of element i, r = dg[0][i] 2^24 + dg[1][i] 2^16 +
+// dg[2][i] 2^8 + dg[3][i], each digit the sign-extended low byte of what is left.
+__device__ __forceinline__ void split_s8(int r, int (&dg)[4][8], int i) {
+#pragma unroll
+  for (int k = 3; k > 0; k--) {
+    const int d = (int)(int8_t)(r & 0xFF);
+    dg[k][i] = d;
+    r = (r - d) >> 8;  // exact: r - d is a multiple of 256
+  }
+  dg[0][i] = r;  // |r| <= 64
+}
+
+// The lane's 8 elements x' s (s = 2^(30 - ex)) rounded to int32 and split into digits; all 0 for a non-finite block.
+__device__ __forceinline__ void split_digits(const float (&v)[8], float s, bool fin, int (&dg)[4][8]) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) split_s8(fin ? __float2int_rn(v[i] * s) : 0, dg, i);
+}
+
+// The digits as B fragments: dst[4 k] = digit k of elements 0..3 (b0) and 4..7 (b1).
+__device__ __forceinline__ void store_digits(uint2* dst, const int (&dg)[4][8]) {
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
+                            pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+}
+
 // kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
 // the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
 // One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
@@ -142,34 +193,12 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
   for (int u = 0; u < kU; u++) {
     const int b = bs[u];
     if ((lane & 3) == 0 && st[u]) sx[b * 8 + (lane >> 2)] = sg[u];
-    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (m[u] > 0.f && isfinite(m[u])) {
-      frexpf(m[u], &ex);
-      ex = max(ex, -90);
-    }
+    const int ex = block_exp(m[u]);
     const float s = ldexpf(1.f, 30 - ex);
-    if (lane == 0 && st[u]) inv_s[b] = fin[u] ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    if (lane == 0 && st[u]) inv_s[b] = digit_factor(fin[u], ex - 34);
     int dg[4][8];  // [digit][element]
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-    }
-    if (st[u]) {
-      uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
-#pragma unroll
-      for (int k = 0; k < 4; k++)
-        dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                                pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
-    }
+    split_digits(v[u], s, fin[u], dg);
+    if (st[u]) store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
 }
 
@@ -180,23 +209,8 @@ template <int kW>
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, int b0 = 0,
                                          int bstep = kW, bool zero = true) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   if (zero)
     for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = b0 + warp; b < a.nb; b += bstep) {
@@ -209,37 +223,14 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     sg += __shfl_xor_sync(0xffffffffu, sg, 1);
     sg += __shfl_xor_sync(0xffffffffu, sg, 2);
     if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
-    // m < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN (y NaN, where fp32 gives NaN or inf); ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (m > 0.f && isfinite(m)) {
-      frexpf(m, &ex);
-      ex = max(ex, -90);
-    }
+    const int ex = block_exp(m);
     const float s = ldexpf(1.f, 30 - ex);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    bool fin = true;  // fmaxf skips NaN: test every element
-#pragma unroll
-    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
-    fin = __all_sync(0xffffffffu, fin);
-    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 34) : __int_as_float(0x7fffffff);
+    const bool fin = all_finite(v);
+    if (lane == 0) inv_s[b] = digit_factor(fin, ex - 34);
     int dg[4][8];  // [digit][element]
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin ? __float2int_rn(v[i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-    }
-    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      dst[k * 4] = make_uint2(pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                              pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    split_digits(v, s, fin, dg);
+    store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
   __syncthreads();
 }
@@ -248,24 +239,9 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
 // run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
 template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  const int warp = threadIdx.x >> 5;
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = warp; b < a.nb; b += 2 * kW) {
     const bool v1 = b + kW < a.nb;
@@ -371,6 +347,59 @@ __device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* d
     bulk_g2s(static_cast<uint8_t*>(dst) + off, reinterpret_cast<const uint8_t*>(xg) + off, min(piece, bytes - off), bar);
 }
 
+// The ring's barriers (both stream kernels), set up by thread 0 before any thread uses them: full[s] takes the
+// producer's arrival and its copies' bytes, empty[s] the kCW consumer warps of the group that read stage s,
+// xfull the copy of a prepared x.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kCW);
+    }
+    mbar_init(xfull, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// The producer warp's part in x once the first stages are in flight: it joins the stager's barriers (one when
+// the RMSNorm prologue reduces sum(x^2), one at its end) or, with a prepared x (a.xg), copies it instead.
+template <class A>
+__device__ __forceinline__ void join_staging(const A& a, void* smem, uint64_t* xfull) {
+  if (a.xg) {
+    copy_xg(a.xg, a.xg_bytes, smem, xfull);
+  } else {
+    if (a.t.pre.norm_w) __syncthreads();
+    __syncthreads();
+  }
+  mvs::grid_dep_trigger();
+}
+
+// A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
+// alternate row groups, so that one barrier per row group suffices) and warp 0 writes the 16 rows.
+template <int kW>
+__device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp, int lane, float (&yp)[2],
+                                           float (*red)[16]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
+    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+  }
+  if (t == 0) {
+    red[warp][g] = yp[0];
+    red[warp][g + 8] = yp[1];
+  }
+  asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
+  if (warp == 0 && lane < 16) {
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < kW; i++) v += red[i][lane];
+    const int row = rg * 16 + lane;
+    if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
+  }
+}
+
 // Raw words of one item from a stage: rows g, g + 8 at `row0` + k * 8 * pitch, super-block at byte q * 144.
 __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, int t, mvt::Raw& r) {
 #pragma unroll
@@ -412,28 +441,13 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kCW);
-    }
-    mbar_init(&xfull, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(full, empty, &xfull, S);
 
   if (warp == kW) {  // producer
-    // Joins the barriers of mvt::stage (one when the RMSNorm prologue reduces sum(x^2), one at its end)
-    // after the first `S` stages are in flight; with a prepared x (a.xg) copies it instead.
+    // Joins x staging (join_staging) after the first `S` stages are in flight.
     bool joined = false;
     const auto join = [&] {
-      if (a.xg) {
-        copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
-      } else {
-        if (a.t.pre.norm_w) __syncthreads();
-        __syncthreads();
-      }
-      mvs::grid_dep_trigger();
+      join_staging(a, smem_raw, &xfull);
       joined = true;
     };
     int j = 0;
@@ -500,24 +514,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
-    // Row group done: the kW warps' partial sums.
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
-    }
-    if (t == 0) {
-      red[par][warp][g] = yp[0];
-      red[par][warp][g + 8] = yp[1];
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
-    if (warp == 0 && lane < 16) {
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[par][i][lane];
-      const int row = rg * 16 + lane;
-      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
-    }
+    store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
 }

@@ -76,6 +76,27 @@ __device__ __forceinline__ float2 load_x2(const mvt::Args& a, int e, float scale
   return v;
 }
 
+// mvq::split_digits with the digit sums of the lane's elements (slot 0 at p0, slot 1 at p1, mod 32) per half lh
+// of their 32-element group (l < 16: half 0) and digit, for the C operand that carries Q6_K's -32 offset. The sums
+// stay in the split's loop: as a second loop after split_digits, kernel<true, 8> compiled to different code.
+__device__ __forceinline__ void split_digits_q6(const float (&v)[8], float s, bool fin, int p0, int p1, int (&dg)[4][8],
+                                                int (&sum)[2][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+#pragma unroll
+    for (int k = 0; k < 4; k++) sum[h][k] = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    mvq::split_s8(fin ? __float2int_rn(v[i] * s) : 0, dg, i);
+    const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (l < 16) sum[0][k] += dg[k][i];
+      else sum[1][k] += dg[k][i];
+    }
+  }
+}
+
 // kU super-blocks bs[] of one parity per call, their dependent chains (x loads, max reduction, digit sums)
 // interleaved: the staging is latency-bound (every CTA stages all of x before its first item), one
 // super-block at a time left the SM idle between L2 loads and shuffle chains. Stores only where st[u].
@@ -123,41 +144,13 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
   int ps[kU][2][2];
 #pragma unroll
   for (int u = 0; u < kU; u++) {
-    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (mx[u] > 0.f && isfinite(mx[u])) {
-      frexpf(mx[u], &ex);
-      ex = max(ex, -90);
-    }
+    const int ex = mvq::block_exp(mx[u]);
     const float s = ldexpf(1.f, 30 - ex);
-    if (lane == 0 && st[u]) inv_s[bs[u]] = fin[u] ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
+    if (lane == 0 && st[u]) inv_s[bs[u]] = mvq::digit_factor(fin[u], ex - 30);
     int dg[4][8];  // [digit][element]
-    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        if (l < 16) sum[0][k] += dg[k][i];
-        else sum[1][k] += dg[k][i];
-      }
-    }
-    if (st[u]) {
-      uint2* dst = bfr + (bs[u] * 8 + m) * 16 + t;
-#pragma unroll
-      for (int k = 0; k < 4; k++)
-        dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                                mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
-    }
+    int sum[2][4];
+    split_digits_q6(v[u], s, fin[u], p0, p1, dg, sum);
+    if (st[u]) mvq::store_digits(bfr + (bs[u] * 8 + m) * 16 + t, dg);
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -187,23 +180,8 @@ template <int kW>
 __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, int b0 = 0,
                                          int bstep = kW) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   const int m = lane >> 2, t = lane & 3;
   for (int b = b0 + warp; b < a.nb; b += bstep) {
     const int odd = b & 1;
@@ -223,43 +201,14 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
 #pragma unroll
     for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    // mx < 2^ex: |x' 2^(30 - ex)| < 2^30. A zero block keeps ex = 0; a non-finite element makes the block's
-    // factor NaN; ex >= -90 keeps 2^(30 - ex) finite.
-    int ex = 0;
-    if (mx > 0.f && isfinite(mx)) {
-      frexpf(mx, &ex);
-      ex = max(ex, -90);
-    }
+    const int ex = mvq::block_exp(mx);
     const float s = ldexpf(1.f, 30 - ex);
-    bool fin = true;  // fmaxf skips NaN: test every element
-#pragma unroll
-    for (int i = 0; i < 8; i++) fin = fin && isfinite(v[i]);
-    fin = __all_sync(0xffffffffu, fin);
-    if (lane == 0) inv_s[b] = fin ? ldexpf(1.f, ex - 30) : __int_as_float(0x7fffffff);
-    int dg[4][8];    // [digit][element]
-    int sum[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};  // [half lh][digit]: digit sums of the lane's elements
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int r = fin ? __float2int_rn(v[i] * s) : 0;
-#pragma unroll
-      for (int k = 3; k > 0; k--) {
-        const int d = (int)(int8_t)(r & 0xFF);
-        dg[k][i] = d;
-        r = (r - d) >> 8;  // exact: r - d is a multiple of 256
-      }
-      dg[0][i] = r;  // |r| <= 64
-      const int l = ((i < 4 ? p0 : p1) + (i & 3)) & 31;
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        if (l < 16) sum[0][k] += dg[k][i];
-        else sum[1][k] += dg[k][i];
-      }
-    }
-    uint2* dst = bfr + (b * 8 + m) * 16 + t;
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-      dst[k * 4] = make_uint2(mvq::pack_s8(dg[k][0], dg[k][1], dg[k][2], dg[k][3]),
-                              mvq::pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
+    const bool fin = mvq::all_finite(v);
+    if (lane == 0) inv_s[b] = mvq::digit_factor(fin, ex - 30);
+    int dg[4][8];  // [digit][element]
+    int sum[2][4];  // [half lh][digit]: digit sums of the lane's elements
+    split_digits_q6(v, s, fin, p0, p1, dg, sum);
+    mvq::store_digits(bfr + (b * 8 + m) * 16 + t, dg);
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -288,24 +237,9 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
 // one parity), two per stage_q6_u call.
 template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kW];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kW; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  const int warp = threadIdx.x >> 5;
+  __shared__ float red[kW];
+  const float scale = mvt::rms_scale<kW>(a, red);
   for (int b = warp; b < a.nb; b += 2 * kW) {  // kW even: b and b + kW have the warp's parity
     const bool v1 = b + kW < a.nb;
     const int bs[2] = {b, v1 ? b + kW : b};
@@ -459,26 +393,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mvq::mbar_init(&full[s], 1);
-      mvq::mbar_init(&empty[s], kCW);
-    }
-    mvq::mbar_init(&xfull, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  mvq::init_ring(full, empty, &xfull, S);
 
+  // The producer and consumer loops follow mvq::kernel's; they stay written out in both kernels because as shared
+  // templates taking the copy / the items as callbacks, kernel<true, 8> compiled to different code.
   if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
     bool joined = false;
     const auto join = [&] {
-      if (a.xg) {
-        mvq::copy_xg(a.xg, a.xg_bytes, smem_raw, &xfull);
-      } else {
-        if (a.t.pre.norm_w) __syncthreads();
-        __syncthreads();
-      }
-      mvs::grid_dep_trigger();
+      mvq::join_staging(a, smem_raw, &xfull);
       joined = true;
     };
     int j = 0;
@@ -539,23 +461,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       __syncwarp();
       if (lane == 0) mvq::mbar_arrive(&empty[s]);
     }
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-      yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
-    }
-    if (t == 0) {
-      red[par][warp][g] = yp[0];
-      red[par][warp][g + 8] = yp[1];
-    }
-    asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
-    if (warp == 0 && lane < 16) {
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[par][i][lane];
-      const int row = rg * 16 + lane;
-      if (row < a.t.rows) a.t.y[row] = a.t.accumulate ? a.t.y[row] + v : v;
-    }
+    mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
 }

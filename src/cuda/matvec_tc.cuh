@@ -102,29 +102,36 @@ __device__ __forceinline__ float4 load_x4(const Args& a, int e, float scale) {
   return v;
 }
 
+// The RMSNorm prologue's factor 1 / sqrt(mean(x^2) + eps), 1 without it: kW warps sum x^2, one __syncthreads
+// (the stream kernels' producer warp joins it). red: kW floats of shared memory declared by the caller, so that
+// each stager keeps its own array (a kernel's static shared memory stays as it was).
+template <int kW>
+__device__ __forceinline__ float rms_scale(const Args& a, float* red) {
+  if (!a.pre.norm_w) return 1.f;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float ss = 0.f;
+  const float4* x4 = reinterpret_cast<const float4*>(a.x);
+  for (int f = threadIdx.x; f < a.cols / 4; f += 32 * kW) {
+    const float4 v = __ldg(x4 + f);
+    ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) red[warp] = ss;
+  __syncthreads();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < kW; i++) tot += red[i];
+  return 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+}
+
 // Writes the B fragments, Sx and 2^-e of every super-block into shared memory; one warp per super-block,
 // lane = code word wi of the block (elements e_lo + 0..3 = low nibbles, e_hi + 0..3 = high nibbles).
 // Q6_K (kQ6): lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 2, fragment lanes t = 2 (lane & 1), + 1.
 template <int kT, bool kQ6>
 __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float scale = 1.f;
-  if (a.pre.norm_w) {
-    __shared__ float red[kWarps];
-    float ss = 0.f;
-    const float4* x4 = reinterpret_cast<const float4*>(a.x);
-    for (int f = threadIdx.x; f < a.cols / 4; f += kThreads) {
-      const float4 v = __ldg(x4 + f);
-      ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarps; i++) tot += red[i];
-    scale = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
-  }
+  __shared__ float red[kWarps];
+  const float scale = rms_scale<kWarps>(a, red);
   // The zero super-block (index nb) for lanes whose column is >= kT.
   for (int i = threadIdx.x; i < 16 * kT * 4; i += kThreads) bfr[a.nb * 16 * kT * 4 + i] = make_uint2(0, 0);
   const int wi = lane, c = wi >> 3;
