@@ -121,7 +121,6 @@ struct MatvecInput {
   const float* norm_w = nullptr;
   float eps = 0.f;
   const float* gate = nullptr;
-  int64_t ld = 0;  // matvec_batched_fused: row stride of x and gate (0: cols); unused at batch 1
 };
 Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
                     float* scratch, cudaStream_t stream, bool accumulate = false);
@@ -143,16 +142,5 @@ void set_matvec_batched_terms(int terms);  // 2 or 3 (other values: 3)
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate = false);
-
-// Batched form of matvec_fused (batched11): Y[B, rows] = X'[B, cols] · Wᵀ with X' the transform of MatvecInput
-// per column b (norm: one RMSNorm per column; x and gate rows in.ld apart, 0: cols). Where the chosen kernel
-// prepares x in one launch (wg::prep_kernel: Q4_K / Q6_K wgmma family, 25 <= B <= 64, DS_MVB_PREP on; see
-// matvec_batched_fuses) the transform runs in that launch (the same arithmetic per element as the model's
-// kernels), else as its own kernel first (mk::rms_norm / mk::swiglu, kernels_basic.cu).
-// Either way X' is written to scratch ([batch][cols] floats, 16-byte aligned), so it stays usable afterwards.
-Status matvec_batched_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in,
-                            float* y, int batch, float* scratch, cudaStream_t stream, bool accumulate = false);
-// Whether matvec_batched_fused runs the transform inside the product's x preparation for this type / shape.
-bool matvec_batched_fuses(GgmlType type, int64_t rows, int64_t cols, int batch);
 
 }  // namespace ds::cuda

@@ -24,7 +24,6 @@
 #include "cuda/matvec_wgmma_ring.cuh"
 #include "cuda/matvec_wgmma_block.cuh"
 #include "cuda/matvec_wgmma_q6k_ring.cuh"
-#include "cuda/model/model_kernels.cuh"
 
 namespace ds::cuda {
 namespace {
@@ -193,53 +192,6 @@ int matvec_batched_wgmma_min_batch(GgmlType type) {
 int matvec_batched_split_reduce() { return wg::red_setting(); }
 void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode == 0 || mode == 2 ? mode : 1; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 8 ? v : 0; }
-
-// The dispatch of gemm_or_mma for the kernels whose x preparation is wg::prep_kernel (their launch sites take
-// wg::prep_in_pending); kept conservative: DS_MVB_PREP=0 falls back even for the Q6_K ring.
-bool matvec_batched_fuses(GgmlType type, int64_t rows, int64_t cols, int batch) {
-  if (batch < 2 || batch > kMatvecMaxBatch || path_setting() != MatvecBatchedPath::Gemm || !wg::prep_fused() ||
-      !wg_available() || !fold_setting())
-    return false;
-  if (type == GgmlType::Q4_K)
-    return gemm::supports<mma::DecQ4K>(rows, cols, batch) && wg_setting() && wg::supports(rows, cols, batch);
-  if (type == GgmlType::Q6_K)
-    return gemm::supports<gemm::DecQ6KQuarterH>(rows, cols, batch) && wg_q6k_setting() &&
-           wg6::supports(rows, cols, batch);
-  return false;
-}
-
-Status matvec_batched_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in,
-                            float* y, int batch, float* scratch, cudaStream_t stream, bool accumulate) {
-  if (in.norm_w && in.gate) return cu_err("cuda matvec_batched_fused: RMSNorm and SwiGLU inputs at once");
-  if (!in.norm_w && !in.gate) return matvec_batched(type, w, rows, cols, in.x, y, batch, stream, accumulate);
-  if (!scratch) return cu_err("cuda matvec_batched_fused: no scratch buffer");
-  if (batch < 1 || batch > kMatvecMaxBatch)
-    return cu_err("cuda matvec_batched_fused: batch {} outside [1, {}]", batch, kMatvecMaxBatch);
-  const int64_t ld = in.ld ? in.ld : cols;
-  if (ld < cols) return cu_err("cuda matvec_batched_fused: row stride {} < cols {}", ld, cols);
-  if (batch == 1) return matvec_fused(type, w, rows, cols, in, y, scratch, stream, accumulate);
-  // prep_transform reads x / norm_w as float4 and writes scratch as float4
-  const bool aligned =
-      ((uintptr_t)in.x | (uintptr_t)in.gate | (uintptr_t)in.norm_w | (uintptr_t)scratch) % 16 == 0 && ld % 4 == 0;
-  if (aligned && matvec_batched_fuses(type, rows, cols, batch)) {
-    wg::prep_in_pending() = wg::PrepIn{in.norm_w, in.eps, in.gate, ld, scratch};
-    wg::prep_in_taken() = false;
-    const Status st = matvec_batched(type, w, rows, cols, in.x, y, batch, stream, accumulate);
-    const bool taken = wg::prep_in_taken();
-    wg::prep_in_pending() = wg::PrepIn{};
-    wg::prep_in_taken() = false;
-    DS_TRY(st);
-    // a dispatch that matvec_batched_fuses does not describe would have used x untransformed: fail loudly
-    if (!taken) return cu_err("cuda matvec_batched_fused: {} [{}, {}] B {}: transform not applied", type_cstr(type),
-                              rows, cols, batch);
-    return {};
-  }
-  // The fallback: the transform by the model's own kernels (as the T > 1 step without fusion) into scratch,
-  // then the plain product.
-  if (in.gate) DS_TRY(mk::swiglu(in.gate, ld, in.x, ld, scratch, batch, cols, stream));
-  else DS_TRY(mk::rms_norm(in.x, ld, in.norm_w, scratch, cols, batch, cols, in.eps, stream));
-  return matvec_batched(type, w, rows, cols, scratch, y, batch, stream, accumulate);
-}
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

@@ -70,8 +70,8 @@ using gemm::u2h;
 // ---- 2. split x into the B-fragment order -----------------------------------------------------------
 // One item per (n-tile, block, lane (g, t)): batch column b = 8n + g (scale sc; 0 for columns >= batch), the
 // lane's 64 elements of the block. kFrags = false: only the block sums xm (matvec_wgmma.cuh stages x in its
-// own layout). kCg: x was written earlier by this kernel (wg::prep_kernel's fused input): loads through L2.
-template <bool kFrags, bool kCg = false>
+// own layout).
+template <bool kFrags>
 __device__ __forceinline__ void split_item(const float* __restrict__ x, int64_t cols, int batch, int nt, float sc,
                                            int n, int64_t blk, int lane, uint4* __restrict__ xf,
                                            uint4* __restrict__ xm) {
@@ -87,10 +87,7 @@ __device__ __forceinline__ void split_item(const float* __restrict__ x, int64_t 
 #pragma unroll
       for (int q = 0; q < 4; q++) {
         float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (b < batch) {
-          const float4* p = reinterpret_cast<const float4*>(x + (int64_t)b * cols + e0 + 4 * q);
-          f = kCg ? __ldcg(p) : *p;
-        }
+        if (b < batch) f = *reinterpret_cast<const float4*>(x + (int64_t)b * cols + e0 + 4 * q);
         v[4 * q] = f.x * sc; v[4 * q + 1] = f.y * sc; v[4 * q + 2] = f.z * sc; v[4 * q + 3] = f.w * sc;
       }
       float sum = 0.f;

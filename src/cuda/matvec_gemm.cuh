@@ -85,15 +85,12 @@ __global__ void __launch_bounds__(256) col_scale_kernel(const float* __restrict_
 }
 // The same for batch column b inside a 256-thread block (one CTA per column): every thread gets s; thread 0
 // writes scale[b] and inv[b]. Call from all threads of the block.
-// kCg: xb was written earlier by this kernel (wg::prep_kernel's fused input), so load it through L2 (ld.global.cg),
-// not the read-only path.
-template <bool kCg = false>
 __device__ __forceinline__ float col_scale_block(const float* __restrict__ xb, int64_t cols, int b, float* scale,
                                                  float* inv) {
   __shared__ float red[8];
   __shared__ float sc_sh;
   float m = 0.f;
-  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(kCg ? __ldcg(xb + i) : xb[i]));
+  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(xb[i]));
 #pragma unroll
   for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;

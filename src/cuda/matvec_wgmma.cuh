@@ -80,85 +80,23 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
 }
 
 // ---- all of x's preparation in one launch -------------------------------------------------------------
-// The input transform folded into prep_kernel (matvec_batched_fused, batched11): xt == nullptr: none (x as
-// given); else column b's transformed input x'_b is written to xt + b·cols first, in the arithmetic of the
-// model's separate kernels (mk::rms_norm_v4 / mk::swiglu, kernels_basic.cu), and the preparation reads it:
-//   norm_w set: x'_b = x_b · (1 / sqrt(sum x_b² / cols + eps)) · norm_w   (x row stride ld)
-//   gate set:   x'_b = silu(gate_b) · x_b                                   (x and gate row stride ld)
-struct PrepIn {
-  const float* norm_w = nullptr;
-  float eps = 0.f;
-  const float* gate = nullptr;
-  int64_t ld = 0;
-  float* xt = nullptr;
-};
-// The transform the next prep_kernel launch applies (set by matvec_batched_fused around one matvec_batched
-// call; a launch site takes it, so the caller can check it was used). Per host thread.
-inline PrepIn& prep_in_pending() {
-  static thread_local PrepIn p;
-  return p;
-}
-inline bool& prep_in_taken() {
-  static thread_local bool t = false;
-  return t;
-}
-inline PrepIn take_prep_in() {
-  const PrepIn p = prep_in_pending();
-  if (p.xt) prep_in_taken() = true;
-  prep_in_pending() = PrepIn{};
-  return p;
-}
-
-// Column b's transformed input into xt + b·cols (256 threads; sums as mk::rms_norm_v4_kernel: per thread its
-// float4s in index order, then the block sum in warp order), visible to the whole CTA on return.
-__device__ __forceinline__ void prep_transform(const float* __restrict__ x, int64_t cols, int b, const PrepIn& in) {
-  const int64_t n4 = cols / 4;
-  const float4* xr = reinterpret_cast<const float4*>(x + (int64_t)b * in.ld);
-  float4* yr = reinterpret_cast<float4*>(in.xt + (int64_t)b * cols);
-  if (in.norm_w) {
-    __shared__ float red[8];
-    const float4* wr = reinterpret_cast<const float4*>(in.norm_w);
-    float ss = 0.f;
-    for (int64_t i = threadIdx.x; i < n4; i += 256) {
-      const float4 v = xr[i];
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float r = 0.f;
-    for (int i = 0; i < 8; i++) r += red[i];
-    const float scale = 1.0f / sqrtf(r / (float)cols + in.eps);
-    for (int64_t i = threadIdx.x; i < n4; i += 256) {
-      const float4 v = xr[i], g = __ldg(wr + i);
-      yr[i] = make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
-    }
-  } else {
-    const float* gr = in.gate + (int64_t)b * in.ld;
-    const float* ur = x + (int64_t)b * in.ld;
-    float* o = in.xt + (int64_t)b * cols;
-    for (int64_t i = threadIdx.x; i < cols; i += 256) {
-      const float g = gr[i];
-      o[i] = g / (1.0f + expf(-g)) * ur[i];  // silu_f(g) * u (device_util.cuh)
-    }
-  }
-  __syncthreads();  // xt's column is read by other threads of this CTA next
-}
-
 // One CTA per batch column b < 64 (columns >= batch get zeros, as in split_kernel): the column's scale
 // (gemm::col_scale_kernel's formula: max|x| is exact in any order), its entries of xw (split_kernel<kQ6>'s
 // arithmetic) and, kSums, its block sums for the Q4_K mins (fold::split_kernel<false> with nt = 8, the same
 // summation order), so the bits are those of the three separate launches it replaces (DS_MVB_PREP=0: those).
-// kCg: x is the column just written by prep_transform (loads through L2, not the read-only path).
-template <bool kQ6, bool kSums, bool kCg>
-__device__ __forceinline__ void prep_body(const float* x, int64_t cols, int batch, float* __restrict__ scale,
-                                          float* __restrict__ inv, uint32_t* __restrict__ xw,
-                                          uint4* __restrict__ xm) {
+template <bool kQ6, bool kSums>
+__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                   float* __restrict__ scale, float* __restrict__ inv,
+                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
   const int b = blockIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
+  // they prefetch weights, then wait for this grid to complete before reading anything it writes
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
   const int64_t nblk = cols / 256;
   const float* xb = x + (int64_t)b * cols;
-  const float sc = b < batch ? gemm::col_scale_block<kCg>(xb, cols, b, scale, inv) : 0.f;
+  const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
   // xw: items (blk, s, kk, t) of column b
   const int in = (b % 8) * 4;
   for (int64_t it = threadIdx.x; it < nblk * 64; it += 256) {
@@ -169,8 +107,7 @@ __device__ __forceinline__ void prep_body(const float* x, int64_t cols, int batc
                            : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
     float v[4] = {0.f, 0.f, 0.f, 0.f};
     if (b < batch) {
-      const float4* p = reinterpret_cast<const float4*>(xb + e0);
-      const float4 f = kCg ? __ldcg(p) : *p;
+      const float4 f = *reinterpret_cast<const float4*>(xb + e0);
       v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
     }
     uint32_t hi0, lo0, hi1, lo1;
@@ -184,24 +121,7 @@ __device__ __forceinline__ void prep_body(const float* x, int64_t cols, int batc
   }
   if constexpr (kSums)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
-      fold::split_item<false, kCg>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
-}
-template <bool kQ6, bool kSums>
-__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
-                                                   float* __restrict__ scale, float* __restrict__ inv,
-                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm,
-                                                   const PrepIn pin = PrepIn{}) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
-  // they prefetch weights, then wait for this grid to complete before reading anything it writes
-  asm volatile("griddepcontrol.launch_dependents;\n" :::);
-#endif
-  if (pin.xt) {
-    if ((int)blockIdx.x < batch) prep_transform(x, cols, blockIdx.x, pin);
-    prep_body<kQ6, kSums, true>(pin.xt, cols, batch, scale, inv, xw, xm);
-  } else {
-    prep_body<kQ6, kSums, false>(x, cols, batch, scale, inv, xw, xm);
-  }
+      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
 }
 using gemm::prep_fused;
 
@@ -579,7 +499,7 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (prep_fused()) {
-    prep_kernel<false, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm, take_prep_in());
+    prep_kernel<false, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

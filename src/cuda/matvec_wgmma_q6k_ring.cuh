@@ -271,8 +271,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr,
-                                                           wg::take_prep_in());
+  wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring prep)", stream);
   const int rows_per_tile = 64 * n_wg;
   int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;

@@ -118,19 +118,6 @@ bool fused(const Step& s) {
   return on && s.T == 1 && !s.dumping();
 }
 
-// T > 1 without dumps (batched11): the RMSNorm / SwiGLU in front of a product folded into the batched product's x
-// preparation (matvec_batched_fused; separate kernel + product where that kernel has none), one launch less per
-// norm. xn / act are still written (the scratch). DS_MVB_FUSE_IN=1 turns it on; default off: slower on the H200
-// (9B, B = 64, --select 0: 9.975 ms per step with it vs 9.410 without; the Q4_K products 5.04 vs 4.40 ms, each prep CTA
-// writes and re-reads its column and every projection group normalises again).
-bool fused_b(const Step& s) {
-  static const bool on = [] {
-    const char* e = std::getenv("DS_MVB_FUSE_IN");
-    return e && e[0] == '1';
-  }();
-  return on && s.T > 1 && !s.dumping();
-}
-
 // A projection's input: x itself, or (fused) the RMSNorm of x with weights norm_w.
 struct In {
   const float* x;
@@ -145,7 +132,6 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
       return mv(s, [&] {
         if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
         const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
-        if (s.T > 1) return matvec_batched_fused(m.type, m.w, m.rows, m.cols, mi, y, s.T, s.f(s.I.xn), s.st);
         return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
       });
     }, mv_flops(s.T, m)));
@@ -155,7 +141,7 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
 
 // The input of the projection after the layer's norm: the normalised xn, or h with the norm fused.
 In normed(Step& s, const float* norm_w) {
-  return fused(s) || fused_b(s) ? In{s.f(s.I.h), norm_w} : In{s.f(s.I.xn)};
+  return fused(s) ? In{s.f(s.I.h), norm_w} : In{s.f(s.I.xn)};
 }
 
 // h += W x; when dumping, W x is materialised first and emitted under `name`.
@@ -349,7 +335,7 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, H = c.n_embd, Iff = c.n_ff;
   const std::string L = "L" + std::to_string(il) + ".";
   DS_TRY(emit(s, L + "ffn_inp", s.f(I.h), H, T, H, {T, H}));
-  if (!fused(s) && !fused_b(s)) DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
+  if (!fused(s)) DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
   DS_TRY(emit(s, L + "ffn_norm", s.f(I.xn), H, T, H, {T, H}));
   DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.post_norm)));
   const View g = view(s, D.ffn, 0), u = view(s, D.ffn, 1);
@@ -361,17 +347,6 @@ Status ffn(Step& s, int il, const DevLayer& D) {
       MatvecInput mi{u.p};
       mi.gate = g.p;
       return mv(s, [&] { return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true); });
-    }, mv_flops(T, m));
-  }
-  if (fused_b(s) && g.ld == u.ld) {  // h += W_down (silu(g) * u), the SwiGLU in the product's x preparation
-    const DevMat& m = D.down;
-    return op(s, L + "ffn_out[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
-      MatvecInput mi{u.p};
-      mi.gate = g.p;
-      mi.ld = u.ld;
-      return mv(s, [&] {
-        return matvec_batched_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.T, s.f(I.act), s.st, true);
-      });
     }, mv_flops(T, m));
   }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
@@ -432,7 +407,7 @@ Status enqueue_step(Step& s) {
   for (int il = 0; il < (int)c.n_layer; il++) {
     const DevLayer& D = I.layers[il];
     const std::string L = "L" + std::to_string(il) + ".";
-    if (!fused(s) && !fused_b(s)) DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
+    if (!fused(s)) DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
     DS_TRY(emit(s, L + "attn_norm", s.f(I.xn), H, T, H, {T, H}));
     if (D.kind == LayerKind::GatedDeltaNet) {
       DS_TRY(gdn_layer(s, il, D));
