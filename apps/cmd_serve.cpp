@@ -223,6 +223,13 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--prefill-budget", o->eng.prefill_budget,
                  "prompt tokens processed between two decode steps (bounds the stall new prompts cause)")
       ->capture_default_str();
+  app.add_flag("--prefill-first,!--no-prefill-first", o->eng.prefill_first,
+               "while at least as many sequences wait for their prompt as decode, run all those prompts before the "
+               "next decode step (fuller decode batches after a burst of requests; the decoding few wait longer)")
+      ->capture_default_str();
+  app.add_flag("--warm-up,!--no-warm-up", o->eng.warm_up,
+               "cuda: capture the decode step of every batch size before serving (no capture inside a served step)")
+      ->capture_default_str();
   app.add_option("--http-threads", o->srv.http_threads, "HTTP worker threads (0: slots + queue + 16)")
       ->capture_default_str();
   app.add_option("--timeout", o->srv.io_timeout_s, "seconds a client may stall a socket read or write")

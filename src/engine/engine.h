@@ -23,6 +23,12 @@ struct EngineConfig {
   int32_t max_queue = 256;             // waiting requests; more are refused (QueueFull)
   int32_t prefill_chunk = 512;         // prompt tokens per prefill call
   int32_t prefill_budget = 1024;       // prompt tokens run between two decode steps (at least one chunk)
+  // While at least as many admitted sequences wait for their prompt as have a token to decode, the prompts all
+  // run before the next decode step (no budget): a decode step of a few sequences costs nearly as much as one
+  // of a full batch, so filling the batch first raises throughput when a burst of requests arrives (the few
+  // decoding sequences wait, as with a large budget). Otherwise prefill_budget bounds the stall.
+  bool prefill_first = false;
+  bool warm_up = true;  // Backend::warm_up() before the first request (CUDA: every decode graph captured)
   size_t prefix_cache_bytes = size_t(1) << 30;
   size_t prefix_cache_entries = 512;
   int32_t prefix_cache_min_tokens = 16;  // shorter prompts are not snapshotted
