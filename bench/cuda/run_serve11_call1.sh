@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv; mkdir -p "$W"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
 X=$B/deltaserve
-LIM=${LIM:-200}
+LIM=${LIM:-160}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
 step() { local name=$1 limit=$2 log=$3; shift 3; [ $(el) -lt $LIM ] || { say "skip $name"; return; }; say "== $name"; echo "==== $name" >> "$log"
@@ -50,8 +50,9 @@ SB "before (serve11 switches off: $OLD)" "$OLD"
 SB "after (defaults)" "DS_DEFAULT=1"
 SB "after --prefill-first" "DS_DEFAULT=1" --server-args "--prefill-first"
 SB "after --prefill-budget 512" "DS_DEFAULT=1" --server-args "--prefill-budget 512"
+SB "after DS_SNAPSHOT_POOL=0 (64)" "DS_SNAPSHOT_POOL=0" --levels 64
+SB "after --prefill-first --prefill-budget 512" "DS_DEFAULT=1" --server-args "--prefill-first --prefill-budget 512"
 SB "after --prefix-cache-mb 0 (64)" "DS_DEFAULT=1" --levels 64 --server-args "--prefix-cache-mb 0"
 SB "after DS_GRAPH_WARMUP=0 (64)" "DS_GRAPH_WARMUP=0" --levels 64
-SB "after DS_SNAPSHOT_POOL=0 (64)" "DS_SNAPSHOT_POOL=0" --levels 64
 grep -E "serve_bench\] (server up|done)" "$OUT/serve.log" | tee -a "$OUT/steps.log"
 say done
