@@ -155,7 +155,9 @@ TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
     Rig rig(o, cfg);
     std::vector<std::vector<int32_t>> ps = {prompt_of(40, 150)};
     std::vector<std::shared_ptr<RequestHandle>> hs = {rig.submit(greedy(ps[0], 30))};
-    std::this_thread::sleep_for(10ms);  // the first prompt is running (60 ms of prefill)
+    // The burst arrives while the first prompt runs (60 ms of prefill; its first chunk has started).
+    for (int w = 0; w < 2000 && rig.fb.n_prefill_tokens.load() == 0; w++) std::this_thread::sleep_for(100us);
+    ASSERT_GT(rig.fb.n_prefill_tokens.load(), 0);
     for (int i = 1; i < 4; i++) {
       ps.push_back(prompt_of(40 + i, 40));
       hs.push_back(rig.submit(greedy(ps.back(), 30)));
