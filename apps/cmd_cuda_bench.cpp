@@ -28,6 +28,7 @@ namespace {
 struct Options {
   std::string model, json;
   int prompt = 0, tg = 128, batch = 1, reps = 3, top = 30;
+  int ctx = 0;      // > 0: each state's max_ctx (the server's --ctx: attention splits follow it), else prompt + tg + 16
   int select = -1;  // >= 0: decode through decode_select with this k (the server's path), no logits download
   bool breakdown = false, no_graphs = false, precise = false;
 };
@@ -109,7 +110,11 @@ int run(const Options& o) {
   const double ceiling_bw = bw ? *bw : 0;
   spdlog::info("cuda-bench: {} on {}: {:.3f} GB of weights on the device; copy bandwidth {:.0f} GB/s",
                o.model, dev ? dev->name : "?", M.weight_bytes() / 1e9, ceiling_bw / 1e9);
-  const int64_t V = M.cfg().n_vocab, max_ctx = o.prompt + o.tg + 16;
+  const int64_t V = M.cfg().n_vocab, max_ctx = o.ctx > 0 ? o.ctx : o.prompt + o.tg + 16;
+  if (max_ctx < o.prompt + o.tg + 6) {  // + the breakdown's 5 profiled steps
+    spdlog::error("cuda-bench: --ctx {} is below prompt + tg + 6 = {}", max_ctx, o.prompt + o.tg + 6);
+    return 1;
+  }
   std::vector<std::unique_ptr<ds::cuda::CudaSeqState>> states;
   std::vector<ds::cuda::CudaSeqState*> ptrs;
   for (int b = 0; b < o.batch; b++) {
@@ -123,7 +128,7 @@ int run(const Options& o) {
   }
   std::vector<int32_t> prompt(o.prompt);
   for (int i = 0; i < o.prompt; i++) prompt[i] = (int32_t)((7 * i + 1) % V);
-  nlohmann::json out = {{"model", o.model}, {"gpu", dev ? dev->name : "?"}, {"batch", o.batch},
+  nlohmann::json out = {{"model", o.model}, {"gpu", dev ? dev->name : "?"}, {"batch", o.batch}, {"max_ctx", max_ctx},
                         {"weight_bytes", M.weight_bytes()}, {"copy_gbps", ceiling_bw / 1e9}};
   std::vector<double> pp_s, tg_s;
   auto fail = [](const ds::Status& s) {
@@ -215,6 +220,10 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--prompt", o->prompt, "prefill this many tokens per sequence first (and time it)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--tg", o->tg, "decode steps to time")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--ctx", o->ctx,
+                 "positions per sequence state (default prompt + tg + 16); the decode attention's position splits "
+                 "follow it, so --ctx 1024 times the server's step (`serve --ctx 1024`)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", o->batch, "sequences decoded together (1..64)")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--reps", o->reps, "timed repetitions after one warm-up (the median is reported)")
       ->check(CLI::PositiveNumber)->capture_default_str();

@@ -221,7 +221,15 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--prefill-chunk", o->eng.prefill_chunk, "prompt tokens per prefill call")->capture_default_str();
   app.add_option("--prefill-budget", o->eng.prefill_budget,
-                 "prompt tokens processed between two decode steps (bounds the stall new prompts cause)")
+                 "prompt tokens processed between two decode steps (bounds the stall new prompts cause; "
+                 "--prefill-first lifts it while prompts outnumber the decoding sequences)")
+      ->capture_default_str();
+  app.add_flag("--prefill-first,!--no-prefill-first", o->eng.prefill_first,
+               "while at least as many sequences wait for their prompt as decode, run all those prompts before the "
+               "next decode step (fuller decode batches after a burst of requests; the decoding few wait longer; default on)")
+      ->capture_default_str();
+  app.add_flag("--warm-up,!--no-warm-up", o->eng.warm_up,
+               "cuda: capture the decode step of every batch size before serving (no capture inside a served step; default on)")
       ->capture_default_str();
   app.add_option("--http-threads", o->srv.http_threads, "HTTP worker threads (0: slots + queue + 16)")
       ->capture_default_str();

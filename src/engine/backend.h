@@ -77,6 +77,10 @@ class Backend {
   // Copies of a slot's state: save() does not change the slot; restore() replaces the slot's state.
   virtual Result<std::unique_ptr<Snapshot>> save(int32_t slot) = 0;
   virtual Status restore(int32_t slot, const Snapshot& snap) = 0;
+  // Optional one-time preparation before serving (the CUDA backend captures the decode step of every batch
+  // size, so no graph capture lands inside a served step). May run decode steps on any slot: every slot is
+  // empty (reset) afterwards. The default does nothing.
+  virtual Status warm_up() { return {}; }
 
  protected:
   static Status check_spec(const SelectSpec& spec, size_t batch);

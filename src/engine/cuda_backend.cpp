@@ -2,7 +2,12 @@
 
 #if DS_HAVE_CUDA
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <vector>
+
+#include "core/log.h"
 
 #include "cuda/model/qwen35_cuda.cuh"
 #include "model/qwen35.h"
@@ -10,23 +15,82 @@
 namespace ds::engine {
 namespace {
 
+// Device buffers of dropped snapshots, kept for the next save (serve11): the engine saves two snapshots per request
+// (prompt end, reply end) and its prefix cache drops old ones as it goes, so without reuse every save was a
+// cudaMalloc and every drop a cudaFree (which waits for the device) of ~90 MB (9B at 512-640 positions), on the
+// engine thread between two decode steps. Snapshots get room for a multiple of kRoundTokens positions, so that
+// the buffers of the two kinds of snapshot fit each other's needs. At most kKeep buffers wait here.
+// DS_SNAPSHOT_POOL=0: no reuse (every save allocates exactly, every drop frees; for A/B runs).
+class SnapshotPool {
+ public:
+  static constexpr int64_t kRoundTokens = 256;
+  static constexpr size_t kKeep = 2;
+
+  static bool enabled() {
+    static const bool on = [] {
+      const char* e = std::getenv("DS_SNAPSHOT_POOL");
+      return !(e && e[0] == '0');
+    }();
+    return on;
+  }
+  // The smallest kept buffer of at least `bytes`, or null.
+  std::unique_ptr<cuda::CudaSnapshot> take(size_t bytes) {
+    std::lock_guard lk(m_);
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); i++)
+      if (free_[i]->bytes() >= bytes && (best == free_.size() || free_[i]->bytes() < free_[best]->bytes())) best = i;
+    if (best == free_.size()) return nullptr;
+    auto out = std::move(free_[best]);
+    free_.erase(free_.begin() + (std::ptrdiff_t)best);
+    return out;
+  }
+  void give(std::unique_ptr<cuda::CudaSnapshot> s) {
+    std::unique_ptr<cuda::CudaSnapshot> drop;  // freed outside the lock
+    std::lock_guard lk(m_);
+    free_.push_back(std::move(s));
+    if (free_.size() > kKeep) {  // the smallest goes: larger buffers fit more needs
+      auto it = std::min_element(free_.begin(), free_.end(), [](auto& a, auto& b) { return a->bytes() < b->bytes(); });
+      drop = std::move(*it);
+      free_.erase(it);
+    }
+  }
+  void clear() {
+    std::lock_guard lk(m_);
+    free_.clear();
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::unique_ptr<cuda::CudaSnapshot>> free_;
+};
+
 class CudaSnapshotBox : public Snapshot {
  public:
-  explicit CudaSnapshotBox(std::unique_ptr<cuda::CudaSnapshot> s) : s_(std::move(s)) {}
+  CudaSnapshotBox(std::unique_ptr<cuda::CudaSnapshot> s, std::shared_ptr<SnapshotPool> pool)
+      : s_(std::move(s)), pool_(std::move(pool)) {}
+  ~CudaSnapshotBox() override {
+    if (pool_) pool_->give(std::move(s_));
+  }
   size_t bytes() const override { return s_->bytes(); }
   int32_t n_tokens() const override { return (int32_t)s_->n_tokens(); }
   const cuda::CudaSnapshot& get() const { return *s_; }
 
  private:
   std::unique_ptr<cuda::CudaSnapshot> s_;
+  std::shared_ptr<SnapshotPool> pool_;  // null: freed with the box
 };
 
 class CudaBackend : public Backend {
  public:
   CudaBackend(std::unique_ptr<cuda::CudaModel> m, std::vector<std::unique_ptr<cuda::CudaSeqState>> slots,
               int32_t n_ctx)
-      : m_(std::move(m)), slots_(std::move(slots)), n_ctx_(n_ctx) {}
-  ~CudaBackend() override { slots_.clear(); }  // the states before the model that owns their stream
+      : m_(std::move(m)), slots_(std::move(slots)), n_ctx_(n_ctx) {
+    if (SnapshotPool::enabled()) pool_ = std::make_shared<SnapshotPool>();
+  }
+  ~CudaBackend() override {
+    if (pool_) pool_->clear();  // snapshots that outlive the backend free their own buffers
+    slots_.clear();             // the states before the model that owns their stream
+  }
 
   std::string name() const override { return "cuda"; }
   int32_t n_vocab() const override { return (int32_t)m_->cfg().n_vocab; }
@@ -110,8 +174,43 @@ class CudaBackend : public Backend {
 
   Result<std::unique_ptr<Snapshot>> save(int32_t slot) override {
     DS_TRY(check_slot(slot));
-    DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(*slots_[slot]));
-    return std::unique_ptr<Snapshot>(std::make_unique<CudaSnapshotBox>(std::move(s)));
+    const cuda::CudaSeqState& st = *slots_[slot];
+    if (!pool_) {
+      DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(st));
+      return std::unique_ptr<Snapshot>(std::make_unique<CudaSnapshotBox>(std::move(s), nullptr));
+    }
+    const int64_t n = st.n_past();
+    const int64_t room = std::min<int64_t>(n_ctx_, (n + SnapshotPool::kRoundTokens - 1) / SnapshotPool::kRoundTokens *
+                                                       SnapshotPool::kRoundTokens);
+    auto reuse = pool_->take(m_->recurrent_state_bytes() + (size_t)n * m_->kv_bytes_per_token());
+    DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(st, std::move(reuse), room));
+    return std::unique_ptr<Snapshot>(std::make_unique<CudaSnapshotBox>(std::move(s), pool_));
+  }
+
+  // Captures the decode graph of every batch size the engine can form (1 .. min(slots, one step)): a served
+  // step never pays for a capture (~ms each at 9B, one per new batch size, while every other sequence waits).
+  // DS_GRAPH_WARMUP=0 skips it (A/B runs).
+  Status warm_up() override {
+    const char* e = std::getenv("DS_GRAPH_WARMUP");
+    if ((e && e[0] == '0') || !m_->options().use_graphs) return {};
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t n = std::min<int32_t>(n_slots(), m_->options().max_tokens);
+    std::vector<int32_t> slots, toks;
+    SelectSpec spec;
+    Selection sel;
+    for (int32_t b = 1; b <= n; b++) {
+      slots.push_back(b - 1);
+      toks.push_back(0);
+      for (int32_t s : slots)
+        if (slots_[s]->n_past() + 1 > n_ctx_) {
+          DS_TRY(reset(s));
+        }
+      DS_TRY(decode_select(slots, toks, spec, sel));
+    }
+    for (int32_t s = 0; s < n; s++) DS_TRY(reset(s));
+    spdlog::info("cuda backend: decode steps of 1 .. {} sequences captured in {:.2f} s", n,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return {};
   }
 
   Status restore(int32_t slot, const Snapshot& snap) override {
@@ -130,6 +229,7 @@ class CudaBackend : public Backend {
   std::unique_ptr<cuda::CudaModel> m_;
   std::vector<std::unique_ptr<cuda::CudaSeqState>> slots_;
   int32_t n_ctx_;
+  std::shared_ptr<SnapshotPool> pool_;  // null with DS_SNAPSHOT_POOL=0
   bool device_rows_ = false;  // the last decode_select ran on the device (its rows are there)
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <limits>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -331,6 +332,11 @@ void Engine::loop() {
 
   auto sweep = [&] { std::erase_if(I.active, [](const std::unique_ptr<Seq>& s) { return s->done; }); };
 
+  if (cfg_.warm_up) {
+    Status st = backend_.warm_up();
+    if (!st.ok()) spdlog::warn("engine: backend warm-up failed ({}); serving without it", st.error().message);
+  }
+
   while (true) {
     {
       std::unique_lock lk(I.m);
@@ -379,11 +385,20 @@ void Engine::loop() {
 
     // Prompt chunks, oldest sequence first, until the step's token budget is spent.
     const auto t_prefill0 = Clock::now();
-    int64_t used = 0;
+    int64_t used = 0, budget = cfg_.prefill_budget;
+    if (cfg_.prefill_first) {
+      size_t n_prompt = 0, n_decode = 0;
+      for (auto& s : I.active) {
+        if (s->done) continue;
+        if (s->n_prompt_done < s->req.prompt.size()) n_prompt++;
+        else if (s->pending >= 0) n_decode++;
+      }
+      if (n_prompt > 0 && n_prompt >= n_decode) budget = std::numeric_limits<int64_t>::max();
+    }
     for (auto& sp : I.active) {
       Seq& s = *sp;
       const auto& prompt = s.req.prompt;
-      while (!s.done && s.n_prompt_done < prompt.size() && used < cfg_.prefill_budget) {
+      while (!s.done && s.n_prompt_done < prompt.size() && used < budget) {
         const size_t begin = s.n_prompt_done;
         size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
         for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
@@ -417,7 +432,7 @@ void Engine::loop() {
           on_logits(s, out);
         }
       }
-      if (used >= cfg_.prefill_budget) break;
+      if (used >= budget) break;
     }
     sweep();
     t_prefill = std::chrono::duration<double>(Clock::now() - t_prefill0).count();

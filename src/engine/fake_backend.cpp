@@ -87,6 +87,11 @@ Status FakeBackend::decode(std::span<const int32_t> slots, std::span<const int32
   }
   n_decode_calls++;
   int32_t b = static_cast<int32_t>(slots.size());
+  {
+    std::lock_guard lk(log_m_);
+    batches_.push_back(b);
+    prefill_before_.push_back(n_prefill_tokens.load());
+  }
   int32_t cur = max_batch.load();
   while (b > cur && !max_batch.compare_exchange_weak(cur, b)) {
   }
@@ -111,6 +116,25 @@ Status FakeBackend::restore(int32_t slot, const Snapshot& snap) {
   if (!s) return err("fake backend: snapshot of another backend");
   hist_[slot] = s->hist;
   return {};
+}
+
+}  // namespace ds::engine
+
+namespace ds::engine {
+
+Status FakeBackend::warm_up() {
+  n_warm_ups++;
+  return {};
+}
+
+std::vector<int32_t> FakeBackend::batches() const {
+  std::lock_guard lk(log_m_);
+  return batches_;
+}
+
+std::vector<int64_t> FakeBackend::prefill_before_batches() const {
+  std::lock_guard lk(log_m_);
+  return prefill_before_;
 }
 
 }  // namespace ds::engine

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "engine/backend.h"
@@ -39,6 +40,7 @@ class FakeBackend : public Backend {
                 std::span<float> logits_out) override;
   Result<std::unique_ptr<Snapshot>> save(int32_t slot) override;
   Status restore(int32_t slot, const Snapshot& snap) override;
+  Status warm_up() override;
 
   // The logits a slot with this history produces (what a lone run computes).
   void logits_for(std::span<const int32_t> history, std::span<float> out) const;
@@ -46,11 +48,18 @@ class FakeBackend : public Backend {
   std::atomic<int64_t> n_prefill_tokens{0};  // tokens processed by prefill
   std::atomic<int64_t> n_decode_calls{0};
   std::atomic<int32_t> max_batch{0};
+  std::atomic<int32_t> n_warm_ups{0};
+  // Batch size of every decode call, in order, and the prefill tokens run before each (scheduling tests).
+  std::vector<int32_t> batches() const;
+  std::vector<int64_t> prefill_before_batches() const;
 
  private:
   Status check_slot(int32_t slot) const;
   FakeBackendOptions o_;
   std::vector<std::vector<int32_t>> hist_;
+  mutable std::mutex log_m_;
+  std::vector<int32_t> batches_;
+  std::vector<int64_t> prefill_before_;
 };
 
 }  // namespace ds::engine

@@ -214,7 +214,16 @@ def main():
     ap.add_argument("--budget-s", type=float, default=230)
     ap.add_argument("--server-args", default="")
     ap.add_argument("--label", default="")
-    a = ap.parse_args()
+    # "--server-args --prefill-first" would read the value as an option: join such a pair into --server-args=VALUE.
+    argv, i = [], 1
+    while i < len(sys.argv):
+        if sys.argv[i] == "--server-args" and i + 1 < len(sys.argv):
+            argv.append("--server-args=" + sys.argv[i + 1])
+            i += 2
+        else:
+            argv.append(sys.argv[i])
+            i += 1
+    a = ap.parse_args(argv)
     levels = [int(x) for x in a.levels.split(",")]
     if min(levels) < 1 or a.prompt_tokens < 1 or a.max_tokens < 1 or a.requests < 1:
         ap.error("levels, --prompt-tokens, --max-tokens and --requests must be positive")

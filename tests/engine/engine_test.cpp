@@ -128,6 +128,96 @@ TEST(Engine, FullBatchEqualsAloneAndBatchesContinuously) {
   EXPECT_GT(st.batch_size.count, 0u);
 }
 
+TEST(Engine, WarmsUpTheBackendOnceUnlessTurnedOff) {
+  for (bool on : {true, false}) {
+    EngineConfig cfg;
+    cfg.warm_up = on;
+    Rig rig(opts(), cfg);
+    auto p = prompt_of(3, 10);
+    EXPECT_EQ(collect(*rig.submit(greedy(p, 5))).tokens, reference(rig.fb, p, 5, rig.codec));
+    EXPECT_EQ(rig.fb.n_warm_ups.load(), on ? 1 : 0);
+  }
+}
+
+// A burst of prompts while one sequence decodes: with prefill_first they all run before the next decode step
+// (the second decode step is a full batch); without it the budget lets 8 prompt tokens through per step, so
+// the one decoding sequence steps alone meanwhile. Replies equal the prompts run alone either way.
+TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
+  for (bool first : {true, false}) {
+    auto o = opts(4, 1024);
+    o.decode_delay = 200us;
+    o.prefill_delay_per_token = 400us;
+    EngineConfig cfg;
+    cfg.prefix_cache_bytes = 0;
+    cfg.prefill_chunk = 8;
+    cfg.prefill_budget = 8;
+    cfg.prefill_first = first;
+    Rig rig(o, cfg);
+    std::vector<std::vector<int32_t>> ps = {prompt_of(40, 150)};
+    std::vector<std::shared_ptr<RequestHandle>> hs = {rig.submit(greedy(ps[0], 30))};
+    // The burst arrives while the first prompt runs (60 ms of prefill; its first chunk has started).
+    for (int w = 0; w < 2000 && rig.fb.n_prefill_tokens.load() == 0; w++) std::this_thread::sleep_for(100us);
+    ASSERT_GT(rig.fb.n_prefill_tokens.load(), 0);
+    for (int i = 1; i < 4; i++) {
+      ps.push_back(prompt_of(40 + i, 40));
+      hs.push_back(rig.submit(greedy(ps.back(), 30)));
+    }
+    for (size_t i = 0; i < hs.size(); i++)
+      EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], 30, rig.codec)) << "request " << i << " first " << first;
+    const auto b = rig.fb.batches();
+    ASSERT_GE(b.size(), 2u);
+    if (first) {
+      EXPECT_EQ(b[0], 1) << "the first prompt ran alone before its first decode step";
+      EXPECT_EQ(b[1], 4) << "the burst's prompts all ran before the second decode step";
+    } else {
+      EXPECT_EQ(b[1], 1) << "8 prompt tokens per step: the burst takes 15 steps";
+    }
+  }
+}
+
+// prefill_first lifts the budget only while prompts outnumber (or equal) the decoding sequences: a prompt that
+// arrives while three sequences decode still runs 8 tokens per step.
+TEST(Engine, PrefillFirstKeepsTheBudgetWhileMostDecode) {
+  auto o = opts(4, 1024);
+  o.decode_delay = 300us;
+  o.prefill_delay_per_token = 100us;
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;
+  cfg.prefill_chunk = 8;
+  cfg.prefill_budget = 8;
+  cfg.prefill_first = true;
+  Rig rig(o, cfg);
+  std::vector<std::vector<int32_t>> ps;
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 3; i++) {
+    ps.push_back(prompt_of(60 + i, 8));
+    hs.push_back(rig.submit(greedy(ps.back(), 200)));
+  }
+  std::vector<std::vector<int32_t>> early(4);  // tokens seen while waiting for all three to decode
+  for (int i = 0; i < 3; i++) {
+    for (int w = 0; w < 100 && early[i].empty(); w++) {
+      std::vector<Event> evs;
+      hs[i]->wait(evs, 50ms);
+      for (auto& e : evs)
+        for (auto& t : e.tokens) early[i].push_back(t.id);
+    }
+    ASSERT_FALSE(early[i].empty()) << "request " << i << " never decoded";
+  }
+  const size_t steps_before = rig.fb.batches().size();
+  ps.push_back(prompt_of(63, 40));
+  hs.push_back(rig.submit(greedy(ps.back(), 20)));
+  for (size_t i = 0; i < hs.size(); i++) {
+    auto got = early[i];
+    const auto rest = collect(*hs[i]).tokens;
+    got.insert(got.end(), rest.begin(), rest.end());
+    EXPECT_EQ(got, reference(rig.fb, ps[i], i < 3 ? 200 : 20, rig.codec)) << "request " << i;
+  }
+  const auto pf = rig.fb.prefill_before_batches();
+  int64_t worst = 0;
+  for (size_t i = std::max<size_t>(steps_before, 1); i < pf.size(); i++) worst = std::max(worst, pf[i] - pf[i - 1]);
+  EXPECT_EQ(worst, 8) << "the late prompt ran 8 tokens between decode steps";
+}
+
 TEST(Engine, CancelFreesSlotAndLeavesOthersIntact) {
   auto o = opts(4);
   o.decode_delay = 500us;

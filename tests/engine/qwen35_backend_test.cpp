@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "engine/cuda_backend.h"
 #include "engine/engine.h"
 #include "engine/qwen35_backend.h"
 #include "engine/tokenizer_codec.h"
@@ -173,6 +174,93 @@ TEST(EngineOnModel, GreedyAloneEqualsFullBatch) {
   for (auto& p : prompts) hs.push_back(run(p));
   for (size_t i = 0; i < hs.size(); i++) EXPECT_EQ(drain(*hs[i]), alone[i]) << "prompt " << i;
   EXPECT_GT(eng.stats().batch_size.sum, eng.stats().batch_size.count);  // batches did form
+}
+
+// The CUDA backend's serving aids (serve11), on the GPU (skipped without one). Every step below is a CUDA graph
+// replay of decode_select, so the steps of a backend that warmed up replay the graphs warm_up captured.
+std::vector<float> serve_some(engine::Backend& be, const Fixture& f) {
+  const int32_t V = be.n_vocab();
+  std::vector<float> out;
+  std::vector<float> l(V);
+  const std::vector<int32_t> p1(f.prompt.begin(), f.prompt.begin() + 9), p3(f.prompt.begin() + 5, f.prompt.begin() + 25);
+  EXPECT_TRUE(be.prefill(1, p1, l).ok());
+  EXPECT_TRUE(be.prefill(3, p3, l).ok());
+  SelectSpec spec;
+  spec.k = 4;
+  spec.full_rows = {0, 1};
+  Selection sel;
+  for (int i = 0; i < 4; i++) {
+    const std::vector<int32_t> slots = {3, 1}, toks = {f.generated[i], f.generated[i + 1]};
+    EXPECT_TRUE(be.decode_select(slots, toks, spec, sel).ok());
+    out.insert(out.end(), sel.full.begin(), sel.full.end());
+  }
+  return out;
+}
+
+TEST(CudaBackendServing, WarmUpLeavesSlotsEmptyAndStepsUnchanged) {
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device";
+  auto f = load("tiny-gqa-q4_k_m");
+  ASSERT_TRUE(f);
+  CudaBackendOptions o;
+  o.n_slots = 4;
+  o.n_ctx = 64;  // warm-up decodes slot 0 four times: it stays within the context
+  auto cold = make_cuda_backend(f->model, o);
+  auto warm = make_cuda_backend(f->model, o);
+  ASSERT_TRUE(cold.ok() && warm.ok());
+  ASSERT_TRUE((*warm)->warm_up().ok());
+  const auto a = serve_some(**cold, *f), b = serve_some(**warm, *f);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  // Every slot is empty after warm_up: a slot used by it prefills and decodes as on the cold backend.
+  std::vector<float> x(4 * (size_t)f->model.cfg.n_vocab), y(x.size());
+  const std::vector<int32_t> p(f->prompt.begin(), f->prompt.begin() + 7);
+  std::vector<float> l((size_t)f->model.cfg.n_vocab);
+  for (auto* be : {cold->get(), warm->get()}) {
+    ASSERT_TRUE(be->reset(0).ok());
+    ASSERT_TRUE(be->prefill(0, p, l).ok());
+    const int32_t s0 = 0;
+    auto& dst = be == cold->get() ? x : y;
+    for (int i = 0; i < 4; i++)
+      ASSERT_TRUE(be->decode(std::span(&s0, 1), std::span(&f->generated[i], 1), std::span(dst).subspan(i * l.size(), l.size())).ok());
+  }
+  EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
+}
+
+// Snapshots go back to the backend's pool when dropped; a later save reuses the buffer (a longer state than the
+// first snapshot's: room is rounded up to 256 positions) and restores exactly. Without a GPU: skipped.
+TEST(CudaBackendServing, RecycledSnapshotRestoresExactly) {
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device";
+  auto f = load("tiny-gqa-q4_k_m");
+  ASSERT_TRUE(f);
+  CudaBackendOptions o;
+  o.n_slots = 3;
+  o.n_ctx = 512;
+  auto be = make_cuda_backend(f->model, o);
+  ASSERT_TRUE(be.ok());
+  auto& b = **be;
+  const size_t V = (size_t)b.n_vocab();
+  std::vector<float> l(V);
+  ASSERT_TRUE(b.prefill(0, std::vector<int32_t>(f->prompt.begin(), f->prompt.begin() + 5), l).ok());
+  size_t first_bytes = 0;
+  {
+    auto s = b.save(0);
+    ASSERT_TRUE(s.ok());
+    first_bytes = s.value()->bytes();
+  }  // dropped: its buffer waits in the pool
+  ASSERT_TRUE(b.prefill(1, std::vector<int32_t>(f->prompt.begin(), f->prompt.begin() + 30), l).ok());
+  auto s = b.save(1);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s.value()->n_tokens(), 30);
+  EXPECT_GE(s.value()->bytes(), first_bytes);
+  ASSERT_TRUE(b.restore(2, *s.value()).ok());
+  std::vector<float> x(3 * V), y(3 * V);
+  for (int32_t slot : {1, 2}) {
+    auto& dst = slot == 1 ? x : y;
+    for (int i = 0; i < 3; i++)
+      ASSERT_TRUE(b.decode(std::span(&slot, 1), std::span(&f->generated[i], 1), std::span(dst).subspan(i * V, V)).ok());
+  }
+  EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
 }
 
 }  // namespace

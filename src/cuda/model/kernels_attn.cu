@@ -111,9 +111,12 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
   }
 }
 
-template <int HPL>  // head dims per lane: hd = 32 * HPL
+// HPL: head dims per lane (hd = 32 * HPL); kG: q heads per kv head the registers and shared arrays hold (>= G;
+// the heads gi >= G are skipped, so any kG >= G gives the same bits); kPF: rows a warp loads ahead (1 or 2; the
+// same rows in the same order either way, so the same bits).
+template <int HPL, int kG, int kPF>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
-  constexpr int HD = 32 * HPL, kG = kMaxAttnGroup;
+  constexpr int HD = 32 * HPL;
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
   __shared__ float sm_acc[kAttnWarps][kG][HD];
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
@@ -140,16 +143,26 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   }
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
-  float kx[HPL], vx[HPL];
+  // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
+  // full memory round trip per row).
+  float kx[HPL], vx[HPL], k2[HPL], v2[HPL];
   if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, nkv, g, lane, kx, vx);
+  if (kPF == 2 && k0 + warp + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp + kAttnWarps, nkv, g, lane, k2, v2);
   for (int p = k0 + warp; p < k1; p += kAttnWarps) {
     float kn[HPL], vn[HPL];
-    if (p + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kAttnWarps, nkv, g, lane, kn, vn);
+    if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, nkv, g, lane, kn, vn);
     attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
-      kx[i] = kn[i];
-      vx[i] = vn[i];
+      if (kPF == 2) {
+        kx[i] = k2[i];
+        vx[i] = v2[i];
+        k2[i] = kn[i];
+        v2[i] = vn[i];
+      } else {
+        kx[i] = kn[i];
+        vx[i] = vn[i];
+      }
     }
   }
 #pragma unroll
@@ -263,10 +276,10 @@ __device__ __forceinline__ void warp_rope_row(float (&y)[HPL], float* row, int l
 
 // See the file comment. QK: level 2 (q from the projection, this step's k / v rows computed and stored);
 // else q from a.q and every row from the caches (qk_kernel ran before).
-template <int HPL, bool QK>
+template <int HPL, bool QK, int kG>
 __global__ void __launch_bounds__(32 * kAttnWarps)
     attn_fused_kernel(const QkArgs qa, const AttnArgs a, const StepIO* __restrict__ io) {
-  constexpr int HD = 32 * HPL, kG = kMaxAttnGroup, kW = kAttnWarps, kS = kMaxAttnSplits;
+  constexpr int HD = 32 * HPL, kW = kAttnWarps, kS = kMaxAttnSplits;
   __shared__ float sm_m[kW][kG], sm_l[kW][kG];
   __shared__ float sm_acc[kW][kG][HD];  // QK: sm_acc[0] holds the roped q heads before the position loop
   __shared__ float sm_row[QK ? kW : 1][HD];            // QK: a warp's row for the RoPE pairs
@@ -496,15 +509,48 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   }
 }
 
-template <int HPL>
-Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+// The kG the kernels are built for: 4 when the group fits (every Qwen3.5 size but the 27B: half the registers
+// and shared memory of 8, so twice the blocks per SM at hd 256: 209 -> ~117 registers), else kMaxAttnGroup.
+// DS_ATTN_KG=8: always kMaxAttnGroup (the kernels before serve11; the same bits, for A/B timing).
+bool attn_small_group(int group) {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_ATTN_KG");
+    return !(e && std::atoi(e) == kMaxAttnGroup);
+  }();
+  return on && group <= 4;
+}
+
+// Rows a warp of attn_partial_kernel loads ahead: 2 by default (H200, 9B, 64 sequences at 512-544 positions of a
+// 1024 context: the 8 attention ops 0.936 ms vs 1.000 with 1, 1.639 before serve11's kG 4; serve11 call 1);
+// DS_ATTN_PREFETCH=1: one row (A/B).
+int attn_prefetch_rows() {
+  static const int n = [] {
+    const char* e = std::getenv("DS_ATTN_PREFETCH");
+    return e && std::atoi(e) == 1 ? 1 : 2;
+  }();
+  return n;
+}
+
+template <int HPL, int kG>
+Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   if (attn_fused() >= 1 && (a.counters || a.n_splits == 1))
-    return launch_step(attn_fused_kernel<HPL, false>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+    return launch_step(attn_fused_kernel<HPL, false, kG>, dim3(a.n_splits, a.n_head_kv, n_tokens),
                        dim3(32 * kAttnWarps), 0, stream, "attention (fused combine)", QkArgs{}, a, io);
-  DS_TRY(launch_step(attn_partial_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32 * kAttnWarps), 0,
-                     stream, "attention (partial)", a, io));
+  const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
+  if (attn_prefetch_rows() == 2)
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
+                       a, io));
+  else
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
+                       a, io));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                      "attention (combine)", a);
+}
+
+template <int HPL>
+Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  if (attn_small_group(a.n_head / a.n_head_kv)) return launch_attention_g<HPL, 4>(a, io, n_tokens, stream);
+  return launch_attention_g<HPL, kMaxAttnGroup>(a, io, n_tokens, stream);
 }
 
 }  // namespace
@@ -546,8 +592,11 @@ int& attn_fused_level() {
 template <int HPL>
 Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
                            cudaStream_t stream) {
-  return launch_step(attn_fused_kernel<HPL, true>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32 * kAttnWarps),
-                     0, stream, "attention (fused q/k + combine)", q, a, io);
+  if (attn_small_group(a.n_head / a.n_head_kv))
+    return launch_step(attn_fused_kernel<HPL, true, 4>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                       dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
+  return launch_step(attn_fused_kernel<HPL, true, kMaxAttnGroup>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                     dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
 }
 
 }  // namespace

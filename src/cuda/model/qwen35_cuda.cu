@@ -1,4 +1,5 @@
 // CudaModel: load (checks, one weight arena, scratch), per-sequence states and snapshots (qwen35_cuda.cuh).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -315,14 +316,22 @@ Status CudaSeqState::reset() {
   return {};
 }
 
-Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s) const {
+Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s) const { return save(s, nullptr, 0); }
+
+Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s, std::unique_ptr<CudaSnapshot> reuse,
+                                                      int64_t capacity_tokens) const {
   if (s.owner_ != this) return cu_err("cuda: save: the sequence state belongs to another model");
-  auto snap = std::make_unique<CudaSnapshot>();
+  const int64_t n = s.n_past_, kvr = impl_->kv_row_bytes;
+  const size_t need = rec_bytes_ + (size_t)n * kv_bytes_per_pos_;
+  std::unique_ptr<CudaSnapshot> snap;
+  if (reuse && reuse->owner_ == this && reuse->buf_.size() >= need) snap = std::move(reuse);
+  else snap = std::make_unique<CudaSnapshot>();
   snap->owner_ = this;
   snap->n_tokens_ = s.n_past_;
   snap->max_ctx_ = s.max_ctx_;
-  const int64_t n = s.n_past_, kvr = impl_->kv_row_bytes;
-  DS_ASSIGN(snap->buf_, DeviceBuffer::alloc(rec_bytes_ + (size_t)n * kv_bytes_per_pos_));
+  if (snap->buf_.size() < need) {
+    DS_ASSIGN(snap->buf_, DeviceBuffer::alloc(rec_bytes_ + (size_t)std::max(n, capacity_tokens) * kv_bytes_per_pos_));
+  }
   cudaStream_t st = impl_->stream;
   uint8_t* dst = snap->buf_.as<uint8_t>();
   const uint8_t* src = s.buf_.as<uint8_t>();

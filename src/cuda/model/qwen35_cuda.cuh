@@ -177,6 +177,11 @@ class CudaModel {
   Status last_row(int row, float* out) const;
 
   Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
+  // save() into `reuse` (a snapshot of this model, or null) when its buffer holds the state, else into a new
+  // buffer with room for max(n_past, capacity_tokens) positions: a caller that recycles snapshots (the engine's
+  // CUDA backend) saves a cudaMalloc / cudaFree pair per snapshot. bytes() is the buffer's size.
+  Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s, std::unique_ptr<CudaSnapshot> reuse,
+                                             int64_t capacity_tokens) const;
   // The state as host floats, in the snapshot layout: the recurrent part (conv windows, delta-rule states; the
   // 256-byte padding included) then, per attention layer, the K rows and V rows in use. For tests.
   Result<std::vector<float>> download(const CudaSeqState& s) const;
