@@ -282,7 +282,7 @@ TEST(GdnBench, Time) {
   cudaEvent_t e0, e1;
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
-  for (int S : {1, 8, 16, 32, 64}) {
+  for (int S : {1, 8, 12, 16, 32, 64}) {
     Problem p;
     p.init(128, 16, 32, std::vector<int>(S, 1), 11);
     ASSERT_TRUE(p.upload());
