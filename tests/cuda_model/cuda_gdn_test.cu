@@ -3,6 +3,7 @@
 // bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
 // float64 evaluation of the delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1):
 // kernel times per batch and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
+// ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -268,6 +269,141 @@ TEST(GdnStep, KernelsGiveSameBitsMultiToken) {
 }
 
 namespace {
+
+// conv_silu_l2's step: S sequences with ntok[s] tokens (packed by sequence), Cc channels in heads of hd, the first
+// n_norm channels L2-normalized per head, conv kernel kc; each sequence's window at base[s] + off.
+struct ConvProblem {
+  int S = 0, T = 0, hd = 128, kc = 4;
+  int64_t Cc = 0, n_norm = 0, off = 48, stride = 0;
+  std::vector<int> start;
+  std::vector<float> x, w, win0;  // x [T][Cc], w [Cc][kc], win0 [S][kc-1][Cc]
+  float *dx = nullptr, *dw = nullptr, *du = nullptr, *dpre = nullptr;
+  unsigned char* dstate = nullptr;
+  mk::StepIO* dio = nullptr;
+  int64_t win_floats() const { return (int64_t)(kc - 1) * Cc; }
+
+  bool init(int64_t Cc_, int64_t n_norm_, int hd_, const std::vector<int>& ntok, uint32_t seed) {
+    Cc = Cc_, n_norm = n_norm_, hd = hd_, S = (int)ntok.size();
+    start.assign(S + 1, 0);
+    for (int s = 0; s < S; s++) start[s + 1] = start[s] + ntok[s];
+    T = start[S];
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> U(-1.f, 1.f);
+    const int Tn = std::max(T, 1);
+    x.resize(Tn * Cc), w.resize(Cc * kc), win0.resize(S * win_floats());
+    for (auto& v : x) v = 2.f * U(g);
+    for (auto& v : w) v = U(g);
+    for (auto& v : win0) v = 2.f * U(g);
+    stride = (off + win_floats() * 4 + 255) / 256 * 256;
+    if (cudaMalloc(&dx, x.size() * 4) != cudaSuccess || cudaMalloc(&dw, w.size() * 4) != cudaSuccess ||
+        cudaMalloc(&du, (size_t)Tn * Cc * 4) != cudaSuccess || cudaMalloc(&dpre, (size_t)Tn * Cc * 4) != cudaSuccess ||
+        cudaMalloc(&dstate, (size_t)S * stride) != cudaSuccess || cudaMalloc(&dio, sizeof(mk::StepIO)) != cudaSuccess)
+      return false;
+    mk::StepIO io{};
+    for (int s = 0; s <= S; s++) io.start[s] = start[s];
+    for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(dstate + (int64_t)(S - 1 - s) * stride);
+    return cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemcpy(dio, &io, sizeof(io), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  bool reset() {
+    std::vector<unsigned char> h((size_t)S * stride, 0x5A);
+    for (int s = 0; s < S; s++)
+      std::memcpy(&h[(size_t)(S - 1 - s) * stride + off], &win0[(size_t)s * win_floats()], win_floats() * 4);
+    return cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  mk::ConvArgs args(bool dbg) const {
+    mk::ConvArgs a;
+    a.x = dx, a.ldx = Cc, a.w = dw, a.state_off = off, a.u = du, a.ldu = Cc, a.dbg_pre = dbg ? dpre : nullptr;
+    a.n_channels = Cc, a.n_norm_channels = n_norm, a.head_dim = hd, a.kernel = kc, a.eps = 1e-6f;
+    return a;
+  }
+  void free_all() {
+    for (float* p : {dx, dw, du, dpre}) cudaFree(p);
+    cudaFree(dstate);
+    cudaFree(dio);
+  }
+};
+
+void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok, uint32_t seed) {
+  ConvProblem p;
+  ASSERT_TRUE(p.init(Cc, n_norm, hd, ntok, seed));
+  const std::string what = "conv Cc " + std::to_string(Cc) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
+  const size_t nu = (size_t)std::max(p.T, 1) * Cc;
+  std::vector<float> u[3], pre[3];
+  std::vector<unsigned char> st[3];
+  const int seqs[3] = {1, 2, 4};
+  for (int v = 0; v < 3; v++) {
+    ASSERT_TRUE(p.reset());
+    CU(cudaMemset(p.du, 0xFF, nu * 4));
+    CU(cudaMemset(p.dpre, 0xFF, nu * 4));
+    mk::conv_force_seqs(seqs[v]);
+    const Status s = mk::conv_silu_l2(p.args(true), p.dio, p.S, nullptr);
+    mk::conv_force_seqs(0);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    CU(cudaDeviceSynchronize());
+    u[v].resize(nu), pre[v].resize(nu), st[v].resize((size_t)p.S * p.stride);
+    CU(cudaMemcpy(u[v].data(), p.du, nu * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(pre[v].data(), p.dpre, nu * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(st[v].data(), p.dstate, st[v].size(), cudaMemcpyDeviceToHost));
+  }
+  // 1 sequence per block against float64 (taps in order; q / k heads L2-normalized).
+  const int W = p.kc - 1;
+  double err = 0, ref_max = 0, werr = 0;
+  for (int s = 0; s < p.S; s++) {
+    std::vector<double> win(p.win0.begin() + (size_t)s * p.win_floats(), p.win0.begin() + (size_t)(s + 1) * p.win_floats());
+    for (int t = p.start[s]; t < p.start[s + 1]; t++) {
+      std::vector<double> y(Cc);
+      for (int64_t c = 0; c < Cc; c++) {
+        double sum = 0;
+        for (int j = 0; j < W; j++) sum += (double)p.w[c * p.kc + j] * win[j * Cc + c];
+        const double xv = p.x[t * Cc + c];
+        sum += (double)p.w[c * p.kc + W] * xv;
+        for (int j = 0; j + 1 < W; j++) win[j * Cc + c] = win[(j + 1) * Cc + c];
+        if (W > 0) win[(W - 1) * Cc + c] = xv;
+        y[c] = sum / (1.0 + std::exp(-sum));
+      }
+      for (int64_t h0 = 0; h0 < n_norm; h0 += hd) {
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += y[h0 + i] * y[h0 + i];
+        for (int i = 0; i < hd; i++) y[h0 + i] /= std::sqrt(ss + 1e-6);
+      }
+      for (int64_t c = 0; c < Cc; c++) {
+        const float g = u[0][t * Cc + c];
+        ASSERT_TRUE(std::isfinite(g)) << what << ": u[" << t << "][" << c << "] not written / not finite";
+        err = std::max(err, std::fabs(g - y[c]));
+        ref_max = std::max(ref_max, std::fabs(y[c]));
+      }
+    }
+    const float* got = reinterpret_cast<const float*>(&st[0][(size_t)(p.S - 1 - s) * p.stride + p.off]);
+    for (int64_t i = 0; i < p.win_floats(); i++) werr = std::max(werr, std::fabs(got[i] - win[i]));
+  }
+  std::printf("[gdn11] %s: conv vs float64: u max|diff| %.3g (max |ref| %.3g), window %.3g\n", what.c_str(), err,
+              ref_max, werr);
+  EXPECT_LE(err, 1e-5 * std::max(1.0, ref_max)) << what;
+  EXPECT_EQ(werr, 0.0) << what << ": the window holds inputs, copied";
+  for (int v = 1; v < 3; v++) {
+    const size_t n = (size_t)p.T * Cc * 4;
+    EXPECT_EQ(0, std::memcmp(u[v].data(), u[0].data(), n)) << what << ": u, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(pre[v].data(), pre[0].data(), n)) << what << ": dbg_pre, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size())) << what << ": state, " << seqs[v] << " per block";
+  }
+  p.free_all();
+}
+
+}  // namespace
+
+// conv_silu_l2 with 1, 2 and 4 sequences per block: the same bits; against float64. The 9B's shape at B = 64 and
+// odd counts (blocks with fewer sequences than their share), multi-token steps with a sequence of none.
+TEST(ConvStep, SeqsPerBlockGiveSameBits) {
+  GDN_SKIP_WITHOUT_GPU();
+  conv_case(8192, 4096, 128, std::vector<int>(64, 1), 21);
+  conv_case(8192, 4096, 128, std::vector<int>(7, 1), 22);
+  conv_case(1024, 512, 64, {3, 1, 0, 5, 2}, 23);
+  conv_case(768, 256, 64, {1, 4, 2}, 24);
+}
+
+namespace {
 bool bench_on() {
   const char* e = std::getenv("DS_GDN_BENCH");
   return e && e[0] == '1';
@@ -288,7 +424,7 @@ TEST(GdnBench, Time) {
     ASSERT_TRUE(p.upload());
     ASSERT_TRUE(p.reset_state());
     const double bytes = 2.0 * S * p.seq_floats() * 4;
-    auto time = [&](const char* name, auto&& launch) {
+    auto time = [&](const char* name, double bytes, auto&& launch) {
       for (int i = 0; i < 3; i++) ASSERT_TRUE(launch());
       std::vector<float> v;
       for (int rep = 0; rep < 7; rep++) {
@@ -304,19 +440,36 @@ TEST(GdnBench, Time) {
       std::printf("[gdn11] B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", S, name, v[3], v[0], bytes / (v[3] * 1e6));
     };
     for (int k = 0; k < 3; k++)
-      time(kKernel[k], [&] {
+      time(kKernel[k], bytes, [&] {
         mk::gdn_force_kernel(k);
         const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
         mk::gdn_force_kernel(-1);
         return ok;
       });
+    if (S == 16 || S == 64) {
+      ConvProblem cp;
+      ASSERT_TRUE(cp.init(8192, 4096, 128, std::vector<int>(S, 1), 13));
+      ASSERT_TRUE(cp.reset());
+      for (int k : {1, 2, 4}) {
+        const std::string name = "conv " + std::to_string(k) + " seq/block";
+        const double cb = 2.0 * S * cp.win_floats() * 4 + 2.0 * S * cp.Cc * 4;  // windows, x, u
+        time(name.c_str(), cb, [&] {
+          mk::conv_force_seqs(k);
+          const bool ok = mk::conv_silu_l2(cp.args(false), cp.dio, S, nullptr).ok();
+          mk::conv_force_seqs(0);
+          return ok;
+        });
+      }
+      CU(cudaDeviceSynchronize());
+      cp.free_all();
+    }
     if (S == 64) {
       const char* names[] = {"copy split-pattern", "copy coalesced 128thr", "copy gdn_kernel-pattern", "copy tma"};
       for (int m = 0; m < 4; m++)
-        time(names[m], [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
+        time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
       void* d2 = nullptr;
       CU(cudaMalloc(&d2, (size_t)S * p.stride));
-      time("cudaMemcpy d2d", [&] {
+      time("cudaMemcpy d2d", bytes, [&] {
         return cudaMemcpyAsync(d2, p.dstate, (size_t)S * p.stride, cudaMemcpyDeviceToDevice) == cudaSuccess;
       });
       cudaFree(d2);

@@ -1,7 +1,7 @@
 // Gated DeltaNet kernels of the model (qwen35-spec.md §4.2-§4.5).
 // conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
 //   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
-//   norm is one block reduction per token.
+//   norm is one block reduction per token. DS_CONV_SEQS=2 / 4 (gdn11): a block takes 2 / 4 sequences.
 // gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
 //   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
 //   once); the gated RMSNorm over the head's dv outputs is one block reduction per token. kPre (default;
@@ -42,25 +42,15 @@
 namespace ds::cuda::mk {
 namespace {
 
-__global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const StepIO* __restrict__ io) {
-  __shared__ float red[32];
-  const int s = blockIdx.y;
-  const int64_t c = (int64_t)blockIdx.x * a.head_dim + threadIdx.x;
-  const bool norm = (int64_t)blockIdx.x * a.head_dim < a.n_norm_channels;  // uniform over the block
-  const int kc = a.kernel, W = kc - 1;
+// One sequence's tokens t0 .. t1-1 for channel c (window win: this channel's W = kc - 1 previous inputs, oldest
+// first; x_first: token t0's input, already loaded); every thread of the block reaches the same block_sums.
+__device__ __forceinline__ void conv_tokens(const ConvArgs& a, int t0, int t1, int64_t c, bool norm,
+                                            const float (&w)[kMaxConvKernel], float (&win)[kMaxConvKernel],
+                                            float x_first, float* red) {
+  const int W = a.kernel - 1;
   const int64_t Cc = a.n_channels;
-  float* st = state_ptr(io, s, a.state_off);
-  float w[kMaxConvKernel], win[kMaxConvKernel];
-#pragma unroll
-  for (int j = 0; j < kMaxConvKernel; j++) {
-    w[j] = j < kc ? a.w[c * kc + j] : 0.f;
-    win[j] = j < W ? st[j * Cc + c] : 0.f;
-  }
-  pdl_wait();  // weights and this layer's conv state above: written by no kernel of the step before this one
-  pdl_trigger();
-  const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
-    const float xv = a.x[(int64_t)t * a.ldx + c];
+    const float xv = t == t0 ? x_first : a.x[(int64_t)t * a.ldx + c];
     // Taps in order, tap 0 on the oldest sample (the CPU reference's summation order).
     float sum = 0.f;
 #pragma unroll
@@ -81,9 +71,45 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
     }
     a.u[(int64_t)t * a.ldu + c] = y;
   }
+}
+
+// kSeqs sequences per block (blockIdx.y * kSeqs ...; DS_CONV_SEQS, gdn11): their windows, the channel's taps
+// (once) and their first tokens' inputs all loaded before the first use; then the sequences one after another
+// with conv_tokens (the same arithmetic for every kSeqs: the same bits).
+template <int kSeqs>
+__global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const StepIO* __restrict__ io, int n_seqs) {
+  __shared__ float red[32];
+  const int s0 = blockIdx.y * kSeqs;
+  const int64_t c = (int64_t)blockIdx.x * a.head_dim + threadIdx.x;
+  const bool norm = (int64_t)blockIdx.x * a.head_dim < a.n_norm_channels;  // uniform over the block
+  const int kc = a.kernel, W = kc - 1;
+  const int64_t Cc = a.n_channels;
+  float w[kMaxConvKernel], win[kSeqs][kMaxConvKernel], x0[kSeqs];
+  int t0[kSeqs], t1[kSeqs];
 #pragma unroll
-  for (int j = 0; j < kMaxConvKernel; j++)
-    if (j < W) st[j * Cc + c] = win[j];
+  for (int j = 0; j < kMaxConvKernel; j++) w[j] = j < kc ? a.w[c * kc + j] : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) {
+    const bool on = s0 + i < n_seqs;
+    const float* st = on ? state_ptr(io, s0 + i, a.state_off) : nullptr;
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++) win[i][j] = on && j < W ? st[j * Cc + c] : 0.f;
+    t0[i] = on ? io->start[s0 + i] : 0;
+    t1[i] = on ? io->start[s0 + i + 1] : 0;
+  }
+  pdl_wait();  // weights, this layer's conv states and StepIO above: written by no kernel of the step before this one
+  pdl_trigger();
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) x0[i] = t0[i] < t1[i] ? a.x[(int64_t)t0[i] * a.ldx + c] : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) {
+    if (s0 + i >= n_seqs) break;  // uniform over the block
+    conv_tokens(a, t0[i], t1[i], c, norm, w, win[i], x0[i], red);
+    float* st = state_ptr(io, s0 + i, a.state_off);
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++)
+      if (j < W) st[j * Cc + c] = win[i][j];
+  }
 }
 
 // One token of the delta rule on state row j (spec §4.4, M = S^T, key index fastest) for lane r of the row's
@@ -729,7 +755,20 @@ Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s
   return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
 }
 
+// DS_CONV_SEQS: sequences per conv_kernel block (1 default, 2, 4); conv_force_seqs overrides it (tests).
+int conv_seqs() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_CONV_SEQS");
+    const int n = e ? std::atoi(e) : 1;
+    return n == 2 || n == 4 ? n : 1;
+  }();
+  return v;
+}
+std::atomic<int> g_conv_force{0};
+
 }  // namespace
+
+void conv_force_seqs(int k) { g_conv_force.store(k == 1 || k == 2 || k == 4 ? k : 0); }
 
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (a.head_dim < 32 || a.head_dim > 1024 || a.head_dim % 32 != 0 || a.n_channels % a.head_dim != 0 ||
@@ -739,8 +778,12 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   if (a.kernel < 1 || a.kernel > kMaxConvKernel)
     return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
-  return launch_step(conv_kernel, dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), dim3(a.head_dim), 0, stream,
-                     "conv_silu_l2", a, io);
+  const int f = g_conv_force.load(std::memory_order_relaxed), k = f > 0 ? f : conv_seqs();
+  const dim3 block(a.head_dim);
+  const unsigned gx = (unsigned)(a.n_channels / a.head_dim), gy = (unsigned)((n_seqs + k - 1) / k);
+  if (k == 4) return launch_step(conv_kernel<4>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
+  if (k == 2) return launch_step(conv_kernel<2>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
+  return launch_step(conv_kernel<1>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
 }
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }

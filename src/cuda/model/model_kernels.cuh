@@ -57,6 +57,8 @@ struct ConvArgs {
 };
 inline constexpr int kMaxConvKernel = 8;
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+// Tests and benches: sequences per conv_silu_l2 block from now on (1, 2, 4: the same bits; 0: DS_CONV_SEQS).
+void conv_force_seqs(int k);
 
 // The same for the piece prefill: n_tokens tokens of one sequence, in parallel over tokens (one block per
 // (token, head of head_dim channels)), the window `win` ([Kc-1][Cc], oldest row first; a.state_off unused)
