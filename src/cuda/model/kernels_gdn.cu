@@ -28,7 +28,11 @@
 //   split kernel): persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head,
 //   sequence) at a time; each head's state comes in by one bulk copy into a 3-stage shared-memory ring and
 //   goes back by one bulk store (see the kernel). All three kernels call rule_row and reduce the norm in
-//   block_sum's order: the same bits (tests/cuda_model/cuda_gdn_test.cu).
+//   block_sum's order: the same bits (tests/cuda_model/cuda_gdn_test.cu). H200, 9B shape, one layer, B = 64:
+//   88.6 us (3.03 TB/s) vs split 104.8 / gdn_kernel 113.0; B = 16: 23.1 vs 30.4 / 27.9; B = 1: 7.1 vs 6.0
+//   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
+//   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
+//   copies 74.0, cudaMemcpy of the same bytes 65.7 (bench/cuda/NOTES.md, gdn11).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -400,12 +404,12 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 #endif
 
-// kNarrow: 2 stages at DK 128 instead of 3 (DS_GDN_TMA_STAGES=2, A/B; slower).
-template <int DK, bool kNarrow = false>
+// 3 stages at DK 128 (2: 115 vs 88.6 us on the H200 at B = 64, gdn11 call 1; 4 do not fit).
+template <int DK>
 struct TmaCfg {
   static constexpr int kThreads = DK * 4;
   static constexpr unsigned kBytes = DK * DK * 4;  // one value head's state
-  static constexpr int kStages = DK == 128 ? (kNarrow ? 2 : 3) : 8;
+  static constexpr int kStages = DK == 128 ? 3 : 8;
   static constexpr size_t kSmem = (size_t)kStages * kBytes;
 };
 
@@ -440,15 +444,14 @@ __device__ __forceinline__ void load_item(const GdnArgs& a, const StepIO* io, in
 }
 
 // kCopy: the data path alone (no arithmetic, the state written back unchanged): a roofline for this kernel.
-// kReg (DS_GDN_TMA_STORE=reg): the updated state goes back by the threads' own 16-byte stores from registers
-// instead of the bulk store, so item k's stage is free as soon as the threads have read it: it is refilled
-// (item k + kStages) before the update, and kStages - 1 .. kStages items stay in flight during it (with the
-// bulk store, the stage waits for that store to read it: one item in flight during an update).
-template <int DK, bool kCopy, bool kNarrow, bool kReg>
+// Tried and removed (gdn11, commit 3cb586d): the state back by the threads' own 16-byte stores from registers,
+// so that a stage is refilled before the update instead of after the bulk store has read it: 120.0 vs 88.6 us
+// at B = 64 (its copy roofline 90.1 vs 74.0 us).
+template <int DK, bool kCopy>
 __global__ void __launch_bounds__(DK * 4, 1)
     gdn_tma_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
 #ifdef DS_GDN_TMA_ARCH
-  using C = TmaCfg<DK, kNarrow>;
+  using C = TmaCfg<DK>;
   constexpr int kL = 4, kC = DK / 16, kS = C::kStages;
   static_assert(kC % 2 == 0, "chunk pairs");
   extern __shared__ __align__(128) unsigned char gdn_tma_smem[];
@@ -489,7 +492,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
       if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
     }
     mbar_wait(&full[k % kS], (unsigned)(k / kS) & 1u);
-    if constexpr (!kCopy || kReg) {
+    if constexpr (!kCopy) {
       float4 m[kC];
 #pragma unroll
       for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (see above)
@@ -497,15 +500,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         m[p] = odd ? x1 : x0;
         m[p + 1] = odd ? x0 : x1;
       }
-      if constexpr (kReg) {
-        fence_async_smem();  // these reads before the copy engine's refill of the stage
-        __syncthreads();     // every thread has read the stage
-        if (tid == 0 && k + kS < n_my) {
-          mbar_expect(&full[k % kS], C::kBytes);
-          bulk_load(stage(k), gstate(k + kS), C::kBytes, &full[k % kS]);
-        }
-      }
-      for (int t = kCopy ? 0 : cur.t0; t < (kCopy ? 0 : cur.t1); t++) {  // gdn_kernel<DK, true>'s token loop
+      for (int t = cur.t0; t < cur.t1; t++) {  // gdn_kernel<DK, true>'s token loop
         float qv = cur.q, kv0 = cur.k, av = cur.a, bv = cur.b, vj = cur.v, zv = cur.z;
         if (t > cur.t0) {
           const float* ut = a.u + (int64_t)t * a.ldu;
@@ -541,28 +536,20 @@ __global__ void __launch_bounds__(DK * 4, 1)
           a.dbg_beta[(int64_t)t * nv + h] = beta;
         }
       }
-      if constexpr (kReg) {
-        float4* M = reinterpret_cast<float4*>(gstate(k) + (int64_t)j * DK);
 #pragma unroll
-        for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
-      } else {
-#pragma unroll
-        for (int p = 0; p < kC; p += 2) {
-          S4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
-          S4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
-        }
-        fence_async_smem();
+      for (int p = 0; p < kC; p += 2) {
+        S4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
+        S4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
       }
+      fence_async_smem();
     }
-    if constexpr (!kReg) {
-      __syncthreads();  // the stage is complete (and no thread reads it any more)
-      if (tid == 0) {
-        bulk_store(gstate(k), stage(k), C::kBytes);
-        if (k >= 1 && k - 1 + kS < n_my) {
-          bulk_wait_read<1>();  // item k - 1's store has read its stage: refill it
-          mbar_expect(&full[(k - 1) % kS], C::kBytes);
-          bulk_load(stage(k - 1), gstate(k - 1 + kS), C::kBytes, &full[(k - 1) % kS]);
-        }
+    __syncthreads();  // the stage is complete (and no thread reads it any more)
+    if (tid == 0) {
+      bulk_store(gstate(k), stage(k), C::kBytes);
+      if (k >= 1 && k - 1 + kS < n_my) {
+        bulk_wait_read<1>();  // item k - 1's store has read its stage: refill it
+        mbar_expect(&full[(k - 1) % kS], C::kBytes);
+        bulk_load(stage(k - 1), gstate(k - 1 + kS), C::kBytes, &full[(k - 1) % kS]);
       }
     }
   }
@@ -580,41 +567,15 @@ int sm_count() {
   return v;
 }
 
-template <int DK, bool kCopy, bool kNarrow, bool kReg>
-cudaError_t launch_tma_n(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  using C = TmaCfg<DK, kNarrow>;
-  auto* k = gdn_tma_kernel<DK, kCopy, kNarrow, kReg>;
+template <int DK, bool kCopy>
+cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  using C = TmaCfg<DK>;
+  auto* k = gdn_tma_kernel<DK, kCopy>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs;
   return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
                     a, io, n_items);
-}
-
-int gdn_tma_stages() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_TMA_STAGES");
-    return e && e[0] == '2' ? 2 : 3;
-  }();
-  return v;
-}
-
-// DS_GDN_TMA_STORE: reg (default) = gdn_tma_kernel's kReg form, bulk = the state back by bulk stores.
-bool gdn_tma_reg() {
-  static const bool v = [] {
-    const char* e = std::getenv("DS_GDN_TMA_STORE");
-    return !(e && e[0] == 'b');
-  }();
-  return v;
-}
-
-template <int DK, bool kCopy>
-cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (gdn_tma_reg())
-    return gdn_tma_stages() == 2 ? launch_tma_n<DK, kCopy, true, true>(a, io, n_seqs, stream)
-                                 : launch_tma_n<DK, kCopy, false, true>(a, io, n_seqs, stream);
-  return gdn_tma_stages() == 2 ? launch_tma_n<DK, kCopy, true, false>(a, io, n_seqs, stream)
-                               : launch_tma_n<DK, kCopy, false, false>(a, io, n_seqs, stream);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
