@@ -87,7 +87,8 @@ struct Problem {
     if (!up(&du, u) || !up(&da, a) || !up(&db, b) || !up(&dz, z) || !up(&dsa, sa) || !up(&ddt, dtb) || !up(&dnw, nw))
       return false;
     const int Tn = std::max(T, 1);
-    if (cudaMalloc(&dout, (size_t)Tn * Vd * 4) != cudaSuccess || cudaMalloc(&dcore, (size_t)Tn * Vd * 4) != cudaSuccess ||
+    if (cudaMalloc(&dout, (size_t)Tn * Vd * 4) != cudaSuccess ||
+        cudaMalloc(&dcore, (size_t)Tn * Vd * 4) != cudaSuccess ||
         cudaMalloc(&dg, (size_t)Tn * nv * 4) != cudaSuccess || cudaMalloc(&dbeta, (size_t)Tn * nv * 4) != cudaSuccess)
       return false;
     off = 272;  // 16-byte aligned, not 128
@@ -144,7 +145,8 @@ void run_kernel(Problem& p, int k, bool dbg, Outs& r) {
   mk::gdn_force_kernel(-1);
   ASSERT_TRUE(st.ok()) << kKernel[k] << ": " << st.error().message;
   CU(cudaDeviceSynchronize());
-  r.out.resize((size_t)Tn * p.Vd), r.core.resize(r.out.size()), r.g.resize((size_t)Tn * p.nv), r.beta.resize(r.g.size());
+  r.out.resize((size_t)Tn * p.Vd), r.core.resize(r.out.size());
+  r.g.resize((size_t)Tn * p.nv), r.beta.resize(r.g.size());
   r.state.resize((size_t)p.S * p.stride);
   CU(cudaMemcpy(r.out.data(), p.dout, r.out.size() * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(r.core.data(), p.dcore, r.core.size() * 4, cudaMemcpyDeviceToHost));
@@ -351,7 +353,8 @@ void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok,
   const int W = p.kc - 1;
   double err = 0, ref_max = 0, werr = 0;
   for (int s = 0; s < p.S; s++) {
-    std::vector<double> win(p.win0.begin() + (size_t)s * p.win_floats(), p.win0.begin() + (size_t)(s + 1) * p.win_floats());
+    const auto w0 = p.win0.begin() + (size_t)s * p.win_floats();
+    std::vector<double> win(w0, w0 + p.win_floats());
     for (int t = p.start[s]; t < p.start[s + 1]; t++) {
       std::vector<double> y(Cc);
       for (int64_t c = 0; c < Cc; c++) {
@@ -386,7 +389,8 @@ void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok,
     const size_t n = (size_t)p.T * Cc * 4;
     EXPECT_EQ(0, std::memcmp(u[v].data(), u[0].data(), n)) << what << ": u, " << seqs[v] << " per block";
     EXPECT_EQ(0, std::memcmp(pre[v].data(), pre[0].data(), n)) << what << ": dbg_pre, " << seqs[v] << " per block";
-    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size())) << what << ": state, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size()))
+        << what << ": state, " << seqs[v] << " per block";
   }
   p.free_all();
 }

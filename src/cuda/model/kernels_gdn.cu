@@ -8,8 +8,9 @@
 //   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
 //   together with the state, instead of after the barriers that need them: one memory round trip per block
 //   instead of about four (the same arithmetic: the same bits).
-// gdn_split_kernel<DK, kSplit> (default from 16 sequences, DS_GDN_SPLIT_MIN; split DS_GDN_SPLIT=4, 2 and 8
-//   for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
+// gdn_split_kernel<DK, kSplit> (from 16 sequences, DS_GDN_SPLIT_MIN, only with DS_GDN_TMA=0 since gdn11; split
+//   DS_GDN_SPLIT=4, 2 and 8 for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row
+//   arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
 //   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of 120 registers per SM,
 //   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
 //   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
@@ -29,10 +30,10 @@
 //   sequence) at a time; each head's state comes in by one bulk copy into a 3-stage shared-memory ring and
 //   goes back by one bulk store (see the kernel). All three kernels call rule_row and reduce the norm in
 //   block_sum's order: the same bits (tests/cuda_model/cuda_gdn_test.cu). H200, 9B shape, one layer, B = 64:
-//   88.6 us (3.03 TB/s) vs split 104.8 / gdn_kernel 113.0; B = 16: 23.1 vs 30.4 / 27.9; B = 1: 7.1 vs 6.0
+//   88.6 us (3.03 TB/s) vs split 104.4 / gdn_kernel 112.8; B = 16: 23.1 vs 30.4 / 27.8; B = 1: 7.1 vs 6.0
 //   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
 //   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
-//   copies 74.0, cudaMemcpy of the same bytes 65.7 (bench/cuda/NOTES.md, gdn11).
+//   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -560,7 +561,8 @@ __global__ void __launch_bounds__(DK * 4, 1)
 int sm_count() {
   static const int v = [] {
     int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       n = 132;
     return std::max(1, n);
   }();
