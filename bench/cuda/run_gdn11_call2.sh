@@ -3,9 +3,9 @@
 # with 2 / 4 sequences per block (DS_CONV_SEQS, ConvStep.*) through the
 # bit-equality tests, test_cuda_model (default, and tma at every batch), test_cuda_prefill, then GdnBench.Time for
 # reg vs bulk stores. LONG=1 (only when the machine is already warm): the 9B cuda-bench B = 64 / 16 and memcheck +
-# (Record of what ran at 3cb586d: DS_GDN_TMA_STORE was removed afterwards, the register-store form having lost.)
 # racecheck as well. Run from an ignored devwork-gdn11/ in /work/main (b.tar.xz + this file as go.sh) as
 # OUT=$OUT bash devwork-gdn11/go.sh.
+# (Record of what ran at 3cb586d: DS_GDN_TMA_STORE was removed afterwards, the register-store form having lost.)
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsg11; mkdir -p "$W"
