@@ -1,15 +1,16 @@
 // Gated DeltaNet kernels of the model (qwen35-spec.md §4.2-§4.5).
 // conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
 //   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
-//   norm is one block reduction per token.
+//   norm is one block reduction per token. DS_CONV_SEQS=2 / 4 (gdn11): a block takes 2 / 4 sequences.
 // gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
 //   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
 //   once); the gated RMSNorm over the head's dv outputs is one block reduction per token. kPre (default;
 //   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
 //   together with the state, instead of after the barriers that need them: one memory round trip per block
 //   instead of about four (the same arithmetic: the same bits).
-// gdn_split_kernel<DK, kSplit> (default from 16 sequences, DS_GDN_SPLIT_MIN; split DS_GDN_SPLIT=4, 2 and 8
-//   for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
+// gdn_split_kernel<DK, kSplit> (from 16 sequences, DS_GDN_SPLIT_MIN, only with DS_GDN_TMA=0 since gdn11; split
+//   DS_GDN_SPLIT=4, 2 and 8 for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row
+//   arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
 //   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of 120 registers per SM,
 //   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
 //   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
@@ -24,6 +25,15 @@
 //   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel; split 2: 2404, split
 //   8: 2733-2742. A persistent form (clusters looping over items, the next item's state prefetched by
 //   cp.async into shared memory, its inputs into registers) was slower (2505-2619 us; commit 38c3f37).
+// gdn_tma_kernel<DK> (gdn11; DS_GDN_TMA=1 default, from DS_GDN_TMA_MIN = 16 sequences; it comes before the
+//   split kernel): persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head,
+//   sequence) at a time; each head's state comes in by one bulk copy into a 3-stage shared-memory ring and
+//   goes back by one bulk store (see the kernel). All three kernels call rule_row and reduce the norm in
+//   block_sum's order: the same bits (tests/cuda_model/cuda_gdn_test.cu). H200, 9B shape, one layer, B = 64:
+//   88.6 us (3.03 TB/s) vs split 104.4 / gdn_kernel 112.8; B = 16: 23.1 vs 30.4 / 27.8; B = 1: 7.1 vs 6.0
+//   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
+//   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
+//   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -37,25 +47,15 @@
 namespace ds::cuda::mk {
 namespace {
 
-__global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const StepIO* __restrict__ io) {
-  __shared__ float red[32];
-  const int s = blockIdx.y;
-  const int64_t c = (int64_t)blockIdx.x * a.head_dim + threadIdx.x;
-  const bool norm = (int64_t)blockIdx.x * a.head_dim < a.n_norm_channels;  // uniform over the block
-  const int kc = a.kernel, W = kc - 1;
+// One sequence's tokens t0 .. t1-1 for channel c (window win: this channel's W = kc - 1 previous inputs, oldest
+// first; x_first: token t0's input, already loaded); every thread of the block reaches the same block_sums.
+__device__ __forceinline__ void conv_tokens(const ConvArgs& a, int t0, int t1, int64_t c, bool norm,
+                                            const float (&w)[kMaxConvKernel], float (&win)[kMaxConvKernel],
+                                            float x_first, float* red) {
+  const int W = a.kernel - 1;
   const int64_t Cc = a.n_channels;
-  float* st = state_ptr(io, s, a.state_off);
-  float w[kMaxConvKernel], win[kMaxConvKernel];
-#pragma unroll
-  for (int j = 0; j < kMaxConvKernel; j++) {
-    w[j] = j < kc ? a.w[c * kc + j] : 0.f;
-    win[j] = j < W ? st[j * Cc + c] : 0.f;
-  }
-  pdl_wait();  // weights and this layer's conv state above: written by no kernel of the step before this one
-  pdl_trigger();
-  const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
-    const float xv = a.x[(int64_t)t * a.ldx + c];
+    const float xv = t == t0 ? x_first : a.x[(int64_t)t * a.ldx + c];
     // Taps in order, tap 0 on the oldest sample (the CPU reference's summation order).
     float sum = 0.f;
 #pragma unroll
@@ -76,9 +76,75 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
     }
     a.u[(int64_t)t * a.ldu + c] = y;
   }
+}
+
+// kSeqs sequences per block (blockIdx.y * kSeqs ...; DS_CONV_SEQS, gdn11): their windows, the channel's taps
+// (once) and their first tokens' inputs all loaded before the first use; then the sequences one after another
+// with conv_tokens (the same arithmetic for every kSeqs: the same bits).
+template <int kSeqs>
+__global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const StepIO* __restrict__ io, int n_seqs) {
+  __shared__ float red[32];
+  const int s0 = blockIdx.y * kSeqs;
+  const int64_t c = (int64_t)blockIdx.x * a.head_dim + threadIdx.x;
+  const bool norm = (int64_t)blockIdx.x * a.head_dim < a.n_norm_channels;  // uniform over the block
+  const int kc = a.kernel, W = kc - 1;
+  const int64_t Cc = a.n_channels;
+  float w[kMaxConvKernel], win[kSeqs][kMaxConvKernel], x0[kSeqs];
+  int t0[kSeqs], t1[kSeqs];
 #pragma unroll
-  for (int j = 0; j < kMaxConvKernel; j++)
-    if (j < W) st[j * Cc + c] = win[j];
+  for (int j = 0; j < kMaxConvKernel; j++) w[j] = j < kc ? a.w[c * kc + j] : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) {
+    const bool on = s0 + i < n_seqs;
+    const float* st = on ? state_ptr(io, s0 + i, a.state_off) : nullptr;
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++) win[i][j] = on && j < W ? st[j * Cc + c] : 0.f;
+    t0[i] = on ? io->start[s0 + i] : 0;
+    t1[i] = on ? io->start[s0 + i + 1] : 0;
+  }
+  pdl_wait();  // weights, this layer's conv states and StepIO above: written by no kernel of the step before this one
+  pdl_trigger();
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) x0[i] = t0[i] < t1[i] ? a.x[(int64_t)t0[i] * a.ldx + c] : 0.f;
+#pragma unroll
+  for (int i = 0; i < kSeqs; i++) {
+    if (s0 + i >= n_seqs) break;  // uniform over the block
+    conv_tokens(a, t0[i], t1[i], c, norm, w, win[i], x0[i], red);
+    float* st = state_ptr(io, s0 + i, a.state_off);
+#pragma unroll
+    for (int j = 0; j < kMaxConvKernel; j++)
+      if (j < W) st[j * Cc + c] = win[i][j];
+  }
+}
+
+// One token of the delta rule on state row j (spec §4.4, M = S^T, key index fastest) for lane r of the row's
+// 4 lanes, which holds the float4 chunks r, r + 4, ... of the row in m; k4 / q4: the token's k and q (shared
+// memory). Returns o[j] (scaled), the same in the 4 lanes. Every GDN decode kernel calls this one function, so
+// they all make the same roundings (a sequence's output does not depend on the kernel its batch takes).
+template <int DK>
+__device__ __forceinline__ float rule_row(float4 (&m)[DK / 16], const float4* k4, const float4* q4, int r,
+                                          float decay, float beta, float vj, float scale) {
+  constexpr int kL = 4, kC = DK / 16;
+  float kv = 0.f;
+#pragma unroll
+  for (int c = 0; c < kC; c++) {
+    m[c].x *= decay; m[c].y *= decay; m[c].z *= decay; m[c].w *= decay;
+    const float4 kk = k4[r + kL * c];
+    kv += m[c].x * kk.x + m[c].y * kk.y + m[c].z * kk.z + m[c].w * kk.w;
+  }
+  kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+  kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+  const float delta = (vj - kv) * beta;
+  float o = 0.f;
+#pragma unroll
+  for (int c = 0; c < kC; c++) {
+    const float4 kk = k4[r + kL * c], qq = q4[r + kL * c];
+    m[c].x += delta * kk.x; m[c].y += delta * kk.y; m[c].z += delta * kk.z; m[c].w += delta * kk.w;
+    o += m[c].x * qq.x + m[c].y * qq.y + m[c].z * qq.z + m[c].w * qq.w;
+  }
+  o += __shfl_xor_sync(0xffffffffu, o, 1);
+  o += __shfl_xor_sync(0xffffffffu, o, 2);
+  return o * scale;
 }
 
 template <int DK, bool kPre>
@@ -125,26 +191,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
     const float beta = sigmoid_f(kPre ? bv : a.b[(int64_t)t * a.ldb + h]);
     const float decay = expf(g);
     const float vj = kPre ? vv : ut[2 * Kd + (int64_t)h * DK + j];
-    float kv = 0.f;
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      m[c].x *= decay; m[c].y *= decay; m[c].z *= decay; m[c].w *= decay;
-      const float4 kk = k4[r + kL * c];
-      kv += m[c].x * kk.x + m[c].y * kk.y + m[c].z * kk.z + m[c].w * kk.w;
-    }
-    kv += __shfl_xor_sync(0xffffffffu, kv, 1);
-    kv += __shfl_xor_sync(0xffffffffu, kv, 2);
-    const float delta = (vj - kv) * beta;
-    float o = 0.f;
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      const float4 kk = k4[r + kL * c], qq = q4[r + kL * c];
-      m[c].x += delta * kk.x; m[c].y += delta * kk.y; m[c].z += delta * kk.z; m[c].w += delta * kk.w;
-      o += m[c].x * qq.x + m[c].y * qq.y + m[c].z * qq.z + m[c].w * qq.w;
-    }
-    o += __shfl_xor_sync(0xffffffffu, o, 1);
-    o += __shfl_xor_sync(0xffffffffu, o, 2);
-    o *= a.scale;
+    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
     const float ss = block_sum(r == 0 ? o * o : 0.f, red);
     const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
     if (r == 0) {
@@ -206,7 +253,7 @@ template <int DK, int kSplit>
 __device__ __forceinline__ void split_tokens(const GdnArgs& a, int h, int rank, int t0, int t1,
                                              const TokIn<DK, kSplit>& first, float4 (&m)[DK / 16], float sa,
                                              float dtb, float nw, int& tk) {
-  constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane (as gdn_kernel)
+  constexpr int kL = 4;  // lanes per row (as gdn_kernel)
   constexpr int kRows = DK / kSplit, kThreads = kRows * kL, kWarps = kThreads / 32;
   constexpr int kQK = (DK + kThreads - 1) / kThreads;  // q and k elements each thread stages per token
   static_assert(kThreads % 32 == 0 && kRows % 8 == 0, "whole warps of 8 rows");
@@ -243,26 +290,7 @@ __device__ __forceinline__ void split_tokens(const GdnArgs& a, int h, int rank, 
     const float g = sa * softplus_f(av + dtb);
     const float beta = sigmoid_f(bv);
     const float decay = expf(g);
-    float kv = 0.f;
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      m[c].x *= decay; m[c].y *= decay; m[c].z *= decay; m[c].w *= decay;
-      const float4 kk = k4[r + kL * c];
-      kv += m[c].x * kk.x + m[c].y * kk.y + m[c].z * kk.z + m[c].w * kk.w;
-    }
-    kv += __shfl_xor_sync(0xffffffffu, kv, 1);
-    kv += __shfl_xor_sync(0xffffffffu, kv, 2);
-    const float delta = (vj - kv) * beta;
-    float o = 0.f;
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      const float4 kk = k4[r + kL * c], qq = q4[r + kL * c];
-      m[c].x += delta * kk.x; m[c].y += delta * kk.y; m[c].z += delta * kk.z; m[c].w += delta * kk.w;
-      o += m[c].x * qq.x + m[c].y * qq.y + m[c].z * qq.z + m[c].w * qq.w;
-    }
-    o += __shfl_xor_sync(0xffffffffu, o, 1);
-    o += __shfl_xor_sync(0xffffffffu, o, 2);
-    o *= a.scale;
+    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
     // The head's sum of o^2 over the cluster: block_sum's warp sums, added in global warp order.
     const int buf = tk & 1;
     tk++;
@@ -322,6 +350,255 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 
     else M[r + kL * c] = m[c];
   }
   cluster_wait();
+}
+
+// ---- gdn_tma_kernel (gdn11): the state through shared memory by bulk copies, persistent CTAs ----
+// One CTA per SM (DK * 4 threads: gdn_kernel's thread layout and arithmetic, block_sum for the norm: the same
+// bits) loops over the (value head, sequence) items blockIdx.x, + gridDim.x, ...; each item's whole state
+// (DK * DK floats, contiguous) comes in by ONE cp.async.bulk into a ring of kStages shared-memory stages and
+// goes back by one bulk store after the update. Why: the register kernels keep at most ~128 bytes per thread
+// in flight and pay a CTA launch, a PDL wait and an input round trip per 16-64 KB of state; here the copy
+// engine keeps kStages - 1 items (128 KB at DK 128) in flight per SM while the threads update another, and
+// the next item's inputs are loaded during the current item.
+// Stage use: item k lives in stage k % kStages. After item k's bulk store is issued, the stage of item k - 1
+// is refilled with item k - 1 + kStages once that earlier store has read it (bulk wait_group.read 1).
+// Shared memory reads / writes of the state: rows are 4 * DK bytes apart (a multiple of 128), so the two
+// rows of a quarter warp would hit the same banks; odd rows take the chunk pairs in swapped order.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DS_GDN_TMA_ARCH 1
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t* b, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint64_t* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* b, unsigned parity) {
+  const uint32_t ad = smem_addr(b);
+  uint32_t ok = 0;
+  while (!ok)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(ok)
+        : "r"(ad), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_addr(src)),
+               "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// All but the newest n bulk stores have finished reading shared memory.
+template <int n>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// This thread's shared-memory writes ordered before the copy engine's later reads.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif
+
+// 3 stages at DK 128 (2: 115 vs 88.6 us on the H200 at B = 64, gdn11 call 1; 4 do not fit).
+template <int DK>
+struct TmaCfg {
+  static constexpr int kThreads = DK * 4;
+  static constexpr unsigned kBytes = DK * DK * 4;  // one value head's state
+  static constexpr int kStages = DK == 128 ? 3 : 8;
+  static constexpr size_t kSmem = (size_t)kStages * kBytes;
+};
+
+// An item's first token's inputs (gdn_kernel<DK, true>'s loads) and its head's constants, loaded one item ahead.
+struct ItemIn {
+  float q, k, a, b, v, z, sa, dtb;
+  int t0, t1;
+};
+
+template <int DK>
+__device__ __forceinline__ void load_item(const GdnArgs& a, const StepIO* io, int item, ItemIn& in) {
+  const int nv = a.n_v_heads, h = item % nv, s = item / nv, tid = threadIdx.x, j = tid / 4;
+  const int kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  in.t0 = io->start[s];
+  in.t1 = io->start[s + 1];
+  in.sa = a.ssm_a[h];
+  in.dtb = a.dt_bias[h];
+  in.q = in.k = in.a = in.b = in.v = in.z = 0.f;
+  if (in.t0 < in.t1) {
+    const int t = in.t0;
+    const float* ut = a.u + (int64_t)t * a.ldu;
+    if (tid < DK) {
+      in.q = ut[(int64_t)kh * DK + tid];
+      in.k = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    in.a = a.a[(int64_t)t * a.lda + h];
+    in.b = a.b[(int64_t)t * a.ldb + h];
+    in.v = ut[2 * Kd + (int64_t)h * DK + j];
+    if (tid % 4 == 0) in.z = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+  }
+}
+
+// kCopy: the data path alone (no arithmetic, the state written back unchanged): a roofline for this kernel.
+// Tried and removed (gdn11, commit 3cb586d): the state back by the threads' own 16-byte stores from registers,
+// so that a stage is refilled before the update instead of after the bulk store has read it: 120.0 vs 88.6 us
+// at B = 64 (its copy roofline 90.1 vs 74.0 us).
+template <int DK, bool kCopy>
+__global__ void __launch_bounds__(DK * 4, 1)
+    gdn_tma_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
+#ifdef DS_GDN_TMA_ARCH
+  using C = TmaCfg<DK>;
+  constexpr int kL = 4, kC = DK / 16, kS = C::kStages;
+  static_assert(kC % 2 == 0, "chunk pairs");
+  extern __shared__ __align__(128) unsigned char gdn_tma_smem[];
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float red[32];
+  __shared__ __align__(8) uint64_t full[kS];
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
+  const int nv = a.n_v_heads, G = (int)gridDim.x;
+  const int n_my = (n_items - (int)blockIdx.x + G - 1) / G;  // >= 1: the grid has at most n_items CTAs
+  auto stage = [&](int k) { return gdn_tma_smem + (size_t)(k % kS) * C::kBytes; };
+  auto gstate = [&](int k) {
+    const int item = (int)blockIdx.x + k * G;
+    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+  };
+  if (tid == 0) {
+    for (int i = 0; i < kS; i++) mbar_init(&full[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)  // the states: written by no kernel of the step before this one (StepIO: uploaded before it)
+    for (int k = 0; k < kS && k < n_my; k++) {
+      mbar_expect(&full[k], C::kBytes);
+      bulk_load(stage(k), gstate(k), C::kBytes, &full[k]);
+    }
+  const float nw = a.norm_w[j];
+  pdl_wait();
+  pdl_trigger();
+  ItemIn nxt{}, cur{};
+  if (!kCopy) load_item<DK>(a, io, (int)blockIdx.x, nxt);
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  for (int k = 0; k < n_my; k++) {
+    const int item = (int)blockIdx.x + k * G, h = item % nv;
+    float4* S4 = reinterpret_cast<float4*>(stage(k)) + j * (DK / 4);
+    if (!kCopy) {  // the next item's inputs in flight during this one
+      cur = nxt;
+      if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
+    }
+    mbar_wait(&full[k % kS], (unsigned)(k / kS) & 1u);
+    if constexpr (!kCopy) {
+      float4 m[kC];
+#pragma unroll
+      for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (see above)
+        const float4 x0 = S4[r + kL * (p + odd)], x1 = S4[r + kL * (p + 1 - odd)];
+        m[p] = odd ? x1 : x0;
+        m[p + 1] = odd ? x0 : x1;
+      }
+      for (int t = cur.t0; t < cur.t1; t++) {  // gdn_kernel<DK, true>'s token loop
+        float qv = cur.q, kv0 = cur.k, av = cur.a, bv = cur.b, vj = cur.v, zv = cur.z;
+        if (t > cur.t0) {
+          const float* ut = a.u + (int64_t)t * a.ldu;
+          const int kh = h % a.n_k_heads;
+          const int64_t Kd = (int64_t)a.n_k_heads * DK;
+          if (tid < DK) {
+            qv = ut[(int64_t)kh * DK + tid];
+            kv0 = ut[Kd + (int64_t)kh * DK + tid];
+          }
+          av = a.a[(int64_t)t * a.lda + h];
+          bv = a.b[(int64_t)t * a.ldb + h];
+          vj = ut[2 * Kd + (int64_t)h * DK + j];
+          zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+        }
+        __syncthreads();  // the previous token's (or item's) readers of sq/sk are done
+        if (tid < DK) {
+          sq[tid] = qv;
+          sk[tid] = kv0;
+        }
+        __syncthreads();
+        const float g = cur.sa * softplus_f(av + cur.dtb);
+        const float beta = sigmoid_f(bv);
+        const float decay = expf(g);
+        const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
+        const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+        const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+        if (r == 0) {
+          a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
+          if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+        }
+        if (tid == 0 && a.dbg_g) {
+          a.dbg_g[(int64_t)t * nv + h] = g;
+          a.dbg_beta[(int64_t)t * nv + h] = beta;
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < kC; p += 2) {
+        S4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
+        S4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
+      }
+      fence_async_smem();
+    }
+    __syncthreads();  // the stage is complete (and no thread reads it any more)
+    if (tid == 0) {
+      bulk_store(gstate(k), stage(k), C::kBytes);
+      if (k >= 1 && k - 1 + kS < n_my) {
+        bulk_wait_read<1>();  // item k - 1's store has read its stage: refill it
+        mbar_expect(&full[(k - 1) % kS], C::kBytes);
+        bulk_load(stage(k - 1), gstate(k - 1 + kS), C::kBytes, &full[(k - 1) % kS]);
+      }
+    }
+  }
+  if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
+#endif
+}
+
+int sm_count() {
+  static const int v = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 132;
+    return std::max(1, n);
+  }();
+  return v;
+}
+
+template <int DK, bool kCopy>
+cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  using C = TmaCfg<DK>;
+  auto* k = gdn_tma_kernel<DK, kCopy>;
+  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const int n_items = a.n_v_heads * n_seqs;
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items);
+}
+
+// ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
+// Every (value head, sequence) state read and written back times `one` (1.0f at run time) by CTAs of
+// DK * 4 / kSplit threads, 8 float4 per thread, no clusters: kCoal false: gdn_split_kernel's pattern (lane r of
+// row j: chunks r + 4c, a warp instruction = 64 bytes of 8 rows), true: each warp instruction 512 contiguous bytes.
+template <int DK, int kSplit, bool kCoal>
+__global__ void __launch_bounds__(DK * 4 / kSplit, 1024 / (DK * 4 / kSplit))
+    copy_rows_kernel(const GdnArgs a, const StepIO* __restrict__ io, float one) {
+  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit, kThreads = kRows * kL;
+  const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y, tid = threadIdx.x;
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + rank * kRows) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = M[kCoal ? tid + kThreads * c : (tid / kL) * (DK / 4) + tid % kL + kL * c];
+#pragma unroll
+  for (int c = 0; c < kC; c++) {
+    m[c].x *= one; m[c].y *= one; m[c].z *= one; m[c].w *= one;
+  }
+#pragma unroll
+  for (int c = 0; c < kC; c++) M[kCoal ? tid + kThreads * c : (tid / kL) * (DK / 4) + tid % kL + kL * c] = m[c];
 }
 
 bool gdn_prefetch() {
@@ -393,10 +670,36 @@ int gdn_split_min() {
   return v;
 }
 
+// DS_GDN_TMA: 1 (default) = gdn_tma_kernel from DS_GDN_TMA_MIN sequences (default 16), 0 = never.
+bool gdn_tma() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_TMA");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
+int gdn_tma_min() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_TMA_MIN");
+    return e ? std::max(1, std::atoi(e)) : 16;
+  }();
+  return v;
+}
+
+std::atomic<int> g_force{-1};  // gdn_force_kernel
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  const int split = gdn_split();
-  if (split != 0 && n_seqs >= gdn_split_min() && !g_split_refused.load(std::memory_order_relaxed)) {
+  const int force = g_force.load(std::memory_order_relaxed);
+  if (force == 2 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
+    const cudaError_t e = launch_tma<DK, false>(a, io, n_seqs, stream);
+    if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
+    const cudaError_t st = launch_status(stream);
+    if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
+    return {};
+  }
+  const int split = force == 1 ? 4 : force == 0 ? 0 : gdn_split();
+  if (split != 0 && (force == 1 || n_seqs >= gdn_split_min()) && !g_split_refused.load(std::memory_order_relaxed)) {
     const cudaError_t e = split == 2   ? launch_split_cs<DK, 2>(a, io, n_seqs, stream)
                           : split == 8 ? launch_split_cs<DK, 8>(a, io, n_seqs, stream)
                                        : launch_split_cs<DK, 4>(a, io, n_seqs, stream);
@@ -415,7 +718,20 @@ Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s
   return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
 }
 
+// DS_CONV_SEQS: sequences per conv_kernel block (1 default, 2, 4); conv_force_seqs overrides it (tests).
+int conv_seqs() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_CONV_SEQS");
+    const int n = e ? std::atoi(e) : 1;
+    return n == 2 || n == 4 ? n : 1;
+  }();
+  return v;
+}
+std::atomic<int> g_conv_force{0};
+
 }  // namespace
+
+void conv_force_seqs(int k) { g_conv_force.store(k == 1 || k == 2 || k == 4 ? k : 0); }
 
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (a.head_dim < 32 || a.head_dim > 1024 || a.head_dim % 32 != 0 || a.n_channels % a.head_dim != 0 ||
@@ -425,11 +741,39 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   if (a.kernel < 1 || a.kernel > kMaxConvKernel)
     return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
-  return launch_step(conv_kernel, dim3((unsigned)(a.n_channels / a.head_dim), n_seqs), dim3(a.head_dim), 0, stream,
-                     "conv_silu_l2", a, io);
+  const int f = g_conv_force.load(std::memory_order_relaxed), k = f > 0 ? f : conv_seqs();
+  const dim3 block(a.head_dim);
+  const unsigned gx = (unsigned)(a.n_channels / a.head_dim), gy = (unsigned)((n_seqs + k - 1) / k);
+  if (k == 4) return launch_step(conv_kernel<4>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
+  if (k == 2) return launch_step(conv_kernel<2>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
+  return launch_step(conv_kernel<1>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
 }
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
+
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
+
+template <int DK>
+cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s) {
+  const unsigned nv = (unsigned)a.n_v_heads, S = (unsigned)n_seqs;
+  switch (mode) {
+    case 0: copy_rows_kernel<DK, 4, false><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
+    case 1: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
+    case 2: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f); break;
+    case 3: return launch_tma<DK, true>(a, io, n_seqs, s);
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_state_copy: {} sequences", n_seqs);
+  const cudaError_t e = a.d_k == 64    ? state_copy<64>(mode, a, io, n_seqs, stream)
+                        : a.d_k == 128 ? state_copy<128>(mode, a, io, n_seqs, stream)
+                                       : cudaErrorInvalidValue;
+  if (e != cudaSuccess) return cu_err("cuda gdn_state_copy mode {} (d_k {}): {}", mode, a.d_k, cudaGetErrorString(e));
+  return {};
+}
 
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_step: {} sequences", n_seqs);

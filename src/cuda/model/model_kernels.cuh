@@ -57,6 +57,8 @@ struct ConvArgs {
 };
 inline constexpr int kMaxConvKernel = 8;
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+// Tests and benches: sequences per conv_silu_l2 block from now on (1, 2, 4: the same bits; 0: DS_CONV_SEQS).
+void conv_force_seqs(int k);
 
 // The same for the piece prefill: n_tokens tokens of one sequence, in parallel over tokens (one block per
 // (token, head of head_dim channels)), the window `win` ([Kc-1][Cc], oldest row first; a.state_off unused)
@@ -89,6 +91,14 @@ struct GdnArgs {
 };
 bool gdn_supports(int d_k);
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+// Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_split_kernel in 4-CTA clusters,
+// 2 gdn_tma_kernel; -1: by the environment and the batch, as in the model). All give the same bits.
+void gdn_force_kernel(int k);
+// Bench only: every state of gdn_step's shape read and written back unchanged with the access pattern of a
+// kernel, as its roofline: mode 0 gdn_split_kernel's CTAs and per-thread pattern (no clusters), 1 the same CTAs
+// with each warp instruction on 512 contiguous bytes, 2 gdn_kernel's CTAs and pattern, 3 gdn_tma_kernel's
+// persistent bulk copies through shared memory.
+Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
 // cpu::rms_norm of the q and k heads + cpu::rope_neox + the cache store of cpu::attention: q -> q_out packed
 // [T][nh][hd]; k -> K cache row pos[t], v -> V cache row pos[t] (caches [max_ctx][nkv][hd] at base + k_off /

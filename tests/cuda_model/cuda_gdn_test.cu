@@ -1,0 +1,505 @@
+// The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
+// gdn_kernel, gdn_split_kernel (4-CTA clusters) and gdn_tma_kernel (persistent, bulk copies) must give the same
+// bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
+// float64 evaluation of the delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1):
+// kernel times per batch and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
+// ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_util.h"
+#include "cuda/model/model_kernels.cuh"
+
+using namespace ds;
+namespace mk = ds::cuda::mk;
+
+namespace {
+
+#define GDN_SKIP_WITHOUT_GPU()                                                                   \
+  do {                                                                                           \
+    if (ds::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU test skipped";    \
+  } while (0)
+#define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma"};
+
+// One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
+struct Problem {
+  int dk = 128, nk = 16, nv = 32, S = 0, T = 0;
+  int64_t Kd = 0, Vd = 0, Cc = 0;
+  std::vector<int> start;
+  std::vector<float> u, a, b, z, sa, dtb, nw, state0;  // state0: [S][nv][dk][dk] (M = S^T, key fastest)
+  int64_t off = 0, stride = 0;                         // state_off and each sequence's allocation (bytes)
+  float *du = nullptr, *da = nullptr, *db = nullptr, *dz = nullptr, *dsa = nullptr, *ddt = nullptr,
+        *dnw = nullptr, *dout = nullptr, *dcore = nullptr, *dg = nullptr, *dbeta = nullptr;
+  unsigned char* dstate = nullptr;
+  mk::StepIO* dio = nullptr;
+
+  int64_t head_floats() const { return (int64_t)dk * dk; }
+  int64_t seq_floats() const { return nv * head_floats(); }
+  int perm(int s) const { return S - 1 - s; }  // sequence s's allocation (reversed: base[] is used)
+
+  void init(int dk_, int nk_, int nv_, const std::vector<int>& ntok, uint32_t seed) {
+    dk = dk_, nk = nk_, nv = nv_, S = (int)ntok.size();
+    Kd = (int64_t)nk * dk, Vd = (int64_t)nv * dk, Cc = 2 * Kd + Vd;
+    start.assign(S + 1, 0);
+    for (int s = 0; s < S; s++) start[s + 1] = start[s] + ntok[s];
+    T = start[S];
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> U(-1.f, 1.f);
+    const int Tn = std::max(T, 1);
+    u.resize(Tn * Cc);
+    for (auto& x : u) x = U(g);
+    for (int t = 0; t < Tn; t++)  // q and k heads L2-normalized, as conv_silu_l2 leaves them
+      for (int hh = 0; hh < 2 * nk; hh++) {
+        float* p = &u[t * Cc + (int64_t)hh * dk];
+        double ss = 0;
+        for (int i = 0; i < dk; i++) ss += (double)p[i] * p[i];
+        for (int i = 0; i < dk; i++) p[i] = (float)(p[i] / std::sqrt(ss + 1e-6));
+      }
+    a.resize(Tn * nv), b.resize(Tn * nv), z.resize(Tn * Vd);
+    for (auto& x : a) x = 2.5f * U(g);
+    for (auto& x : b) x = 3.f * U(g);
+    for (auto& x : z) x = 3.f * U(g);
+    sa.resize(nv), dtb.resize(nv), nw.resize(dk);
+    for (auto& x : sa) x = -std::exp(U(g));
+    for (auto& x : dtb) x = U(g);
+    for (auto& x : nw) x = 1.f + 0.5f * U(g);
+    state0.resize((size_t)S * seq_floats());
+    for (auto& x : state0) x = 0.5f * U(g);
+  }
+
+  bool upload() {
+    auto up = [](float** d, const std::vector<float>& h) {
+      return cudaMalloc(d, h.size() * 4) == cudaSuccess &&
+             cudaMemcpy(*d, h.data(), h.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+    };
+    if (!up(&du, u) || !up(&da, a) || !up(&db, b) || !up(&dz, z) || !up(&dsa, sa) || !up(&ddt, dtb) || !up(&dnw, nw))
+      return false;
+    const int Tn = std::max(T, 1);
+    if (cudaMalloc(&dout, (size_t)Tn * Vd * 4) != cudaSuccess ||
+        cudaMalloc(&dcore, (size_t)Tn * Vd * 4) != cudaSuccess ||
+        cudaMalloc(&dg, (size_t)Tn * nv * 4) != cudaSuccess || cudaMalloc(&dbeta, (size_t)Tn * nv * 4) != cudaSuccess)
+      return false;
+    off = 272;  // 16-byte aligned, not 128
+    stride = (off + seq_floats() * 4 + 255) / 256 * 256;
+    if (cudaMalloc(&dstate, (size_t)S * stride) != cudaSuccess) return false;
+    mk::StepIO io{};
+    for (int s = 0; s <= S; s++) io.start[s] = start[s];
+    for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(dstate + (int64_t)perm(s) * stride);
+    return cudaMalloc(&dio, sizeof(io)) == cudaSuccess &&
+           cudaMemcpy(dio, &io, sizeof(io), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+
+  // The states into their allocations; every other byte of the allocations 0xA5.
+  bool reset_state() {
+    std::vector<unsigned char> h((size_t)S * stride, 0xA5);
+    for (int s = 0; s < S; s++)
+      std::memcpy(&h[(size_t)perm(s) * stride + off], &state0[(size_t)s * seq_floats()], seq_floats() * 4);
+    return cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+
+  mk::GdnArgs args(bool dbg) const {
+    mk::GdnArgs g;
+    g.u = du, g.ldu = Cc, g.a = da, g.lda = nv, g.b = db, g.ldb = nv, g.z = dz, g.ldz = Vd;
+    g.ssm_a = dsa, g.dt_bias = ddt, g.norm_w = dnw, g.state_off = off;
+    g.n_k_heads = nk, g.n_v_heads = nv, g.d_k = dk;
+    g.scale = 1.0f / std::sqrt((float)dk), g.eps = 1e-6f;
+    g.out = dout, g.ldo = Vd;
+    if (dbg) g.dbg_core = dcore, g.dbg_g = dg, g.dbg_beta = dbeta;
+    return g;
+  }
+
+  void free_all() {
+    for (float* p : {du, da, db, dz, dsa, ddt, dnw, dout, dcore, dg, dbeta}) cudaFree(p);
+    cudaFree(dstate);
+    cudaFree(dio);
+  }
+};
+
+struct Outs {
+  std::vector<float> out, core, g, beta;
+  std::vector<unsigned char> state;  // every byte of the allocations
+};
+
+// One gdn_step with kernel k (outputs poisoned with NaN first).
+void run_kernel(Problem& p, int k, bool dbg, Outs& r) {
+  ASSERT_TRUE(p.reset_state());
+  const int Tn = std::max(p.T, 1);
+  CU(cudaMemset(p.dout, 0xFF, (size_t)Tn * p.Vd * 4));
+  CU(cudaMemset(p.dcore, 0xFF, (size_t)Tn * p.Vd * 4));
+  CU(cudaMemset(p.dg, 0xFF, (size_t)Tn * p.nv * 4));
+  CU(cudaMemset(p.dbeta, 0xFF, (size_t)Tn * p.nv * 4));
+  mk::gdn_force_kernel(k);
+  const Status st = mk::gdn_step(p.args(dbg), p.dio, p.S, nullptr);
+  mk::gdn_force_kernel(-1);
+  ASSERT_TRUE(st.ok()) << kKernel[k] << ": " << st.error().message;
+  CU(cudaDeviceSynchronize());
+  r.out.resize((size_t)Tn * p.Vd), r.core.resize(r.out.size());
+  r.g.resize((size_t)Tn * p.nv), r.beta.resize(r.g.size());
+  r.state.resize((size_t)p.S * p.stride);
+  CU(cudaMemcpy(r.out.data(), p.dout, r.out.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.core.data(), p.dcore, r.core.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.g.data(), p.dg, r.g.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.beta.data(), p.dbeta, r.beta.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.state.data(), p.dstate, r.state.size(), cudaMemcpyDeviceToHost));
+}
+
+double softplus_d(double x) { return x > 20.0 ? x : std::log1p(std::exp(x)); }
+
+// float64 delta rule + gated norm; out [T][Vd], state [S][nv][dk][dk].
+void reference(const Problem& p, std::vector<double>& out, std::vector<double>& state) {
+  const int dk = p.dk;
+  out.assign((size_t)std::max(p.T, 1) * p.Vd, 0.0);
+  state.assign(p.state0.begin(), p.state0.end());
+  std::vector<double> o(dk);
+  for (int s = 0; s < p.S; s++)
+    for (int h = 0; h < p.nv; h++) {
+      double* M = &state[((size_t)s * p.nv + h) * p.head_floats()];
+      const int kh = h % p.nk;
+      for (int t = p.start[s]; t < p.start[s + 1]; t++) {
+        const float* q = &p.u[t * p.Cc + (int64_t)kh * dk];
+        const float* k = &p.u[t * p.Cc + p.Kd + (int64_t)kh * dk];
+        const float* v = &p.u[t * p.Cc + 2 * p.Kd + (int64_t)h * dk];
+        const double decay = std::exp(p.sa[h] * softplus_d((double)p.a[t * p.nv + h] + p.dtb[h]));
+        const double beta = 1.0 / (1.0 + std::exp(-(double)p.b[t * p.nv + h]));
+        double ss = 0;
+        for (int j = 0; j < dk; j++) {
+          double* row = M + (int64_t)j * dk;
+          double kv = 0;
+          for (int i = 0; i < dk; i++) kv += (row[i] *= decay) * k[i];
+          const double delta = (v[j] - kv) * beta;
+          double oj = 0;
+          for (int i = 0; i < dk; i++) oj += (row[i] += delta * k[i]) * q[i];
+          o[j] = oj / std::sqrt((double)dk);
+          ss += o[j] * o[j];
+        }
+        const double rs = 1.0 / std::sqrt(ss / dk + 1e-6);
+        for (int j = 0; j < dk; j++) {
+          const double zz = p.z[t * p.Vd + (int64_t)h * dk + j];
+          out[t * p.Vd + (int64_t)h * dk + j] = o[j] * rs * p.nw[j] * (zz / (1.0 + std::exp(-zz)));
+        }
+      }
+    }
+}
+
+void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t seed) {
+  Problem p;
+  p.init(dk, nk, nv, ntok, seed);
+  ASSERT_TRUE(p.upload());
+  const std::string what = "dk " + std::to_string(dk) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
+  Outs r[3];
+  for (int k = 0; k < 3; k++) {
+    run_kernel(p, k, true, r[k]);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // Kernel 0 against float64.
+  std::vector<double> ro, rst;
+  reference(p, ro, rst);
+  double oerr = 0, omax = 0, serr = 0, smax = 0;
+  for (int t = 0; t < p.T; t++)
+    for (int64_t i = 0; i < p.Vd; i++) {
+      const float x = r[0].out[t * p.Vd + i];
+      ASSERT_TRUE(std::isfinite(x)) << what << ": out[" << t << "][" << i << "] not written / not finite";
+      oerr = std::max(oerr, std::fabs(x - ro[t * p.Vd + i]));
+      omax = std::max(omax, std::fabs(ro[t * p.Vd + i]));
+    }
+  for (int s = 0; s < p.S; s++) {
+    const unsigned char* base = &r[0].state[(size_t)p.perm(s) * p.stride];
+    for (int64_t i = 0; i < p.off; i++) ASSERT_EQ(base[i], 0xA5) << what << ": byte " << i << " before the state";
+    for (int64_t i = p.off + p.seq_floats() * 4; i < p.stride; i++)
+      ASSERT_EQ(base[i], 0xA5) << what << ": byte " << i << " after the state";
+    const float* st = reinterpret_cast<const float*>(base + p.off);
+    for (int64_t i = 0; i < p.seq_floats(); i++) {
+      serr = std::max(serr, std::fabs(st[i] - rst[(size_t)s * p.seq_floats() + i]));
+      smax = std::max(smax, std::fabs(rst[(size_t)s * p.seq_floats() + i]));
+    }
+  }
+  std::printf("[gdn11] %s: gdn_kernel vs float64: out max|diff| %.3g (max |ref| %.3g), state %.3g (%.3g)\n",
+              what.c_str(), oerr, omax, serr, smax);
+  EXPECT_LE(oerr, 2e-5 * std::max(1.0, omax)) << what;
+  EXPECT_LE(serr, 2e-5 * std::max(1.0, smax)) << what;
+  // Every kernel: the same bits as gdn_kernel.
+  const size_t nT = (size_t)p.T;
+  for (int k = 1; k < 3; k++) {
+    EXPECT_EQ(0, std::memcmp(r[k].out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out, " << kKernel[k];
+    EXPECT_EQ(0, std::memcmp(r[k].core.data(), r[0].core.data(), nT * p.Vd * 4)) << what << ": core, " << kKernel[k];
+    EXPECT_EQ(0, std::memcmp(r[k].g.data(), r[0].g.data(), nT * p.nv * 4)) << what << ": g, " << kKernel[k];
+    EXPECT_EQ(0, std::memcmp(r[k].beta.data(), r[0].beta.data(), nT * p.nv * 4)) << what << ": beta, " << kKernel[k];
+    EXPECT_EQ(0, std::memcmp(r[k].state.data(), r[0].state.data(), r[0].state.size())) << what << ": state, "
+                                                                                          << kKernel[k];
+  }
+  // Without the debug outputs: the same out and states (kernel 2 against kernel 0 of the run above).
+  Outs nd;
+  run_kernel(p, 2, false, nd);
+  EXPECT_EQ(0, std::memcmp(nd.out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out without dbg";
+  EXPECT_EQ(0, std::memcmp(nd.state.data(), r[0].state.data(), r[0].state.size())) << what << ": state without dbg";
+  p.free_all();
+}
+
+}  // namespace
+
+// Decode steps (one token per sequence) at the 9B's GDN shape and at the tiny fixtures' d_k 64, with fewer
+// items than SMs (one per CTA) and more (several per persistent CTA, the stage ring wrapping around).
+TEST(GdnStep, KernelsGiveSameBitsDecode) {
+  GDN_SKIP_WITHOUT_GPU();
+  check_case(128, 16, 32, std::vector<int>(1, 1), 1);
+  check_case(128, 16, 32, std::vector<int>(5, 1), 2);
+  check_case(128, 16, 32, std::vector<int>(64, 1), 3);
+  check_case(64, 4, 8, std::vector<int>(64, 1), 4);
+  check_case(64, 2, 4, std::vector<int>(3, 1), 5);
+}
+
+// Multi-token steps (the step-path prefill): several tokens per sequence, one with none.
+TEST(GdnStep, KernelsGiveSameBitsMultiToken) {
+  GDN_SKIP_WITHOUT_GPU();
+  check_case(128, 16, 32, {3, 1, 0, 5, 2}, 6);
+  check_case(64, 4, 8, {7, 0, 1, 16, 2, 9, 1, 1, 1, 4}, 7);
+  std::vector<int> many(40, 1);
+  many[3] = 4, many[39] = 2, many[20] = 0;
+  check_case(128, 16, 32, many, 8);
+}
+
+namespace {
+
+// conv_silu_l2's step: S sequences with ntok[s] tokens (packed by sequence), Cc channels in heads of hd, the first
+// n_norm channels L2-normalized per head, conv kernel kc; each sequence's window at base[s] + off.
+struct ConvProblem {
+  int S = 0, T = 0, hd = 128, kc = 4;
+  int64_t Cc = 0, n_norm = 0, off = 48, stride = 0;
+  std::vector<int> start;
+  std::vector<float> x, w, win0;  // x [T][Cc], w [Cc][kc], win0 [S][kc-1][Cc]
+  float *dx = nullptr, *dw = nullptr, *du = nullptr, *dpre = nullptr;
+  unsigned char* dstate = nullptr;
+  mk::StepIO* dio = nullptr;
+  int64_t win_floats() const { return (int64_t)(kc - 1) * Cc; }
+
+  bool init(int64_t Cc_, int64_t n_norm_, int hd_, const std::vector<int>& ntok, uint32_t seed) {
+    Cc = Cc_, n_norm = n_norm_, hd = hd_, S = (int)ntok.size();
+    start.assign(S + 1, 0);
+    for (int s = 0; s < S; s++) start[s + 1] = start[s] + ntok[s];
+    T = start[S];
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> U(-1.f, 1.f);
+    const int Tn = std::max(T, 1);
+    x.resize(Tn * Cc), w.resize(Cc * kc), win0.resize(S * win_floats());
+    for (auto& v : x) v = 2.f * U(g);
+    for (auto& v : w) v = U(g);
+    for (auto& v : win0) v = 2.f * U(g);
+    stride = (off + win_floats() * 4 + 255) / 256 * 256;
+    if (cudaMalloc(&dx, x.size() * 4) != cudaSuccess || cudaMalloc(&dw, w.size() * 4) != cudaSuccess ||
+        cudaMalloc(&du, (size_t)Tn * Cc * 4) != cudaSuccess || cudaMalloc(&dpre, (size_t)Tn * Cc * 4) != cudaSuccess ||
+        cudaMalloc(&dstate, (size_t)S * stride) != cudaSuccess || cudaMalloc(&dio, sizeof(mk::StepIO)) != cudaSuccess)
+      return false;
+    mk::StepIO io{};
+    for (int s = 0; s <= S; s++) io.start[s] = start[s];
+    for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(dstate + (int64_t)(S - 1 - s) * stride);
+    return cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemcpy(dio, &io, sizeof(io), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  bool reset() {
+    std::vector<unsigned char> h((size_t)S * stride, 0x5A);
+    for (int s = 0; s < S; s++)
+      std::memcpy(&h[(size_t)(S - 1 - s) * stride + off], &win0[(size_t)s * win_floats()], win_floats() * 4);
+    return cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  mk::ConvArgs args(bool dbg) const {
+    mk::ConvArgs a;
+    a.x = dx, a.ldx = Cc, a.w = dw, a.state_off = off, a.u = du, a.ldu = Cc, a.dbg_pre = dbg ? dpre : nullptr;
+    a.n_channels = Cc, a.n_norm_channels = n_norm, a.head_dim = hd, a.kernel = kc, a.eps = 1e-6f;
+    return a;
+  }
+  void free_all() {
+    for (float* p : {dx, dw, du, dpre}) cudaFree(p);
+    cudaFree(dstate);
+    cudaFree(dio);
+  }
+};
+
+void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok, uint32_t seed) {
+  ConvProblem p;
+  ASSERT_TRUE(p.init(Cc, n_norm, hd, ntok, seed));
+  const std::string what = "conv Cc " + std::to_string(Cc) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
+  const size_t nu = (size_t)std::max(p.T, 1) * Cc;
+  std::vector<float> u[3], pre[3];
+  std::vector<unsigned char> st[3];
+  const int seqs[3] = {1, 2, 4};
+  for (int v = 0; v < 3; v++) {
+    ASSERT_TRUE(p.reset());
+    CU(cudaMemset(p.du, 0xFF, nu * 4));
+    CU(cudaMemset(p.dpre, 0xFF, nu * 4));
+    mk::conv_force_seqs(seqs[v]);
+    const Status s = mk::conv_silu_l2(p.args(true), p.dio, p.S, nullptr);
+    mk::conv_force_seqs(0);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    CU(cudaDeviceSynchronize());
+    u[v].resize(nu), pre[v].resize(nu), st[v].resize((size_t)p.S * p.stride);
+    CU(cudaMemcpy(u[v].data(), p.du, nu * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(pre[v].data(), p.dpre, nu * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(st[v].data(), p.dstate, st[v].size(), cudaMemcpyDeviceToHost));
+  }
+  // 1 sequence per block against float64 (taps in order; q / k heads L2-normalized).
+  const int W = p.kc - 1;
+  double err = 0, ref_max = 0, werr = 0;
+  for (int s = 0; s < p.S; s++) {
+    const auto w0 = p.win0.begin() + (size_t)s * p.win_floats();
+    std::vector<double> win(w0, w0 + p.win_floats());
+    for (int t = p.start[s]; t < p.start[s + 1]; t++) {
+      std::vector<double> y(Cc);
+      for (int64_t c = 0; c < Cc; c++) {
+        double sum = 0;
+        for (int j = 0; j < W; j++) sum += (double)p.w[c * p.kc + j] * win[j * Cc + c];
+        const double xv = p.x[t * Cc + c];
+        sum += (double)p.w[c * p.kc + W] * xv;
+        for (int j = 0; j + 1 < W; j++) win[j * Cc + c] = win[(j + 1) * Cc + c];
+        if (W > 0) win[(W - 1) * Cc + c] = xv;
+        y[c] = sum / (1.0 + std::exp(-sum));
+      }
+      for (int64_t h0 = 0; h0 < n_norm; h0 += hd) {
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += y[h0 + i] * y[h0 + i];
+        for (int i = 0; i < hd; i++) y[h0 + i] /= std::sqrt(ss + 1e-6);
+      }
+      for (int64_t c = 0; c < Cc; c++) {
+        const float g = u[0][t * Cc + c];
+        ASSERT_TRUE(std::isfinite(g)) << what << ": u[" << t << "][" << c << "] not written / not finite";
+        err = std::max(err, std::fabs(g - y[c]));
+        ref_max = std::max(ref_max, std::fabs(y[c]));
+      }
+    }
+    const float* got = reinterpret_cast<const float*>(&st[0][(size_t)(p.S - 1 - s) * p.stride + p.off]);
+    for (int64_t i = 0; i < p.win_floats(); i++) werr = std::max(werr, std::fabs(got[i] - win[i]));
+  }
+  std::printf("[gdn11] %s: conv vs float64: u max|diff| %.3g (max |ref| %.3g), window %.3g\n", what.c_str(), err,
+              ref_max, werr);
+  EXPECT_LE(err, 1e-5 * std::max(1.0, ref_max)) << what;
+  EXPECT_EQ(werr, 0.0) << what << ": the window holds inputs, copied";
+  for (int v = 1; v < 3; v++) {
+    const size_t n = (size_t)p.T * Cc * 4;
+    EXPECT_EQ(0, std::memcmp(u[v].data(), u[0].data(), n)) << what << ": u, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(pre[v].data(), pre[0].data(), n)) << what << ": dbg_pre, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size()))
+        << what << ": state, " << seqs[v] << " per block";
+  }
+  p.free_all();
+}
+
+}  // namespace
+
+// conv_silu_l2 with 1, 2 and 4 sequences per block: the same bits; against float64. The 9B's shape at B = 64 and
+// odd counts (blocks with fewer sequences than their share), multi-token steps with a sequence of none.
+TEST(ConvStep, SeqsPerBlockGiveSameBits) {
+  GDN_SKIP_WITHOUT_GPU();
+  conv_case(8192, 4096, 128, std::vector<int>(64, 1), 21);
+  conv_case(8192, 4096, 128, std::vector<int>(7, 1), 22);
+  conv_case(1024, 512, 64, {3, 1, 0, 5, 2}, 23);
+  conv_case(768, 256, 64, {1, 4, 2}, 24);
+}
+
+namespace {
+bool bench_on() {
+  const char* e = std::getenv("DS_GDN_BENCH");
+  return e && e[0] == '1';
+}
+}  // namespace
+
+// Median time per launch (us) of gdn_step with each kernel at B = 1 .. 64 (one token each, the 9B's shape), and at
+// B = 64 the state-copy rooflines and cudaMemcpy of the same bytes. Prints "[gdn11] ..." lines.
+TEST(GdnBench, Time) {
+  GDN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  for (int S : {1, 8, 12, 16, 32, 64}) {
+    Problem p;
+    p.init(128, 16, 32, std::vector<int>(S, 1), 11);
+    ASSERT_TRUE(p.upload());
+    ASSERT_TRUE(p.reset_state());
+    const double bytes = 2.0 * S * p.seq_floats() * 4;
+    auto time = [&](const char* name, double bytes, auto&& launch) {
+      for (int i = 0; i < 3; i++) ASSERT_TRUE(launch());
+      std::vector<float> v;
+      for (int rep = 0; rep < 7; rep++) {
+        CU(cudaEventRecord(e0));
+        for (int i = 0; i < 10; i++) ASSERT_TRUE(launch());
+        CU(cudaEventRecord(e1));
+        CU(cudaEventSynchronize(e1));
+        float ms = 0;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        v.push_back(ms * 100.f);  // us per launch
+      }
+      std::sort(v.begin(), v.end());
+      std::printf("[gdn11] B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", S, name, v[3], v[0], bytes / (v[3] * 1e6));
+    };
+    for (int k = 0; k < 3; k++)
+      time(kKernel[k], bytes, [&] {
+        mk::gdn_force_kernel(k);
+        const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
+        mk::gdn_force_kernel(-1);
+        return ok;
+      });
+    if (S == 16 || S == 64) {
+      ConvProblem cp;
+      ASSERT_TRUE(cp.init(8192, 4096, 128, std::vector<int>(S, 1), 13));
+      ASSERT_TRUE(cp.reset());
+      for (int k : {1, 2, 4}) {
+        const std::string name = "conv " + std::to_string(k) + " seq/block";
+        const double cb = 2.0 * S * cp.win_floats() * 4 + 2.0 * S * cp.Cc * 4;  // windows, x, u
+        time(name.c_str(), cb, [&] {
+          mk::conv_force_seqs(k);
+          const bool ok = mk::conv_silu_l2(cp.args(false), cp.dio, S, nullptr).ok();
+          mk::conv_force_seqs(0);
+          return ok;
+        });
+      }
+      CU(cudaDeviceSynchronize());
+      cp.free_all();
+    }
+    if (S == 64) {
+      const char* names[] = {"copy split-pattern", "copy coalesced 128thr", "copy gdn_kernel-pattern", "copy tma"};
+      for (int m = 0; m < 4; m++)
+        time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
+      void* d2 = nullptr;
+      CU(cudaMalloc(&d2, (size_t)S * p.stride));
+      time("cudaMemcpy d2d", bytes, [&] {
+        return cudaMemcpyAsync(d2, p.dstate, (size_t)S * p.stride, cudaMemcpyDeviceToDevice) == cudaSuccess;
+      });
+      cudaFree(d2);
+    }
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// One launch of each kernel and roofline at B = 64 (9B shape), for `ncu -k regex:...`.
+TEST(GdnBench, Profile) {
+  GDN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
+  Problem p;
+  p.init(128, 16, 32, std::vector<int>(64, 1), 12);
+  ASSERT_TRUE(p.upload());
+  ASSERT_TRUE(p.reset_state());
+  for (int k = 0; k < 3; k++) {
+    mk::gdn_force_kernel(k);
+    const Status st = mk::gdn_step(p.args(false), p.dio, 64, nullptr);
+    mk::gdn_force_kernel(-1);
+    ASSERT_TRUE(st.ok());
+  }
+  for (int m = 0; m < 4; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  CU(cudaDeviceSynchronize());
+  p.free_all();
+}
