@@ -102,7 +102,12 @@ __device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
 // super-block (the lanes of columns >= 4 read it at every sub-block offset), Sx (8 per super-block),
 // 2^(e - 34) per super-block.
+// The zero super-block is a whole one (8 x 16 uint2, 1 KB: item_i8 reads it at the offsets of all 8 sub-blocks) and Sx
+// starts after it (sx_offset_i8). decode11: Sx began 16 uint2 into it, so the zeroing (stage_i8's `zero`) and the
+// Sx / 2^(e - 34) stores of super-blocks 0..27 hit the same bytes; in xprep_kernel CTA 0 zeroes while the other
+// CTAs store Sx, and a late CTA 0 wiped Sx values already written (session 9's failures on the H200).
 inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (size_t)nb * 9 * 4; }
+__host__ __device__ constexpr int sx_offset_i8(int nb) { return (nb + 1) * 8 * 16; }  // in uint2
 
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
@@ -435,7 +440,7 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
   mvs::grid_dep_trigger();
   mvs::grid_dep_wait();
   uint2* bfr = reinterpret_cast<uint2*>(xg);
-  float* sx = reinterpret_cast<float*>(bfr + (a.nb * 8 + 1) * 16);
+  float* sx = reinterpret_cast<float*>(bfr + sx_offset_i8(a.nb));
   stage_i8<kPW>(a, bfr, sx, sx + a.nb * 8, blockIdx.x * kPW, gridDim.x * kPW, blockIdx.x == 0);
   if (fence) fence_proxy_async_global();
 }
@@ -450,7 +455,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
-  float* sx = reinterpret_cast<float*>(bfr + (kI8 ? (a.t.nb * 8 + 1) * 16 : (a.t.nb + 1) * 16 * kT * 4));
+  float* sx = reinterpret_cast<float*>(bfr + (kI8 ? sx_offset_i8(a.t.nb) : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
