@@ -347,7 +347,8 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
 // Orders this thread's generic-proxy global accesses with its async-proxy (bulk copy) ones (decode11): x is
 // written by xprep_kernel with ordinary stores and read by the stream kernel's cp.async.bulk, a different proxy;
 // griddepcontrol.wait makes the prerequisite grid's writes visible to this grid's generic accesses, and the PTX
-// memory model asks for a proxy fence before the async proxy reads them.
+// memory model asks for a proxy fence before the async proxy reads them (not the cause of session 9's failure,
+// see Tune::xprep_fence).
 __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
@@ -571,17 +572,20 @@ struct Tune {
   // call): 32 (the 9B / 27B ffn_down, 48 / 68 super-blocks) 9B 377.3 / 376.4 tok/s vs 364.6 / 367.1 off, 27B
   // 131.1 vs 126.5; 1 (every product) loses: 9B 343.7, 27B 122.5, 0.8B 996 vs 1127 (on 16-super-block rows the
   // extra launch costs more than the one staging round per warp it replaces). Session 9 turned it off after
-  // CudaMatvec.StreamQ4KVariants failed once on the H200 (long-row shapes, errors 3e-4 .. 3e-3 of sum|w x|: about
-  // one 32-byte sector of the prepared x stale); decode11: the stores of xprep_kernel (generic proxy) and the
-  // stream kernel's bulk copies (async proxy) were ordered by griddepcontrol.wait alone, without the proxy fence
-  // the PTX memory model asks for (xprep_fence), and one buffer served every product (xprep_bufs).
+  // CudaMatvec.StreamQ4KVariants failed once on the H200 (long-row shapes, errors 3e-4 .. 3e-3 of sum|w x|);
+  // decode11 found the cause: Sx overlapped the zero super-block (smem_bytes_i8), and in xprep_kernel CTA 0's
+  // zeroing raced with the other CTAs' Sx stores. H200 (decode11 call 1, CudaMatvec.StreamXprepOrdering, 45 s x 5
+  // processes): 18 of ~106k products over the tolerance with the overlap, fence or not; call 2, fixed: 0 of 35k.
   int xprep = 32;
   // The Q6_K stream kernel's threshold (DS_MATVEC_STREAM_XPREP_Q6K; -1: xprep's).
   int xprep_q6k = -1;
-  // decode11, A/B and diagnosis only: fence.proxy.async.global after xprep_kernel's stores and between the stream
-  // kernel's griddepcontrol.wait and its copy of x (DS_MATVEC_STREAM_XPREP_FENCE=0: without, as decode10);
-  // buffers taken by alternate products (DS_MATVEC_STREAM_XPREP_BUFS=1: one, as decode10); the prep kernel and
-  // its product as programmatic dependent launches (DS_MATVEC_STREAM_XPREP_PDL=0: plain stream order).
+  // decode11, A/B and diagnosis: fence.proxy.async.global after xprep_kernel's stores and between the stream
+  // kernel's griddepcontrol.wait and its copy of x (DS_MATVEC_STREAM_XPREP_FENCE=0: without, as decode10); buffers
+  // taken by alternate products (DS_MATVEC_STREAM_XPREP_BUFS=1: one, as decode10); the prep kernel and its product
+  // as programmatic dependent launches (DS_MATVEC_STREAM_XPREP_PDL=0: plain stream order). Neither the fence nor
+  // the two buffers were the cause of the failures (they happened with the fence on too); both are kept as cheap
+  // margins: the proxy fence is what the PTX memory model asks for between generic stores and bulk-copy reads, and
+  // the second buffer puts a whole product between a prepared x's reader and the next writer of its buffer.
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
