@@ -37,10 +37,10 @@
 namespace ds::cuda {
 
 namespace mvq {
-// x in the stream kernels' shared-memory layout (Tune::xprep, decode10): one per device (a __device__ array, so
-// no allocation while a graph is being captured).
-__device__ uint4 g_stream_x[kXgMax / 16];
-uint4* stream_x_buffer() {
+// x in the stream kernels' shared-memory layout (Tune::xprep, decode10): two per device (a __device__ array, so
+// no allocation while a graph is being captured; decode11: alternate products take alternate halves).
+__device__ uint4 g_stream_x[2 * kXgMax / 16];
+uint4* stream_x_buffer(int i) {
   constexpr int kDev = 16;
   static uint4* ptr[kDev] = {};
   static bool tried[kDev] = {};
@@ -52,7 +52,7 @@ uint4* stream_x_buffer() {
     else (void)cudaGetLastError();
     tried[dev] = true;
   }
-  return ptr[dev];
+  return ptr[dev] ? ptr[dev] + (i & 1) * (kXgMax / 16) : nullptr;
 }
 }  // namespace mvq
 
@@ -137,7 +137,8 @@ void set_matvec_next(const void* w, size_t bytes) {
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep,
+          t.xprep_q6k};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -150,6 +151,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().wide = t.wide;
   mvq::tune().one_cta_nb = std::max(0, t.one_cta_nb);
   mvq::tune().xprep = std::max(0, t.xprep);
+  mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

@@ -74,10 +74,12 @@ struct MatvecStreamTune {
   int one_cta_nb = 32;
   // x prepared once per product into global memory by a small kernel and copied by each CTA of both stream
   // kernels with bulk copies, for rows of >= xprep super-blocks (0: off, x staged by every CTA;
-  // DS_MATVEC_STREAM_XPREP; decode10; 32 = the 9B / 27B ffn_down, +2-3% tg128; default 0 since a test failure
-  // on the H200 that did not reproduce, see matvec_stream.cuh). One buffer per device: products on two streams of
-  // one process at the same time would share it.
-  int xprep = 0;
+  // DS_MATVEC_STREAM_XPREP; decode10; 32 = the 9B / 27B ffn_down, +2-3% tg128; back on in decode11 after the
+  // fix of session 9's failure (Sx overlapped the zero super-block), see matvec_stream.cuh). Two buffers per
+  // device: products on two streams of one process at the same time would share them.
+  int xprep = 32;
+  // The Q6_K stream kernel's threshold (-1: xprep; DS_MATVEC_STREAM_XPREP_Q6K; decode11).
+  int xprep_q6k = -1;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

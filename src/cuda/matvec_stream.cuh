@@ -29,6 +29,7 @@
 // Q4_K only: Q6_K keeps its kernels (decode5's tc Q6_K is off by default).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "cuda/matvec_tc.cuh"
@@ -58,14 +59,17 @@ struct Args {
   // instead of the consumer warps staging it. nullptr: staged in the kernel as before.
   const uint4* xg = nullptr;
   uint32_t xg_bytes = 0;
+  bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
 };
 
-// Global buffer for x in the shared-memory layout (decode10; matvec.cu: one per device, reused by every product:
-// a product's xprep_kernel waits for the previous grid (griddepcontrol.wait, or stream order) before it writes,
-// so it never overwrites x under a running stream kernel of the same stream. Concurrent streams in one process
-// would share it: Tune::xprep is for one stream at a time). kXgMax bytes, nullptr when unavailable.
+// Global buffers for x in the shared-memory layout (decode10; matvec.cu: two per device, kXgMax bytes each, taken
+// by alternate products (decode11, Tune::xprep_bufs): a product's xprep_kernel waits for the previous grid
+// (griddepcontrol.wait, or stream order) before it writes, and with two buffers it overwrites the x of the product
+// before the previous one, so a reader is two whole products behind the writer even where a kernel in between
+// completes without waiting for its predecessor. Concurrent streams in one process would share them: Tune::xprep
+// is for one stream at a time). Buffer i (0 or 1), nullptr when unavailable.
 constexpr size_t kXgMax = 232 * 1024;
-uint4* stream_x_buffer();
+uint4* stream_x_buffer(int i);
 
 // L2 prefetch of the next product's weights (decode8, DS_MATVEC_PREFETCH_KB): set_matvec_next (matvec.h) names
 // them; a streamed kernel (this one, matvec_stream_q6.cuh) launched while the hint is set has each CTA's
@@ -98,7 +102,12 @@ __device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
 // super-block (the lanes of columns >= 4 read it at every sub-block offset), Sx (8 per super-block),
 // 2^(e - 34) per super-block.
+// The zero super-block is a whole one (8 x 16 uint2, 1 KB: item_i8 reads it at the offsets of all 8 sub-blocks) and Sx
+// starts after it (sx_offset_i8). decode11: Sx began 16 uint2 into it, so the zeroing (stage_i8's `zero`) and the
+// Sx / 2^(e - 34) stores of super-blocks 0..27 hit the same bytes; in xprep_kernel CTA 0 zeroes while the other
+// CTAs store Sx, and a late CTA 0 wiped Sx values already written (session 9's failures on the H200).
 inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (size_t)nb * 9 * 4; }
+__host__ __device__ constexpr int sx_offset_i8(int nb) { return (nb + 1) * 8 * 16; }  // in uint2
 
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
   return (uint32_t)(a & 0xFF) | ((uint32_t)(b & 0xFF) << 8) | ((uint32_t)(c & 0xFF) << 16) | ((uint32_t)d << 24);
@@ -335,11 +344,22 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                : "memory");
 }
 
+// Orders this thread's generic-proxy global accesses with its async-proxy (bulk copy) ones (decode11): x is
+// written by xprep_kernel with ordinary stores and read by the stream kernel's cp.async.bulk, a different proxy;
+// griddepcontrol.wait makes the prerequisite grid's writes visible to this grid's generic accesses, and the PTX
+// memory model asks for a proxy fence before the async proxy reads them (not the cause of session 9's failure,
+// see Tune::xprep_fence).
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 // The producer warp's copy of a prepared x (Args::xg) into the start of dynamic shared memory: after
-// griddepcontrol.wait (xprep_kernel's grid done), lanes 0..15 one bulk copy each (16-byte multiples) onto `bar`.
-__device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* dst, uint64_t* bar) {
+// griddepcontrol.wait (xprep_kernel's grid done) and, with fence, a proxy fence, lanes 0..15 one bulk copy each
+// (16-byte multiples) onto `bar`.
+__device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* dst, uint64_t* bar, bool fence) {
   const int lane = threadIdx.x & 31;
   mvs::grid_dep_wait();
+  if (fence) fence_proxy_async_global();
   const uint32_t piece = (bytes + 255) / 256 * 16, off = (uint32_t)lane * piece;
   if (lane == 0) mbar_expect_tx(bar, bytes);
   __syncwarp();
@@ -367,7 +387,7 @@ __device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint6
 template <class A>
 __device__ __forceinline__ void join_staging(const A& a, void* smem, uint64_t* xfull) {
   if (a.xg) {
-    copy_xg(a.xg, a.xg_bytes, smem, xfull);
+    copy_xg(a.xg, a.xg_bytes, smem, xfull, a.xfence);
   } else {
     if (a.t.pre.norm_w) __syncthreads();
     __syncthreads();
@@ -415,13 +435,15 @@ __device__ __forceinline__ void load_s(const uint8_t* row0, int pitch, int q, in
 // layout (stage_i8's digits, Sx, 2^(e - 34)), by kPW-warp CTAs of kPW super-blocks each. It lets its dependent (the
 // stream kernel) launch at once; that one copies the result after griddepcontrol.wait with a few bulk copies
 // instead of every CTA staging all of x with its consumer warps (3 dependent rounds for 48 super-blocks).
+// fence: each thread ends with a proxy fence after its stores (the writer's half of copy_xg's fence).
 template <int kPW>
-__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg) {
+__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg, bool fence) {
   mvs::grid_dep_trigger();
   mvs::grid_dep_wait();
   uint2* bfr = reinterpret_cast<uint2*>(xg);
-  float* sx = reinterpret_cast<float*>(bfr + (a.nb * 8 + 1) * 16);
+  float* sx = reinterpret_cast<float*>(bfr + sx_offset_i8(a.nb));
   stage_i8<kPW>(a, bfr, sx, sx + a.nb * 8, blockIdx.x * kPW, gridDim.x * kPW, blockIdx.x == 0);
+  if (fence) fence_proxy_async_global();
 }
 
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
@@ -434,7 +456,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
-  float* sx = reinterpret_cast<float*>(bfr + (kI8 ? (a.t.nb * 8 + 1) * 16 : (a.t.nb + 1) * 16 * kT * 4));
+  float* sx = reinterpret_cast<float*>(bfr + (kI8 ? sx_offset_i8(a.t.nb) : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
@@ -549,11 +571,24 @@ struct Tune {
   // integer form); 0: off (x staged by every CTA's consumer warps). DS_MATVEC_STREAM_XPREP. H200 tg128 (same
   // call): 32 (the 9B / 27B ffn_down, 48 / 68 super-blocks) 9B 377.3 / 376.4 tok/s vs 364.6 / 367.1 off, 27B
   // 131.1 vs 126.5; 1 (every product) loses: 9B 343.7, 27B 122.5, 0.8B 996 vs 1127 (on 16-super-block rows the
-  // extra launch costs more than the one staging round per warp it replaces). Default OFF since session 9: with 32,
-  // CudaMatvec.StreamQ4KVariants failed once on the H200 (long-row shapes 21 x 17408 and 2500 x 12288, errors
-  // 3e-4 .. 3e-3 of sum|w x| in 8 of 12 variants, test_cuda in 4 concurrent processes) and passed in the next run:
-  // an ordering hazard on the shared prepared-x buffer, not found yet (bench/cuda/NOTES.md, session 9).
-  int xprep = 0;
+  // extra launch costs more than the one staging round per warp it replaces). Session 9 turned it off after
+  // CudaMatvec.StreamQ4KVariants failed once on the H200 (long-row shapes, errors 3e-4 .. 3e-3 of sum|w x|);
+  // decode11 found the cause: Sx overlapped the zero super-block (smem_bytes_i8), and in xprep_kernel CTA 0's
+  // zeroing raced with the other CTAs' Sx stores. H200 (decode11 call 1, CudaMatvec.StreamXprepOrdering, 45 s x 5
+  // processes): 18 of ~106k products over the tolerance with the overlap, fence or not; call 2, fixed: 0 of 35k.
+  int xprep = 32;
+  // The Q6_K stream kernel's threshold (DS_MATVEC_STREAM_XPREP_Q6K; -1: xprep's).
+  int xprep_q6k = -1;
+  // decode11, A/B and diagnosis: fence.proxy.async.global after xprep_kernel's stores and between the stream
+  // kernel's griddepcontrol.wait and its copy of x (DS_MATVEC_STREAM_XPREP_FENCE=0: without, as decode10); buffers
+  // taken by alternate products (DS_MATVEC_STREAM_XPREP_BUFS=1: one, as decode10); the prep kernel and its product
+  // as programmatic dependent launches (DS_MATVEC_STREAM_XPREP_PDL=0: plain stream order). Neither the fence nor
+  // the two buffers were the cause of the failures (they happened with the fence on too); both are kept as cheap
+  // margins: the proxy fence is what the PTX memory model asks for between generic stores and bulk-copy reads, and
+  // the second buffer puts a whole product between a prepared x's reader and the next writer of its buffer.
+  bool xprep_fence = true;
+  int xprep_bufs = 2;
+  bool xprep_pdl = true;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -568,10 +603,28 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP")) d.xprep = std::max(0, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_Q6K")) d.xprep_q6k = std::max(-1, std::atoi(e));
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     return d;
   }();
   return t;
 }
+
+// Whether a product of nb super-blocks per row takes a prepared x (q6: the Q6_K kernel's threshold).
+inline bool xprep_takes(int nb, bool q6) {
+  const Tune& t = tune();
+  const int th = q6 && t.xprep_q6k >= 0 ? t.xprep_q6k : t.xprep;
+  return th > 0 && nb >= th;
+}
+// The buffer of the next prepared x: buffers 0 and 1 by turns (xprep_bufs 2), shared by both stream kernels.
+inline uint4* next_xprep_buffer() {
+  static std::atomic<unsigned> n{0};
+  return stream_x_buffer(tune().xprep_bufs > 1 ? (int)(n.fetch_add(1, std::memory_order_relaxed) & 1u) : 0);
+}
+// Launches with PDL: mvt::tune().pdl, and with a prepared x only while xprep_pdl.
+inline bool launch_pdl_with(bool xprep) { return mvt::tune().pdl && (!xprep || tune().xprep_pdl); }
 
 struct Plan {
   int kc = 0, pitch = 0, stages = 0, ctas_per_sm = 0, xbytes = 0;
@@ -643,8 +696,8 @@ template <int kT, bool kI8, int kW = kCW>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_stream<kT, kI8, kW>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e =
-      launch_pdl(kernel<kT, kI8, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream, mvt::tune().pdl, a);
+  const cudaError_t e = launch_pdl(kernel<kT, kI8, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+                                   launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream", stream);
   return {};
@@ -672,16 +725,18 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
-  if (tune().i8 && tune().xprep > 0 && nb >= tune().xprep) {
+  if (tune().i8 && xprep_takes(nb, false)) {
     const size_t xb = (smem_bytes_i8(nb) + 15) / 16 * 16;
-    uint4* xg = xb <= kXgMax && xb <= (size_t)p.xbytes ? stream_x_buffer() : nullptr;
+    uint4* xg = xb <= kXgMax && xb <= (size_t)p.xbytes ? next_xprep_buffer() : nullptr;
     if (xg) {
-      const cudaError_t e =
-          launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream, mvt::tune().pdl, a.t, xg);
+      const bool fence = tune().xprep_fence;
+      const cudaError_t e = launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream,
+                                       launch_pdl_with(true), a.t, xg, fence);
       if (e != cudaSuccess) return cu_err("cuda matvec_stream: xprep launch: {}", cudaGetErrorString(e));
       CUDA_TRY_LAUNCH("matvec_stream xprep", stream);
       a.xg = xg;
       a.xg_bytes = (uint32_t)xb;
+      a.xfence = fence;
     }
   }
   if (tune().i8)

@@ -57,6 +57,7 @@ struct Args {
   uint32_t pf_cta = 0;
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
+  bool xfence = false;  // mvq::Args::xfence
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -367,13 +368,15 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
 }
 
 // decode10: x prepared once per product in this kernel's shared-memory layout (mvq::xprep_kernel's Q6_K form).
+// fence: as mvq::xprep_kernel's.
 template <int kPW>
-__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg) {
+__global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint4* xg, bool fence) {
   mvs::grid_dep_trigger();
   mvs::grid_dep_wait();
   uint2* bfr = reinterpret_cast<uint2*>(xg);
   int2* cfr = reinterpret_cast<int2*>(bfr + a.nb * 8 * 16);
   stage_q6<kPW>(a, bfr, cfr, reinterpret_cast<float*>(cfr + a.nb * 8 * 4), blockIdx.x * kPW, gridDim.x * kPW);
+  if (fence) mvq::fence_proxy_async_global();
 }
 
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (kWide, one CTA per SM: decode9). With
@@ -564,8 +567,8 @@ template <bool kMath, int kW>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
   const cudaError_t attr = allow_smem_q6<kMath, kW>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e =
-      launch_pdl(kernel<kMath, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream, mvt::tune().pdl, a);
+  const cudaError_t e = launch_pdl(kernel<kMath, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+                                   mvq::launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
   return {};
@@ -592,16 +595,18 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
-  if (mvq::tune().xprep > 0 && nb >= mvq::tune().xprep) {
+  if (mvq::xprep_takes(nb, true)) {
     const size_t xb = (smem_x_bytes(nb) + 15) / 16 * 16;
-    uint4* xg = xb <= mvq::kXgMax && xb <= (size_t)p.xbytes ? mvq::stream_x_buffer() : nullptr;
+    uint4* xg = xb <= mvq::kXgMax && xb <= (size_t)p.xbytes ? mvq::next_xprep_buffer() : nullptr;
     if (xg) {
-      const cudaError_t e =
-          launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream, mvt::tune().pdl, a.t, xg);
+      const bool fence = mvq::tune().xprep_fence;
+      const cudaError_t e = launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream,
+                                       mvq::launch_pdl_with(true), a.t, xg, fence);
       if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: xprep launch: {}", cudaGetErrorString(e));
       CUDA_TRY_LAUNCH("matvec_stream_q6 xprep", stream);
       a.xg = xg;
       a.xg_bytes = (uint32_t)xb;
+      a.xfence = fence;
     }
   }
   const bool wide = p.warps > kCW;

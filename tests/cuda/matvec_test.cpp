@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -372,7 +374,10 @@ TEST(CudaMatvec, StreamQ4KVariants) {
     tc.on = true;
     tc.terms = v.terms;
     cuda::set_matvec_tc_tune(tc);
-    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2, keep.prefetch_kb, v.wide});
+    // one_cta_nb / xprep as set outside (default or env: the prepared x on the >= 32-super-block shapes); a
+    // shorter brace list would reset them to the struct's defaults (session 9's repro ran without the prepared x).
+    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2, keep.prefetch_kb, v.wide, keep.one_cta_nb,
+                                  keep.xprep, keep.xprep_q6k});
     const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
                              (v.wide ? "" : " 8 warps") +
                              " kc " + std::to_string(v.kc) +
@@ -649,6 +654,137 @@ TEST(CudaMatvec, StreamXprep) {
       }
     }
   }
+  cuda::set_matvec_stream_tune(keep);
+  cuda::set_matvec_stream_q6_tune(keep_q6);
+  cuda::set_matvec_tc_tune(keep_tc);
+  cuda::set_matvec_path(keep_path);
+}
+
+// decode11: the ordering of the prepared x (xprep_kernel's stores, then the stream kernel's bulk copies of them)
+// in the pattern that failed on the H200 in session 9: a product WITH a prepared x right after one WITHOUT (the
+// prep kernel's code and x cold, so the stream kernel reaches griddepcontrol.wait long before the prep is done),
+// on the 27B / 9B ffn_down widths, Q4_K and Q6_K, in the ring variants that failed then. Each product gets a fresh
+// x buffer with one of 3 vectors per shape, so stale data of an earlier product (in either buffer) differs from
+// the right one; references computed once. Iterations: DS_TEST_XPREP_ITERS (default 6 rounds), or
+// DS_TEST_XPREP_SECONDS of rounds (device repro runs); DS_TEST_XPREP_SMALL=1: [21 x 17408] Q4_K only (sanitizers).
+// Counts the products over the tolerance and prints them; expects none.
+TEST(CudaMatvec, StreamXprepOrdering) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecPath keep_path = cuda::matvec_path();
+  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
+  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
+  cuda::set_matvec_path(cuda::MatvecPath::Auto);
+  cuda::MatvecTcTune tc = keep_tc;
+  tc.on = true;
+  cuda::set_matvec_tc_tune(tc);
+  const char* small_env = std::getenv("DS_TEST_XPREP_SMALL");
+  const bool small = small_env && small_env[0] == '1';
+  struct Case {
+    GgmlType type;
+    Shape s;
+    std::vector<uint8_t> w;
+    cuda::DeviceBuffer dw;
+    std::vector<int64_t> rows;                 // the checked rows
+    std::vector<std::vector<double>> ref, mag;  // per x vector, per checked row
+    std::vector<std::vector<float>> xs;
+  };
+  std::vector<Case> cases;
+  std::vector<std::pair<GgmlType, Shape>> list = {{GgmlType::Q4_K, {21, 17408, "27B ffn_down width"}}};
+  if (!small) {
+    list.push_back({GgmlType::Q4_K, {2500, 12288, "9B ffn_down width"}});
+    list.push_back({GgmlType::Q6_K, {21, 17408, "27B ffn_down width"}});
+    list.push_back({GgmlType::Q6_K, {2500, 12288, "9B ffn_down width"}});
+  }
+  uint64_t seed = 14100;
+  for (auto& [type, s] : list) {
+    Case c{type, s, test::random_weights(type, s.rows * s.cols, seed += 7), {}, {}, {}, {}, {}};
+    c.dw = test::to_device(c.w);
+    const uint64_t rb = ggml_row_bytes(*ggml_type_info(type), s.cols);
+    for (int64_t r = 0; r < s.rows; r += s.rows > 2000 ? 7 : 1) c.rows.push_back(r);
+    std::vector<float> scratch;
+    for (int k = 0; k < 3; k++) {
+      c.xs.push_back(test::random_floats(s.cols, seed += 7));
+      c.ref.emplace_back();
+      c.mag.emplace_back();
+      for (int64_t r : c.rows) {
+        auto [ref, mag] = ref_row(type, c.w.data() + r * rb, c.xs[k].data(), s.cols, scratch);
+        c.ref[k].push_back(ref);
+        c.mag[k].push_back(mag);
+      }
+    }
+    cases.push_back(std::move(c));
+  }
+  // A product without a prepared x before each one with it: Q4_K / Q6_K [300 x 4096] (16 super-blocks).
+  const Shape spacer{300, 4096, "spacer"};
+  std::vector<cuda::DeviceBuffer> spacer_w;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    spacer_w.push_back(test::to_device(test::random_weights(type, spacer.rows * spacer.cols, seed += 7)));
+  auto spacer_x = test::to_device(test::random_floats(spacer.cols, seed += 7));
+  auto spacer_y = cuda::DeviceBuffer::alloc(spacer.rows * 4);
+  ASSERT_TRUE(spacer_y.ok());
+  // Q4_K ring variants {kc, stages, ctas, wide} (session 9's failures: kc 3 / 2 stages, kc 1 / 3 stages, 8 warps).
+  struct V { int kc, stages, ctas; bool wide; };
+  const V v4[] = {{3, 2, 0, true}, {1, 3, 2, true}, {8, 0, 0, false}, {0, 0, 0, true}};
+  const V v6[] = {{0, 0, 0, true}, {2, 2, 0, true}};
+  const char* it_env = std::getenv("DS_TEST_XPREP_ITERS");
+  const char* sec_env = std::getenv("DS_TEST_XPREP_SECONDS");
+  const int64_t iters = it_env ? std::max(1, std::atoi(it_env)) : 6;
+  const double seconds = sec_env ? std::atof(sec_env) : 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t products = 0, bad = 0;
+  double worst = 0;
+  std::map<std::string, int64_t> bad_by;
+  for (int64_t it = 0;; it++) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (seconds > 0 ? el >= seconds : it >= iters) break;
+    for (Case& c : cases) {
+      const bool q6 = c.type == GgmlType::Q6_K;
+      const V v = q6 ? v6[it % 2] : v4[it % 4];
+      cuda::MatvecStreamTune q4 = keep;
+      q4.mode = 1;
+      q4.i8 = true;
+      q4.xprep = 32;
+      q4.xprep_q6k = -1;
+      if (!q6) { q4.kc = v.kc; q4.stages = v.stages; q4.ctas_per_sm = v.ctas; q4.wide = v.wide; }
+      cuda::set_matvec_stream_tune(q4);
+      cuda::set_matvec_stream_q6_tune(q6 ? cuda::MatvecStreamQ6Tune{1, v.kc, v.stages, v.ctas, v.wide}
+                                         : cuda::MatvecStreamQ6Tune{1});
+      // The spacer (no prepared x: 16 super-blocks < 32), then a fresh x and y, then the product.
+      ASSERT_TRUE(cuda::matvec(c.type, spacer_w[q6 ? 1 : 0].data(), spacer.rows, spacer.cols, spacer_x.as<float>(),
+                               spacer_y->as<float>(), nullptr).ok());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const int k = (int)(it % 3);
+      auto dx = test::to_device(c.xs[k]);
+      auto dy = cuda::DeviceBuffer::alloc(c.s.rows * 4);
+      ASSERT_TRUE(dy.ok());
+      const std::vector<float> nan(c.s.rows, NAN);
+      ASSERT_TRUE(dy->upload(nan.data(), nan.size() * 4).ok());
+      auto st = cuda::matvec(c.type, c.dw.data(), c.s.rows, c.s.cols, dx.as<float>(), dy->as<float>(), nullptr);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto y = test::to_host<float>(*dy, c.s.rows);
+      double e = 0;
+      for (size_t i = 0; i < c.rows.size(); i++) {
+        const double ei = std::fabs(y[c.rows[i]] - c.ref[k][i]) / std::max(c.mag[k][i], 1e-30);
+        e = std::isnan(ei) ? INFINITY : std::max(e, ei);
+      }
+      products++;
+      worst = std::max(worst, e);
+      if (e > kTol.at(c.type)) {
+        bad++;
+        const std::string key = std::string(cuda::type_cstr(c.type)) + " [" + std::to_string(c.s.rows) + " x " +
+                                std::to_string(c.s.cols) + "] kc " + std::to_string(v.kc) + " stages " +
+                                std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
+                                (v.wide ? "" : " 8 warps");
+        if (bad_by[key]++ < 3) std::printf("[xprep ordering] over tolerance: %s: %.3g\n", key.c_str(), e);
+      }
+    }
+  }
+  std::printf("[xprep ordering] %lld products, %lld over tolerance, worst %.3g\n", (long long)products,
+              (long long)bad, worst);
+  for (const auto& [key, n] : bad_by) std::printf("[xprep ordering]   %s: %lld\n", key.c_str(), (long long)n);
+  EXPECT_EQ(bad, 0) << "prepared-x products over the tolerance (stale prepared x?)";
   cuda::set_matvec_stream_tune(keep);
   cuda::set_matvec_stream_q6_tune(keep_q6);
   cuda::set_matvec_tc_tune(keep_tc);
