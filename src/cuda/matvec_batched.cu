@@ -190,7 +190,12 @@ int matvec_batched_wgmma_min_batch(GgmlType type) {
   return 65;
 }
 int matvec_batched_split_reduce() { return wg::red_setting(); }
-void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode == 0 || mode == 2 ? mode : 1; }
+void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 3 ? mode : 1; }
+long matvec_batched_split_cluster_launches() { return wgb::dsmem_launches().load(); }
+bool matvec_batched_block_prebuild() { return wgb::pre_setting(); }
+void set_matvec_batched_block_prebuild(bool on) { wgb::pre_setting() = on; }
+bool matvec_batched_block_deep() { return wgb::deep_setting(); }
+void set_matvec_batched_block_deep(bool on) { wgb::deep_setting() = on; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 8 ? v : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

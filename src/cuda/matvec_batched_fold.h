@@ -30,9 +30,21 @@ int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The wgmma kernels' split-K reduction in the tile's last CTA (DS_MVB_RED; matvec_wgmma.cuh store_acc): 1 =
 // reduce_splits (every load of a pass issued first; the default), 0 = the serial loop, 2 = reduce_splits with one
-// acq_rel fence by thread 0 instead of __threadfence in every thread. The same bits in every mode.
+// acq_rel fence by thread 0 instead of __threadfence in every thread, 3 = the splits of a row tile as one cluster,
+// summed through distributed shared memory (Q4_K block kernel and Q6_K ring, where the clusters are all co-resident;
+// else mode 1). The same bits in every mode.
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
+// How many launches so far took mode 3's split-K clusters (tests: the path ran).
+long matvec_batched_split_cluster_launches();
+// The Q4_K block kernel (n128 forms) with the next block's head and first A quarter built while the current block's
+// last wgmmas run (DS_MVB_BLK_PRE=1; the same bits).
+bool matvec_batched_block_prebuild();
+void set_matvec_batched_block_prebuild(bool on);
+// The Q4_K block kernel (n128, no x cluster) with the weights in 4 (2 warpgroups) or 3 (3) slots of their own, run
+// ahead of x's two (DS_MVB_BLK_WS=1; the same bits).
+bool matvec_batched_block_deep();
+void set_matvec_batched_block_deep(bool on);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
 // 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);

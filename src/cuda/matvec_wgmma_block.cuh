@@ -22,6 +22,11 @@
 #pragma once
 #include <cudaTypedefs.h>
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
 #include "cuda/launch.cuh"
 #include "cuda/matvec_wgmma.cuh"
 #include "cuda/matvec_wgmma_ring.cuh"
@@ -29,11 +34,26 @@
 namespace ds::cuda {
 namespace wgb {
 
+// Launches that took the split-K clusters of DS_MVB_RED=3 (tests: the path ran).
+inline std::atomic<long>& dsmem_launches() {
+  static std::atomic<long> n{0};
+  return n;
+}
+
 constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
 template <int kWG>
 constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * kWPitch; }
+// kWS = 0: two stages [x | sums | weights]; kWS > 0 (DS_MVB_BLK_WS): two x slots [x | sums] and kWS weight slots, each
+// with its own full / empty barriers (so the weights, from DRAM, can run kWS − 1 blocks ahead); barriers after them.
+template <int kWG, int kWS = 0>
+constexpr int ring_bytes() {
+  return kWS ? 2 * (wg::kXBlock + kXm) + kWS * 64 * kWG * kWPitch : 2 * stage_bytes<kWG>();
+}
+template <int kWG, int kWS = 0>
+constexpr int smem_bytes() { return ring_bytes<kWG, kWS>() + 128; }
+// Weight slots of the deep form (the most that fit 227 KB with the two x slots): 4 for 2 warpgroups, 3 for 3.
 template <int kWG>
-constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
+constexpr int deep_slots() { return kWG == 2 ? 4 : 3; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using wgr::saddr;
@@ -131,18 +151,32 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
 // the end (and whole tiles past it, the cluster's padding) are filled with zeros, their outputs not stored.
-template <int kWG, bool kN64>
+// kWS > 0: x (with the sums) in 2 slots and the weights in kWS slots of their own (ncl must be 1): warp 0 refills a
+// weight slot as soon as every warp is done with its block, kWS − 1 blocks ahead of the consumers (the first kWS
+// blocks' weights before griddepcontrol.wait); same operations in the same order as kWS = 0, so the same bits.
+template <int kWG, bool kN64, bool kPre = false, int kWS = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
-  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
+  constexpr bool kSep = kWS > 0;
+  constexpr int kXS = wg::kXBlock + kXm, kWB = kRows * kWPitch, kWN = kSep ? kWS : 2;
+  constexpr unsigned kTx = kSep ? (unsigned)kXS : (unsigned)(kXS + kWB);  // bytes on full[] per block
   constexpr int kC = kN64 ? 32 : 64;
+  static_assert(64 * (kRows + 4) * 4 <= ring_bytes<kWG, kWS>(), "store_acc_dsmem reuses the ring's slots");
+  static_assert(smem_bytes<kWG, kWS>() <= 232448, "shared memory");
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + ring_bytes<kWG, kWS>());
   uint64_t* empty = full + 2;
+  uint64_t* fullw = full + 4;  // kSep: kWS full, then kWS empty barriers of the weight slots
+  uint64_t* emptyw = fullw + kWS;
+  // x slot (with the sums after x) and weight slot of block i
+  auto xslot_of = [&](int i) -> uint8_t* { return smem + (i & 1) * (kSep ? kXS : kStage); };
+  auto wslot_of = [&](int i) -> uint8_t* { return kSep ? smem + 2 * kXS + (i % kWN) * kWB : smem + (i & 1) * kStage + kXS; };
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
-  const uint32_t ncl = cluster_size(), crank = cluster_rank();
+  // a.red == 3: launched with the splits of a tile as one cluster (along y) for store_acc_dsmem; x is not shared then
+  const bool dsm = a.red == 3;
+  const uint32_t ncl = dsm ? 1u : cluster_size(), crank = dsm ? 0u : cluster_rank();
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -153,6 +187,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     wgr::bar_init(&full[1], 1);
     wgr::bar_init(&empty[0], 4 * kWG * ncl);
     wgr::bar_init(&empty[1], 4 * kWG * ncl);
+    if constexpr (kSep)
+      for (int k = 0; k < kWS; k++) {
+        wgr::bar_init(&fullw[k], 1);
+        wgr::bar_init(&emptyw[k], 4 * kWG);
+      }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (ncl > 1)
@@ -161,20 +200,20 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     __syncthreads();
   // stage layout: [x: kXBlock][block sums: kXm][weights: kRows x kWPitch]; called by all of warp 0
   auto issue_w = [&](int i) {
-    const int slot = i & 1;
+    uint64_t* bar = kSep ? &fullw[i % kWN] : &full[i & 1];
     if (lane == 0) {
-      wgr::bar_expect(&full[slot], kTx);
-      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
-                          &full[slot]);
+      wgr::bar_expect(bar, kSep ? (unsigned)kWB : kTx);
+      wgr::tensor_copy_2d(wslot_of(i), &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0, bar);
     }
   };
   auto issue_x = [&](int i) {
     const int slot = i & 1;
-    uint8_t* dst = smem + slot * kStage;
+    uint8_t* dst = xslot_of(i);
     const int64_t blk = bk0 + i;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm + blk * 256);
     if (lane == 0) {
+      if constexpr (kSep) wgr::bar_expect(&full[slot], kTx);
       if (ncl == 1) {
         wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
         wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
@@ -187,7 +226,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     }
   };
   if (warp == 0)
-    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
+    for (int i = 0; i < kWN && i < n_my; i++) issue_w(i);
   wgr::grid_wait();
   if (warp == 0)
     for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
@@ -199,32 +238,57 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
   const int rbase = 16 * warp + g;
 
-#pragma unroll 1
-  for (int i = 0; i < n_my; i++) {
-    const int slot = i & 1;
-    if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
-      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1 (every CTA)
-      issue_w(i + 1);
-      issue_x(i + 1);
-    }
-    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
-    const uint8_t* xslot = smem + slot * kStage;
-    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
-    const uint8_t* wslot = xslot + wg::kXBlock + kXm;
-    float dd[2], dm[2];
-    uint32_t amin[4];
+  // the block's d, −16·dmin (per row rbase, rbase + 8) and the mins' A fragment, from the slot's weight rows
+  auto head = [&](const uint8_t* wslot, float (&d)[2], float (&m)[2], uint32_t (&am)[4]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
       const __half2 dh = gemm::u2h(hd.x);
-      dd[h] = __low2float(dh);
-      dm[h] = -16.f * __high2float(dh);
-      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
-      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
+      d[h] = __low2float(dh);
+      m[h] = -16.f * __high2float(dh);
+      am[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
+      am[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
+    }
+  };
+  float dd[2], dm[2];
+  uint32_t amin[4];
+  uint32_t af0[4][4], af1[4][4];
+  if constexpr (kPre)
+    if (n_my > 0) {  // block 0's head and first quarter (later blocks': in the previous iteration)
+      wgr::bar_wait(kSep ? &fullw[0] : &full[0], 0u);
+      const uint8_t* w0 = wslot_of(0);
+      head(w0, dd, dm, amin);
+      build_q(w0, rbase, 0, t, u, af0);
+    }
+
+#pragma unroll 1
+  for (int i = 0; i < n_my; i++) {
+    const int slot = i & 1;
+    if (warp == 0 && i >= 1) {  // blocks 0 and 1 (weights: 0 .. kWN − 1) were issued above
+      if (i + 1 < n_my) {
+        wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1 (every CTA)
+        if constexpr (!kSep) issue_w(i + 1);
+        issue_x(i + 1);
+      }
+      if constexpr (kSep)
+        if (i - 1 + kWS < n_my) {  // block i − 1's weight slot, for block i − 1 + kWS
+          wgr::bar_wait(&emptyw[(i - 1) % kWS], (unsigned)(((i - 1) / kWS) & 1));
+          issue_w(i - 1 + kWS);
+        }
+    }
+    const uint8_t* xslot = xslot_of(i);
+    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
+    const uint8_t* wslot = wslot_of(i);
+    if constexpr (kSep) wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));  // x and the sums
+    if constexpr (!kPre) {
+      if constexpr (kSep)
+        wgr::bar_wait(&fullw[i % kWN], (unsigned)((i / kWN) & 1));
+      else
+        wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
+      head(wslot, dd, dm, amin);
+      build_q(wslot, rbase, 0, t, u, af0);
     }
     float c[kC];
-    uint32_t af0[4][4], af1[4][4];
-    build_q(wslot, rbase, 0, t, u, af0);
     mma_q<kN64>(c, af0, xslot, 0, true);
     build_q(wslot, rbase, 1, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 1, false);
@@ -243,6 +307,20 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       fold::mma_f16(cm, amin, xv.z, xv.w);
 #pragma unroll
       for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+    }
+    float dd_n[2] = {0.f, 0.f}, dm_n[2] = {0.f, 0.f};
+    uint32_t amin_n[4] = {0u, 0u, 0u, 0u};
+    if constexpr (kPre) {  // the next block's head and first quarter while quarter 3's wgmmas run
+      wg_wait1();          // quarter 2 done: af0 free
+      if (i + 1 < n_my) {
+        if constexpr (kSep)  // the weights only: x is waited for at the top of the next iteration
+          wgr::bar_wait(&fullw[(i + 1) % kWN], (unsigned)(((i + 1) / kWN) & 1));
+        else
+          wgr::bar_wait(&full[slot ^ 1], (unsigned)(((i + 1) >> 1) & 1));
+        const uint8_t* wn = wslot_of(i + 1);
+        head(wn, dd_n, dm_n, amin_n);
+        build_q(wn, rbase, 0, t, u, af0);
+      }
     }
     wg::wg_wait0();
     wg::keep(c);
@@ -264,11 +342,43 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       else
         bar_arrive_cta(&empty[slot], (uint32_t)lane);
     }
+    if constexpr (kSep)
+      if (lane == 0) wgr::bar_arrive(&emptyw[i % kWN]);
+    if constexpr (kPre) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) dd[h] = dd_n[h], dm[h] = dm_n[h];
+#pragma unroll
+      for (int k = 0; k < 4; k++) amin[k] = amin_n[k];
+    }
   }
   if (ncl > 1) cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if (dsm)
+    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
+  else
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
+}
+
+// DS_MVB_BLK_PRE=1 (n128 forms): the next block's head (d, dmin, mins fragment) and first A quarter are built while the
+// current block's last wgmmas run (block_kernel kPre; same operations in the same order, so the same bits), instead
+// of after the epilogue: the tensor pipe of a warpgroup idles only for the epilogue between blocks. Default 0.
+inline bool& pre_setting() {
+  static bool v = [] {
+    const char* e = std::getenv("DS_MVB_BLK_PRE");
+    return e && e[0] == '1' && !e[1];
+  }();
+  return v;
+}
+
+// DS_MVB_BLK_WS=1 (n128, no x cluster): weights in deep_slots() slots of their own (block_kernel kWS), x and the sums in
+// two; the same bits. Default 0 (two stages of [x | sums | weights]).
+inline bool& deep_setting() {
+  static bool v = [] {
+    const char* e = std::getenv("DS_MVB_BLK_WS");
+    return e && e[0] == '1' && !e[1];
+  }();
+  return v;
 }
 
 // DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
@@ -280,16 +390,92 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64>
-Status launch_block(const wg::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<kWG>();
+// Launch with programmatic dependent launch (pdl) and clusters of clx x cly CTAs (1 x 1: none); launch_pdl_cluster's
+// form with the cluster along y too (the split-K clusters of DS_MVB_RED=3).
+template <class... P, class... A>
+cudaError_t launch_xy(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl, int clx,
+                      int cly, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[2];
+  unsigned n = 0;
+  if (pdl) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  if (clx * cly > 1) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = (unsigned)clx;
+    at[n].val.clusterDim.y = (unsigned)cly;
+    at[n].val.clusterDim.z = 1;
+    n++;
+  }
+  cfg.attrs = at;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
+}
+
+// How many clusters of 1 x cly CTAs of kernel k (block threads, smem bytes of shared memory) the device holds at once
+// (cudaOccupancyMaxActiveClusters, cached per kernel through the caller's table; 0 where the query fails). The split
+// clusters are used only where a grid's clusters are all co-resident: one CTA per SM and ~200 KB of shared memory
+// leave no room for a second wave, and a GPC's SMs need not divide by the cluster size.
+template <class K>
+int max_clusters(K* k, int threads, int smem, int cly, std::atomic<int> (&cache)[9]) {
+  int v = cache[cly].load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1, (unsigned)cly);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = (size_t)smem;
+  cudaLaunchAttribute at{};
+  at.id = cudaLaunchAttributeClusterDimension;
+  at.val.clusterDim.x = 1;
+  at.val.clusterDim.y = (unsigned)cly;
+  at.val.clusterDim.z = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, (const void*)k, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  cache[cly].store(n, std::memory_order_relaxed);
+  if (const char* e = std::getenv("DS_MVB_CLUSTER_LOG"); e && e[0] == '1')
+    std::fprintf(stderr, "[matvec_batched] clusters of 1 x %d CTAs (%d threads, %d B shared): %d co-resident\n", cly,
+                 threads, smem, n);
+  return n;
+}
+
+// Split-K clusters for a launch of tiles x splits CTAs when a.red == 3 asks for them: cluster (1, splits) if the kernel
+// has a shape with 2..8 splits, no x cluster and all clusters co-resident, else 1 (and a.red falls back to 1: the
+// same bits through global memory).
+template <class K, class A>
+int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, int ncl, std::atomic<int> (&cache)[9]) {
+  if (a.red != 3) return 1;
+  if (ncl == 1 && grid.y >= 2 && grid.y <= 8 && (int)grid.x <= max_clusters(k, threads, smem, (int)grid.y, cache)) {
+    dsmem_launches().fetch_add(1, std::memory_order_relaxed);
+    return (int)grid.y;
+  }
+  a.red = 1;
+  return 1;
+}
+
+template <int kWG, bool kN64, bool kPre = false, int kWS = 0>
+Status launch_block(wg::Args a, dim3 grid, int ncl, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<kWG, kWS>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kPre, kWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const int cly = split_cluster(block_kernel<kWG, kN64, kPre, kWS>, 128 * kWG, kSmem, a, grid, ncl, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl_cluster(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl, a, map);
+      launch_xy(block_kernel<kWG, kN64, kPre, kWS>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl, cly, a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
@@ -311,6 +497,15 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
     else
       grid.x = (unsigned)tiles;
   }
+  if (!n64 && ncl == 1 && deep_setting()) {
+    if (pre_setting())
+      return n_wg == 3 ? launch_block<3, false, true, deep_slots<3>()>(a, grid, ncl, stream)
+                       : launch_block<2, false, true, deep_slots<2>()>(a, grid, ncl, stream);
+    return n_wg == 3 ? launch_block<3, false, false, deep_slots<3>()>(a, grid, ncl, stream)
+                     : launch_block<2, false, false, deep_slots<2>()>(a, grid, ncl, stream);
+  }
+  if (pre_setting() && !n64)
+    return n_wg == 3 ? launch_block<3, false, true>(a, grid, ncl, stream) : launch_block<2, false, true>(a, grid, ncl, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, ncl, stream) : launch_block<3, false>(a, grid, ncl, stream);
   return n64 ? launch_block<2, true>(a, grid, ncl, stream) : launch_block<2, false>(a, grid, ncl, stream);
 }

@@ -36,11 +36,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
+  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const uint32_t ncl = wgb::cluster_size(), crank = wgb::cluster_rank();
+  const bool dsm = a.red == 3;  // split-K cluster along y (wgb::split_cluster): x not shared
+  const uint32_t ncl = dsm ? 1u : wgb::cluster_size(), crank = dsm ? 0u : wgb::cluster_rank();
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -233,22 +235,27 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   }
   if (ncl > 1) wgb::cluster_sync();
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if (dsm)
+    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
+  else
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
 template <int kWG, bool kPipe, bool kBlk = false>
-Status launch_ring(const wg6::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
+Status launch_ring(wg6::Args a, dim3 grid, int ncl, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
       cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kBlk>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const int cly = wgb::split_cluster(ring_kernel<kWG, kPipe, kBlk>, 128 * kWG, kSmem, a, grid, ncl, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl_cluster(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl,
-                         a, map);
+      wgb::launch_xy(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl, cly,
+                     a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
   return {};

@@ -446,8 +446,9 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1, the default; 2 with one fence by
-// thread 0) sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
+// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0; 3
+// through a cluster's distributed shared memory in the block kernel and the Q6_K ring) sums the same partials in the
+// same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
 // 1) and Q6_K (ring 6 and kernel 1) on shapes with 2, 4 and more splits, partial row tiles (rows % 4 != 0), accumulate
 // on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
@@ -455,6 +456,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
   const int wg0 = cuda::matvec_batched_wgmma(), wg60 = cuda::matvec_batched_wgmma_q6k();
   const int red0 = cuda::matvec_batched_split_reduce();
+  const long clustered0 = cuda::matvec_batched_split_cluster_launches();
   const Case cases[] = {{4096, 4096, "9B ssm_out: 4 splits"}, {8192, 4096, "9B attn_qkv: 2 splits"},
                         {300, 12288, "K split"}, {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"},
                         {4161, 4096, "z + ba + 1 row"}};
@@ -482,7 +484,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
               EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
               return test::to_host<float>(*dy, batch * c.rows);
             };
-            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2);
+            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2), dsm = run(3);
             size_t bad = 0, first = 0, moved = 0;
             for (size_t i = 0; i < fast.size(); i++) {
               if (!(fast[i] == ref[i]) && bad++ == 0) first = i;
@@ -490,6 +492,8 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
             }
             EXPECT_EQ(fence1, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
                                    << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 2 vs 0";
+            EXPECT_EQ(dsm, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
+                                << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 3 (clusters) vs 0";
             EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols << "] B "
                                << batch << (accumulate ? " accumulate" : "") << ": first at row " << first % c.rows
                                << " batch " << first / c.rows << ": " << fast[first] << " vs " << ref[first];
@@ -498,9 +502,67 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
           }
     }
   }
+  // mode 3 took its clusters on these shapes (the block kernel's and the ring's splits of 2 .. 8 CTAs; shapes whose
+  // clusters would not all be co-resident fall back to mode 1, so not every launch)
+  const long clustered = cuda::matvec_batched_split_cluster_launches() - clustered0;
+  std::printf("[split reduce] mode 3 launches with split-K clusters: %ld\n", clustered);
+  EXPECT_GT(clustered, 0);
   cuda::set_matvec_batched_split_reduce(red0);
   cuda::set_matvec_batched_wgmma(wg0);
   cuda::set_matvec_batched_wgmma_q6k(wg60);
+}
+
+// The block kernel's prebuild form (DS_MVB_BLK_PRE=1: the next block's head and first A quarter built before the current
+// block's epilogue) and its deep weight ring (DS_MVB_BLK_WS=1), alone and together, do the same operations in the same
+// order: the same bits as without them, on a 3-warpgroup shape without K split (ffn_gate_up's form), 2-warpgroup split
+// shapes and a partial tile, accumulate on and off.
+TEST(CudaMatvecBatched, BlockVariantsSameBits) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const int wg0 = cuda::matvec_batched_wgmma();
+  const bool pre0 = cuda::matvec_batched_block_prebuild(), deep0 = cuda::matvec_batched_block_deep();
+  cuda::set_matvec_batched_wgmma(12);
+  const Case cases[] = {{24576, 1024, "3 warpgroups, no split"}, {4096, 4096, "4 splits"}, {300, 12288, "K split"},
+                        {4161, 4096, "z + ba + 1 row"}};
+  uint64_t seed = 9900;
+  for (const Case& c : cases) {
+    const auto w = test::random_weights(GgmlType::Q4_K, c.rows * c.cols, seed += 3);
+    const auto x = test::random_floats(64 * c.cols, seed + 1);
+    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    for (int batch : {25, 64})
+      for (bool accumulate : {false, true}) {
+        auto run = [&](bool pre, bool deep) {
+          cuda::set_matvec_batched_block_prebuild(pre);
+          cuda::set_matvec_batched_block_deep(deep);
+          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          EXPECT_TRUE(cuda::matvec_batched(GgmlType::Q4_K, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(),
+                                           batch, nullptr, accumulate).ok());
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return test::to_host<float>(*dy, batch * c.rows);
+        };
+        const auto ref = run(false, false);
+        for (int v = 1; v < 4; v++) {
+          const bool pre = v & 1, deep = v & 2;
+          const auto y = run(pre, deep);
+          size_t bad = 0, first = 0, moved = 0;
+          for (size_t i = 0; i < y.size(); i++) {
+            if (!(y[i] == ref[i]) && bad++ == 0) first = i;
+            if (!(y[i] == y0[i])) moved++;
+          }
+          EXPECT_EQ(bad, 0u) << "[" << c.rows << " x " << c.cols << "] B " << batch << (accumulate ? " accumulate" : "")
+                             << (pre ? " prebuild" : "") << (deep ? " deep" : "") << ": first at row " << first % c.rows
+                             << " batch " << first / c.rows << ": " << y[first] << " vs " << ref[first];
+          EXPECT_GT(moved, y.size() / 2) << "outputs were not written";
+        }
+      }
+  }
+  cuda::set_matvec_batched_block_prebuild(pre0);
+  cuda::set_matvec_batched_block_deep(deep0);
+  cuda::set_matvec_batched_wgmma(wg0);
 }
 
 TEST(CudaMatvecBatched, RejectsBadBatch) {
