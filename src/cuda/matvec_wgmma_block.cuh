@@ -1,5 +1,5 @@
-// Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring, one accumulator set per block and x shared by a
-// cluster (sm_90a only; include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
+// Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring and one accumulator set per block (sm_90a only;
+// include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
 // (A = exact fp16 sc·q from registers, B = [hi | lo] fp16 terms of the 64 scaled columns from shared memory, d in fp32
 // per row and block, mins by mma.sync per block), data path as wgr::ring_kernel (per block one stage: x 64 KB, the
 // block sums 4 KB, the CTA's weight rows as one 2D tensor copy; full / empty mbarriers, no __syncthreads). Changes:
@@ -10,14 +10,14 @@
 //  * kN64: hi and lo as two m64n64k16 wgmmas with the same A registers into the same 32 accumulators (x's layout puts
 //    the hi terms of the 64 columns in the first 2 KB of each 4 KB k-step, the lo terms in the second), instead of one
 //    m64n128k16 into 64 (hi and lo in separate columns): half the accumulator registers, a quarter of the epilogue.
-//  * cluster of ncl CTAs (1, 2 or 4; consecutive row tiles, same K range): each CTA loads 1/ncl of every x block and
-//    of its block sums and multicasts it to all CTAs of the cluster (cp.async.bulk .multicast::cluster), so x is read
-//    from L2 once per cluster instead of once per CTA (x is 64 KB per block against 18-28 KB of the CTA's weights:
-//    most of the kernel's L2 traffic). Every warp of every CTA of the cluster arrives on each CTA's "empty" barrier
-//    (a CTA refills a slot of its peers), and the CTAs meet at a cluster barrier before they exit.
+//  * DS_MVB_RED=3: the splits of a row tile as one cluster, summed through distributed shared memory
+//    (wg::store_acc_dsmem, the same bits as wg::store_acc).
+// (Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG 8 / 10 / 11, slower than
+// no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring forms measured in
+// splitk11, slower too: bench/cuda/NOTES.md.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
-// float64 tolerance (tests/cuda CudaMatvecBatched configs wg 8..12). The plan (warpgroups, splits, cluster) depends on
+// float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
 // the shape only and the kernel always computes 64 columns: a column's bits do not depend on B (25..64).
 #pragma once
 #include <cudaTypedefs.h>
@@ -43,48 +43,11 @@ inline std::atomic<long>& dsmem_launches() {
 constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
 template <int kWG>
 constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * kWPitch; }
-// kWS = 0: two stages [x | sums | weights]; kWS > 0 (DS_MVB_BLK_WS): two x slots [x | sums] and kWS weight slots, each
-// with its own full / empty barriers (so the weights, from DRAM, can run kWS − 1 blocks ahead); barriers after them.
-template <int kWG, int kWS = 0>
-constexpr int ring_bytes() {
-  return kWS ? 2 * (wg::kXBlock + kXm) + kWS * 64 * kWG * kWPitch : 2 * stage_bytes<kWG>();
-}
-template <int kWG, int kWS = 0>
-constexpr int smem_bytes() { return ring_bytes<kWG, kWS>() + 128; }
-// Weight slots of the deep form (the most that fit 227 KB with the two x slots): 4 for 2 warpgroups, 3 for 3.
 template <int kWG>
-constexpr int deep_slots() { return kWG == 2 ? 4 : 3; }
+constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using wgr::saddr;
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// arrive on the mbarrier at b's offset in the shared memory of cluster CTA cta
-__device__ __forceinline__ void bar_arrive_cta(uint64_t* b, uint32_t cta) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr(b)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(r) : "memory");
-}
-// bytes from global memory to dst's offset in the shared memory of every CTA in mask, each completing on the mbarrier
-// at bar's offset in its CTA
-__device__ __forceinline__ void bulk_copy_mc(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          saddr(dst)),
-      "l"(src), "r"(bytes), "r"(saddr(bar)), "h"(mask)
-      : "memory");
-}
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // m64n64k16: D (32 fp32 per thread) (+)= A (registers) · B (descriptor); acc_in 0 starts the sum.
 __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int acc_in) {
@@ -150,33 +113,21 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 #endif
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
-// the end (and whole tiles past it, the cluster's padding) are filled with zeros, their outputs not stored.
-// kWS > 0: x (with the sums) in 2 slots and the weights in kWS slots of their own (ncl must be 1): warp 0 refills a
-// weight slot as soon as every warp is done with its block, kWS − 1 blocks ahead of the consumers (the first kWS
-// blocks' weights before griddepcontrol.wait); same operations in the same order as kWS = 0, so the same bits.
-template <int kWG, bool kN64, bool kPre = false, int kWS = 0>
+// the end are filled with zeros, their outputs not stored.
+template <int kWG, bool kN64>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
-  constexpr bool kSep = kWS > 0;
-  constexpr int kXS = wg::kXBlock + kXm, kWB = kRows * kWPitch, kWN = kSep ? kWS : 2;
-  constexpr unsigned kTx = kSep ? (unsigned)kXS : (unsigned)(kXS + kWB);  // bytes on full[] per block
+  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
-  static_assert(64 * (kRows + 4) * 4 <= ring_bytes<kWG, kWS>(), "store_acc_dsmem reuses the ring's slots");
-  static_assert(smem_bytes<kWG, kWS>() <= 232448, "shared memory");
+  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + ring_bytes<kWG, kWS>());
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
-  uint64_t* fullw = full + 4;  // kSep: kWS full, then kWS empty barriers of the weight slots
-  uint64_t* emptyw = fullw + kWS;
-  // x slot (with the sums after x) and weight slot of block i
-  auto xslot_of = [&](int i) -> uint8_t* { return smem + (i & 1) * (kSep ? kXS : kStage); };
-  auto wslot_of = [&](int i) -> uint8_t* { return kSep ? smem + 2 * kXS + (i % kWN) * kWB : smem + (i & 1) * kStage + kXS; };
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
-  // a.red == 3: launched with the splits of a tile as one cluster (along y) for store_acc_dsmem; x is not shared then
+  // a.red == 3: launched with the splits of a tile as one cluster (along y) for store_acc_dsmem
   const bool dsm = a.red == 3;
-  const uint32_t ncl = dsm ? 1u : cluster_size(), crank = dsm ? 0u : cluster_rank();
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -185,48 +136,33 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   if (threadIdx.x == 0) {
     wgr::bar_init(&full[0], 1);
     wgr::bar_init(&full[1], 1);
-    wgr::bar_init(&empty[0], 4 * kWG * ncl);
-    wgr::bar_init(&empty[1], 4 * kWG * ncl);
-    if constexpr (kSep)
-      for (int k = 0; k < kWS; k++) {
-        wgr::bar_init(&fullw[k], 1);
-        wgr::bar_init(&emptyw[k], 4 * kWG);
-      }
+    wgr::bar_init(&empty[0], 4 * kWG);
+    wgr::bar_init(&empty[1], 4 * kWG);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (ncl > 1)
-    cluster_sync();  // every CTA's barriers exist before any peer copies or arrives
-  else
-    __syncthreads();
+  __syncthreads();
   // stage layout: [x: kXBlock][block sums: kXm][weights: kRows x kWPitch]; called by all of warp 0
   auto issue_w = [&](int i) {
-    uint64_t* bar = kSep ? &fullw[i % kWN] : &full[i & 1];
+    const int slot = i & 1;
     if (lane == 0) {
-      wgr::bar_expect(bar, kSep ? (unsigned)kWB : kTx);
-      wgr::tensor_copy_2d(wslot_of(i), &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0, bar);
+      wgr::bar_expect(&full[slot], kTx);
+      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
+                          &full[slot]);
     }
   };
   auto issue_x = [&](int i) {
     const int slot = i & 1;
-    uint8_t* dst = xslot_of(i);
+    uint8_t* dst = smem + slot * kStage;
     const int64_t blk = bk0 + i;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm + blk * 256);
     if (lane == 0) {
-      if constexpr (kSep) wgr::bar_expect(&full[slot], kTx);
-      if (ncl == 1) {
-        wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
-        wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
-      } else {  // this CTA's 1/ncl of x and of the sums, to every CTA of the cluster
-        const unsigned px = wg::kXBlock / ncl, pm = kXm / ncl;
-        const uint16_t mask = (uint16_t)((1u << ncl) - 1);
-        bulk_copy_mc(dst + crank * px, xsrc + crank * px, px, &full[slot], mask);
-        bulk_copy_mc(dst + wg::kXBlock + crank * pm, msrc + crank * pm, pm, &full[slot], mask);
-      }
+      wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
+      wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
     }
   };
   if (warp == 0)
-    for (int i = 0; i < kWN && i < n_my; i++) issue_w(i);
+    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
   wgr::grid_wait();
   if (warp == 0)
     for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
@@ -238,57 +174,32 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
   const int rbase = 16 * warp + g;
 
-  // the block's d, −16·dmin (per row rbase, rbase + 8) and the mins' A fragment, from the slot's weight rows
-  auto head = [&](const uint8_t* wslot, float (&d)[2], float (&m)[2], uint32_t (&am)[4]) {
+#pragma unroll 1
+  for (int i = 0; i < n_my; i++) {
+    const int slot = i & 1;
+    if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
+      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1
+      issue_w(i + 1);
+      issue_x(i + 1);
+    }
+    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
+    const uint8_t* xslot = smem + slot * kStage;
+    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
+    const uint8_t* wslot = xslot + wg::kXBlock + kXm;
+    float dd[2], dm[2];
+    uint32_t amin[4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
       const __half2 dh = gemm::u2h(hd.x);
-      d[h] = __low2float(dh);
-      m[h] = -16.f * __high2float(dh);
-      am[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
-      am[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
-    }
-  };
-  float dd[2], dm[2];
-  uint32_t amin[4];
-  uint32_t af0[4][4], af1[4][4];
-  if constexpr (kPre)
-    if (n_my > 0) {  // block 0's head and first quarter (later blocks': in the previous iteration)
-      wgr::bar_wait(kSep ? &fullw[0] : &full[0], 0u);
-      const uint8_t* w0 = wslot_of(0);
-      head(w0, dd, dm, amin);
-      build_q(w0, rbase, 0, t, u, af0);
-    }
-
-#pragma unroll 1
-  for (int i = 0; i < n_my; i++) {
-    const int slot = i & 1;
-    if (warp == 0 && i >= 1) {  // blocks 0 and 1 (weights: 0 .. kWN − 1) were issued above
-      if (i + 1 < n_my) {
-        wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1 (every CTA)
-        if constexpr (!kSep) issue_w(i + 1);
-        issue_x(i + 1);
-      }
-      if constexpr (kSep)
-        if (i - 1 + kWS < n_my) {  // block i − 1's weight slot, for block i − 1 + kWS
-          wgr::bar_wait(&emptyw[(i - 1) % kWS], (unsigned)(((i - 1) / kWS) & 1));
-          issue_w(i - 1 + kWS);
-        }
-    }
-    const uint8_t* xslot = xslot_of(i);
-    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
-    const uint8_t* wslot = wslot_of(i);
-    if constexpr (kSep) wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));  // x and the sums
-    if constexpr (!kPre) {
-      if constexpr (kSep)
-        wgr::bar_wait(&fullw[i % kWN], (unsigned)((i / kWN) & 1));
-      else
-        wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
-      head(wslot, dd, dm, amin);
-      build_q(wslot, rbase, 0, t, u, af0);
+      dd[h] = __low2float(dh);
+      dm[h] = -16.f * __high2float(dh);
+      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
+      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
     }
     float c[kC];
+    uint32_t af0[4][4], af1[4][4];
+    build_q(wslot, rbase, 0, t, u, af0);
     mma_q<kN64>(c, af0, xslot, 0, true);
     build_q(wslot, rbase, 1, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 1, false);
@@ -308,20 +219,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #pragma unroll
       for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
     }
-    float dd_n[2] = {0.f, 0.f}, dm_n[2] = {0.f, 0.f};
-    uint32_t amin_n[4] = {0u, 0u, 0u, 0u};
-    if constexpr (kPre) {  // the next block's head and first quarter while quarter 3's wgmmas run
-      wg_wait1();          // quarter 2 done: af0 free
-      if (i + 1 < n_my) {
-        if constexpr (kSep)  // the weights only: x is waited for at the top of the next iteration
-          wgr::bar_wait(&fullw[(i + 1) % kWN], (unsigned)(((i + 1) / kWN) & 1));
-        else
-          wgr::bar_wait(&full[slot ^ 1], (unsigned)(((i + 1) >> 1) & 1));
-        const uint8_t* wn = wslot_of(i + 1);
-        head(wn, dd_n, dm_n, amin_n);
-        build_q(wn, rbase, 0, t, u, af0);
-      }
-    }
     wg::wg_wait0();
     wg::keep(c);
 #pragma unroll
@@ -336,49 +233,14 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
         }
       }
     __syncwarp();
-    if (lane < (int)ncl) {  // lane j: this warp is done with the slot, told to cluster CTA j
-      if (ncl == 1)
-        wgr::bar_arrive(&empty[slot]);
-      else
-        bar_arrive_cta(&empty[slot], (uint32_t)lane);
-    }
-    if constexpr (kSep)
-      if (lane == 0) wgr::bar_arrive(&emptyw[i % kWN]);
-    if constexpr (kPre) {
-#pragma unroll
-      for (int h = 0; h < 2; h++) dd[h] = dd_n[h], dm[h] = dm_n[h];
-#pragma unroll
-      for (int k = 0; k < 4; k++) amin[k] = amin_n[k];
-    }
+    if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
-  if (ncl > 1) cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
 
   if (dsm)
     wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
   else
     wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
-}
-
-// DS_MVB_BLK_PRE=1 (n128 forms): the next block's head (d, dmin, mins fragment) and first A quarter are built while the
-// current block's last wgmmas run (block_kernel kPre; same operations in the same order, so the same bits), instead
-// of after the epilogue: the tensor pipe of a warpgroup idles only for the epilogue between blocks. Default 0.
-inline bool& pre_setting() {
-  static bool v = [] {
-    const char* e = std::getenv("DS_MVB_BLK_PRE");
-    return e && e[0] == '1' && !e[1];
-  }();
-  return v;
-}
-
-// DS_MVB_BLK_WS=1 (n128, no x cluster): weights in deep_slots() slots of their own (block_kernel kWS), x and the sums in
-// two; the same bits. Default 0 (two stages of [x | sums | weights]).
-inline bool& deep_setting() {
-  static bool v = [] {
-    const char* e = std::getenv("DS_MVB_BLK_WS");
-    return e && e[0] == '1' && !e[1];
-  }();
-  return v;
 }
 
 // DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
@@ -450,13 +312,13 @@ int max_clusters(K* k, int threads, int smem, int cly, std::atomic<int> (&cache)
   return n;
 }
 
-// Split-K clusters for a launch of tiles x splits CTAs when a.red == 3 asks for them: cluster (1, splits) if the kernel
-// has a shape with 2..8 splits, no x cluster and all clusters co-resident, else 1 (and a.red falls back to 1: the
-// same bits through global memory).
+// Split-K clusters for a launch of tiles x splits CTAs when a.red == 3 asks for them: cluster (1, splits) if the shape
+// has 2..8 splits and all its clusters are co-resident (H200 at ~180 KB of shared memory: 66 clusters of 2, only 30 of
+// 4), else 1, and a.red falls back to 1 (the same bits through global memory).
 template <class K, class A>
-int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, int ncl, std::atomic<int> (&cache)[9]) {
+int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, std::atomic<int> (&cache)[9]) {
   if (a.red != 3) return 1;
-  if (ncl == 1 && grid.y >= 2 && grid.y <= 8 && (int)grid.x <= max_clusters(k, threads, smem, (int)grid.y, cache)) {
+  if (grid.y >= 2 && grid.y <= 8 && (int)grid.x <= max_clusters(k, threads, smem, (int)grid.y, cache)) {
     dsmem_launches().fetch_add(1, std::memory_order_relaxed);
     return (int)grid.y;
   }
@@ -464,50 +326,32 @@ int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, int ncl, std::at
   return 1;
 }
 
-template <int kWG, bool kN64, bool kPre = false, int kWS = 0>
-Status launch_block(wg::Args a, dim3 grid, int ncl, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<kWG, kWS>();
+template <int kWG, bool kN64>
+Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kPre, kWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  const int cly = split_cluster(block_kernel<kWG, kN64, kPre, kWS>, 128 * kWG, kSmem, a, grid, ncl, cache);
+  const int cly = split_cluster(block_kernel<kWG, kN64>, 128 * kWG, kSmem, a, grid, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_xy(block_kernel<kWG, kN64, kPre, kWS>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl, cly, a, map);
+      launch_xy(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), 1, cly, a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-// n64: hi / lo as two n64 wgmmas into one accumulator set; ncl: CTAs per cluster sharing x (1, 2 or 4; the row tiles
-// are padded to a multiple of it; 1 where the padded plan would not fit the split buffers).
+// n64: hi / lo as two n64 wgmmas into one accumulator set.
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64, int ncl) {
+                     cudaStream_t stream, bool accumulate, bool n64) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid));
-  if (ncl != 2 && ncl != 4) ncl = 1;
-  if (ncl > 1) {
-    const int64_t tiles = (grid.x + ncl - 1) / ncl * ncl;
-    if (tiles > gemm::kMaxTiles || (grid.y > 1 && tiles * grid.y * 64 * n_wg > wg::kPartRows))
-      ncl = 1;
-    else
-      grid.x = (unsigned)tiles;
-  }
-  if (!n64 && ncl == 1 && deep_setting()) {
-    if (pre_setting())
-      return n_wg == 3 ? launch_block<3, false, true, deep_slots<3>()>(a, grid, ncl, stream)
-                       : launch_block<2, false, true, deep_slots<2>()>(a, grid, ncl, stream);
-    return n_wg == 3 ? launch_block<3, false, false, deep_slots<3>()>(a, grid, ncl, stream)
-                     : launch_block<2, false, false, deep_slots<2>()>(a, grid, ncl, stream);
-  }
-  if (pre_setting() && !n64)
-    return n_wg == 3 ? launch_block<3, false, true>(a, grid, ncl, stream) : launch_block<2, false, true>(a, grid, ncl, stream);
-  if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, ncl, stream) : launch_block<3, false>(a, grid, ncl, stream);
-  return n64 ? launch_block<2, true>(a, grid, ncl, stream) : launch_block<2, false>(a, grid, ncl, stream);
+  if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
+  return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }
 
 }  // namespace wgb
