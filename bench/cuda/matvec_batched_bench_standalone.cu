@@ -167,7 +167,7 @@ static const char* g_only = nullptr;  // argv[2]: time this type only (e.g. q4_k
 static void run_timing(bool with_fma) {
   struct S { const char* name; int64_t rows, cols; };
   const S shapes[] = {{"ffn_gate_up", 24576, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
-                      {"ssm_out", 4096, 4096}, {"output", 248320, 4096}};
+                      {"ssm_out", 4096, 4096}, {"z_ba", 4160, 4096}, {"output", 248320, 4096}};
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
   const int Bs[] = {1, 8, 32, 64};
   cudaEvent_t e0, e1;
@@ -243,7 +243,7 @@ static void run_timing(bool with_fma) {
 static void run_timing_default() {
   struct S { const char* name; int64_t rows, cols; };
   const S shapes[] = {{"ffn_gate_up", 24576, 4096}, {"ffn_down", 4096, 12288}, {"attn_qkv", 8192, 4096},
-                      {"ssm_out", 4096, 4096}, {"output", 248320, 4096}};
+                      {"ssm_out", 4096, 4096}, {"z_ba", 4160, 4096}, {"output", 248320, 4096}};
   const char* tag = getenv("TAG") ? getenv("TAG") : "def";
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -264,8 +264,10 @@ static void run_timing_default() {
       CK(cudaMemset(dw, 0x11, bytes));
       for (int B : {32, 64}) {
         auto call = [&] { return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false); };
+        const long cl0 = cuda::matvec_batched_split_cluster_launches();
         ST(call());
         CK(cudaDeviceSynchronize());
+        const bool clustered = cuda::matvec_batched_split_cluster_launches() > cl0;  // DS_MVB_RED=3 took its clusters
         const int iters = s.rows == 248320 ? 5 : 30;
         CK(cudaEventRecord(e0));
         for (int i = 0; i < iters; i++) ST(call());
@@ -274,8 +276,8 @@ static void run_timing_default() {
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         const double us = 1e3 * ms / iters;
-        printf("timedef %-8s %-6s %-11s B %2d %9.1f us  %7.1f TFLOP/s\n", tag, std::string(ggml_type_name(t)).c_str(),
-               s.name, B, us, 2.0 * B * s.rows * s.cols / us * 1e-6);
+        printf("timedef %-8s %-6s %-11s B %2d %9.1f us  %7.1f TFLOP/s%s\n", tag, std::string(ggml_type_name(t)).c_str(),
+               s.name, B, us, 2.0 * B * s.rows * s.cols / us * 1e-6, clustered ? "  (split clusters)" : "");
       }
       CK(cudaFree(dw));
     }

@@ -74,28 +74,29 @@ int& fold_setting() {
 // shape, the default), 2 or 3 warpgroups forced; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape,
 // 5 / 6 = 2 / 3 warpgroups, 7 = 2 warpgroups overlapped. DS_MVB_WG = 0 .. 7; DS_MVB_WG_SWAP=1 swaps the
 // descriptor strides (layout check in the standalone bench). Block form (matvec_wgmma_block.cuh: one accumulator set
-// per block, x multicast in a cluster; by shape): 8 = hi / lo as n64 wgmmas into one sum, clusters of 2; 9 = n64, no
-// cluster; 10 = n128, clusters of 2; 11 = n64, clusters of 4; 12 = n128, no cluster. Where the driver has no
+// per block; by shape): 9 = hi / lo as n64 wgmmas into one sum; 12 = n128. (8, 10, 11, x multicast to clusters of row
+// tiles, were removed in splitk11: slower everywhere; those values now mean the default.) Where the driver has no
 // tensor-map encoder the ring and block settings fall back to wgmma_kernel by shape.
 // Default 12 (batched9, H200, B = 64 kernel times vs the ring (4, session 7's default): ffn_gate_up 54.7 vs 58.2 us,
 // output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3% faster on ffn_gate_up / output but its
 // float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7 (ring); the clusters were slower
 // everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per block).
 constexpr int kWgDefault = 12, kWgMax = 12;
+bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
     char* end = nullptr;
     const long n = e ? std::strtol(e, &end, 10) : -1;
-    return e && *e && end && !*end && n >= 0 && n <= kWgMax ? (int)n : kWgDefault;
+    return e && *e && end && !*end && wg_valid(n) ? (int)n : kWgDefault;
   }();
   return v;
 }
 // wgmma kernel for Q6_K at 25 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
 // (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined.
 // Its ring form (matvec_wgmma_q6k_ring.cuh, warpgroups by shape; shapes with cols / 256 a multiple of 8, else variant 1):
-// 5 = x multicast to clusters of 2, 6 = no cluster, 7 = clusters of 4; its block form (one n64 sum per block), no cluster: 8.
-// DS_MVB_WG_Q6K = 0 .. 8. Default 6 (batched9, H200, B = 64 vs 1: ffn_down 71.7 vs 87.1 us, attn_qkv 54.4 vs 64.8,
+// 6; its block form (one n64 sum per block): 8. (5 / 7, x multicast to clusters of 2 / 4, were removed in splitk11:
+// slower; they now mean the default.) DS_MVB_WG_Q6K = 0 .. 4, 6, 8. Default 6 (batched9, H200, B = 64 vs 1: ffn_down 71.7 vs 87.1 us, attn_qkv 54.4 vs 64.8,
 // ssm_out 38.1 vs 43.3, output 882 vs 1034; 9B step 12.85 vs 13.44 ms with Q4_K 12; the same products in the same
 // order as variant 1, float64 worst 1.03e-7 as variant 1; bit equality not checked). 8 is ~1% faster on the 9B step
 // (12.71 ms) but its worst error is 1.74e-7: behind the switch.
@@ -103,7 +104,7 @@ constexpr int kWgQ6kDefault = 6;
 int& wg_q6k_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K");
-    return e && e[0] >= '0' && e[0] <= '8' && !e[1] ? e[0] - '0' : kWgQ6kDefault;
+    return e && e[0] >= '0' && e[0] <= '8' && e[0] != '5' && e[0] != '7' && !e[1] ? e[0] - '0' : kWgQ6kDefault;
   }();
   return v;
 }
@@ -138,12 +139,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 8 && wgr::tensor_map_encoder()) {  // block form: 8 .. 12
-          static const bool kN64[] = {true, true, false, true, false};
-          static const int kCluster[] = {2, 1, 2, 4, 1};
-          const int v = wg_setting() - 8;
-          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, kN64[v], kCluster[v]);
-        }
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64) or 12 (n128)
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9);
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());
@@ -151,11 +148,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
       if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))
       {
-        if (wg_q6k_setting() >= 5 && wg6r::supports(cols)) {
-          static const int kCluster[] = {2, 1, 4, 1};
-          return wg6r::launch(w, rows, cols, x, y, batch, stream, accumulate, kCluster[wg_q6k_setting() - 5],
-                              wg_q6k_setting() == 8);
-        }
+        if (wg_q6k_setting() >= 5 && wg6r::supports(cols))  // ring 6 or block form 8
+          return wg6r::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting() == 8);
         return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting() >= 5 ? 1 : wg_q6k_setting());
       }
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
@@ -181,7 +175,7 @@ int matvec_batched_fold_mode() { return fold_setting() - 1; }
 void set_matvec_batched_fold_mode(int mode) { fold_setting() = mode < 0 ? 0 : 1 + (mode > 2 ? 2 : mode); }
 
 int matvec_batched_wgmma() { return wg_available() ? wg_setting() : 0; }
-void set_matvec_batched_wgmma(int n_wg) { wg_setting() = n_wg >= 0 && n_wg <= kWgMax ? n_wg : 0; }
+void set_matvec_batched_wgmma(int n_wg) { wg_setting() = wg_valid(n_wg) ? n_wg : 0; }
 int matvec_batched_wgmma_q6k() { return wg_available() ? wg_q6k_setting() : 0; }
 int matvec_batched_wgmma_min_batch(GgmlType type) {
   if (path_setting() != MatvecBatchedPath::Gemm) return 65;
@@ -190,8 +184,9 @@ int matvec_batched_wgmma_min_batch(GgmlType type) {
   return 65;
 }
 int matvec_batched_split_reduce() { return wg::red_setting(); }
-void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode == 0 || mode == 2 ? mode : 1; }
-void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 8 ? v : 0; }
+void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 3 ? mode : 1; }
+long matvec_batched_split_cluster_launches() { return wgb::dsmem_launches().load(); }
+void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = v >= 0 && v <= 8 && v != 5 && v != 7 ? v : 0; }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {

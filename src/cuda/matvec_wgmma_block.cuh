@@ -1,5 +1,5 @@
-// Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring, one accumulator set per block and x shared by a
-// cluster (sm_90a only; include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
+// Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring and one accumulator set per block (sm_90a only;
+// include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
 // (A = exact fp16 sc·q from registers, B = [hi | lo] fp16 terms of the 64 scaled columns from shared memory, d in fp32
 // per row and block, mins by mma.sync per block), data path as wgr::ring_kernel (per block one stage: x 64 KB, the
 // block sums 4 KB, the CTA's weight rows as one 2D tensor copy; full / empty mbarriers, no __syncthreads). Changes:
@@ -10,17 +10,22 @@
 //  * kN64: hi and lo as two m64n64k16 wgmmas with the same A registers into the same 32 accumulators (x's layout puts
 //    the hi terms of the 64 columns in the first 2 KB of each 4 KB k-step, the lo terms in the second), instead of one
 //    m64n128k16 into 64 (hi and lo in separate columns): half the accumulator registers, a quarter of the epilogue.
-//  * cluster of ncl CTAs (1, 2 or 4; consecutive row tiles, same K range): each CTA loads 1/ncl of every x block and
-//    of its block sums and multicasts it to all CTAs of the cluster (cp.async.bulk .multicast::cluster), so x is read
-//    from L2 once per cluster instead of once per CTA (x is 64 KB per block against 18-28 KB of the CTA's weights:
-//    most of the kernel's L2 traffic). Every warp of every CTA of the cluster arrives on each CTA's "empty" barrier
-//    (a CTA refills a slot of its peers), and the CTAs meet at a cluster barrier before they exit.
+//  * DS_MVB_RED=3: the splits of a row tile as one cluster, summed through distributed shared memory
+//    (wg::store_acc_dsmem, the same bits as wg::store_acc).
+// (Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG 8 / 10 / 11, slower than
+// no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring forms measured in
+// splitk11, slower too: bench/cuda/NOTES.md.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
-// float64 tolerance (tests/cuda CudaMatvecBatched configs wg 8..12). The plan (warpgroups, splits, cluster) depends on
+// float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
 // the shape only and the kernel always computes 64 columns: a column's bits do not depend on B (25..64).
 #pragma once
 #include <cudaTypedefs.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
 
 #include "cuda/launch.cuh"
 #include "cuda/matvec_wgmma.cuh"
@@ -28,6 +33,12 @@
 
 namespace ds::cuda {
 namespace wgb {
+
+// Launches that took the split-K clusters of DS_MVB_RED=3 (tests: the path ran).
+inline std::atomic<long>& dsmem_launches() {
+  static std::atomic<long> n{0};
+  return n;
+}
 
 constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
 template <int kWG>
@@ -37,34 +48,6 @@ constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using wgr::saddr;
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// arrive on the mbarrier at b's offset in the shared memory of cluster CTA cta
-__device__ __forceinline__ void bar_arrive_cta(uint64_t* b, uint32_t cta) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr(b)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(r) : "memory");
-}
-// bytes from global memory to dst's offset in the shared memory of every CTA in mask, each completing on the mbarrier
-// at bar's offset in its CTA
-__device__ __forceinline__ void bulk_copy_mc(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          saddr(dst)),
-      "l"(src), "r"(bytes), "r"(saddr(bar)), "h"(mask)
-      : "memory");
-}
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // m64n64k16: D (32 fp32 per thread) (+)= A (registers) · B (descriptor); acc_in 0 starts the sum.
 __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int acc_in) {
@@ -130,19 +113,21 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 #endif
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
-// the end (and whole tiles past it, the cluster's padding) are filled with zeros, their outputs not stored.
+// the end are filled with zeros, their outputs not stored.
 template <int kWG, bool kN64>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
+  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
-  const uint32_t ncl = cluster_size(), crank = cluster_rank();
+  // a.red == 3: launched with the splits of a tile as one cluster (along y) for store_acc_dsmem
+  const bool dsm = a.red == 3;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -151,14 +136,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   if (threadIdx.x == 0) {
     wgr::bar_init(&full[0], 1);
     wgr::bar_init(&full[1], 1);
-    wgr::bar_init(&empty[0], 4 * kWG * ncl);
-    wgr::bar_init(&empty[1], 4 * kWG * ncl);
+    wgr::bar_init(&empty[0], 4 * kWG);
+    wgr::bar_init(&empty[1], 4 * kWG);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (ncl > 1)
-    cluster_sync();  // every CTA's barriers exist before any peer copies or arrives
-  else
-    __syncthreads();
+  __syncthreads();
   // stage layout: [x: kXBlock][block sums: kXm][weights: kRows x kWPitch]; called by all of warp 0
   auto issue_w = [&](int i) {
     const int slot = i & 1;
@@ -175,15 +157,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm + blk * 256);
     if (lane == 0) {
-      if (ncl == 1) {
-        wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
-        wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
-      } else {  // this CTA's 1/ncl of x and of the sums, to every CTA of the cluster
-        const unsigned px = wg::kXBlock / ncl, pm = kXm / ncl;
-        const uint16_t mask = (uint16_t)((1u << ncl) - 1);
-        bulk_copy_mc(dst + crank * px, xsrc + crank * px, px, &full[slot], mask);
-        bulk_copy_mc(dst + wg::kXBlock + crank * pm, msrc + crank * pm, pm, &full[slot], mask);
-      }
+      wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
+      wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
     }
   };
   if (warp == 0)
@@ -203,7 +178,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   for (int i = 0; i < n_my; i++) {
     const int slot = i & 1;
     if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
-      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1 (every CTA)
+      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1
       issue_w(i + 1);
       issue_x(i + 1);
     }
@@ -258,16 +233,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
         }
       }
     __syncwarp();
-    if (lane < (int)ncl) {  // lane j: this warp is done with the slot, told to cluster CTA j
-      if (ncl == 1)
-        wgr::bar_arrive(&empty[slot]);
-      else
-        bar_arrive_cta(&empty[slot], (uint32_t)lane);
-    }
+    if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
-  if (ncl > 1) cluster_sync();  // no CTA leaves while a peer may still arrive on its barriers
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if (dsm)
+    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
+  else
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
@@ -280,39 +252,106 @@ inline int wg_force() {
   return v;
 }
 
+// Launch with programmatic dependent launch (pdl) and clusters of clx x cly CTAs (1 x 1: none); launch_pdl_cluster's
+// form with the cluster along y too (the split-K clusters of DS_MVB_RED=3).
+template <class... P, class... A>
+cudaError_t launch_xy(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl, int clx,
+                      int cly, A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute at[2];
+  unsigned n = 0;
+  if (pdl) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n].val.programmaticStreamSerializationAllowed = 1;
+    n++;
+  }
+  if (clx * cly > 1) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = (unsigned)clx;
+    at[n].val.clusterDim.y = (unsigned)cly;
+    at[n].val.clusterDim.z = 1;
+    n++;
+  }
+  cfg.attrs = at;
+  cfg.numAttrs = n;
+  return cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
+}
+
+// How many clusters of 1 x cly CTAs of kernel k (block threads, smem bytes of shared memory) the device holds at once
+// (cudaOccupancyMaxActiveClusters, cached per kernel through the caller's table; 0 where the query fails). The split
+// clusters are used only where a grid's clusters are all co-resident: one CTA per SM and ~200 KB of shared memory
+// leave no room for a second wave, and a GPC's SMs need not divide by the cluster size.
+template <class K>
+int max_clusters(K* k, int threads, int smem, int cly, std::atomic<int> (&cache)[9]) {
+  int v = cache[cly].load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(1, (unsigned)cly);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = (size_t)smem;
+  cudaLaunchAttribute at{};
+  at.id = cudaLaunchAttributeClusterDimension;
+  at.val.clusterDim.x = 1;
+  at.val.clusterDim.y = (unsigned)cly;
+  at.val.clusterDim.z = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, (const void*)k, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  cache[cly].store(n, std::memory_order_relaxed);
+  if (const char* e = std::getenv("DS_MVB_CLUSTER_LOG"); e && e[0] == '1')
+    std::fprintf(stderr, "[matvec_batched] clusters of 1 x %d CTAs (%d threads, %d B shared): %d co-resident\n", cly,
+                 threads, smem, n);
+  return n;
+}
+
+// Split-K clusters for a launch of tiles x splits CTAs when a.red == 3 asks for them: cluster (1, splits) if the shape
+// has 2..8 splits and all its clusters are co-resident (H200 at ~180 KB of shared memory: 66 clusters of 2, only 30 of
+// 4), else 1, and a.red falls back to 1 (the same bits through global memory).
+template <class K, class A>
+int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, std::atomic<int> (&cache)[9]) {
+  if (a.red != 3) return 1;
+  if (grid.y >= 2 && grid.y <= 8 && (int)grid.x <= max_clusters(k, threads, smem, (int)grid.y, cache)) {
+    dsmem_launches().fetch_add(1, std::memory_order_relaxed);
+    return (int)grid.y;
+  }
+  a.red = 1;
+  return 1;
+}
+
 template <int kWG, bool kN64>
-Status launch_block(const wg::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
+Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
       cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const int cly = split_cluster(block_kernel<kWG, kN64>, 128 * kWG, kSmem, a, grid, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl_cluster(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl, a, map);
+      launch_xy(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), 1, cly, a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-// n64: hi / lo as two n64 wgmmas into one accumulator set; ncl: CTAs per cluster sharing x (1, 2 or 4; the row tiles
-// are padded to a multiple of it; 1 where the padded plan would not fit the split buffers).
+// n64: hi / lo as two n64 wgmmas into one accumulator set.
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64, int ncl) {
+                     cudaStream_t stream, bool accumulate, bool n64) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid));
-  if (ncl != 2 && ncl != 4) ncl = 1;
-  if (ncl > 1) {
-    const int64_t tiles = (grid.x + ncl - 1) / ncl * ncl;
-    if (tiles > gemm::kMaxTiles || (grid.y > 1 && tiles * grid.y * 64 * n_wg > wg::kPartRows))
-      ncl = 1;
-    else
-      grid.x = (unsigned)tiles;
-  }
-  if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, ncl, stream) : launch_block<3, false>(a, grid, ncl, stream);
-  return n64 ? launch_block<2, true>(a, grid, ncl, stream) : launch_block<2, false>(a, grid, ncl, stream);
+  if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
+  return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }
 
 }  // namespace wgb

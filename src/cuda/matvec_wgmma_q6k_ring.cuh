@@ -1,9 +1,11 @@
 // Batched Q6_K matvec, 25 <= B <= 64 (min_batch()): wg6::q6k_kernel's arithmetic (same products in the same order for the same
 // warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
 // the Q4_K block kernel's data path
-// (matvec_wgmma_block.cuh): per block one stage = x (64 KB, multicast to a cluster of ncl CTAs, each loading 1/ncl of
-// it) and the CTA's weight rows as one 2D tensor copy, on full / empty mbarriers, no __syncthreads in the loop,
-// programmatic dependent launch (weights of the first two blocks before griddepcontrol.wait). Include from
+// (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
+// empty mbarriers, no __syncthreads in the loop, programmatic dependent launch (weights of the first two blocks before
+// griddepcontrol.wait); DS_MVB_RED=3: the splits of a row tile as one cluster, summed through distributed shared memory
+// (wg::store_acc_dsmem). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
+// batched9: removed in splitk11.) Include from
 // matvec_batched.cu after matvec_wgmma_q6k.cuh and matvec_wgmma_block.cuh; sm_90a only.
 //  * Q6_K blocks are 210 bytes, so block starts are not 16-byte aligned, which the tensor copy needs (the earlier
 //    attempt with boxes starting at blk·210 died with an illegal instruction): the box starts at (blk·210) & ~15 and
@@ -36,11 +38,12 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
+  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const uint32_t ncl = wgb::cluster_size(), crank = wgb::cluster_rank();
+  const bool dsm = a.red == 3;  // launched with the splits of a tile as one cluster (along y; wgb::split_cluster)
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -49,14 +52,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   if (threadIdx.x == 0) {
     wgr::bar_init(&full[0], 1);
     wgr::bar_init(&full[1], 1);
-    wgr::bar_init(&empty[0], 4 * kWG * ncl);
-    wgr::bar_init(&empty[1], 4 * kWG * ncl);
+    wgr::bar_init(&empty[0], 4 * kWG);
+    wgr::bar_init(&empty[1], 4 * kWG);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (ncl > 1)
-    wgb::cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();
   // stage layout: [x: kXBlock][weights: kRows x kBox]; called by all of warp 0
   auto issue_w = [&](int i) {
     const int slot = i & 1;
@@ -70,14 +70,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
     const int slot = i & 1;
     uint8_t* dst = smem + slot * kStage;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + (bk0 + i) * kXBlock;
-    if (lane == 0) {
-      if (ncl == 1) {
-        wgr::bulk_copy(dst, xsrc, kXBlock, &full[slot]);
-      } else {
-        const unsigned px = kXBlock / ncl;
-        wgb::bulk_copy_mc(dst + crank * px, xsrc + crank * px, px, &full[slot], (uint16_t)((1u << ncl) - 1));
-      }
-    }
+    if (lane == 0) wgr::bulk_copy(dst, xsrc, kXBlock, &full[slot]);
   };
   if (warp == 0)
     for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
@@ -224,31 +217,30 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
       }
     }
     __syncwarp();
-    if (lane < (int)ncl) {
-      if (ncl == 1)
-        wgr::bar_arrive(&empty[slot]);
-      else
-        wgb::bar_arrive_cta(&empty[slot], (uint32_t)lane);
-    }
+    if (lane == 0) wgr::bar_arrive(&empty[slot]);
   }
-  if (ncl > 1) wgb::cluster_sync();
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if (dsm)
+    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
+  else
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
 template <int kWG, bool kPipe, bool kBlk = false>
-Status launch_ring(const wg6::Args& a, dim3 grid, int ncl, cudaStream_t stream) {
+Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
       cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kBlk>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
+  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const int cly = wgb::split_cluster(ring_kernel<kWG, kPipe, kBlk>, 128 * kWG, kSmem, a, grid, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl_cluster(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), ncl,
-                         a, map);
+      wgb::launch_xy(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), 1, cly, a,
+                     map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
   return {};
@@ -257,10 +249,9 @@ Status launch_ring(const wg6::Args& a, dim3 grid, int ncl, cudaStream_t stream) 
 // Whether the ring takes this shape: the tensor map's row stride (210·cols/256 bytes) must be a multiple of 16.
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
-// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined), ncl CTAs per cluster sharing x (1, 2 or 4); blk:
-// the block form (kBlk).
+// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); blk: the block form (kBlk).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, int ncl, bool blk) {
+                     cudaStream_t stream, bool accumulate, bool blk) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
   uint32_t* xw;
   float *inv, *scale, *part;
@@ -274,21 +265,13 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring prep)", stream);
   const int rows_per_tile = 64 * n_wg;
-  int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = wg::choose_splits(tiles, nblk, rows_per_tile, sm_count());
-  if (ncl != 2 && ncl != 4) ncl = 1;
-  if (ncl > 1) {
-    const int64_t padded = (tiles + ncl - 1) / ncl * ncl;
-    if (padded > gemm::kMaxTiles || (splits > 1 && padded * splits * rows_per_tile > wg::kPartRows))
-      ncl = 1;
-    else
-      tiles = padded;
-  }
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (blk) return n_wg == 3 ? launch_ring<3, false, true>(a, grid, ncl, stream) : launch_ring<2, false, true>(a, grid, ncl, stream);
-  return n_wg == 3 ? launch_ring<3, false>(a, grid, ncl, stream) : launch_ring<2, true>(a, grid, ncl, stream);
+  if (blk) return n_wg == 3 ? launch_ring<3, false, true>(a, grid, stream) : launch_ring<2, false, true>(a, grid, stream);
+  return n_wg == 3 ? launch_ring<3, false>(a, grid, stream) : launch_ring<2, true>(a, grid, stream);
 }
 
 }  // namespace wg6r
