@@ -1,6 +1,7 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
 // gdn_kernel, gdn_split_kernel (4-CTA clusters), gdn_tma_kernel (persistent, bulk copies) and gdn_tma_out_kernel
-// (gdn12: load slots refilled once read, stores through an out slot, 2 barriers per token) must give the same bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
+// (gdn12: load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with the
+// next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
 // float64 evaluation of the delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1):
 // kernel times per batch and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
@@ -31,8 +32,8 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma", "tma-out"};
-constexpr int kKernels = 4;
+constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma", "tma-out", "tma-out-smem-in"};
+constexpr int kKernels = 5;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -240,7 +241,7 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
     EXPECT_EQ(0, std::memcmp(r[k].state.data(), r[0].state.data(), r[0].state.size())) << what << ": state, "
                                                                                           << kKernel[k];
   }
-  // Without the debug outputs: the same out and states (kernels 2 and 3 against kernel 0 of the run above).
+  // Without the debug outputs: the same out and states (kernels 2, 3, 4 against kernel 0 of the run above).
   for (int k = 2; k < kKernels; k++) {
     Outs nd;
     run_kernel(p, k, false, nd);
