@@ -34,6 +34,10 @@
 //   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
 //   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
 //   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
+// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; DS_GDN_TMA_OUT=1 / 2, default 0 = gdn_tma_kernel; not yet measured):
+//   gdn_tma_kernel with its load slots refilled as soon as the threads have read the state into registers and
+//   the update sent back through one dedicated out slot, so two loads (not one) are in flight during an update;
+//   2 barriers per token instead of 4; =2: the next item's inputs in shared memory by cp.async (no spills).
 #include <cooperative_groups.h>
 
 #include <algorithm>
