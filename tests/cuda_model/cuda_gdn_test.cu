@@ -1,9 +1,10 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
 // gdn_kernel, gdn_split_kernel (4-CTA clusters), gdn_tma_kernel (persistent, bulk copies) and gdn_tma_out_kernel
 // (gdn12: load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with the
-// next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
-// float64 evaluation of the delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1):
-// kernel times per batch and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
+// next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
+// d_k 64 and 128, for decode steps and multi-token steps, and match a float64 evaluation of the delta rule + gated
+// RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the state-copy
+// rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
