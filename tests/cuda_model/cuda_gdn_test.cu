@@ -1,8 +1,10 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
-// gdn_kernel, gdn_split_kernel (4-CTA clusters) and gdn_tma_kernel (persistent, bulk copies) must give the same
-// bits (outputs, states, debug outputs) at d_k 64 and 128, for decode steps and multi-token steps, and match a
-// float64 evaluation of the delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1):
-// kernel times per batch and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
+// gdn_kernel, gdn_split_kernel (4-CTA clusters), gdn_tma_kernel (persistent, bulk copies) and gdn_tma_out_kernel
+// (gdn12: load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with the
+// next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
+// d_k 64 and 128, for decode steps and multi-token steps, and match a float64 evaluation of the delta rule + gated
+// RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the state-copy
+// rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -31,7 +33,8 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma"};
+constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma", "tma-out", "tma-out-smem-in"};
+constexpr int kKernels = 5;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -198,8 +201,8 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
   p.init(dk, nk, nv, ntok, seed);
   ASSERT_TRUE(p.upload());
   const std::string what = "dk " + std::to_string(dk) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
-  Outs r[3];
-  for (int k = 0; k < 3; k++) {
+  Outs r[kKernels];
+  for (int k = 0; k < kKernels; k++) {
     run_kernel(p, k, true, r[k]);
     if (::testing::Test::HasFatalFailure()) return;
   }
@@ -231,7 +234,7 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
   EXPECT_LE(serr, 2e-5 * std::max(1.0, smax)) << what;
   // Every kernel: the same bits as gdn_kernel.
   const size_t nT = (size_t)p.T;
-  for (int k = 1; k < 3; k++) {
+  for (int k = 1; k < kKernels; k++) {
     EXPECT_EQ(0, std::memcmp(r[k].out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out, " << kKernel[k];
     EXPECT_EQ(0, std::memcmp(r[k].core.data(), r[0].core.data(), nT * p.Vd * 4)) << what << ": core, " << kKernel[k];
     EXPECT_EQ(0, std::memcmp(r[k].g.data(), r[0].g.data(), nT * p.nv * 4)) << what << ": g, " << kKernel[k];
@@ -239,11 +242,16 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
     EXPECT_EQ(0, std::memcmp(r[k].state.data(), r[0].state.data(), r[0].state.size())) << what << ": state, "
                                                                                           << kKernel[k];
   }
-  // Without the debug outputs: the same out and states (kernel 2 against kernel 0 of the run above).
-  Outs nd;
-  run_kernel(p, 2, false, nd);
-  EXPECT_EQ(0, std::memcmp(nd.out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out without dbg";
-  EXPECT_EQ(0, std::memcmp(nd.state.data(), r[0].state.data(), r[0].state.size())) << what << ": state without dbg";
+  // Without the debug outputs: the same out and states (kernels 2, 3, 4 against kernel 0 of the run above).
+  for (int k = 2; k < kKernels; k++) {
+    Outs nd;
+    run_kernel(p, k, false, nd);
+    EXPECT_EQ(0, std::memcmp(nd.out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out without dbg, "
+                                                                             << kKernel[k];
+    EXPECT_EQ(0, std::memcmp(nd.state.data(), r[0].state.data(), r[0].state.size())) << what
+                                                                                      << ": state without dbg, "
+                                                                                      << kKernel[k];
+  }
   p.free_all();
 }
 
@@ -258,6 +266,11 @@ TEST(GdnStep, KernelsGiveSameBitsDecode) {
   check_case(128, 16, 32, std::vector<int>(64, 1), 3);
   check_case(64, 4, 8, std::vector<int>(64, 1), 4);
   check_case(64, 2, 4, std::vector<int>(3, 1), 5);
+  // gdn12: B = 16 and 37 at d_k 128 (on 132 SMs 3-4 / 8-9 items per CTA: tma-out's 2 load slots wrap; 512 and
+  // 1184 items are not multiples of 132), d_k 64 with 2048 items (15-16 per CTA: its 12 load slots wrap).
+  check_case(128, 16, 32, std::vector<int>(16, 1), 9);
+  check_case(128, 16, 32, std::vector<int>(37, 1), 10);
+  check_case(64, 16, 32, std::vector<int>(64, 1), 11);
 }
 
 // Multi-token steps (the step-path prefill): several tokens per sequence, one with none.
@@ -268,6 +281,11 @@ TEST(GdnStep, KernelsGiveSameBitsMultiToken) {
   std::vector<int> many(40, 1);
   many[3] = 4, many[39] = 2, many[20] = 0;
   check_case(128, 16, 32, many, 8);
+  // gdn12: d_k 64, 64 sequences of 0-2 tokens (63 tokens, within a step's 64; 2048 items: tma-out's 12 load
+  // slots wrap, empty items between).
+  std::vector<int> mixed(64);
+  for (int s = 0; s < 64; s++) mixed[s] = s % 3;
+  check_case(64, 16, 32, mixed, 12);
 }
 
 namespace {
@@ -443,7 +461,7 @@ TEST(GdnBench, Time) {
       std::sort(v.begin(), v.end());
       std::printf("[gdn11] B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", S, name, v[3], v[0], bytes / (v[3] * 1e6));
     };
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < kKernels; k++)
       time(kKernel[k], bytes, [&] {
         mk::gdn_force_kernel(k);
         const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
@@ -468,8 +486,9 @@ TEST(GdnBench, Time) {
       cp.free_all();
     }
     if (S == 64) {
-      const char* names[] = {"copy split-pattern", "copy coalesced 128thr", "copy gdn_kernel-pattern", "copy tma"};
-      for (int m = 0; m < 4; m++)
+      const char* names[] = {"copy split-pattern", "copy coalesced 128thr", "copy gdn_kernel-pattern", "copy tma",
+                             "copy tma-out"};
+      for (int m = 0; m < 5; m++)
         time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
       void* d2 = nullptr;
       CU(cudaMalloc(&d2, (size_t)S * p.stride));
@@ -493,13 +512,13 @@ TEST(GdnBench, Profile) {
   p.init(128, 16, 32, std::vector<int>(64, 1), 12);
   ASSERT_TRUE(p.upload());
   ASSERT_TRUE(p.reset_state());
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < kKernels; k++) {
     mk::gdn_force_kernel(k);
     const Status st = mk::gdn_step(p.args(false), p.dio, 64, nullptr);
     mk::gdn_force_kernel(-1);
     ASSERT_TRUE(st.ok());
   }
-  for (int m = 0; m < 4; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  for (int m = 0; m < 5; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }

@@ -34,6 +34,10 @@
 //   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
 //   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
 //   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
+// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; DS_GDN_TMA_OUT=1 / 2, default 0 = gdn_tma_kernel; not yet measured):
+//   gdn_tma_kernel with its load slots refilled as soon as the threads have read the state into registers and
+//   the update sent back through one dedicated out slot, so two loads (not one) are in flight during an update;
+//   2 barriers per token instead of 4; =2: the next item's inputs in shared memory by cp.async (no spills).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -580,6 +584,247 @@ cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStrea
                     a, io, n_items);
 }
 
+// ---- gdn_tma_out_kernel (gdn12; DS_GDN_TMA_OUT=1, default off): gdn_tma_kernel with the load ring decoupled
+// from the store ----
+// The state is in registers during the update, so its load slot is not needed after the threads have read it:
+// here kIn load slots are refilled right after the read (item k + kIn into item k's slot, after the item's first
+// barrier), and the update goes back through ONE dedicated out slot by one bulk store. In flight during an item's
+// update: the loads of the next kIn items (2 at DK 128: 128 KB per SM, each issued a whole update earlier than in
+// gdn_tma_kernel, where a stage was refilled only after its bulk store had read it, so one load was in flight) and
+// the previous item's store. Shared memory: (kIn + 1) slots (192 KB at DK 128, as gdn_tma_kernel's 3 stages).
+// The out slot is free again once the previous item's store has read it: thread 0 (which issues every store)
+// waits for that (bulk wait_group.read 0) before the item's last barrier, a whole update after the store began.
+// Token loop: 2 barriers per token instead of 4: (1) q / k in shared memory, (2) the warp sums of o^2 in red;
+// single buffers suffice, as every reader of sq / sk passes (2) before any thread writes them again, and every
+// reader of red passes the next token's (1) (or the item's out-slot barrier) before red is written again. The
+// norm adds the same warp sums in the same order as block_sum, rule_row does the same arithmetic: the same bits.
+// kSIn (DS_GDN_TMA_OUT=2): the next item's first-token inputs and head constants go to shared memory by cp.async
+// (issued at the start of the item before, waited for at the item's first barrier) instead of registers (the
+// 40 B of spills at the 128-register cap); the first token reads q and k from there (no copy into sq / sk); the
+// items' token ranges come from StepIO's start[] copied to shared memory once.
+template <int DK>
+struct TmaOutCfg {
+  static constexpr int kThreads = DK * 4;
+  static constexpr unsigned kBytes = DK * DK * 4;  // one value head's state
+  static constexpr int kIn = DK == 128 ? 2 : 12;   // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB)
+  static constexpr size_t kSmem = (size_t)(kIn + 1) * kBytes;
+};
+
+// An item's first-token inputs and head constants in shared memory (kSIn).
+template <int DK>
+struct TmoIn {
+  float q[DK], k[DK], v[DK], z[DK];  // v, z: of rows j = 0 .. DK-1
+  float a, b, sa, dtb;
+};
+
+#ifdef DS_GDN_TMA_ARCH
+__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Item `item`'s inputs into `in` by cp.async (one group per thread, committed also when empty); t0 / t1: its
+// token range. The same elements gdn_kernel<DK, true> loads for the first token.
+template <int DK>
+__device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0, int t1, TmoIn<DK>& in) {
+  const int nv = a.n_v_heads, h = item % nv, tid = threadIdx.x;
+  if (t0 < t1) {
+    const int kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
+    const int64_t Kd = (int64_t)a.n_k_heads * DK;
+    const float* ut = a.u + (int64_t)t0 * a.ldu;
+    if (tid < DK) {
+      cp_async4(&in.q[tid], ut + (int64_t)kh * DK + tid);
+      cp_async4(&in.k[tid], ut + Kd + (int64_t)kh * DK + tid);
+      cp_async4(&in.v[tid], ut + 2 * Kd + (int64_t)h * DK + tid);
+      cp_async4(&in.z[tid], a.z + (int64_t)t0 * a.ldz + (int64_t)h * DK + tid);
+    } else if (tid == DK) {
+      cp_async4(&in.a, a.a + (int64_t)t0 * a.lda + h);
+    } else if (tid == DK + 1) {
+      cp_async4(&in.b, a.b + (int64_t)t0 * a.ldb + h);
+    }
+  }
+  if (tid == DK + 2) cp_async4(&in.sa, a.ssm_a + h);
+  if (tid == DK + 3) cp_async4(&in.dtb, a.dt_bias + h);
+  cp_async_commit();
+}
+#endif
+
+// kCopy: the data path alone (the state read into registers and written back unchanged): its roofline.
+template <int DK, bool kCopy, bool kSIn>
+__global__ void __launch_bounds__(DK * 4, 1)
+    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
+#ifdef DS_GDN_TMA_ARCH
+  using C = TmaOutCfg<DK>;
+  constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
+  static_assert(kC % 2 == 0, "chunk pairs");
+  static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
+  extern __shared__ __align__(128) unsigned char gdn_tmo_smem[];
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float red[kW];
+  __shared__ __align__(8) uint64_t full[kIn];
+  __shared__ __align__(16) TmoIn<DK> ins[kSIn ? 2 : 1];  // kSIn: item k's inputs in ins[k & 1]
+  __shared__ int sstart[kSIn ? kMaxStepTokens + 1 : 1];
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
+  const int nv = a.n_v_heads, G = (int)gridDim.x;
+  const int n_my = (n_items - (int)blockIdx.x + G - 1) / G;  // >= 1: the grid has at most n_items CTAs
+  if constexpr (kSIn) {  // StepIO: uploaded before the step
+    for (int i = tid; i <= n_items / nv; i += DK * 4) sstart[i] = io->start[i];
+  }
+  auto slot = [&](int k) { return gdn_tmo_smem + (size_t)(k % kIn) * C::kBytes; };
+  unsigned char* const out = gdn_tmo_smem + (size_t)kIn * C::kBytes;
+  auto gstate = [&](int k) {
+    const int item = (int)blockIdx.x + k * G;
+    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+  };
+  if (tid == 0) {
+    for (int i = 0; i < kIn; i++) mbar_init(&full[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0)  // the states: written by no kernel of the step before this one (StepIO: uploaded before it)
+    for (int k = 0; k < kIn && k < n_my; k++) {
+      mbar_expect(&full[k], C::kBytes);
+      bulk_load(slot(k), gstate(k), C::kBytes, &full[k]);
+    }
+  const float nw = a.norm_w[j];
+  pdl_wait();
+  pdl_trigger();
+  ItemIn nxt{}, cur{};
+  if constexpr (!kCopy && !kSIn) load_item<DK>(a, io, (int)blockIdx.x, nxt);
+  if constexpr (!kCopy && kSIn) {  // sstart: written before the barrier after the mbarrier init
+    const int s0 = (int)blockIdx.x / nv;
+    issue_item_in<DK>(a, (int)blockIdx.x, sstart[s0], sstart[s0 + 1], ins[0]);
+  }
+  float4* O4 = reinterpret_cast<float4*>(out) + j * (DK / 4);
+  for (int k = 0; k < n_my; k++) {
+    const int item = (int)blockIdx.x + k * G, h = item % nv;
+    const float4* L4 = reinterpret_cast<const float4*>(slot(k)) + j * (DK / 4);
+    // Item k's slot, once every thread has read it (called after a barrier that follows the reads), refilled
+    // with item k + kIn; every thread has passed its wait on this slot's current phase (before the reads).
+    auto refill = [&] {
+      if (tid == 0 && k + kIn < n_my) {
+        mbar_expect(&full[k % kIn], C::kBytes);
+        bulk_load(slot(k), gstate(k + kIn), C::kBytes, &full[k % kIn]);
+      }
+    };
+    if constexpr (!kCopy && !kSIn) {  // the next item's inputs in flight during this one
+      cur = nxt;
+      if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
+    }
+    const TmoIn<DK>& in = ins[kSIn ? k & 1 : 0];
+    if constexpr (!kCopy && kSIn) {
+      const int s = item / nv;
+      cur.t0 = sstart[s];
+      cur.t1 = sstart[s + 1];
+      // The next item's inputs in flight during this one: into ins[(k + 1) & 1], whose last readers (item
+      // k - 1) have passed that item's out-slot barrier.
+      if (k + 1 < n_my) {
+        const int s1 = (item + G) / nv;
+        issue_item_in<DK>(a, item + G, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
+      } else {
+        cp_async_commit();  // an empty group: "all but the newest" stays item k's
+      }
+      cp_async_wait1();  // this thread's copies of item k's inputs (issued an item ago) have landed
+    }
+    mbar_wait(&full[k % kIn], (unsigned)(k / kIn) & 1u);
+    float4 m[kC];
+#pragma unroll
+    for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (as gdn_tma_kernel)
+      const float4 x0 = L4[r + kL * (p + odd)], x1 = L4[r + kL * (p + 1 - odd)];
+      m[p] = odd ? x1 : x0;
+      m[p + 1] = odd ? x0 : x1;
+    }
+    bool refilled = false;
+    if constexpr (!kCopy) {
+      for (int t = cur.t0; t < cur.t1; t++) {  // gdn_kernel<DK, true>'s token loop, 2 barriers per token
+        const bool first = t == cur.t0;
+        float qv = cur.q, kv0 = cur.k, av = cur.a, bv = cur.b, vj = cur.v, zv = cur.z;
+        if (!first) {
+          const float* ut = a.u + (int64_t)t * a.ldu;
+          const int kh = h % a.n_k_heads;
+          const int64_t Kd = (int64_t)a.n_k_heads * DK;
+          if (tid < DK) {
+            qv = ut[(int64_t)kh * DK + tid];
+            kv0 = ut[Kd + (int64_t)kh * DK + tid];
+          }
+          av = a.a[(int64_t)t * a.lda + h];
+          bv = a.b[(int64_t)t * a.ldb + h];
+          vj = ut[2 * Kd + (int64_t)h * DK + j];
+          zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+        }
+        // every reader of the previous token's sq / sk has passed its barrier (2); kSIn: the first token's
+        // q and k are read from `in`
+        if (tid < DK && !(kSIn && first)) {
+          sq[tid] = qv;
+          sk[tid] = kv0;
+        }
+        __syncthreads();  // (1) sq / sk written; on the first token also: the slot read by every thread (and,
+                          // kSIn, every thread's copies of `in` landed)
+        if (!refilled) {
+          refill();
+          refilled = true;
+        }
+        if (kSIn && first) {
+          av = in.a, bv = in.b, vj = in.v[j], zv = in.z[j];
+        }
+        const float sa = kSIn ? in.sa : cur.sa, dtb = kSIn ? in.dtb : cur.dtb;
+        const float4* q4 = reinterpret_cast<const float4*>(kSIn && first ? in.q : sq);
+        const float4* k4 = reinterpret_cast<const float4*>(kSIn && first ? in.k : sk);
+        const float g = sa * softplus_f(av + dtb);
+        const float beta = sigmoid_f(bv);
+        const float decay = expf(g);
+        const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
+        // block_sum's arithmetic: warp sums, then every thread adds them in warp order from 0.f
+        const float wv = warp_sum(r == 0 ? o * o : 0.f);
+        if ((tid & 31) == 0) red[tid >> 5] = wv;  // every reader of red has passed this token's barrier (1)
+        if (tid == 0 && t + 1 == cur.t1) bulk_wait_read<0>();  // the out slot: read by item k - 1's store
+        __syncthreads();  // (2)
+        float ss = 0.f;
+#pragma unroll
+        for (int w = 0; w < kW; w++) ss += red[w];
+        const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+        if (r == 0) {
+          a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
+          if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+        }
+        if (tid == 0 && a.dbg_g) {
+          a.dbg_g[(int64_t)t * nv + h] = g;
+          a.dbg_beta[(int64_t)t * nv + h] = beta;
+        }
+      }
+    }
+    if (!refilled) {  // no tokens (or kCopy): uniform over the block
+      if (tid == 0) bulk_wait_read<0>();
+      __syncthreads();  // the slot read by every thread; the out slot free
+      refill();
+    }
+    // The out slot: free (thread 0 waited for the previous store's read before the last barrier above).
+#pragma unroll
+    for (int p = 0; p < kC; p += 2) {
+      O4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
+      O4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
+    }
+    fence_async_smem();
+    __syncthreads();  // the out slot complete; also: every reader of red / sq / sk of the last token is done
+    if (tid == 0) bulk_store(gstate(k), out, C::kBytes);
+  }
+  if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
+#endif
+}
+
+template <int DK, bool kCopy, bool kSIn>
+cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  using C = TmaOutCfg<DK>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn>;
+  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const int n_items = a.n_v_heads * n_seqs;
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items);
+}
+
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
 // Every (value head, sequence) state read and written back times `one` (1.0f at run time) by CTAs of
 // DK * 4 / kSplit threads, 8 float4 per thread, no clusters: kCoal false: gdn_split_kernel's pattern (lane r of
@@ -686,13 +931,26 @@ int gdn_tma_min() {
   return v;
 }
 
+// DS_GDN_TMA_OUT: where gdn_step takes gdn_tma_kernel, 1 = gdn_tma_out_kernel instead, 2 = the same with the
+// next item's inputs in shared memory (kSIn); 0 (default until measured on the H200): gdn_tma_kernel (gdn12).
+int gdn_tma_out() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_TMA_OUT");
+    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+  }();
+  return v;
+}
+
 std::atomic<int> g_force{-1};  // gdn_force_kernel
 
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
-  if (force == 2 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
-    const cudaError_t e = launch_tma<DK, false>(a, io, n_seqs, stream);
+  if (force >= 2 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
+    const int out = force >= 2 ? force - 2 : gdn_tma_out();  // 0 gdn_tma_kernel, 1 / 2 gdn_tma_out_kernel
+    const cudaError_t e = out == 2   ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
+                          : out == 1 ? launch_tma_out<DK, false, false>(a, io, n_seqs, stream)
+                                     : launch_tma<DK, false>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
@@ -751,7 +1009,7 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 
-void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 4 ? k : -1); }
 
 template <int DK>
 cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s) {
@@ -761,6 +1019,7 @@ cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs,
     case 1: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
     case 2: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f); break;
     case 3: return launch_tma<DK, true>(a, io, n_seqs, s);
+    case 4: return launch_tma_out<DK, true, false>(a, io, n_seqs, s);
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
