@@ -41,8 +41,6 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float red[32];
   const float* xr = x + (int64_t)blockIdx.x * ldx;
   float* yr = y + (int64_t)blockIdx.x * ldy;
-  pdl_wait();
-  pdl_trigger();
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
   ss = block_sum(ss, red);
@@ -64,16 +62,10 @@ __global__ void __launch_bounds__(kThreads)
   const int n4 = (int)(n / 4);
   float4 v[kV4], g[kV4];
 #pragma unroll
-  for (int j = 0; j < kV4; j++) {  // the norm weights: written by no kernel, loaded before the wait
-    const int i = threadIdx.x + j * kThreads;
-    g[j] = i < n4 ? __ldg(wr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-  pdl_wait();
-  pdl_trigger();
-#pragma unroll
   for (int j = 0; j < kV4; j++) {
     const int i = threadIdx.x + j * kThreads;
     v[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    g[j] = i < n4 ? __ldg(wr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   float ss = 0.f;
 #pragma unroll
@@ -91,16 +83,12 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  pdl_wait();
-  pdl_trigger();
   if (i < n) y[i] += x[i];
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ g, int64_t ldg, const float* __restrict__ u, int64_t ldu,
                               float* __restrict__ y, int64_t n_cols) {
   const int64_t r = blockIdx.y;
-  pdl_wait();
-  pdl_trigger();
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_cols; i += (int64_t)gridDim.x * blockDim.x)
     y[r * n_cols + i] = silu_f(g[r * ldg + i]) * u[r * ldu + i];
 }
@@ -124,26 +112,6 @@ bool step_pdl() {
   }();
   return on;
 }
-// DS_BASIC_PDL=0: RMSNorm, add and SwiGLU launched plainly (session 10 A/B; before, they always were). As
-// programmatic dependents (launch_step) they wait for the previous kernel before reading anything it may write,
-// and let the next kernel (its CTAs, its weight prefetch) start while they run: fewer drains per layer.
-static bool basic_pdl() {
-  static const bool on = [] {
-    const char* e = std::getenv("DS_BASIC_PDL");
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
-
-template <class... P, class... A>
-static Status launch_basic(void (*k)(P...), dim3 grid, dim3 block, cudaStream_t stream, const char* what, A&&... args) {
-  if (basic_pdl()) return launch_step(k, grid, block, 0, stream, what, std::forward<A>(args)...);
-  k<<<grid, block, 0, stream>>>(std::forward<A>(args)...);
-  const cudaError_t st = launch_status(stream);
-  if (st != cudaSuccess) return cu_err("cuda {}: after launch: {}", what, cudaGetErrorString(st));
-  return {};
-}
-
 bool step_carveout() {
   static const bool on = [] {
     const char* e = std::getenv("DS_STEP_CARVEOUT");
@@ -174,20 +142,26 @@ Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t l
   }();
   const bool v4 = v4_on && n_cols % 4 == 0 && n_cols <= 4 * kV4 * kThreads && ldx % 4 == 0 && ldy % 4 == 0 &&
                   (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)y % 16 == 0;
-  if (v4) return launch_basic(rms_norm_v4_kernel, n_rows, kThreads, stream, "rms_norm", x, ldx, w, y, ldy, n_cols, eps);
-  return launch_basic(rms_norm_kernel, n_rows, kThreads, stream, "rms_norm", x, ldx, w, y, ldy, n_cols, eps);
+  if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  else rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  CUDA_TRY_LAUNCH("rms_norm", stream);
+  return {};
 }
 
 Status add(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n < 1) return {};
-  return launch_basic(add_kernel, (unsigned)((n + kThreads - 1) / kThreads), kThreads, stream, "add", y, x, n);
+  add_kernel<<<(unsigned)((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(y, x, n);
+  CUDA_TRY_LAUNCH("add", stream);
+  return {};
 }
 
 Status swiglu(const float* g, int64_t ldg, const float* u, int64_t ldu, float* y, int n_rows, int64_t n_cols,
               cudaStream_t stream) {
   if (n_rows < 1 || n_cols < 1) return cu_err("cuda swiglu: {} rows of {}", n_rows, n_cols);
   const unsigned gx = (unsigned)std::min<int64_t>((n_cols + kThreads - 1) / kThreads, 1024);
-  return launch_basic(swiglu_kernel, dim3(gx, n_rows), kThreads, stream, "swiglu", g, ldg, u, ldu, y, n_cols);
+  swiglu_kernel<<<dim3(gx, n_rows), kThreads, 0, stream>>>(g, ldg, u, ldu, y, n_cols);
+  CUDA_TRY_LAUNCH("swiglu", stream);
+  return {};
 }
 
 }  // namespace ds::cuda::mk
