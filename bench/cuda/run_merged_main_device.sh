@@ -3,8 +3,8 @@
 # lines, per-kernel breakdowns, batched decode 8/32/64, serving at 1/8/32/64 clients, memcheck on the newest
 # kernels' tests. Carried as devwork-X/ (inside /work/main: the device tool copies that checkout) holding
 # b.tar.xz (tools/gpu_bundle.sh output; lib/ without libcublas*/libcudart*, binaries stripped), this script as
-# go.sh, and optionally lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
-# "B ENV [-- ARGS]" per extra batched line), lines_<size>.txt (tg128 lines of the other sizes), extra_tests.txt ("ENV BINARY FILTER" per line), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
+# go.sh, and optionally sanitize.txt ("TOOL ENV BINARY FILTER" per line, ENV as in extra_tests.txt), lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
+# "B ENV [-- ARGS]" per extra batched line), lines_<size>.txt (tg128 lines of the other sizes), extra_tests.txt ("ENV BINARY FILTER" per line; ENV = VAR=V[,VAR=V...]), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
 # (~400 s + the cold start). Env: LIM (s), SIZES, TC_FILTER, SHARDS (test_cuda processes at once), CB_ARGS (extra
 # cuda-bench arguments for the batched lines, e.g. --select 0). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
 # Records: session 6 (docs/measurements/2026-12-03-h200-session6-final.txt), session 7
@@ -57,12 +57,16 @@ for s in ${SIZES:-9B 0.8B 27B 4B}; do [ $s = 9B ] && continue; waitm $s || { say
   if [ -e "$D/lines_$s.txt" ]; then while read -r l; do bench $s "$l"; done < "$D/lines_$s.txt"; else bench $s DS_DEFAULT=1; fi; done
 # extra_tests.txt: one "ENV BINARY FILTER" per line (e.g. a default-off kernel forced on for its tests), after the benches.
 [ -e "$D/extra_tests.txt" ] && while read -r e b f; do [ $(el) -lt $LIM ] || { say "skip $b $e $f"; continue; }
-  step "$b $e $f" 90 "$OUT/tests.log" env $e "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
+  step "$b $e $f" 90 "$OUT/tests.log" env ${e//,/ } "$B/$b" --gtest_brief=1 --gtest_filter="$f"; done < "$D/extra_tests.txt"
 grep -E "FAILED|PASSED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$CS" ] && [ -n "${MEMCHECK:-}" ] && [ $(el) -lt $LIM ]; then
   step "memcheck $MEMCHECK" $(( LIM + 60 - $(el) )) "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 "$B/test_cuda" --gtest_brief=1 --gtest_filter="$MEMCHECK"
   grep -E "ERROR SUMMARY" "$OUT/sanitizer.log" | tee -a "$OUT/steps.log"
 fi
+# sanitize.txt: one "TOOL ENV BINARY FILTER" per line (compute-sanitizer memcheck / racecheck / synccheck on any test binary).
+[ -n "$CS" ] && [ -e "$D/sanitize.txt" ] && while read -r tool e b f; do [ $(el) -lt $(( LIM + 60 )) ] || { say "skip $tool $b $f"; continue; }
+  step "$tool $e $b $f" 90 "$OUT/sanitizer.log" env ${e//,/ } "$CS" --tool "$tool" --error-exitcode 1 "$B/$b" --gtest_brief=1 --gtest_filter="$f"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1 | tee -a "$OUT/steps.log"; done < "$D/sanitize.txt"
 say done
 (cd "$OUT" && tar czf all.tgz --exclude all.tgz . && find . -type f ! -name all.tgz ! -name steps.log -delete)

@@ -34,7 +34,7 @@
 //   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
 //   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
 //   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
-// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; DS_GDN_TMA_OUT=1 / 2, default 0 = gdn_tma_kernel; not yet measured):
+// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; DS_GDN_TMA_OUT=2 default, 1, 0 = gdn_tma_kernel; H200: -0.23 ms per step at 64):
 //   gdn_tma_kernel with its load slots refilled as soon as the threads have read the state into registers and
 //   the update sent back through one dedicated out slot, so two loads (not one) are in flight during an update;
 //   2 barriers per token instead of 4; =2: the next item's inputs in shared memory by cp.async (no spills).
@@ -584,7 +584,7 @@ cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStrea
                     a, io, n_items);
 }
 
-// ---- gdn_tma_out_kernel (gdn12; DS_GDN_TMA_OUT=1, default off): gdn_tma_kernel with the load ring decoupled
+// ---- gdn_tma_out_kernel (gdn12; DS_GDN_TMA_OUT=1 / 2 = default): gdn_tma_kernel with the load ring decoupled
 // from the store ----
 // The state is in registers during the update, so its load slot is not needed after the threads have read it:
 // here kIn load slots are refilled right after the read (item k + kIn into item k's slot, after the item's first
@@ -931,12 +931,14 @@ int gdn_tma_min() {
   return v;
 }
 
-// DS_GDN_TMA_OUT: where gdn_step takes gdn_tma_kernel, 1 = gdn_tma_out_kernel instead, 2 = the same with the
-// next item's inputs in shared memory (kSIn); 0 (default until measured on the H200): gdn_tma_kernel (gdn12).
+// DS_GDN_TMA_OUT: where gdn_step takes the bulk-copy path, 2 (default) = gdn_tma_out_kernel with the next item's
+// inputs in shared memory (kSIn), 1 = gdn_tma_out_kernel, 0 = gdn_tma_kernel (gdn11). All give the same bits.
+// H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64 8.948 / 8.981 ms with 2,
+// 9.025 / 9.039 with 1, 9.189 / 9.205 with 0; B = 16 8.255 vs 8.385 ms; GdnBench B = 64 80.6 / 84.0 / 89.1 us.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
-    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+    return e && (e[0] == '0' || e[0] == '1' || e[0] == '2') ? e[0] - '0' : 2;
   }();
   return v;
 }
