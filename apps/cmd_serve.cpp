@@ -228,6 +228,11 @@ ds::app::RunFn setup(CLI::App& app) {
                "while at least as many sequences wait for their prompt as decode, run all those prompts before the "
                "next decode step (fuller decode batches after a burst of requests; the decoding few wait longer; default on)")
       ->capture_default_str();
+  app.add_option("--prefill-first-max", o->eng.prefill_first_max,
+                 "most prompt tokens --prefill-first runs between two decode steps (bounds the decoding sequences' "
+                 "wait when long prompts arrive together; 0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--warm-up,!--no-warm-up", o->eng.warm_up,
                "cuda: capture the decode step of every batch size before serving (no capture inside a served step; default on)")
       ->capture_default_str();

@@ -51,6 +51,8 @@ Status validate(const EngineConfig& c) {
   if (c.max_queue < 0) return err("engine: max_queue must be >= 0, got {}", c.max_queue);
   if (c.prefill_chunk < 1) return err("engine: prefill_chunk must be >= 1, got {}", c.prefill_chunk);
   if (c.prefill_budget < 1) return err("engine: prefill_budget must be >= 1, got {}", c.prefill_budget);
+  if (c.prefill_first_max < 0)
+    return err("engine: prefill_first_max must be >= 0 (0: no limit), got {}", c.prefill_first_max);
   if (c.prefix_cache_min_tokens < 1)
     return err("engine: prefix_cache_min_tokens must be >= 1, got {}", c.prefix_cache_min_tokens);
   return {};
@@ -393,7 +395,9 @@ void Engine::loop() {
         if (s->n_prompt_done < s->req.prompt.size()) n_prompt++;
         else if (s->pending >= 0) n_decode++;
       }
-      if (n_prompt > 0 && n_prompt >= n_decode) budget = std::numeric_limits<int64_t>::max();
+      if (n_prompt > 0 && n_prompt >= n_decode)
+        budget = cfg_.prefill_first_max > 0 ? std::max<int64_t>(budget, cfg_.prefill_first_max)
+                                             : std::numeric_limits<int64_t>::max();
     }
     for (auto& sp : I.active) {
       Seq& s = *sp;

@@ -175,6 +175,44 @@ TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
   }
 }
 
+// prefill_first_max bounds the lifted budget: with room for 48 prompt tokens per step, the first prompt's rest and
+// the burst of 3 x 40 tokens take three steps with decode steps between them (without the bound: one step).
+TEST(Engine, PrefillFirstMaxBoundsTheStall) {
+  auto o = opts(4, 1024);
+  o.decode_delay = 200us;
+  o.prefill_delay_per_token = 400us;
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;
+  cfg.prefill_chunk = 8;
+  cfg.prefill_budget = 8;
+  cfg.prefill_first = true;
+  cfg.prefill_first_max = 48;
+  Rig rig(o, cfg);
+  std::vector<std::vector<int32_t>> ps = {prompt_of(70, 150)};
+  std::vector<std::shared_ptr<RequestHandle>> hs = {rig.submit(greedy(ps[0], 30))};
+  for (int w = 0; w < 2000 && rig.fb.n_prefill_tokens.load() == 0; w++) std::this_thread::sleep_for(100us);
+  ASSERT_GT(rig.fb.n_prefill_tokens.load(), 0);
+  for (int i = 1; i < 4; i++) {
+    ps.push_back(prompt_of(70 + i, 40));
+    hs.push_back(rig.submit(greedy(ps.back(), 30)));
+  }
+  for (size_t i = 0; i < hs.size(); i++)
+    EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], 30, rig.codec)) << "request " << i;
+  const auto b = rig.fb.batches();
+  ASSERT_GE(b.size(), 3u);
+  // The first prompt's last 6 tokens leave 42 of the step's 48 for the burst: at most one burst prompt joins the
+  // first decode step, and 78 burst tokens remain for the next steps (48 per step), so the second has < 4 too.
+  EXPECT_LT(b[0], 4) << "the whole burst ran before the first decode step";
+  EXPECT_LT(b[1], 4) << "48 tokens per step: the burst of 120 prompt tokens cannot all run before the second step";
+  EXPECT_EQ(*std::max_element(b.begin(), b.end()), 4) << "all four decode together once the burst is in";
+}
+
+TEST(Engine, RejectsNegativePrefillFirstMax) {
+  EngineConfig cfg;
+  cfg.prefill_first_max = -1;
+  EXPECT_FALSE(validate(cfg).ok());
+}
+
 // prefill_first lifts the budget only while prompts outnumber (or equal) the decoding sequences: a prompt that
 // arrives while three sequences decode still runs 8 tokens per step.
 TEST(Engine, PrefillFirstKeepsTheBudgetWhileMostDecode) {
