@@ -16,7 +16,9 @@ The whole run is bounded by --budget-s.
 
   python3 tests/e2e/serve_bench.py --model FILE [--backend cuda] [--parallel 64] [--levels 1,8,32,64]
       [--prompt-tokens 512] [--max-tokens 128] [--requests 2] [--ctx N] [--out bench/results/serve.jsonl]
-      [--server-args "--prefix-cache-mb 0"] [--label TEXT]
+      [--server-args "--prefix-cache-mb 0"] [--label TEXT] [--think-ms MS]
+--think-ms MS: each client waits an exponential time of mean MS before each request, so requests stop arriving
+in bursts (time to first token under spread-out arrivals; the wall time then includes the waits).
 Environment: DS_BIN (default build/apps/deltaserve).
 Exit status: 0 when every request generated exactly max_tokens and the server answered no 5xx.
 """
@@ -178,12 +180,17 @@ def one(port, body, max_tokens, st):
         st.latency.append((time.perf_counter() - t) * 1e3)
 
 
-def run_clients(n_clients, n_requests, make_body, port, max_tokens, st):
-    def client():
+def run_clients(n_clients, n_requests, make_body, port, max_tokens, st, think_ms=0.0):
+    """n_clients threads, each sending n_requests back to back; with think_ms > 0 each waits an exponential time of
+    that mean before every request (its first too), so arrivals spread out instead of coming in bursts."""
+    def client(i):
+        rng = random.Random(0x51ED + i)  # fixed per client: runs are comparable
         for _ in range(n_requests):
+            if think_ms > 0:
+                time.sleep(rng.expovariate(1e3 / think_ms))
             one(port, make_body(), max_tokens, st)
 
-    threads = [threading.Thread(target=client) for _ in range(n_clients)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -214,6 +221,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=230)
     ap.add_argument("--server-args", default="")
     ap.add_argument("--label", default="")
+    ap.add_argument("--think-ms", type=float, default=0.0,
+                    help="mean of an exponential wait before each request of a client (0: back to back, in step)")
     # "--server-args --prefill-first" would read the value as an option: join such a pair into --server-args=VALUE.
     argv, i = [], 1
     while i < len(sys.argv):
@@ -227,6 +236,8 @@ def main():
     levels = [int(x) for x in a.levels.split(",")]
     if min(levels) < 1 or a.prompt_tokens < 1 or a.max_tokens < 1 or a.requests < 1:
         ap.error("levels, --prompt-tokens, --max-tokens and --requests must be positive")
+    if a.think_ms < 0:
+        ap.error("--think-ms must be >= 0")
     ctx = a.ctx or max(1024, a.prompt_tokens + a.max_tokens + 64)
     binary = os.environ.get("DS_BIN", os.path.join(HERE, "..", "..", "build", "apps", "deltaserve"))
 
@@ -282,7 +293,7 @@ def main():
         st = Stats()
         ph0 = srv.phases()
         ts = time.perf_counter()
-        run_clients(c, a.requests, make_body, srv.port, a.max_tokens, st)
+        run_clients(c, a.requests, make_body, srv.port, a.max_tokens, st, a.think_ms)
         wall = time.perf_counter() - ts
         ph1 = srv.phases()
         steps = ph1["ds_decode_steps_total"] - ph0["ds_decode_steps_total"]
@@ -294,6 +305,7 @@ def main():
             "model_bytes": os.path.getsize(a.model), "backend": meta["backend"], "device": device,
             "slots": meta["parallel"], "ctx": meta["n_ctx"], "concurrency": c, "requests": c * a.requests,
             "ok": st.ok, "errors": st.errors, "prompt_tokens": a.prompt_tokens, "max_tokens": a.max_tokens,
+            "think_ms": a.think_ms,
             "wall_s": r2(wall),
             "output_tok_s": r1(st.tokens / wall),  # aggregate generated tokens per second
             "total_tok_s": r1((st.tokens + st.prompt_tokens) / wall),  # prompt + generated
