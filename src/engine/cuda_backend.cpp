@@ -182,7 +182,7 @@ class CudaBackend : public Backend {
     const int64_t n = st.n_past();
     const int64_t room = std::min<int64_t>(n_ctx_, (n + SnapshotPool::kRoundTokens - 1) / SnapshotPool::kRoundTokens *
                                                        SnapshotPool::kRoundTokens);
-    auto reuse = pool_->take(m_->recurrent_state_bytes() + (size_t)n * m_->kv_bytes_per_token());
+    auto reuse = pool_->take(m_->state_bytes(n));
     DS_ASSIGN(std::unique_ptr<cuda::CudaSnapshot> s, m_->save(st, std::move(reuse), room));
     return std::unique_ptr<Snapshot>(std::make_unique<CudaSnapshotBox>(std::move(s), pool_));
   }

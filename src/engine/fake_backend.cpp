@@ -118,10 +118,6 @@ Status FakeBackend::restore(int32_t slot, const Snapshot& snap) {
   return {};
 }
 
-}  // namespace ds::engine
-
-namespace ds::engine {
-
 Status FakeBackend::warm_up() {
   n_warm_ups++;
   return {};

@@ -322,7 +322,7 @@ Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s, std
                                                       int64_t capacity_tokens) const {
   if (s.owner_ != this) return cu_err("cuda: save: the sequence state belongs to another model");
   const int64_t n = s.n_past_, kvr = impl_->kv_row_bytes;
-  const size_t need = rec_bytes_ + (size_t)n * kv_bytes_per_pos_;
+  const size_t need = state_bytes(n);
   std::unique_ptr<CudaSnapshot> snap;
   if (reuse && reuse->owner_ == this && reuse->buf_.size() >= need) snap = std::move(reuse);
   else snap = std::make_unique<CudaSnapshot>();
@@ -330,7 +330,7 @@ Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s, std
   snap->n_tokens_ = s.n_past_;
   snap->max_ctx_ = s.max_ctx_;
   if (snap->buf_.size() < need) {
-    DS_ASSIGN(snap->buf_, DeviceBuffer::alloc(rec_bytes_ + (size_t)std::max(n, capacity_tokens) * kv_bytes_per_pos_));
+    DS_ASSIGN(snap->buf_, DeviceBuffer::alloc(state_bytes(std::max(n, capacity_tokens))));
   }
   cudaStream_t st = impl_->stream;
   uint8_t* dst = snap->buf_.as<uint8_t>();

@@ -141,7 +141,7 @@ class CudaModel {
   const Qwen35Config& cfg() const { return cfg_; }
   const CudaModelOptions& options() const { return opt_; }
   size_t weight_bytes() const { return weight_bytes_; }
-  // Bytes of a state for max_ctx positions (recurrent part + KV cache).
+  // Bytes of a state (or of a snapshot) of max_ctx positions: the recurrent part, then the K / V rows.
   size_t state_bytes(int64_t max_ctx) const;
   size_t recurrent_state_bytes() const { return rec_bytes_; }
   size_t kv_bytes_per_token() const { return kv_bytes_per_pos_; }
