@@ -139,45 +139,10 @@ TEST(Engine, WarmsUpTheBackendOnceUnlessTurnedOff) {
   }
 }
 
-// A burst of prompts while one sequence decodes: with prefill_first they all run before the next decode step
-// (the second decode step is a full batch); without it the budget lets 8 prompt tokens through per step, so
-// the one decoding sequence steps alone meanwhile. Replies equal the prompts run alone either way.
-TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
-  for (bool first : {true, false}) {
-    auto o = opts(4, 1024);
-    o.decode_delay = 200us;
-    o.prefill_delay_per_token = 400us;
-    EngineConfig cfg;
-    cfg.prefix_cache_bytes = 0;
-    cfg.prefill_chunk = 8;
-    cfg.prefill_budget = 8;
-    cfg.prefill_first = first;
-    Rig rig(o, cfg);
-    std::vector<std::vector<int32_t>> ps = {prompt_of(40, 150)};
-    std::vector<std::shared_ptr<RequestHandle>> hs = {rig.submit(greedy(ps[0], 30))};
-    // The burst arrives while the first prompt runs (60 ms of prefill; its first chunk has started).
-    for (int w = 0; w < 2000 && rig.fb.n_prefill_tokens.load() == 0; w++) std::this_thread::sleep_for(100us);
-    ASSERT_GT(rig.fb.n_prefill_tokens.load(), 0);
-    for (int i = 1; i < 4; i++) {
-      ps.push_back(prompt_of(40 + i, 40));
-      hs.push_back(rig.submit(greedy(ps.back(), 30)));
-    }
-    for (size_t i = 0; i < hs.size(); i++)
-      EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], 30, rig.codec)) << "request " << i << " first " << first;
-    const auto b = rig.fb.batches();
-    ASSERT_GE(b.size(), 2u);
-    if (first) {
-      EXPECT_EQ(b[0], 1) << "the first prompt ran alone before its first decode step";
-      EXPECT_EQ(b[1], 4) << "the burst's prompts all ran before the second decode step";
-    } else {
-      EXPECT_EQ(b[1], 1) << "8 prompt tokens per step: the burst takes 15 steps";
-    }
-  }
-}
-
-// prefill_first_max bounds the lifted budget: with room for 48 prompt tokens per step, the first prompt's rest and
-// the burst of 3 x 40 tokens take three steps with decode steps between them (without the bound: one step).
-TEST(Engine, PrefillFirstMaxBoundsTheStall) {
+// A prompt of 150 tokens, then (once its first chunk has started: 60 ms of prefill in all) a burst of three of 40,
+// on 4 slots with 8-token chunks and an 8-token budget, 30 tokens generated each. Checks every reply against the
+// prompt run alone and returns the decode steps' batch sizes in order.
+std::vector<int32_t> burst_batches(bool prefill_first, int64_t prefill_first_max, int32_t seed) {
   auto o = opts(4, 1024);
   o.decode_delay = 200us;
   o.prefill_delay_per_token = 400us;
@@ -185,20 +150,40 @@ TEST(Engine, PrefillFirstMaxBoundsTheStall) {
   cfg.prefix_cache_bytes = 0;
   cfg.prefill_chunk = 8;
   cfg.prefill_budget = 8;
-  cfg.prefill_first = true;
-  cfg.prefill_first_max = 48;
+  cfg.prefill_first = prefill_first;
+  cfg.prefill_first_max = prefill_first_max;
   Rig rig(o, cfg);
-  std::vector<std::vector<int32_t>> ps = {prompt_of(70, 150)};
+  std::vector<std::vector<int32_t>> ps = {prompt_of(seed, 150)};
   std::vector<std::shared_ptr<RequestHandle>> hs = {rig.submit(greedy(ps[0], 30))};
   for (int w = 0; w < 2000 && rig.fb.n_prefill_tokens.load() == 0; w++) std::this_thread::sleep_for(100us);
-  ASSERT_GT(rig.fb.n_prefill_tokens.load(), 0);
+  EXPECT_GT(rig.fb.n_prefill_tokens.load(), 0) << "the first prompt never started";
   for (int i = 1; i < 4; i++) {
-    ps.push_back(prompt_of(70 + i, 40));
+    ps.push_back(prompt_of(seed + i, 40));
     hs.push_back(rig.submit(greedy(ps.back(), 30)));
   }
   for (size_t i = 0; i < hs.size(); i++)
-    EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], 30, rig.codec)) << "request " << i;
-  const auto b = rig.fb.batches();
+    EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], 30, rig.codec))
+        << "request " << i << " prefill_first " << prefill_first << " max " << prefill_first_max;
+  return rig.fb.batches();
+}
+
+// With prefill_first the burst's prompts all run before the next decode step (the second decode step is a full
+// batch); without it the budget lets 8 prompt tokens through per step, so the one decoding sequence steps alone
+// meanwhile. Replies equal the prompts run alone either way.
+TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
+  const auto on = burst_batches(true, EngineConfig{}.prefill_first_max, 40);  // the default bound (32768) lets it all through
+  ASSERT_GE(on.size(), 2u);
+  EXPECT_EQ(on[0], 1) << "the first prompt ran alone before its first decode step";
+  EXPECT_EQ(on[1], 4) << "the burst's prompts all ran before the second decode step";
+  const auto off = burst_batches(false, EngineConfig{}.prefill_first_max, 40);
+  ASSERT_GE(off.size(), 2u);
+  EXPECT_EQ(off[1], 1) << "8 prompt tokens per step: the burst takes 15 steps";
+}
+
+// prefill_first_max bounds the lifted budget: with room for 48 prompt tokens per step, the first prompt's rest and
+// the burst of 3 x 40 tokens take three steps with decode steps between them (with the default bound: one step, above).
+TEST(Engine, PrefillFirstMaxBoundsTheStall) {
+  const auto b = burst_batches(true, 48, 70);
   ASSERT_GE(b.size(), 3u);
   // The first prompt's last 6 tokens leave 42 of the step's 48 for the burst: at most one burst prompt joins the
   // first decode step, and 78 burst tokens remain for the next steps (48 per step), so the second has < 4 too.
