@@ -1,7 +1,8 @@
 // Row and elementwise kernels of the model: embedding lookup (one block per token, one thread per
 // quantization unit), RMSNorm (one block per row), residual add and SwiGLU (one thread per element).
-#include <cstdlib>
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
@@ -81,6 +82,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Rows of n = 4 · blockDim.x elements (n % 128 == 0, n <= 4096): one float4 of x and w per thread, so the block
+// is as wide as the row and a row costs one load round trip and one block_sum (64-row decode batches: 64 blocks,
+// latency-bound with 256 threads each). Sums: the thread's 4 products in order, then block_sum; other bits than
+// rms_norm_v4_kernel (DS_RMS_ROW=1 selects it; A/B).
+__global__ void __launch_bounds__(1024)
+    rms_norm_row_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, float* __restrict__ y,
+                        int64_t ldy, int64_t n, float eps) {
+  __shared__ float red[32];
+  const float4 v = reinterpret_cast<const float4*>(x + (int64_t)blockIdx.x * ldx)[threadIdx.x];
+  const float4 g = __ldg(reinterpret_cast<const float4*>(w) + threadIdx.x);
+  const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w, red);
+  const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+  reinterpret_cast<float4*>(y + (int64_t)blockIdx.x * ldy)[threadIdx.x] =
+      make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
+}
+
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] += x[i];
@@ -92,6 +109,24 @@ __global__ void swiglu_kernel(const float* __restrict__ g, int64_t ldg, const fl
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_cols; i += (int64_t)gridDim.x * blockDim.x)
     y[r * n_cols + i] = silu_f(g[r * ldg + i]) * u[r * ldu + i];
 }
+
+// swiglu_kernel with one float4 per thread (n_cols, ldg, ldu % 4 == 0, 16-byte-aligned rows): the same
+// arithmetic per element, so the same bits; a quarter of the load instructions.
+__global__ void swiglu_v4_kernel(const float4* __restrict__ g, int64_t ldg4, const float4* __restrict__ u, int64_t ldu4,
+                                 float4* __restrict__ y, int64_t n4) {
+  const int64_t r = blockIdx.y;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+    const float4 a = g[r * ldg4 + i], b = u[r * ldu4 + i];
+    y[r * n4 + i] = make_float4(silu_f(a.x) * b.x, silu_f(a.y) * b.y, silu_f(a.z) * b.z, silu_f(a.w) * b.w);
+  }
+}
+
+bool env_on(const char* name, bool dflt) {
+  const char* e = std::getenv(name);
+  return e ? e[0] != '0' : dflt;
+}
+
+std::atomic<int> g_rms_force{-1}, g_swiglu_force{-1};
 
 template <class QT>
 Status launch_embed(const void* w, int64_t n_cols, const StepIO* io, int n_tokens, float* y, cudaStream_t stream) {
@@ -136,17 +171,20 @@ Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int
 Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
                 float eps, cudaStream_t stream) {
   if (n_rows < 1 || n_cols < 1) return cu_err("cuda rms_norm: {} rows of {}", n_rows, n_cols);
-  static const bool v4_on = [] {  // DS_RMS_V4=0: the one-pass-per-loop kernel (A/B switch)
-    const char* e = std::getenv("DS_RMS_V4");
-    return !(e && e[0] == '0');
-  }();
-  const bool v4 = v4_on && n_cols % 4 == 0 && n_cols <= 4 * kV4 * kThreads && ldx % 4 == 0 && ldy % 4 == 0 &&
+  static const int env_kind = !env_on("DS_RMS_V4", true) ? 0 : env_on("DS_RMS_ROW", false) ? 2 : 1;
+  const int kind = g_rms_force.load() >= 0 ? g_rms_force.load() : env_kind;
+  const bool v4 = kind >= 1 && n_cols % 4 == 0 && n_cols <= 4 * kV4 * kThreads && ldx % 4 == 0 && ldy % 4 == 0 &&
                   (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)y % 16 == 0;
-  if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  if (v4 && kind == 2 && n_cols % 128 == 0 && n_cols <= 4096)
+    rms_norm_row_kernel<<<n_rows, (unsigned)(n_cols / 4), 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  else if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
   else rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
   CUDA_TRY_LAUNCH("rms_norm", stream);
   return {};
 }
+
+void rms_force_kernel(int k) { g_rms_force.store(k >= 0 && k <= 2 ? k : -1); }
+void swiglu_force_kernel(int k) { g_swiglu_force.store(k >= 0 && k <= 1 ? k : -1); }
 
 Status add(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n < 1) return {};
@@ -158,8 +196,19 @@ Status add(float* y, const float* x, int64_t n, cudaStream_t stream) {
 Status swiglu(const float* g, int64_t ldg, const float* u, int64_t ldu, float* y, int n_rows, int64_t n_cols,
               cudaStream_t stream) {
   if (n_rows < 1 || n_cols < 1) return cu_err("cuda swiglu: {} rows of {}", n_rows, n_cols);
-  const unsigned gx = (unsigned)std::min<int64_t>((n_cols + kThreads - 1) / kThreads, 1024);
-  swiglu_kernel<<<dim3(gx, n_rows), kThreads, 0, stream>>>(g, ldg, u, ldu, y, n_cols);
+  static const bool env_v4 = env_on("DS_SWIGLU_V4", true);  // DS_SWIGLU_V4=0: one float per thread (A/B)
+  const bool v4_on = g_swiglu_force.load() >= 0 ? g_swiglu_force.load() == 1 : env_v4;
+  if (v4_on && n_cols % 4 == 0 && ldg % 4 == 0 && ldu % 4 == 0 && (uintptr_t)g % 16 == 0 && (uintptr_t)u % 16 == 0 &&
+      (uintptr_t)y % 16 == 0) {
+    const int64_t n4 = n_cols / 4;
+    const unsigned gx = (unsigned)std::min<int64_t>((n4 + kThreads - 1) / kThreads, 1024);
+    swiglu_v4_kernel<<<dim3(gx, n_rows), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(g), ldg / 4, reinterpret_cast<const float4*>(u), ldu / 4,
+        reinterpret_cast<float4*>(y), n4);
+  } else {
+    const unsigned gx = (unsigned)std::min<int64_t>((n_cols + kThreads - 1) / kThreads, 1024);
+    swiglu_kernel<<<dim3(gx, n_rows), kThreads, 0, stream>>>(g, ldg, u, ldu, y, n_cols);
+  }
   CUDA_TRY_LAUNCH("swiglu", stream);
   return {};
 }
