@@ -135,7 +135,7 @@ struct Problem {
     const int G = nh / nkv;
     const double scale = 1.0 / std::sqrt((double)hd);
     core.assign((size_t)T * nh * hd, 0.0), out.assign(core.size(), 0.0);
-    std::vector<double> w;
+    std::vector<double> w, o;
     for (int t = 0; t < T; t++)
       for (int h = 0; h < nh; h++) {
         const int g = h / G, n = pos[t] + 1;
@@ -151,13 +151,13 @@ struct Problem {
           m = std::max(m, w[p]);
         }
         for (int p = 0; p < n; p++) sum += (w[p] = std::exp(w[p] - m));
+        o.assign(hd, 0.0);
+        for (int p = 0; p < n; p++)  // rows in memory order
+          for (int i = 0; i < hd; i++) o[i] += w[p] * V[((size_t)p * nkv + g) * hd + i];
         for (int i = 0; i < hd; i++) {
-          double o = 0;
-          for (int p = 0; p < n; p++) o += w[p] * V[((size_t)p * nkv + g) * hd + i];
-          o /= sum;
           const size_t oi = ((size_t)t * nh + h) * hd + i;
-          core[oi] = o;
-          out[oi] = o / (1.0 + std::exp(-(double)gate[((size_t)t * nh + h) * 2 * hd + hd + i]));
+          core[oi] = o[i] / sum;
+          out[oi] = core[oi] / (1.0 + std::exp(-(double)gate[((size_t)t * nh + h) * 2 * hd + hd + i]));
         }
       }
   }
@@ -294,6 +294,25 @@ bool bench_on() {
   const char* e = std::getenv("DS_ATTN_BENCH");
   return e && e[0] == '1';
 }
+
+// Median and min time per launch (us) of variant v over 7 runs of 10 back-to-back launches.
+void time_variant(Problem& p, const Variant& v, cudaEvent_t e0, cudaEvent_t e1, float& med, float& mn) {
+  force(v);
+  auto launch = [&] { return mk::attention(p.args(false), p.dio, p.T, nullptr).ok(); };
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(launch()) << v.name;
+  std::vector<float> t;
+  for (int rep = 0; rep < 7; rep++) {
+    CU(cudaEventRecord(e0));
+    for (int i = 0; i < 10; i++) ASSERT_TRUE(launch()) << v.name;
+    CU(cudaEventRecord(e1));
+    CU(cudaEventSynchronize(e1));
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 100.f);
+  }
+  std::sort(t.begin(), t.end());
+  med = t[3], mn = t[0];
+}
 }  // namespace
 
 // Median time per launch (us) of each variant at the 9B's shape; K/V TB/s = the rows read / time.
@@ -315,22 +334,27 @@ TEST(AttnBench, Time) {
     ASSERT_TRUE(p.upload());
     const double bytes = 2.0 * sh.B * (sh.pos + 1) * p.nkv * p.hd * 4;
     for (const Variant& v : kVariants) {
-      force(v);
-      auto launch = [&] { return mk::attention(p.args(false), p.dio, p.T, nullptr).ok(); };
-      for (int i = 0; i < 3; i++) ASSERT_TRUE(launch());
-      std::vector<float> t;
-      for (int rep = 0; rep < 7; rep++) {
-        CU(cudaEventRecord(e0));
-        for (int i = 0; i < 10; i++) ASSERT_TRUE(launch());
-        CU(cudaEventRecord(e1));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 100.f);
-      }
-      std::sort(t.begin(), t.end());
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
       std::printf("[attn13] B %2d pos %4d ctx %4d %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B, sh.pos,
-                  sh.max_ctx, v.name, t[3], t[0], bytes / (t[3] * 1e6));
+                  sh.max_ctx, v.name, med, mn, bytes / (med * 1e6));
+    }
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+  }
+  // Fewer splits at B = 64, 528 positions (other bits: the split plan; A/B of the plan only).
+  for (int ns : {8, 4}) {
+    Problem p;
+    p.init(16, 4, 256, 1024, ns, std::vector<std::vector<int>>(64, {528}), 512, 10);
+    ASSERT_TRUE(p.upload());
+    const double bytes = 2.0 * 64 * 529 * p.nkv * p.hd * 4;
+    for (const Variant& v : {kVariants[0], kVariants[3], kVariants[4], kVariants[6]}) {
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[attn13] B 64 pos  528 ctx 1024 %2d splits %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", ns,
+                  v.name, med, mn, bytes / (med * 1e6));
     }
     CU(cudaDeviceSynchronize());
     p.free_all();
