@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv; mkdir -p "$W"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
 X=$B/deltaserve; TM=$B/test_cuda_model
-LIM=${LIM:-112}
+LIM=${LIM:-105}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
 step() { local name=$1 limit=$2 log=$3; shift 3; [ $(el) -lt $LIM ] || { say "skip $name"; return; }; say "== $name"; echo "==== $name" >> "$log"
