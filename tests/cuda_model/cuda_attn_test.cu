@@ -277,9 +277,12 @@ TEST(AttnRing, SameBitsNineBBatch) {
   p.init(16, 4, 256, 1024, 16, seqs, 512, 8);
   check_variants(p, "9B, B 64 at 512-600 positions");
 
-  // Sequence 0 alone (token 0: the first T = 1 tokens of the same problem) vs in the batch.
+  // Sequence 0 alone (token 0: the first T = 1 tokens of the same problem) vs in the batch; "default rule": the
+  // loader the environment / default picks (without DS_ATTN_RING: the register loop alone, the ring at 64).
   ASSERT_TRUE(p.upload());
-  for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6]}) {
+  const Variant def{0, -1, 0, "default rule"};
+  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64\n", mk::attn_ring(1), mk::attn_ring(64));
+  for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
     Outs all, one;
     run_variant(p, v, all);
     run_variant(p, v, one, 1);

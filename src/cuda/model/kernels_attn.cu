@@ -20,6 +20,9 @@
 //     k / v projections by the warp that takes them, and the row pos[t] is also stored to the caches by it (so
 //     the block whose position range holds pos[t] writes it). No block reads a row that another block of the
 //     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
+// ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
+//   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
+//   flight per warp at ~117 registers instead of one memory round trip per row; same rows, same order, same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -659,16 +662,25 @@ int attn_prefetch_rows() {
   return forced_prefetch ? forced_prefetch : n;
 }
 
-// Rows in flight per warp through the cp.async ring (attn13): DS_ATTN_RING = 2 or 4, 0 = the register loops
-// (attn_partial_kernel / attn_fused_kernel's). Any value gives the same bits.
-int forced_ring = -1;  // attn_force_ring: -1 = DS_ATTN_RING
-int attn_ring_rows() {
-  static const int n = [] {
+// Rows in flight per warp through the cp.async ring (attn13; any choice gives the same bits, so it may follow the
+// batch). Default: 4 rows from kRingMinTokens tokens per step, else the register loops. H200 (attn13 call 1,
+// AttnBench, 9B shape, us per op): B = 64 at 528 positions of 1024 123.1 -> 106.0 (ring 2: 105.1), at 1000
+// positions 190.1 -> 161.3, at 16 positions 36.3 -> 33.9; B = 32 at 528 71.2 -> 62.1; B = 1 at 528 14.7 -> 15.2 and
+// at 128 of 4096 10.6 -> 10.8 (slower: one block per kv head and split, the ring's fill is not hidden).
+// DS_ATTN_RING = 0 / 2 / 4: that many rows at every batch (0 = the register loops: attn_partial_kernel /
+// attn_fused_kernel's own).
+constexpr int kRingMinTokens = 32;
+int forced_ring = -1;  // attn_force_ring: -1 = DS_ATTN_RING / the default
+int attn_ring_rows(int n_tokens) {
+  static const int env = [] {
     const char* e = std::getenv("DS_ATTN_RING");
-    const int v = e ? std::atoi(e) : 0;
+    if (!e) return -1;
+    const int v = std::atoi(e);
     return v >= 4 ? 4 : v >= 2 ? 2 : 0;
   }();
-  return forced_ring >= 0 ? forced_ring : n;
+  if (forced_ring >= 0) return forced_ring;
+  if (env >= 0) return env;
+  return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
@@ -696,7 +708,7 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
 template <int HPL, int kG>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
-  switch (attn_ring_rows()) {
+  switch (attn_ring_rows(n_tokens)) {
     case 2: return fused ? launch_ring<HPL, kG, 2, true>(a, io, n_tokens, stream)
                          : launch_ring<HPL, kG, 2, false>(a, io, n_tokens, stream);
     case 4: return fused ? launch_ring<HPL, kG, 4, true>(a, io, n_tokens, stream)
@@ -774,7 +786,7 @@ Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io,
 int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
-int attn_ring() { return attn_ring_rows(); }
+int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
