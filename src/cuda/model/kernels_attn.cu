@@ -20,6 +20,9 @@
 //     k / v projections by the warp that takes them, and the row pos[t] is also stored to the caches by it (so
 //     the block whose position range holds pos[t] writes it). No block reads a row that another block of the
 //     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
+// ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
+//   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
+//   flight per warp at ~117 registers instead of one memory round trip per row; same rows, same order, same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -66,6 +69,162 @@ __device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, in
     kx[i] = kr[lane + 32 * i];
     vx[i] = vr[lane + 32 * i];
   }
+}
+
+// cp.async of 16 / 4 bytes into shared memory (attn13's ring); one commit group per call of ring_issue.
+__device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void attn_cp4(float* dst, const float* src) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void attn_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Row p (K then V) of kv head g into the slot [K row | V row] by the warp's lanes; one commit group per call,
+// empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
+// 16-byte aligned (the caches' bases are), else 4-byte copies.
+template <int HPL>
+__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
+                                           int lane, bool al16, float* slot) {
+  constexpr int HD = 32 * HPL;
+  if (p < k1) {
+    const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
+    const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
+    if (al16) {
+#pragma unroll
+      for (int c = lane; c < HD / 2; c += 32)  // 16-byte chunks: K's HD / 4, then V's
+        attn_cp16(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD);
+    } else {
+#pragma unroll
+      for (int i = 0; i < HPL; i++) {
+        attn_cp4(slot + lane + 32 * i, kr + lane + 32 * i);
+        attn_cp4(slot + HD + lane + 32 * i, vr + lane + 32 * i);
+      }
+    }
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// attn13: the warp's rows k0 + warp, + kAttnWarps, ... < k1 through a ring of kS slots in shared memory
+// (`ring`: this warp's kS x 2 HD floats) filled by cp.async, kS rows in flight per warp; attend_row on each in
+// order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
+// one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
+// trip per row (the rotation of prefetched registers waits for the newest load).
+template <int HPL, int kG, int kS>
+__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
+                                          int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
+                                          float scale, float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
+  constexpr int HD = 32 * HPL, kW = kAttnWarps;
+  const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
+  const int p0 = k0 + warp;
+  const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
+#pragma unroll
+  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD);
+  for (int j = 0; j < n_rows; j++) {
+    attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
+    __syncwarp();            // ... and every lane's
+    const float* slot = ring + (j % kS) * 2 * HD;
+    float kx[HPL], vx[HPL];
+#pragma unroll
+    for (int i = 0; i < HPL; i++) {
+      kx[i] = slot[lane + 32 * i];
+      vx[i] = slot[HD + lane + 32 * i];
+    }
+    __syncwarp();  // every lane has read the slot: refill it with row j + kS
+    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD);
+    attend_row<HPL, kG>(qv, kx, vx, G, scale, mx, l, acc);
+  }
+  attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
+}
+
+// The block's (max, sum, weighted V) per q head of its split from the warps' online-softmax states, written to
+// a.part (attn_combine's layout); an empty split writes (-inf, 0, 0). Reached by every thread of the block.
+template <int HPL, int kG>
+__device__ __forceinline__ void write_split(const AttnArgs& a, int t, int g, int sp, int G, int warp, int lane,
+                                            const float (&mx)[kG], const float (&l)[kG],
+                                            const float (&acc)[kG][HPL], float (&sm_m)[kAttnWarps][kG],
+                                            float (&sm_l)[kAttnWarps][kG],
+                                            float (&sm_acc)[kAttnWarps][kG][32 * HPL]) {
+  constexpr int HD = 32 * HPL;
+  const int nh = a.n_head;
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    if (gi >= G) continue;
+    if (lane == 0) {
+      sm_m[warp][gi] = mx[gi];
+      sm_l[warp][gi] = l[gi];
+    }
+#pragma unroll
+    for (int i = 0; i < HPL; i++) sm_acc[warp][gi][lane + 32 * i] = acc[gi][i];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+    const int gi = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm_m[w][gi]);
+    float* out = a.part + (((int64_t)t * nh + g * G + gi) * a.n_splits + sp) * (HD + 2);
+    if (M == -INFINITY) {  // an empty split
+      out[d] = 0.f;
+      if (d == 0) {
+        out[HD] = -INFINITY;
+        out[HD + 1] = 0.f;
+      }
+      continue;
+    }
+    float L = 0.f, A = 0.f;
+#pragma unroll
+    for (int w = 0; w < kAttnWarps; w++) {
+      const float e = expf(sm_m[w][gi] - M);
+      L += sm_l[w][gi] * e;
+      A += sm_acc[w][gi][d] * e;
+    }
+    out[d] = A;
+    if (d == 0) {
+      out[HD] = M;
+      out[HD + 1] = L;
+    }
+  }
+}
+
+// attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
+// DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats.
+template <int HPL, int kG, int kS>
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+  constexpr int HD = 32 * HPL;
+  extern __shared__ __align__(16) float attn_ring_smem[];
+  __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
+  __shared__ float sm_acc[kAttnWarps][kG][HD];
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nh = a.n_head, nkv = a.n_head_kv, G = nh / nkv;
+  pdl_wait();
+  pdl_trigger();
+  const int s = io->seq[t], n_keys = io->pos[t] + 1;
+  const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
+  const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
+  const float* Kc = state_ptr(io, s, a.k_off);
+  const float* Vc = state_ptr(io, s, a.v_off);
+
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    mx[gi] = -INFINITY;
+    l[gi] = 0.f;
+#pragma unroll
+    for (int i = 0; i < HPL; i++) {
+      qv[gi][i] = gi < G ? a.q[((int64_t)t * nh + g * G + gi) * HD + lane + 32 * i] : 0.f;
+      acc[gi][i] = 0.f;
+    }
+  }
+  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, a.scale,
+                         mx, l, acc);
+  write_split<HPL, kG>(a, t, g, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 }
 
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
@@ -165,44 +324,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
       }
     }
   }
-#pragma unroll
-  for (int gi = 0; gi < kG; gi++) {
-    if (gi >= G) continue;
-    if (lane == 0) {
-      sm_m[warp][gi] = mx[gi];
-      sm_l[warp][gi] = l[gi];
-    }
-#pragma unroll
-    for (int i = 0; i < HPL; i++) sm_acc[warp][gi][lane + 32 * i] = acc[gi][i];
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-    const int gi = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm_m[w][gi]);
-    float* out = a.part + (((int64_t)t * nh + g * G + gi) * a.n_splits + sp) * (HD + 2);
-    if (M == -INFINITY) {  // an empty split
-      out[d] = 0.f;
-      if (d == 0) {
-        out[HD] = -INFINITY;
-        out[HD + 1] = 0.f;
-      }
-      continue;
-    }
-    float L = 0.f, A = 0.f;
-#pragma unroll
-    for (int w = 0; w < kAttnWarps; w++) {
-      const float e = expf(sm_m[w][gi] - M);
-      L += sm_l[w][gi] * e;
-      A += sm_acc[w][gi][d] * e;
-    }
-    out[d] = A;
-    if (d == 0) {
-      out[HD] = M;
-      out[HD + 1] = L;
-    }
-  }
+  write_split<HPL, kG>(a, t, g, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 }
 
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
@@ -276,9 +398,11 @@ __device__ __forceinline__ void warp_rope_row(float (&y)[HPL], float* row, int l
 
 // See the file comment. QK: level 2 (q from the projection, this step's k / v rows computed and stored);
 // else q from a.q and every row from the caches (qk_kernel ran before).
-template <int HPL, bool QK, int kG>
+// kR > 0 (attn13, level 1 only): the rows through ring_rows (a ring of kR rows per warp in dynamic shared memory).
+template <int HPL, bool QK, int kG, int kR = 0>
 __global__ void __launch_bounds__(32 * kAttnWarps)
     attn_fused_kernel(const QkArgs qa, const AttnArgs a, const StepIO* __restrict__ io) {
+  static_assert(kR == 0 || !QK, "the ring reads every row from the caches");
   constexpr int HD = 32 * HPL, kW = kAttnWarps, kS = kMaxAttnSplits;
   __shared__ float sm_m[kW][kG], sm_l[kW][kG];
   __shared__ float sm_acc[kW][kG][HD];  // QK: sm_acc[0] holds the roped q heads before the position loop
@@ -346,6 +470,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
     __syncthreads();  // sm_acc is written again after the loop
   }
 
+  if constexpr (kR > 0) {
+    extern __shared__ __align__(16) float attn_ring_smem[];
+    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, a.scale,
+                           mx, l, acc);
+  } else {
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
     if (!QK || p < p_step) {  // a row of an earlier step
@@ -374,6 +503,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
       }
     }
     attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
+  }
   }
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
@@ -523,17 +653,69 @@ bool attn_small_group(int group) {
 // Rows a warp of attn_partial_kernel loads ahead: 2 by default (H200, 9B, 64 sequences at 512-544 positions of a
 // 1024 context: the 8 attention ops 0.936 ms vs 1.000 with 1, 1.639 before serve11's kG 4; serve11 call 1);
 // DS_ATTN_PREFETCH=1: one row (A/B).
+int forced_prefetch = 0;  // attn_force_prefetch: 0 = DS_ATTN_PREFETCH
 int attn_prefetch_rows() {
   static const int n = [] {
     const char* e = std::getenv("DS_ATTN_PREFETCH");
     return e && std::atoi(e) == 1 ? 1 : 2;
   }();
-  return n;
+  return forced_prefetch ? forced_prefetch : n;
+}
+
+// Rows in flight per warp through the cp.async ring (attn13; any choice gives the same bits, so it may follow the
+// batch). Default: 4 rows from kRingMinTokens tokens per step, else the register loops. H200 (attn13 call 1,
+// AttnBench, 9B shape, us per op): B = 64 at 528 positions of 1024 123.1 -> 106.0 (ring 2: 105.1), at 1000
+// positions 190.1 -> 161.3, at 16 positions 36.3 -> 33.9; B = 32 at 528 71.2 -> 62.1; B = 1 at 528 14.7 -> 15.2 and
+// at 128 of 4096 10.6 -> 10.8 (slower: one block per kv head and split, the ring's fill is not hidden).
+// DS_ATTN_RING = 0 / 2 / 4: that many rows at every batch (0 = the register loops: attn_partial_kernel /
+// attn_fused_kernel's own).
+constexpr int kRingMinTokens = 32;
+int forced_ring = -1;  // attn_force_ring: -1 = DS_ATTN_RING / the default
+int attn_ring_rows(int n_tokens) {
+  static const int env = [] {
+    const char* e = std::getenv("DS_ATTN_RING");
+    if (!e) return -1;
+    const int v = std::atoi(e);
+    return v >= 4 ? 4 : v >= 2 ? 2 : 0;
+  }();
+  if (forced_ring >= 0) return forced_ring;
+  if (env >= 0) return env;
+  return n_tokens >= kRingMinTokens ? 4 : 0;
+}
+
+// The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
+template <int HPL, int kG, int kS, bool kFused>
+Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
+  const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
+  if constexpr (kFused) {
+    static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+    return launch_step(attn_fused_kernel<HPL, false, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+                       "attention (ring, fused combine)", QkArgs{}, a, io);
+  } else {
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+                       "attention (ring partial)", a, io));
+    return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                       "attention (combine)", a);
+  }
 }
 
 template <int HPL, int kG>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  if (attn_fused() >= 1 && (a.counters || a.n_splits == 1))
+  const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
+  switch (attn_ring_rows(n_tokens)) {
+    case 2: return fused ? launch_ring<HPL, kG, 2, true>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 2, false>(a, io, n_tokens, stream);
+    case 4: return fused ? launch_ring<HPL, kG, 4, true>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 4, false>(a, io, n_tokens, stream);
+    default: break;
+  }
+  if (fused)
     return launch_step(attn_fused_kernel<HPL, false, kG>, dim3(a.n_splits, a.n_head_kv, n_tokens),
                        dim3(32 * kAttnWarps), 0, stream, "attention (fused combine)", QkArgs{}, a, io);
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
@@ -602,6 +784,9 @@ Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io,
 }  // namespace
 
 int attn_fused() { return attn_fused_level(); }
+void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
+void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
+int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {

@@ -1,0 +1,383 @@
+// The decode attention kernels of src/cuda/model/kernels_attn.cu called directly (mk::attention with the loader
+// forced): the register loops (1 or 2 rows ahead) and attn13's cp.async ring (2 or 4 rows per warp), at fused
+// levels 0 (partial + combine) and 1 (the combine in the last block), must give the same bits (outputs and the
+// pre-gate core) at every head dim and group size the kernels take, with empty splits, one split, multi-token
+// chunks and caches that are not 16-byte aligned (the ring's 4-byte copies); and match a float64 evaluation of
+// softmax(q K^T * scale) V * sigmoid(gate). A sequence's rows are the same alone as in a batch of 64.
+// AttnBench.* (only with DS_ATTN_BENCH=1): time per launch of each loader at the 9B's shape (Time), one launch
+// of each for Nsight Compute (Profile).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_util.h"
+#include "cuda/model/model_kernels.cuh"
+
+using namespace ds;
+namespace mk = ds::cuda::mk;
+
+namespace {
+
+#define ATTN_SKIP_WITHOUT_GPU()                                                               \
+  do {                                                                                        \
+    if (ds::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU test skipped"; \
+  } while (0)
+#define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
+
+// A loader + fused level; `ring` 0 = the register loop with `pf` rows ahead.
+struct Variant {
+  int level, ring, pf;
+  const char* name;
+};
+constexpr Variant kVariants[] = {
+    {0, 0, 2, "partial pf2 + combine"}, {0, 0, 1, "partial pf1 + combine"}, {0, 2, 2, "ring2 + combine"},
+    {0, 4, 2, "ring4 + combine"},       {1, 0, 2, "fused (register loop)"}, {1, 2, 2, "fused ring2"},
+    {1, 4, 2, "fused ring4"},
+};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+// Restores the attention switches a test changed.
+struct Guard {
+  int level = mk::attn_fused();
+  ~Guard() {
+    mk::set_attn_fused(level);
+    mk::attn_force_ring(-1);
+    mk::attn_force_prefetch(0);
+  }
+};
+
+// One attention step: T tokens; token t of sequence seq[t] at position pos[t] reads cache rows 0 .. pos[t].
+struct Problem {
+  int nh = 0, nkv = 0, hd = 0, max_ctx = 0, n_splits = 0, S = 0, T = 0;
+  std::vector<int> pos, seq, start;
+  std::vector<float> q, gate, kc, vc;  // q [T][nh][hd]; gate [T][nh][2 hd] (gate at + hd); kc / vc [S][max_ctx][nkv][hd]
+  int64_t rec = 512, stride = 0;       // k_off = rec; each sequence's allocation (bytes)
+  float *dq = nullptr, *dgate = nullptr, *dpart = nullptr, *dout = nullptr, *dcore = nullptr;
+  unsigned* dcnt = nullptr;
+  unsigned char* dstate = nullptr;
+  mk::StepIO* dio = nullptr;
+
+  int64_t cache_floats() const { return (int64_t)max_ctx * nkv * hd; }
+  int64_t k_off() const { return rec; }
+  int64_t v_off() const { return rec + cache_floats() * 4; }
+
+  // seqs[s] = positions of sequence s's tokens (consecutive in a real step; any here).
+  void init(int nh_, int nkv_, int hd_, int max_ctx_, int n_splits_, const std::vector<std::vector<int>>& seqs,
+            int64_t rec_, uint32_t seed) {
+    nh = nh_, nkv = nkv_, hd = hd_, max_ctx = max_ctx_, n_splits = n_splits_, rec = rec_;
+    S = (int)seqs.size();
+    pos.clear(), seq.clear(), start.assign(1, 0);
+    for (int s = 0; s < S; s++) {
+      for (int p : seqs[s]) pos.push_back(p), seq.push_back(s);
+      start.push_back((int)pos.size());
+    }
+    T = (int)pos.size();
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> U(-1.f, 1.f);
+    q.resize((size_t)T * nh * hd), gate.resize((size_t)T * nh * 2 * hd);
+    for (auto& x : q) x = 2.f * U(g);
+    for (auto& x : gate) x = 3.f * U(g);
+    kc.resize((size_t)S * cache_floats()), vc.resize(kc.size());
+    for (auto& x : kc) x = U(g);
+    for (auto& x : vc) x = U(g);
+  }
+
+  bool upload() {
+    auto up = [](float** d, const std::vector<float>& h) {
+      return cudaMalloc(d, h.size() * 4) == cudaSuccess &&
+             cudaMemcpy(*d, h.data(), h.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess;
+    };
+    if (!up(&dq, q) || !up(&dgate, gate)) return false;
+    const size_t no = (size_t)T * nh * hd;
+    if (cudaMalloc(&dout, no * 4) != cudaSuccess || cudaMalloc(&dcore, no * 4) != cudaSuccess ||
+        cudaMalloc(&dpart, (size_t)T * nh * n_splits * (hd + 2) * 4) != cudaSuccess ||
+        cudaMalloc(&dcnt, (size_t)T * nkv * 4) != cudaSuccess || cudaMemset(dcnt, 0, (size_t)T * nkv * 4) != cudaSuccess)
+      return false;
+    stride = (rec + 2 * cache_floats() * 4 + 255) / 256 * 256;
+    std::vector<unsigned char> h((size_t)S * stride, 0xA5);
+    for (int s = 0; s < S; s++) {  // allocations in reverse order: io.base is used
+      unsigned char* b = &h[(size_t)(S - 1 - s) * stride];
+      std::memcpy(b + k_off(), &kc[(size_t)s * cache_floats()], cache_floats() * 4);
+      std::memcpy(b + v_off(), &vc[(size_t)s * cache_floats()], cache_floats() * 4);
+    }
+    if (cudaMalloc(&dstate, h.size()) != cudaSuccess ||
+        cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) != cudaSuccess)
+      return false;
+    mk::StepIO io{};
+    for (int t = 0; t < T; t++) io.pos[t] = pos[t], io.seq[t] = seq[t];
+    for (int s = 0; s <= S; s++) io.start[s] = start[s];
+    for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(dstate + (int64_t)(S - 1 - s) * stride);
+    return cudaMalloc(&dio, sizeof(io)) == cudaSuccess &&
+           cudaMemcpy(dio, &io, sizeof(io), cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+
+  mk::AttnArgs args(bool dbg) const {
+    mk::AttnArgs a;
+    a.q = dq, a.gate = dgate + hd, a.ld_gate = (int64_t)nh * 2 * hd;
+    a.k_off = k_off(), a.v_off = v_off();
+    a.n_head = nh, a.n_head_kv = nkv, a.head_dim = hd, a.n_splits = n_splits;
+    a.scale = 1.0f / std::sqrt((float)hd);
+    a.part = dpart, a.out = dout, a.dbg_core = dbg ? dcore : nullptr, a.counters = dcnt;
+    return a;
+  }
+
+  // float64: core[t][h][d] and the gated output.
+  void reference(std::vector<double>& core, std::vector<double>& out) const {
+    const int G = nh / nkv;
+    const double scale = 1.0 / std::sqrt((double)hd);
+    core.assign((size_t)T * nh * hd, 0.0), out.assign(core.size(), 0.0);
+    std::vector<double> w, o;
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < nh; h++) {
+        const int g = h / G, n = pos[t] + 1;
+        const float* qh = &q[((size_t)t * nh + h) * hd];
+        const float* K = &kc[(size_t)seq[t] * cache_floats()];
+        const float* V = &vc[(size_t)seq[t] * cache_floats()];
+        w.assign(n, 0.0);
+        double m = -1e300, sum = 0;
+        for (int p = 0; p < n; p++) {
+          double d = 0;
+          for (int i = 0; i < hd; i++) d += (double)qh[i] * K[((size_t)p * nkv + g) * hd + i];
+          w[p] = d * scale;
+          m = std::max(m, w[p]);
+        }
+        for (int p = 0; p < n; p++) sum += (w[p] = std::exp(w[p] - m));
+        o.assign(hd, 0.0);
+        for (int p = 0; p < n; p++)  // rows in memory order
+          for (int i = 0; i < hd; i++) o[i] += w[p] * V[((size_t)p * nkv + g) * hd + i];
+        for (int i = 0; i < hd; i++) {
+          const size_t oi = ((size_t)t * nh + h) * hd + i;
+          core[oi] = o[i] / sum;
+          out[oi] = core[oi] / (1.0 + std::exp(-(double)gate[((size_t)t * nh + h) * 2 * hd + hd + i]));
+        }
+      }
+  }
+
+  void free_all() {
+    for (float* p : {dq, dgate, dpart, dout, dcore}) cudaFree(p);
+    cudaFree(dcnt);
+    cudaFree(dstate);
+    cudaFree(dio);
+  }
+};
+
+void force(const Variant& v) {
+  mk::set_attn_fused(v.level);
+  mk::attn_force_ring(v.ring);
+  mk::attn_force_prefetch(v.pf);
+}
+
+struct Outs {
+  std::vector<float> out, core;
+  std::vector<unsigned> cnt;
+};
+
+// One launch of variant v on the first n_tokens tokens (outputs and partials poisoned with NaN first).
+void run_variant(Problem& p, const Variant& v, Outs& r, int n_tokens = -1) {
+  const int T = n_tokens < 0 ? p.T : n_tokens;
+  const size_t no = (size_t)p.T * p.nh * p.hd;
+  CU(cudaMemset(p.dout, 0xFF, no * 4));  // NaN
+  CU(cudaMemset(p.dcore, 0xFF, no * 4));
+  CU(cudaMemset(p.dpart, 0xFF, (size_t)p.T * p.nh * p.n_splits * (p.hd + 2) * 4));
+  force(v);
+  const Status st = mk::attention(p.args(true), p.dio, T, nullptr);
+  ASSERT_TRUE(st.ok()) << v.name << ": " << (st.ok() ? "" : st.error().message);
+  CU(cudaDeviceSynchronize());
+  r.out.resize((size_t)T * p.nh * p.hd), r.core.resize(r.out.size()), r.cnt.resize((size_t)p.T * p.nkv);
+  CU(cudaMemcpy(r.out.data(), p.dout, r.out.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.core.data(), p.dcore, r.core.size() * 4, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(r.cnt.data(), p.dcnt, r.cnt.size() * 4, cudaMemcpyDeviceToHost));
+}
+
+double max_rel(const std::vector<float>& a, const std::vector<double>& ref) {
+  double e = 0, m = 0;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    e = std::max(e, std::fabs(a[i] - ref[i]));
+    m = std::max(m, std::fabs(ref[i]));
+  }
+  return e / std::max(m, 1e-30);
+}
+
+// Every variant on problem p: the same bits as the register loop at the same level, level 1 within float
+// rounding of level 0 (attn9's rule: the same arithmetic, FMA contraction may differ), all against float64.
+void check_variants(Problem& p, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(p.upload());
+  std::vector<double> core, out;
+  p.reference(core, out);
+  Outs base[2];
+  for (int k = 0; k < kNumVariants; k++) {
+    const Variant& v = kVariants[k];
+    Outs r;
+    run_variant(p, v, r);
+    if (testing::Test::HasFatalFailure()) break;
+    const double eo = max_rel(r.out, out), ec = max_rel(r.core, core);
+    std::printf("[attn13] %s: %-22s vs float64: out %.3g core %.3g (max |err| / max |ref|)\n", what.c_str(), v.name,
+                eo, ec);
+    EXPECT_LE(eo, 2e-5) << v.name;
+    EXPECT_LE(ec, 2e-5) << v.name;
+    for (size_t i = 0; i < r.cnt.size(); i++) ASSERT_EQ(r.cnt[i], 0u) << v.name << ": counter " << i << " not reset";
+    if (v.ring == 0 && v.pf == 2) {
+      base[v.level] = r;
+      continue;
+    }
+    const Outs& b = base[v.level];
+    EXPECT_EQ(0, std::memcmp(r.out.data(), b.out.data(), r.out.size() * 4)) << v.name << ": out vs register loop";
+    EXPECT_EQ(0, std::memcmp(r.core.data(), b.core.data(), r.core.size() * 4)) << v.name << ": core vs register loop";
+  }
+  double d = 0;
+  for (size_t i = 0; i < base[0].out.size(); i++) d = std::max(d, (double)std::fabs(base[1].out[i] - base[0].out[i]));
+  std::printf("[attn13] %s: level 1 vs 0: out max|diff| %.3g%s\n", what.c_str(), d, d == 0 ? " (same bits)" : "");
+  p.free_all();
+}
+
+}  // namespace
+
+// Small and awkward shapes (also the sanitizer's target): every head dim, G 1 .. 8, empty splits, one split,
+// multi-token chunks, positions at split edges, caches 4-byte but not 16-byte aligned.
+TEST(AttnRing, SameBitsSmallShapes) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  Problem p;
+  p.init(8, 2, 256, 4096, 16, {{127}}, 512, 1);
+  check_variants(p, "0.8B decode, 128 keys over 16 splits");
+  p.init(24, 4, 256, 640, 16, {{0}, {1}, {31}, {639}, {40, 41}}, 512, 2);
+  check_variants(p, "G 6, hd 256, positions 0 / 1 / 31 / 639, a 2-token chunk");
+  p.init(8, 8, 128, 300, 10, {{0}, {17}, {299}}, 516, 3);
+  check_variants(p, "G 1, hd 128, misaligned caches (4-byte copies)");
+  p.init(6, 3, 64, 600, 5, {{119, 120}, {598}}, 512, 4);
+  check_variants(p, "G 2, hd 64, 5 splits, a 2-token chunk");
+  p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 5);
+  check_variants(p, "G 3, hd 32, 7 splits, misaligned");
+  p.init(16, 4, 256, 256, 1, {{200}, {3}, {0}}, 512, 6);
+  check_variants(p, "G 4, hd 256, one split");
+  p.init(16, 2, 128, 2048, 16, {{63}, {64}, {65}, {1023}}, 512, 7);
+  check_variants(p, "G 8, hd 128, split edges");
+}
+
+// The 9B's serving shape: 64 sequences at 512-600 positions of a 1024 context (16 splits); one sequence alone
+// gives its rows of the batch bit for bit (the split plan depends on the context, not on the batch).
+TEST(AttnRing, SameBitsNineBBatch) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  std::mt19937 g(9);
+  std::vector<std::vector<int>> seqs(64);
+  for (auto& s : seqs) s = {512 + (int)(g() % 89)};
+  Problem p;
+  p.init(16, 4, 256, 1024, 16, seqs, 512, 8);
+  check_variants(p, "9B, B 64 at 512-600 positions");
+
+  // Sequence 0 alone (token 0: the first T = 1 tokens of the same problem) vs in the batch; "default rule": the
+  // loader the environment / default picks (without DS_ATTN_RING: the register loop alone, the ring at 64).
+  ASSERT_TRUE(p.upload());
+  const Variant def{0, -1, 0, "default rule"};
+  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64\n", mk::attn_ring(1), mk::attn_ring(64));
+  for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
+    Outs all, one;
+    run_variant(p, v, all);
+    run_variant(p, v, one, 1);
+    if (HasFatalFailure()) break;
+    EXPECT_EQ(0, std::memcmp(one.out.data(), all.out.data(), one.out.size() * 4)) << v.name << ": alone vs batch";
+  }
+  p.free_all();
+}
+
+namespace {
+bool bench_on() {
+  const char* e = std::getenv("DS_ATTN_BENCH");
+  return e && e[0] == '1';
+}
+
+// Median and min time per launch (us) of variant v over 7 runs of 10 back-to-back launches.
+void time_variant(Problem& p, const Variant& v, cudaEvent_t e0, cudaEvent_t e1, float& med, float& mn) {
+  force(v);
+  auto launch = [&] { return mk::attention(p.args(false), p.dio, p.T, nullptr).ok(); };
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(launch()) << v.name;
+  std::vector<float> t;
+  for (int rep = 0; rep < 7; rep++) {
+    CU(cudaEventRecord(e0));
+    for (int i = 0; i < 10; i++) ASSERT_TRUE(launch()) << v.name;
+    CU(cudaEventRecord(e1));
+    CU(cudaEventSynchronize(e1));
+    float ms = 0;
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 100.f);
+  }
+  std::sort(t.begin(), t.end());
+  med = t[3], mn = t[0];
+}
+}  // namespace
+
+// Median time per launch (us) of each variant at the 9B's shape; K/V TB/s = the rows read / time.
+TEST(AttnBench, Time) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  struct Shape {
+    int B, pos, max_ctx;
+  };
+  for (const Shape sh : {Shape{64, 528, 1024}, Shape{64, 1000, 1024}, Shape{64, 16, 1024}, Shape{32, 528, 1024},
+                         Shape{1, 528, 1024}, Shape{1, 128, 4096}}) {
+    Problem p;
+    p.init(16, 4, 256, sh.max_ctx, std::min(16, (sh.max_ctx + 31) / 32), std::vector<std::vector<int>>(sh.B, {sh.pos}),
+           512, 10);
+    ASSERT_TRUE(p.upload());
+    const double bytes = 2.0 * sh.B * (sh.pos + 1) * p.nkv * p.hd * 4;
+    for (const Variant& v : kVariants) {
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[attn13] B %2d pos %4d ctx %4d %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B, sh.pos,
+                  sh.max_ctx, v.name, med, mn, bytes / (med * 1e6));
+    }
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+  }
+  // Fewer splits at B = 64, 528 positions (other bits: the split plan; A/B of the plan only).
+  for (int ns : {8, 4}) {
+    Problem p;
+    p.init(16, 4, 256, 1024, ns, std::vector<std::vector<int>>(64, {528}), 512, 10);
+    ASSERT_TRUE(p.upload());
+    const double bytes = 2.0 * 64 * 529 * p.nkv * p.hd * 4;
+    for (const Variant& v : {kVariants[0], kVariants[3], kVariants[4], kVariants[6]}) {
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[attn13] B 64 pos  528 ctx 1024 %2d splits %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", ns,
+                  v.name, med, mn, bytes / (med * 1e6));
+    }
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// One launch of each variant at B = 64, 528 positions of a 1024 context, for `ncu -k regex:attn`.
+TEST(AttnBench, Profile) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  Problem p;
+  p.init(16, 4, 256, 1024, 16, std::vector<std::vector<int>>(64, {528}), 512, 11);
+  ASSERT_TRUE(p.upload());
+  for (const Variant& v : kVariants) {
+    force(v);
+    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
+  }
+  CU(cudaDeviceSynchronize());
+  p.free_all();
+}
