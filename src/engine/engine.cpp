@@ -561,6 +561,7 @@ void Engine::loop() {
         if (s.req.top_logprobs >= 0) spec.lse = true;
       }
       n_full = spec.full_rows.size();
+      if (!cfg_.async_step) flush_timed(t_sample);  // the old order: every event out before the step
       const auto t0 = Clock::now();
       Status st = backend_.decode_select_begin(slots, toks, spec);
       t_decode += Secs(Clock::now() - t0).count();
