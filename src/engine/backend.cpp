@@ -33,6 +33,30 @@ Status Backend::decode_select(std::span<const int32_t> slots, std::span<const in
   return {};
 }
 
+Status Snapshot::logits(std::span<float>) const { return err("snapshot: no logits kept with this snapshot"); }
+
+Status Backend::decode_select_begin(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                                    const SelectSpec& spec) {
+  if (begun_) return err("decode_select_begin: a step is already in flight");
+  begun_status_ = decode_select(slots, tokens, spec, begun_sel_);
+  begun_ = true;
+  return {};
+}
+
+Status Backend::decode_select_end(Selection& out) {
+  if (!begun_) return err("decode_select_end: no step in flight");
+  begun_ = false;
+  if (!begun_status_.ok()) return begun_status_;
+  std::swap(out, begun_sel_);
+  return {};
+}
+
+Result<std::unique_ptr<Snapshot>> Backend::save_with_row(int32_t slot, int32_t row, std::vector<float>& host_logits) {
+  host_logits.resize(static_cast<size_t>(n_vocab()));
+  DS_TRY(last_row(row, host_logits));  // before save(): a backend call may end its validity
+  return save(slot);
+}
+
 Status Backend::last_row(int32_t row, std::span<float> out) {
   const size_t V = static_cast<size_t>(n_vocab());
   if (row < 0 || static_cast<size_t>(row) >= select_rows_ || out.size() < V)

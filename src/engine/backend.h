@@ -31,6 +31,10 @@ class Snapshot {
   virtual ~Snapshot() = default;
   virtual size_t bytes() const = 0;
   virtual int32_t n_tokens() const = 0;
+  // Whether the snapshot keeps the logits after its last token (Backend::save_with_row on a backend that keeps
+  // them beside the state, e.g. on the device), and a copy of them ([V] floats; may wait for the device).
+  virtual bool has_logits() const { return false; }
+  virtual Status logits(std::span<float> out) const;
 };
 
 struct MemoryInfo {
@@ -72,11 +76,24 @@ class Backend {
   // decode() returning `out` as described at the top. Errors as decode().
   virtual Status decode_select(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                                const SelectSpec& spec, Selection& out);
+  // decode_select in two halves (host13), so that the caller's host work overlaps the step: begin starts the
+  // step and may return before it has run (the CUDA backend launches it and returns); end waits for it and
+  // fills `out` as decode_select does. Between the two the caller makes no other call but the read-only
+  // ones (name, n_vocab, ...): a backend may reject anything else with an Error. The default runs
+  // decode_select in begin and hands its result over in end.
+  virtual Status decode_select_begin(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                                     const SelectSpec& spec);
+  virtual Status decode_select_end(Selection& out);
   // The full logits of row `row` of the last decode_select; valid until the next prefill or decode.
   virtual Status last_row(int32_t row, std::span<float> out);
   // Copies of a slot's state: save() does not change the slot; restore() replaces the slot's state.
   virtual Result<std::unique_ptr<Snapshot>> save(int32_t slot) = 0;
   virtual Status restore(int32_t slot, const Snapshot& snap) = 0;
+  // save() of a slot whose last token was fed as row `row` of the last decode_select, with the logits after it
+  // (the prefix cache's reply-end snapshot). A backend that can keep them beside the state does, without a
+  // download or a host synchronisation (CUDA: a device copy ordered on its stream), and the snapshot's
+  // has_logits() is true; else (the default) they are copied into `host_logits` ([V]).
+  virtual Result<std::unique_ptr<Snapshot>> save_with_row(int32_t slot, int32_t row, std::vector<float>& host_logits);
   // Optional one-time preparation before serving (the CUDA backend captures the decode step of every batch
   // size, so no graph capture lands inside a served step). May run decode steps on any slot: every slot is
   // empty (reset) afterwards. The default does nothing.
@@ -88,6 +105,9 @@ class Backend {
  private:
   std::vector<float> select_logits_;  // the default decode_select's [B, V]
   size_t select_rows_ = 0;
+  bool begun_ = false;     // the default decode_select_begin ran; its result waits in begun_sel_
+  Status begun_status_;
+  Selection begun_sel_;
 };
 
 }  // namespace ds::engine

@@ -57,26 +57,68 @@ class SnapshotPool {
   void clear() {
     std::lock_guard lk(m_);
     free_.clear();
+    rows_.clear();
+  }
+  // The [V]-float device buffers of reply-end snapshots' logits (save_with_row), kept the same way.
+  cuda::DeviceBuffer take_row(size_t bytes) {
+    std::lock_guard lk(m_);
+    for (size_t i = 0; i < rows_.size(); i++)
+      if (rows_[i].size() == bytes) {
+        cuda::DeviceBuffer b = std::move(rows_[i]);
+        rows_.erase(rows_.begin() + (std::ptrdiff_t)i);
+        return b;
+      }
+    return {};
+  }
+  void give_row(cuda::DeviceBuffer b) {
+    cuda::DeviceBuffer drop;  // freed outside the lock
+    std::lock_guard lk(m_);
+    if (rows_.size() < kKeepRows) rows_.push_back(std::move(b));
+    else drop = std::move(b);
   }
 
  private:
+  static constexpr size_t kKeepRows = 8;
   std::mutex m_;
   std::vector<std::unique_ptr<cuda::CudaSnapshot>> free_;
+  std::vector<cuda::DeviceBuffer> rows_;
 };
+
+// DS_SNAPSHOT_LOGITS=0: reply-end snapshots download their logits row to the host (the path before host13).
+bool snapshot_logits_on_device() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_SNAPSHOT_LOGITS");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
 
 class CudaSnapshotBox : public Snapshot {
  public:
   CudaSnapshotBox(std::unique_ptr<cuda::CudaSnapshot> s, std::shared_ptr<SnapshotPool> pool)
       : s_(std::move(s)), pool_(std::move(pool)) {}
   ~CudaSnapshotBox() override {
-    if (pool_) pool_->give(std::move(s_));
+    if (pool_) {
+      pool_->give(std::move(s_));
+      if (!logits_.empty()) pool_->give_row(std::move(logits_));
+    }
   }
-  size_t bytes() const override { return s_->bytes(); }
+  size_t bytes() const override { return s_->bytes() + logits_.size(); }
   int32_t n_tokens() const override { return (int32_t)s_->n_tokens(); }
   const cuda::CudaSnapshot& get() const { return *s_; }
+  // The logits after the last token, on the device (save_with_row; written by a copy ordered on the model's stream).
+  void keep_logits(cuda::DeviceBuffer b) { logits_ = std::move(b); }
+  bool has_logits() const override { return !logits_.empty(); }
+  Status logits(std::span<float> out) const override {
+    if (logits_.empty() || out.size() * sizeof(float) < logits_.size())
+      return err("cuda backend: snapshot logits: none kept, or a buffer of {} floats", out.size());
+    if (cudaDeviceSynchronize() != cudaSuccess) return err("cuda backend: snapshot logits: the device failed");
+    return logits_.download(out.data(), logits_.size());
+  }
 
  private:
   std::unique_ptr<cuda::CudaSnapshot> s_;
+  cuda::DeviceBuffer logits_;  // [V] floats, or empty
   std::shared_ptr<SnapshotPool> pool_;  // null: freed with the box
 };
 
@@ -99,11 +141,13 @@ class CudaBackend : public Backend {
   MemoryInfo memory() const override { return {m_->recurrent_state_bytes(), m_->kv_bytes_per_token()}; }
 
   Status reset(int32_t slot) override {
+    DS_TRY(check_idle("reset"));
     DS_TRY(check_slot(slot));
     return slots_[slot]->reset();
   }
 
   Status prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) override {
+    DS_TRY(check_idle("prefill"));
     DS_TRY(check_slot(slot));
     if (!logits_out.empty() && logits_out.size() < (size_t)n_vocab())
       return err("cuda backend: prefill: logits buffer of {} floats, need {}", logits_out.size(), n_vocab());
@@ -112,6 +156,7 @@ class CudaBackend : public Backend {
 
   Status decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                 std::span<float> logits_out) override {
+    DS_TRY(check_idle("decode"));
     const size_t B = slots.size(), V = (size_t)n_vocab();
     if (B == 0 || tokens.size() != B)
       return err("cuda backend: decode: {} slots and {} tokens (expected the same, >= 1)", B, tokens.size());
@@ -132,13 +177,32 @@ class CudaBackend : public Backend {
   }
 
   // On the device when the batch is one step and the vocabulary fits the selection kernels; else the host default.
+  bool device_select(size_t B, const SelectSpec& spec) const {
+    return B > 0 && B <= (size_t)m_->options().max_tokens && cuda::select_supported((int64_t)n_vocab()) &&
+           spec.k <= cuda::kMaxSelect;
+  }
   Status decode_select(std::span<const int32_t> slots, std::span<const int32_t> tokens, const SelectSpec& spec,
                        Selection& out) override {
-    const size_t B = slots.size(), V = (size_t)n_vocab();
-    device_rows_ = false;
-    if (B == 0 || B > (size_t)m_->options().max_tokens || !cuda::select_supported((int64_t)V) ||
-        spec.k > cuda::kMaxSelect)
+    DS_TRY(check_idle("decode_select"));
+    if (!device_select(slots.size(), spec)) {
+      device_rows_ = false;
       return Backend::decode_select(slots, tokens, spec, out);
+    }
+    DS_TRY(decode_select_begin(slots, tokens, spec));
+    return decode_select_end(out);
+  }
+
+  // The step is launched (a graph replay plus the selection and its downloads) and this returns at once.
+  Status decode_select_begin(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                             const SelectSpec& spec) override {
+    DS_TRY(check_idle("decode_select_begin"));
+    const size_t B = slots.size();
+    device_rows_ = false;
+    if (!device_select(B, spec)) {  // the host default runs the step here, end hands it over
+      DS_TRY(Backend::decode_select_begin(slots, tokens, spec));
+      in_flight_ = host_step_ = true;
+      return {};
+    }
     DS_TRY(check_spec(spec, B));
     if (tokens.size() != B) return err("cuda backend: decode: {} slots and {} tokens", B, tokens.size());
     std::vector<cuda::CudaSeqState*> states(B);
@@ -146,9 +210,28 @@ class CudaBackend : public Backend {
       DS_TRY(check_slot(slots[i]));
       states[i] = slots_[slots[i]].get();
     }
-    out.full.resize(spec.full_rows.size() * V);
+    DS_TRY(m_->decode_select_begin(states, tokens, spec.k, spec.lse, spec.full_rows));
+    in_flight_ = true;
+    host_step_ = false;
+    fl_rows_ = B;
+    fl_k_ = spec.k;
+    fl_lse_ = spec.lse;
+    fl_full_ = spec.full_rows.size();
+    return {};
+  }
+
+  Status decode_select_end(Selection& out) override {
+    if (!in_flight_) return err("cuda backend: decode_select_end: no step in flight");
+    in_flight_ = false;
+    if (host_step_) return Backend::decode_select_end(out);
+    const size_t B = fl_rows_, V = (size_t)n_vocab();
+    struct {
+      int k;
+      bool lse;
+    } spec{fl_k_, fl_lse_};
+    out.full.resize(fl_full_ * V);
     cuda::SelectResultDev r;
-    DS_TRY(m_->decode_select(states, tokens, spec.k, spec.lse, spec.full_rows, out.full.data(), r));
+    DS_TRY(m_->decode_select_end(out.full.data(), r));
     out.rows.resize(B);
     for (size_t i = 0; i < B; i++) {
       sampler::RowSummary& row = out.rows[i];
@@ -167,12 +250,32 @@ class CudaBackend : public Backend {
   }
 
   Status last_row(int32_t row, std::span<float> out) override {
+    DS_TRY(check_idle("last_row"));
     if (!device_rows_) return Backend::last_row(row, out);
     if (out.size() < (size_t)n_vocab()) return err("cuda backend: last_row: buffer of {} floats", out.size());
     return m_->last_row(row, out.data());
   }
 
+  // Reply-end snapshots keep the logits row on the device: a D2D copy ordered on the stream, no download and no
+  // host synchronisation (host13; it was a 1 MB download through pageable memory with a sync, in the sample
+  // phase). The row reaches the host only on a prefix hit that covers the whole prompt (Snapshot::logits).
+  Result<std::unique_ptr<Snapshot>> save_with_row(int32_t slot, int32_t row, std::vector<float>& host_logits) override {
+    DS_TRY(check_idle("save_with_row"));
+    if (!device_rows_ || !snapshot_logits_on_device()) return Backend::save_with_row(slot, row, host_logits);
+    if (row < 0 || (size_t)row >= fl_rows_) return err("cuda backend: save_with_row: row {} of a step of {}", row, fl_rows_);
+    const size_t bytes = (size_t)n_vocab() * sizeof(float);
+    cuda::DeviceBuffer buf = pool_ ? pool_->take_row(bytes) : cuda::DeviceBuffer{};
+    if (buf.empty()) {
+      DS_ASSIGN(buf, cuda::DeviceBuffer::alloc(bytes));
+    }
+    DS_TRY(m_->copy_last_row(row, buf.as<float>()));  // before the save: both ordered before the next step
+    DS_ASSIGN(std::unique_ptr<Snapshot> snap, save(slot));
+    static_cast<CudaSnapshotBox*>(snap.get())->keep_logits(std::move(buf));
+    return snap;
+  }
+
   Result<std::unique_ptr<Snapshot>> save(int32_t slot) override {
+    DS_TRY(check_idle("save"));
     DS_TRY(check_slot(slot));
     const cuda::CudaSeqState& st = *slots_[slot];
     if (!pool_) {
@@ -191,6 +294,7 @@ class CudaBackend : public Backend {
   // step never pays for a capture (~ms each at 9B, one per new batch size, while every other sequence waits).
   // DS_GRAPH_WARMUP=0 skips it (A/B runs).
   Status warm_up() override {
+    DS_TRY(check_idle("warm_up"));
     const char* e = std::getenv("DS_GRAPH_WARMUP");
     if ((e && e[0] == '0') || !m_->options().use_graphs) return {};
     const auto t0 = std::chrono::steady_clock::now();
@@ -214,6 +318,7 @@ class CudaBackend : public Backend {
   }
 
   Status restore(int32_t slot, const Snapshot& snap) override {
+    DS_TRY(check_idle("restore"));
     DS_TRY(check_slot(slot));
     const auto* box = dynamic_cast<const CudaSnapshotBox*>(&snap);
     if (!box) return err("cuda backend: restore: the snapshot was not made by a CUDA backend");
@@ -225,12 +330,22 @@ class CudaBackend : public Backend {
     if (slot < 0 || slot >= n_slots()) return err("cuda backend: slot {} outside [0, {})", slot, n_slots());
     return {};
   }
+  // Between decode_select_begin and decode_select_end the step's host staging is in use: nothing else may run.
+  Status check_idle(const char* what) const {
+    if (in_flight_) return err("cuda backend: {} while a decode step is in flight", what);
+    return {};
+  }
 
   std::unique_ptr<cuda::CudaModel> m_;
   std::vector<std::unique_ptr<cuda::CudaSeqState>> slots_;
   int32_t n_ctx_;
   std::shared_ptr<SnapshotPool> pool_;  // null with DS_SNAPSHOT_POOL=0
   bool device_rows_ = false;  // the last decode_select ran on the device (its rows are there)
+  bool in_flight_ = false;    // decode_select_begin ran, decode_select_end not yet
+  bool host_step_ = false;    // the step in flight is the host default's
+  size_t fl_rows_ = 0, fl_full_ = 0;  // rows and full rows of the step begun last
+  int fl_k_ = 0;
+  bool fl_lse_ = false;
 };
 
 }  // namespace

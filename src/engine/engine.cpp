@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -73,6 +74,17 @@ struct Engine::Seq {
   bool done = false;
 };
 
+// An event on its way to a client, with what it adds to the stats (its token's latency, a finished request).
+// The engine queues these (Impl::post) and sends them in flush_post: with async_step after the next decode step
+// is launched. Self-contained: the sequence may be gone by then.
+struct PostEvent {
+  std::shared_ptr<RequestHandle> h;
+  Event ev;
+  bool token = false, first = false;  // a generated token (ttft if first, else itl = dt)
+  double dt = 0;
+  FinishReason counted = FinishReason::None;  // the request ended: requests_* counter
+};
+
 struct Engine::Impl {
   explicit Impl(const EngineConfig& c) : cache(c.prefix_cache_bytes, c.prefix_cache_entries) {}
   std::mutex m;  // incoming, stopping, wakeups
@@ -93,6 +105,8 @@ struct Engine::Impl {
   std::vector<float> row;      // [V]: a decode row fetched for the prefix cache
   SelectSpec spec;             // what the decode step downloads
   Selection sel;               // and its result
+  std::vector<Seq*> inflight;  // the rows of the decode step launched and not yet ended
+  std::vector<PostEvent> post; // events not yet sent (flush_post)
 
   mutable std::mutex stats_m;
   EngineStats stats;
@@ -113,6 +127,7 @@ Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
   I.stats.ttft_s = Histogram({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
   I.stats.itl_s = Histogram({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
   I.stats.batch_size = Histogram({1, 2, 4, 8, 16, 32, 64, 128, 256});
+  if (const char* e = std::getenv("DS_ASYNC_STEP"); e && e[0]) cfg_.async_step = e[0] != '0';
 }
 
 Engine::~Engine() { stop(); }
@@ -204,55 +219,80 @@ void Engine::loop() {
     s.done = true;
   };
 
-  // Ends a sequence: final event with usage; a normally finished one leaves its state in the
-  // prefix cache (the tokens it fed, and raw(), the logits after the last of them, asked for only then:
-  // a decode row lives on the device until needed).
-  using RawFn = std::function<std::span<const float>()>;
-  auto finish = [&](Seq& s, FinishReason why, Event ev, const RawFn& raw, std::string error = {}) {
+  // Where the logits after a sequence's fed tokens are: a host row, or row `row` of the last decode step.
+  struct LogitsAt {
+    std::span<const float> host;
+    int32_t row = -1;
+  };
+
+  // Sends the queued events, after counting what they add to the stats (one lock for all of them).
+  auto flush_post = [&] {
+    if (I.post.empty()) return;
+    observe([&](EngineStats& st) {  // before the events, so a client that saw one sees its counts
+      for (const PostEvent& p : I.post) {
+        if (p.token) {
+          (p.first ? st.ttft_s : st.itl_s).observe(p.dt);
+          st.generated_tokens++;
+        }
+        if (p.counted == FinishReason::Stop) st.requests_stop++;
+        if (p.counted == FinishReason::Length) st.requests_length++;
+        if (p.counted == FinishReason::Cancelled) st.requests_cancelled++;
+        if (p.counted == FinishReason::Error) st.requests_error++;
+      }
+    });
+    for (PostEvent& p : I.post) p.h->push(std::move(p.ev));
+    I.post.clear();
+  };
+
+  // Ends a sequence: final event with usage (queued: flush_post); a normally finished one leaves its state in the
+  // prefix cache (the tokens it fed and the logits after the last of them, `at`: a decode row stays with the
+  // backend, which keeps it with the snapshot where it can). The slot is free on return: the snapshot is taken
+  // (or ordered on the backend's stream) before any later use of the slot.
+  auto finish = [&](Seq& s, FinishReason why, PostEvent p, const LogitsAt& at, std::string error = {}) {
+    Event& ev = p.ev;
     ev.finish = why;
     ev.error = std::move(error);
     ev.n_prompt = static_cast<int32_t>(s.req.prompt.size());
     ev.n_cached = s.n_cached;
     ev.n_generated = static_cast<int32_t>(s.generated.size());
     if ((why == FinishReason::Stop || why == FinishReason::Length) && I.cache.enabled() && s.slot >= 0 &&
-        raw && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) && !I.cache.touch(s.fed, true)) {
-      const std::span<const float> r = raw();  // before save(): a backend call may end its validity
-      if (!r.empty()) {
-        std::vector<float> logits(r.begin(), r.end());
+        (!at.host.empty() || at.row >= 0) && s.fed.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+        !I.cache.touch(s.fed, true)) {
+      if (!at.host.empty()) {
+        std::vector<float> logits(at.host.begin(), at.host.end());
         auto snap = backend_.save(s.slot);
+        if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::move(logits));
+      } else {
+        std::vector<float> logits;  // stays empty when the backend keeps them with the snapshot
+        auto snap = backend_.save_with_row(s.slot, at.row, logits);
         if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), std::move(logits));
       }
     }
     release(s);
-    observe([&](EngineStats& st) {  // before the event, so a client that saw it sees the counts
-      if (why == FinishReason::Stop) st.requests_stop++;
-      if (why == FinishReason::Length) st.requests_length++;
-      if (why == FinishReason::Cancelled) st.requests_cancelled++;
-      if (why == FinishReason::Error) st.requests_error++;
-    });
-    s.h->push(std::move(ev));
+    p.h = s.h;
+    p.counted = why;
+    I.post.push_back(std::move(p));
   };
 
   auto fail = [&](Seq& s, const std::string& msg) {
     spdlog::warn("engine: request {}: {}", s.h->id(), msg);
     if (s.slot >= 0) (void)backend_.reset(s.slot);
-    finish(s, FinishReason::Error, Event{}, RawFn{}, msg);
+    finish(s, FinishReason::Error, PostEvent{}, LogitsAt{}, msg);
   };
 
-  // Shows `tok` (sampled from the logits after s.fed, which raw() gives), finishes the sequence if needed.
-  auto on_token = [&](Seq& s, TokenOut tok, const RawFn& raw) {
+  // Takes `tok` (sampled from the logits after s.fed, which `at` locates): decides at once whether the sequence
+  // ends (so a sequence that stops here is never fed again) and queues its event.
+  auto on_token = [&](Seq& s, TokenOut tok, const LogitsAt& at) {
     const int32_t t = tok.id;
     s.generated.push_back(t);
-    Event ev;
+    PostEvent p;
+    Event& ev = p.ev;
     ev.tokens.push_back(std::move(tok));
     const auto now = Clock::now();
-    const bool first = s.generated.size() == 1;
-    const double dt = std::chrono::duration<double>(now - (first ? s.t_submit : s.t_last)).count();
+    p.token = true;
+    p.first = s.generated.size() == 1;
+    p.dt = std::chrono::duration<double>(now - (p.first ? s.t_submit : s.t_last)).count();
     s.t_last = now;
-    observe([&](EngineStats& st) {
-      (first ? st.ttft_s : st.itl_s).observe(dt);
-      st.generated_tokens++;
-    });
     FinishReason why = FinishReason::None;
     if (!s.req.ignore_eos && codec_.is_eog(t)) {
       why = FinishReason::Stop;
@@ -264,10 +304,11 @@ void Engine::loop() {
     }
     if (why != FinishReason::None) {
       ev.text += s.text.finish();
-      finish(s, why, std::move(ev), raw);
+      finish(s, why, std::move(p), at);
     } else {
       s.pending = t;
-      s.h->push(std::move(ev));
+      p.h = s.h;
+      I.post.push_back(std::move(p));
     }
   };
 
@@ -279,7 +320,7 @@ void Engine::loop() {
       tok.logprob = sampler::token_logprob(raw, tok.id);
       tok.top = sampler::top_logprobs(raw, s.req.top_logprobs);
     }
-    on_token(s, std::move(tok), [raw] { return raw; });
+    on_token(s, std::move(tok), LogitsAt{raw, -1});
   };
 
   // Samples from the summary of row `row` of the last decode step (the candidate path: same token and
@@ -293,12 +334,7 @@ void Engine::loop() {
       tok.logprob = sampler::token_logprob(sum, logit);
       tok.top = sampler::top_logprobs(sum, s.req.top_logprobs);
     }
-    on_token(s, std::move(tok), [&I, this, row]() -> std::span<const float> {
-      I.row.resize(backend_.n_vocab());
-      Status st = backend_.last_row(row, I.row);
-      if (!st.ok()) return {};
-      return I.row;
-    });
+    on_token(s, std::move(tok), LogitsAt{{}, row});
   };
 
   // Puts a newly admitted sequence in its slot: the longest cached prefix, or empty.
@@ -318,6 +354,14 @@ void Engine::loop() {
         });
         if (s.n_prompt_done == prompt.size()) {
           std::vector<float> raw = e->logits;  // copy: on_logits may insert into the cache
+          if (raw.empty()) {                   // kept with the snapshot (a reply-end snapshot on the device)
+            raw.resize(V);
+            Status ls = e->snap->logits(raw);
+            if (!ls.ok()) {
+              fail(s, ls.error().message);
+              return;
+            }
+          }
           on_logits(s, raw);
         }
         return;
@@ -333,6 +377,48 @@ void Engine::loop() {
   };
 
   auto sweep = [&] { std::erase_if(I.active, [](const std::unique_ptr<Seq>& s) { return s->done; }); };
+
+  using Secs = std::chrono::duration<double>;
+  // Waits for the decode step in flight and samples its rows (their events are queued; finished sequences are
+  // released). Adds the wait to t_decode and the sampling to t_sample.
+  auto end_step = [&](double& t_decode, double& t_sample) {
+    if (I.inflight.empty()) return;
+    std::vector<Seq*> batch = std::move(I.inflight);
+    I.inflight.clear();
+    const auto t0 = Clock::now();
+    Status st = backend_.decode_select_end(I.sel);
+    const auto t1 = Clock::now();
+    t_decode += Secs(t1 - t0).count();
+    if (!st.ok()) {
+      for (Seq* s : batch) fail(*s, st.error().message);
+    } else {
+      observe([&](EngineStats& x) {
+        x.decode_steps++;
+        x.batch_size.observe(static_cast<double>(batch.size()));
+      });
+      const SelectSpec& spec = I.spec;
+      size_t next_full = 0;
+      for (size_t i = 0; i < batch.size(); i++) {
+        Seq& s = *batch[i];
+        s.fed.push_back(s.pending);
+        s.pending = -1;
+        if (next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i)) {
+          on_logits(s, std::span<const float>(I.sel.full.data() + next_full * V, V));
+          next_full++;
+        } else {
+          on_summary(s, I.sel.rows[i], static_cast<int32_t>(i));
+        }
+      }
+    }
+    t_sample += Secs(Clock::now() - t1).count();
+  };
+  // flush_post, timed as sampling.
+  auto flush_timed = [&](double& t_sample) {
+    if (I.post.empty()) return;
+    const auto t0 = Clock::now();
+    flush_post();
+    t_sample += Secs(Clock::now() - t0).count();
+  };
 
   if (cfg_.warm_up) {
     Status st = backend_.warm_up();
@@ -353,6 +439,11 @@ void Engine::loop() {
     const auto t_step = Clock::now();
     double t_prefill = 0, t_decode = 0, t_sample = 0;
     uint64_t n_prefill_calls = 0, n_prefill_tokens = 0, n_full = 0;
+    const uint64_t steps_before = I.stats.decode_steps;  // engine thread: the only writer
+
+    // The step launched by the last iteration (async_step): its rows are sampled before anything else, so the
+    // scheduling below sees what it saw before host13 (finished sequences gone, the rest with a pending token).
+    end_step(t_decode, t_sample);
 
     // Cancelled requests leave first, so their slots serve this very step.
     for (auto it = I.waiting.begin(); it != I.waiting.end();) {
@@ -369,10 +460,11 @@ void Engine::loop() {
       }
     }
     for (auto& s : I.active)
-      if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, Event{}, RawFn{});
+      if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, PostEvent{}, LogitsAt{});
     sweep();
 
-    // Admission: FIFO while slots are free.
+    // Admission: FIFO while slots are free. Queued events go first: restores and prompts keep this thread busy.
+    if (!I.free_slots.empty() && !I.waiting.empty()) flush_timed(t_sample);
     while (!I.free_slots.empty() && !I.waiting.empty()) {
       std::unique_ptr<Seq> s = std::move(I.waiting.front());
       I.waiting.pop_front();
@@ -410,6 +502,7 @@ void Engine::loop() {
         const bool last = end == prompt.size();
         if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
         std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
+        flush_timed(t_sample);
         Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
         used += static_cast<int64_t>(end - begin);
         n_prefill_calls++;
@@ -468,32 +561,19 @@ void Engine::loop() {
         if (s.req.top_logprobs >= 0) spec.lse = true;
       }
       n_full = spec.full_rows.size();
+      if (!cfg_.async_step) flush_timed(t_sample);  // the old order: every event out before the step
       const auto t0 = Clock::now();
-      Status st = backend_.decode_select(slots, toks, spec, I.sel);
-      const auto t1 = Clock::now();
-      t_decode = std::chrono::duration<double>(t1 - t0).count();
+      Status st = backend_.decode_select_begin(slots, toks, spec);
+      t_decode += Secs(Clock::now() - t0).count();
       if (!st.ok()) {
         for (Seq* s : batch) fail(*s, st.error().message);
       } else {
-        observe([&](EngineStats& x) {
-          x.decode_steps++;
-          x.batch_size.observe(static_cast<double>(batch.size()));
-        });
-        size_t next_full = 0;
-        for (size_t i = 0; i < batch.size(); i++) {
-          Seq& s = *batch[i];
-          s.fed.push_back(s.pending);
-          s.pending = -1;
-          if (next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i)) {
-            on_logits(s, std::span<const float>(I.sel.full.data() + next_full * V, V));
-            next_full++;
-          } else {
-            on_summary(s, I.sel.rows[i], static_cast<int32_t>(i));
-          }
-        }
+        I.inflight = batch;
+        if (!cfg_.async_step) end_step(t_decode, t_sample);
       }
-      t_sample = std::chrono::duration<double>(Clock::now() - t1).count();
     }
+    // With async_step the step runs while this thread sends the events of the one before.
+    flush_timed(t_sample);
     sweep();
 
     observe([&](EngineStats& x) {
@@ -512,7 +592,7 @@ void Engine::loop() {
       x.prefill_calls += n_prefill_calls;
       x.prefill_tokens += n_prefill_tokens;
       x.full_rows += n_full;
-      if (!batch.empty() && x.decode_steps % kLogEvery == 0) {
+      if (x.decode_steps != steps_before && x.decode_steps % kLogEvery == 0) {
         const EngineStats& a = x;  // the phase means since the last such line
         const double n = static_cast<double>(a.decode_steps - I.log_steps);
         spdlog::debug(
@@ -534,7 +614,12 @@ void Engine::loop() {
     });
   }
 
-  // Shutdown: everyone still here gets an error.
+  // Shutdown: the step in flight ends (its tokens are sent), then everyone still here gets an error.
+  {
+    double a = 0, b = 0;
+    end_step(a, b);
+    flush_post();
+  }
   std::deque<std::unique_ptr<Seq>> rest;
   {
     std::lock_guard lk(I.m);
@@ -550,7 +635,8 @@ void Engine::loop() {
     s->h->push(std::move(ev));
   }
   for (auto& s : I.active)
-    if (!s->done) finish(*s, FinishReason::Error, Event{}, RawFn{}, "the server is shutting down");
+    if (!s->done) finish(*s, FinishReason::Error, PostEvent{}, LogitsAt{}, "the server is shutting down");
+  flush_post();
   I.active.clear();
 }
 

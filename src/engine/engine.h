@@ -47,6 +47,13 @@ struct EngineConfig {
   // Decode rows reduced on the backend (Backend::decode_select: argmax / k best / lse per row, on the GPU for
   // the CUDA backend) for samplers that need no more; false downloads every row whole (for comparisons).
   bool select_rows = true;
+  // Overlap the host work of a decode step with the next step (host13): the engine waits for step t, samples every
+  // row and decides which sequences finish (EOS, stop string, length: the same token as before), launches step
+  // t + 1 (Backend::decode_select_begin) and only then sends step t's events and counts its stats while the
+  // device runs. Finished sequences are never in the launched step; their snapshots are taken before it.
+  // false: launch, wait, sample, send (the order before host13). DS_ASYNC_STEP=0 / 1 in the environment
+  // overrides this field (A/B runs).
+  bool async_step = true;
 };
 // Checks the fields; the Error names the bad one.
 Status validate(const EngineConfig& c);

@@ -17,9 +17,16 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser
 class FakeSnapshot : public Snapshot {
  public:
   FakeSnapshot(std::vector<int32_t> h, size_t bytes) : hist(std::move(h)), bytes_(bytes) {}
-  size_t bytes() const override { return bytes_; }
+  size_t bytes() const override { return bytes_ + row.size() * sizeof(float); }
   int32_t n_tokens() const override { return static_cast<int32_t>(hist.size()); }
+  bool has_logits() const override { return !row.empty(); }
+  Status logits(std::span<float> out) const override {
+    if (row.empty() || out.size() < row.size()) return err("fake backend: snapshot without logits");
+    std::copy(row.begin(), row.end(), out.begin());
+    return {};
+  }
   std::vector<int32_t> hist;
+  std::vector<float> row;  // save_with_row
 
  private:
   size_t bytes_;
@@ -49,13 +56,20 @@ void FakeBackend::logits_for(std::span<const int32_t> history, std::span<float> 
   }
 }
 
+Status FakeBackend::check_idle(const char* what) const {
+  if (in_flight_) return err("fake backend: {} while a decode step is in flight", what);
+  return {};
+}
+
 Status FakeBackend::reset(int32_t slot) {
+  DS_TRY(check_idle("reset"));
   DS_TRY(check_slot(slot));
   hist_[slot].clear();
   return {};
 }
 
 Status FakeBackend::prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) {
+  DS_TRY(check_idle("prefill"));
   DS_TRY(check_slot(slot));
   auto& h = hist_[slot];
   if (h.size() + tokens.size() > static_cast<size_t>(o_.n_ctx))
@@ -75,6 +89,7 @@ Status FakeBackend::prefill(int32_t slot, std::span<const int32_t> tokens, std::
 
 Status FakeBackend::decode(std::span<const int32_t> slots, std::span<const int32_t> tokens,
                            std::span<float> logits_out) {
+  DS_TRY(check_idle("decode"));
   if (slots.size() != tokens.size()) return err("fake backend: {} slots but {} tokens", slots.size(), tokens.size());
   if (logits_out.size() < slots.size() * static_cast<size_t>(o_.n_vocab))
     return err("fake backend: logits buffer too small");
@@ -101,16 +116,50 @@ Status FakeBackend::decode(std::span<const int32_t> slots, std::span<const int32
     h.push_back(tokens[i]);
     logits_for(h, logits_out.subspan(i * o_.n_vocab, o_.n_vocab));
   }
+  last_rows_.assign(logits_out.begin(), logits_out.begin() + static_cast<std::ptrdiff_t>(slots.size() * o_.n_vocab));
   return {};
 }
 
+Status FakeBackend::decode_select_begin(std::span<const int32_t> slots, std::span<const int32_t> tokens,
+                                        const SelectSpec& spec) {
+  DS_TRY(check_idle("decode_select_begin"));
+  if (o_.on_launch) o_.on_launch(n_launches.load());
+  n_launches++;
+  fl_slots_.assign(slots.begin(), slots.end());
+  fl_tokens_.assign(tokens.begin(), tokens.end());
+  fl_spec_ = spec;
+  in_flight_ = true;
+  return {};
+}
+
+Status FakeBackend::decode_select_end(Selection& out) {
+  if (!in_flight_) return err("fake backend: decode_select_end without a step in flight");
+  in_flight_ = false;
+  return decode_select(fl_slots_, fl_tokens_, fl_spec_, out);
+}
+
+Result<std::unique_ptr<Snapshot>> FakeBackend::save_with_row(int32_t slot, int32_t row, std::vector<float>& host_logits) {
+  if (!o_.snapshot_logits) return Backend::save_with_row(slot, row, host_logits);
+  const size_t V = static_cast<size_t>(o_.n_vocab);
+  if (row < 0 || (static_cast<size_t>(row) + 1) * V > last_rows_.size())
+    return err("fake backend: save_with_row: row {} of the last step", row);
+  DS_ASSIGN(std::unique_ptr<Snapshot> snap, save(slot));
+  auto* f = static_cast<FakeSnapshot*>(snap.get());
+  f->row.assign(last_rows_.begin() + static_cast<std::ptrdiff_t>(row * V),
+                last_rows_.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
+  n_row_snapshots++;
+  return snap;
+}
+
 Result<std::unique_ptr<Snapshot>> FakeBackend::save(int32_t slot) {
+  DS_TRY(check_idle("save"));
   DS_TRY(check_slot(slot));
   size_t bytes = o_.memory.fixed_bytes_per_slot + o_.memory.kv_bytes_per_token * hist_[slot].size();
   return std::unique_ptr<Snapshot>(std::make_unique<FakeSnapshot>(hist_[slot], bytes));
 }
 
 Status FakeBackend::restore(int32_t slot, const Snapshot& snap) {
+  DS_TRY(check_idle("restore"));
   DS_TRY(check_slot(slot));
   auto* s = dynamic_cast<const FakeSnapshot*>(&snap);
   if (!s) return err("fake backend: snapshot of another backend");

@@ -4,10 +4,15 @@
 
 namespace ds::engine {
 
+namespace {
+// Logits on the host, or kept with the snapshot (Backend::save_with_row).
+bool has_logits(const PrefixCache::Entry& e) { return !e.logits.empty() || (e.snap && e.snap->has_logits()); }
+}  // namespace
+
 const PrefixCache::Entry* PrefixCache::lookup(std::span<const int32_t> prompt) {
   Entry* best = nullptr;
   for (auto& e : entries_) {
-    if (e->tokens.size() > prompt.size() || (e->tokens.size() == prompt.size() && e->logits.empty())) continue;
+    if (e->tokens.size() > prompt.size() || (e->tokens.size() == prompt.size() && !has_logits(*e))) continue;
     if (best && e->tokens.size() <= best->tokens.size()) continue;
     if (std::equal(e->tokens.begin(), e->tokens.end(), prompt.begin())) best = e.get();
   }
@@ -18,7 +23,7 @@ const PrefixCache::Entry* PrefixCache::lookup(std::span<const int32_t> prompt) {
 bool PrefixCache::touch(std::span<const int32_t> tokens, bool with_logits) {
   for (auto& e : entries_) {
     if (e->tokens.size() == tokens.size() && std::equal(e->tokens.begin(), e->tokens.end(), tokens.begin()) &&
-        (!with_logits || !e->logits.empty())) {
+        (!with_logits || has_logits(*e))) {
       e->last_use = ++clock_;
       return true;
     }

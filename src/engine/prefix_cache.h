@@ -23,7 +23,9 @@ class PrefixCache {
   struct Entry {
     std::vector<int32_t> tokens;
     std::unique_ptr<Snapshot> snap;
-    std::vector<float> logits;  // [V] after tokens.back(); empty for mid-prompt snapshots
+    // [V] after tokens.back(); empty for mid-prompt snapshots and when the snapshot keeps them (has_logits(),
+    // e.g. on the device: the engine's reply-end snapshots on the CUDA backend, fetched only on a full hit).
+    std::vector<float> logits;
     uint64_t last_use = 0;
     size_t bytes = 0;
   };

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "engine/byte_codec.h"
@@ -576,6 +579,153 @@ TEST(Engine, RowSelectionEqualsFullRows) {
   EXPECT_EQ(st[1].full_rows, 2u * 19u);
   EXPECT_GT(st[1].decode_s, 0.0);
   EXPECT_GT(st[1].prefill_tokens, 0u);
+}
+
+
+// ---- host13: the decode step overlapped with the host work of the one before (EngineConfig::async_step) ----
+
+// The FakeBackend's begin only records a step and its end runs it, rejecting any other call in between, so an
+// engine that touched a slot (prefill, save, restore, reset) while a step was in flight would fail these tests.
+bool async_env_set() { return std::getenv("DS_ASYNC_STEP") != nullptr; }
+
+TEST(EngineAsync, EventsOfAStepGoOutAfterTheNextLaunch) {
+  if (async_env_set()) GTEST_SKIP() << "DS_ASYNC_STEP overrides the mode under test";
+  for (bool async : {false, true}) {
+    auto o = opts();
+    std::atomic<Engine*> eng{nullptr};
+    std::mutex m;
+    std::vector<uint64_t> sent_at_launch;  // tokens counted (sent) when launch k began
+    o.on_launch = [&](int64_t) {
+      Engine* e = eng.load();
+      std::lock_guard lk(m);
+      sent_at_launch.push_back(e ? e->stats().generated_tokens : ~0ull);
+    };
+    EngineConfig cfg;
+    cfg.async_step = async;
+    Rig rig(o, cfg);
+    eng = &rig.eng;
+    auto p = prompt_of(3, 10);
+    auto r = collect(*rig.submit(greedy(p, 12)));
+    EXPECT_EQ(r.tokens, reference(rig.fb, p, 12, rig.codec)) << "async " << async;
+    std::lock_guard lk(m);
+    ASSERT_EQ(sent_at_launch.size(), 11u) << "async " << async;  // the first token comes from the prompt
+    for (size_t k = 0; k < sent_at_launch.size(); k++) {
+      // Launch k feeds the (k+1)-th token. In the old order every sampled token was sent before the next launch;
+      // with async_step the last one goes out while the step runs.
+      EXPECT_EQ(sent_at_launch[k], async ? k : k + 1) << "async " << async << " launch " << k;
+    }
+  }
+}
+
+TEST(EngineAsync, StopInAStepIsNeverFedAgain) {
+  if (async_env_set()) GTEST_SKIP() << "DS_ASYNC_STEP overrides the mode under test";
+  for (bool async : {false, true}) {
+    auto o = opts();
+    o.oracle = [](std::span<const int32_t> h) -> int32_t {
+      static const std::string script = "hello world, and more";
+      size_t k = 0;
+      while (k < h.size() && h[h.size() - 1 - k] != 0x7f) k++;
+      return k < script.size() ? static_cast<unsigned char>(script[k]) : -1;
+    };
+    EngineConfig cfg;
+    cfg.async_step = async;
+    cfg.prefix_cache_bytes = 0;
+    Rig rig(o, cfg);
+    auto g = greedy({0x7f}, 50);
+    g.stop = {"o w"};
+    auto other = greedy({0x7f}, 21);  // the whole script beside it
+    other.stop = {"zzz"};
+    auto h1 = rig.submit(g);
+    auto h2 = rig.submit(other);
+    auto r1 = collect(*h1), r2 = collect(*h2);
+    EXPECT_EQ(r1.text, "hell") << "async " << async;
+    EXPECT_EQ(r1.last.n_generated, 7);
+    EXPECT_EQ(r2.text, "hello world, and more") << "async " << async;
+    EXPECT_EQ(r2.last.finish, FinishReason::Length);
+    // The stopped sequence's 7 tokens: 1 from the prompt, 6 from decode steps; no 7th step holds its row.
+    const auto b = rig.fb.batches();
+    int rows_of_two = 0;
+    for (int32_t n : b) rows_of_two += n == 2;
+    EXPECT_LE(rows_of_two, 6) << "async " << async;
+    int64_t rows = 0;
+    for (int32_t n : b) rows += n;
+    EXPECT_EQ(rows, 6 + 20) << "async " << async;  // 6 + (21 - 1) decode rows in all
+  }
+}
+
+TEST(EngineAsync, CancelWhileItsStepRunsFreesTheSlot) {
+  if (async_env_set()) GTEST_SKIP() << "DS_ASYNC_STEP overrides the mode under test";
+  for (bool async : {false, true}) {
+    auto o = opts(4);
+    std::mutex m;
+    std::shared_ptr<RequestHandle> victim;
+    constexpr int64_t kAt = 10;  // cancelled while launch 10 is in flight
+    o.on_launch = [&](int64_t call) {
+      std::lock_guard lk(m);
+      if (call == kAt && victim) victim->cancel();
+    };
+    EngineConfig cfg;
+    cfg.async_step = async;
+    cfg.prefix_cache_bytes = 0;
+    Rig rig(o, cfg);
+    std::vector<std::vector<int32_t>> ps;
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    {
+      std::lock_guard lk(m);  // the engine cannot reach launch 10 before every handle is known
+      for (int i = 0; i < 4; i++) {
+        ps.push_back(prompt_of(40 + i, 9));
+        hs.push_back(rig.submit(greedy(ps.back(), 40)));
+      }
+      victim = hs[1];
+    }
+    for (int i = 0; i < 4; i++) {
+      auto r = collect(*hs[i]);
+      auto ref = reference(rig.fb, ps[i], 40, rig.codec);
+      if (i == 1) {
+        EXPECT_EQ(r.last.finish, FinishReason::Cancelled) << "async " << async;
+        ASSERT_LE(r.tokens.size(), ref.size());
+        EXPECT_EQ(r.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + r.tokens.size()));
+      } else {
+        EXPECT_EQ(r.last.finish, FinishReason::Length) << "async " << async << " request " << i;
+        EXPECT_EQ(r.tokens, ref) << "async " << async << " request " << i;
+      }
+    }
+    const auto b = rig.fb.batches();
+    ASSERT_GT(b.size(), static_cast<size_t>(kAt + 1));
+    EXPECT_EQ(b[kAt], 4) << "async " << async;
+    EXPECT_EQ(b[kAt + 1], 3) << "async " << async << ": the cancelled row leaves right after its step";
+    for (int w = 0; w < 200 && rig.eng.stats().running > 0; w++) std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(rig.eng.stats().running, 0);
+    EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+    auto p = prompt_of(77, 9);  // the freed slot serves a new request correctly
+    EXPECT_EQ(collect(*rig.submit(greedy(p, 20))).tokens, reference(rig.fb, p, 20, rig.codec));
+  }
+}
+
+TEST(EngineAsync, ReplyEndSnapshotKeepsItsLogitsRow) {
+  if (async_env_set()) GTEST_SKIP() << "DS_ASYNC_STEP overrides the mode under test";
+  for (bool async : {false, true})
+    for (bool on_backend : {false, true}) {
+      auto o = opts();
+      o.snapshot_logits = on_backend;
+      EngineConfig cfg;
+      cfg.async_step = async;
+      Rig rig(o, cfg);
+      auto p = prompt_of(8, 40);
+      auto other = rig.submit(greedy(prompt_of(9, 30), 25));  // a batch of two: the row index matters
+      auto r1 = collect(*rig.submit(greedy(p, 12)));
+      collect(*other);
+      ASSERT_EQ(r1.tokens.size(), 12u);
+      EXPECT_EQ(rig.fb.n_row_snapshots.load(), on_backend ? 2 : 0);
+      // The next prompt is exactly what the first request fed: served from the reply-end snapshot and its logits.
+      auto p2 = p;
+      p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end() - 1);
+      const int64_t before = rig.fb.n_prefill_tokens.load();
+      auto r2 = collect(*rig.submit(greedy(p2, 10)));
+      EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 0) << "async " << async << " on_backend " << on_backend;
+      EXPECT_EQ(r2.last.n_cached, 51);
+      EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 10, rig.codec)) << "async " << async << " on_backend " << on_backend;
+    }
 }
 
 }  // namespace

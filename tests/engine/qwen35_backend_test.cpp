@@ -263,5 +263,72 @@ TEST(CudaBackendServing, RecycledSnapshotRestoresExactly) {
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
 }
 
+// host13: decode_select_begin / decode_select_end give the bits of decode_select (rows, candidates, lse, full rows);
+// no other call runs while a step is in flight; a reply-end snapshot keeps its logits row on the device (no
+// host copy) equal to last_row's, and the snapshot, saved without a host synchronisation, restores exactly even
+// when the saved slot runs on at once. Without a GPU: skipped.
+TEST(CudaBackendServing, AsyncStepMatchesDecodeSelectAndSnapshotsKeepTheirRow) {
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device";
+  auto f = load("tiny-gqa-q4_k_m");
+  ASSERT_TRUE(f);
+  CudaBackendOptions o;
+  o.n_slots = 4;
+  o.n_ctx = 128;
+  auto sync_be = make_cuda_backend(f->model, o), async_be = make_cuda_backend(f->model, o);
+  ASSERT_TRUE(sync_be.ok() && async_be.ok());
+  engine::Backend &a = **sync_be, &b = **async_be;
+  const size_t V = (size_t)a.n_vocab();
+  std::vector<float> l(V);
+  const std::vector<int32_t> p1(f->prompt.begin(), f->prompt.begin() + 9), p3(f->prompt.begin() + 5, f->prompt.begin() + 25);
+  for (engine::Backend* be : {&a, &b}) {
+    ASSERT_TRUE(be->prefill(1, p1, l).ok());
+    ASSERT_TRUE(be->prefill(3, p3, l).ok());
+  }
+  SelectSpec spec;
+  spec.k = 8;
+  spec.lse = true;
+  spec.full_rows = {1};
+  Selection sa, sb;
+  const std::vector<int32_t> slots = {3, 1};
+  for (int i = 0; i < 4; i++) {
+    const std::vector<int32_t> toks = {f->generated[i], f->generated[i + 1]};
+    ASSERT_TRUE(a.decode_select(slots, toks, spec, sa).ok());
+    ASSERT_TRUE(b.decode_select_begin(slots, toks, spec).ok());
+    EXPECT_FALSE(b.prefill(0, p1, l).ok()) << "a prefill while the step is in flight must be refused";
+    EXPECT_FALSE(b.decode_select_begin(slots, toks, spec).ok());
+    ASSERT_TRUE(b.decode_select_end(sb).ok());
+    ASSERT_EQ(sa.rows.size(), sb.rows.size());
+    for (size_t r = 0; r < sa.rows.size(); r++) {
+      EXPECT_EQ(sa.rows[r].argmax, sb.rows[r].argmax);
+      EXPECT_EQ(sa.rows[r].max, sb.rows[r].max);
+      EXPECT_EQ(sa.rows[r].lse, sb.rows[r].lse);
+      ASSERT_EQ(sa.rows[r].top.size(), sb.rows[r].top.size());
+      for (size_t j = 0; j < sa.rows[r].top.size(); j++) {
+        EXPECT_EQ(sa.rows[r].top[j].token, sb.rows[r].top[j].token);
+        EXPECT_EQ(sa.rows[r].top[j].logit, sb.rows[r].top[j].logit);
+      }
+    }
+    ASSERT_EQ(sa.full.size(), V);
+    ASSERT_EQ(sb.full.size(), V);
+    EXPECT_EQ(0, std::memcmp(sa.full.data(), sb.full.data(), V * sizeof(float))) << "step " << i;
+  }
+  // The reply-end snapshot of slot 1 (row 1): its logits stay on the device and equal last_row(1).
+  std::vector<float> want(V), kept(V), host;
+  ASSERT_TRUE(a.last_row(1, want).ok());
+  auto snap = b.save_with_row(1, 1, host);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_TRUE(host.empty());
+  ASSERT_TRUE(snap.value()->has_logits());
+  // Slot 1 runs on at once (its copies were only queued): the snapshot must still hold the state it was taken at.
+  std::vector<float> x(V), y(V);
+  const int32_t s1 = 1, s2 = 2;
+  ASSERT_TRUE(b.decode(std::span(&s1, 1), std::span(&f->generated[7], 1), x).ok());
+  ASSERT_TRUE(snap.value()->logits(kept).ok());
+  EXPECT_EQ(0, std::memcmp(want.data(), kept.data(), V * sizeof(float)));
+  ASSERT_TRUE(b.restore(2, *snap.value()).ok());
+  ASSERT_TRUE(b.decode(std::span(&s2, 1), std::span(&f->generated[7], 1), y).ok());
+  EXPECT_EQ(0, std::memcmp(x.data(), y.data(), V * sizeof(float)));
+}
+
 }  // namespace
 }  // namespace ds::engine

@@ -236,7 +236,15 @@ CudaModel::SelectBuffers::~SelectBuffers() {
 Status CudaModel::decode_select(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, int k,
                                 bool want_lse, std::span<const int32_t> full_rows, float* full_out,
                                 SelectResultDev& sel) {
+  if (!full_rows.empty() && !full_out) return cu_err("cuda: decode_select: full rows but no buffer");
+  DS_TRY(decode_select_begin(seqs, tokens, k, want_lse, full_rows));
+  return decode_select_end(full_out, sel);
+}
+
+Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, int k,
+                                      bool want_lse, std::span<const int32_t> full_rows) {
   const int64_t V = cfg_.n_vocab;
+  if (sel_.pending) return cu_err("cuda: decode_select_begin: a step is already in flight");
   const int B = (int)seqs.size(), R = opt_.max_tokens;
   if (seqs.size() != tokens.size())
     return cu_err("cuda: decode_select: {} sequences but {} tokens", seqs.size(), tokens.size());
@@ -244,7 +252,6 @@ Status CudaModel::decode_select(std::span<CudaSeqState* const> seqs, std::span<c
   for (size_t i = 0; i < full_rows.size(); i++)
     if (full_rows[i] < 0 || full_rows[i] >= B || (i > 0 && full_rows[i] <= full_rows[i - 1]))
       return cu_err("cuda: decode_select: full rows must be increasing rows of the batch of {}", B);
-  if (!full_rows.empty() && !full_out) return cu_err("cuda: decode_select: full rows but no buffer");
   const std::vector<int32_t> ones(seqs.size(), 1);
   DS_TRY(check_step(seqs, tokens, ones));
   CUDA_TRY(cudaSetDevice(opt_.device));
@@ -266,10 +273,31 @@ Status CudaModel::decode_select(std::span<CudaSeqState* const> seqs, std::span<c
                                (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, st));
     return {};
   };
-  DS_TRY(run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after));
-  if (!full_rows.empty()) std::memcpy(full_out, I.logits_host, full_rows.size() * (size_t)V * sizeof(float));
+  DS_TRY(run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false));
+  b.pending = B;
+  b.pending_full = (int)full_rows.size();
+  return {};
+}
+
+Status CudaModel::decode_select_end(float* full_out, SelectResultDev& sel) {
+  SelectBuffers& b = sel_;
+  if (!b.pending) return cu_err("cuda: decode_select_end: no step in flight");
+  const int B = b.pending, n_full = b.pending_full, R = opt_.max_tokens;
+  b.pending = b.pending_full = 0;
+  if (n_full > 0 && !full_out) return cu_err("cuda: decode_select_end: full rows but no buffer");
+  CUDA_TRY(cudaSetDevice(opt_.device));
+  CUDA_TRY(cudaStreamSynchronize(impl_->stream));  // the one host synchronisation of a step
+  if (n_full > 0) std::memcpy(full_out, impl_->logits_host, (size_t)n_full * cfg_.n_vocab * sizeof(float));
   b.rows = B;
   sel = result_view(b.host, R);
+  return {};
+}
+
+Status CudaModel::copy_last_row(int row, float* dst) const {
+  if (row < 0 || row >= sel_.rows) return cu_err("cuda: copy_last_row: row {} of a step of {}", row, sel_.rows);
+  CUDA_TRY(cudaSetDevice(opt_.device));
+  CUDA_TRY(cudaMemcpyAsync(dst, impl_->logits.as<float>() + (size_t)row * cfg_.n_vocab,
+                           (size_t)cfg_.n_vocab * sizeof(float), cudaMemcpyDefault, impl_->stream));
   return {};
 }
 

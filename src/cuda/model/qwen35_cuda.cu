@@ -345,12 +345,12 @@ Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s, std
     CUDA_TRY(cudaMemcpyAsync(kd + n * kvr, src + impl_->v_off(D.attn_index, s.max_ctx_, rec_bytes_), n * kvr,
                              cudaMemcpyDeviceToDevice, st));
   }
-  CUDA_TRY(cudaStreamSynchronize(st));
-  return std::move(snap);
+  return std::move(snap);  // no synchronisation: the copies are ordered before the stream's later work
 }
 
 Result<std::vector<float>> CudaModel::download(const CudaSeqState& s) const {
   DS_ASSIGN(auto snap, save(s));
+  CUDA_TRY(cudaStreamSynchronize(impl_->stream));  // save() does not wait for its copies
   std::vector<float> out(snap->buf_.size() / sizeof(float));
   if (!out.empty()) CUDA_TRY(cudaMemcpy(out.data(), snap->buf_.data(), out.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return out;

@@ -173,9 +173,20 @@ class CudaModel {
   // select_supported(n_vocab).
   Status decode_select(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, int k, bool want_lse,
                        std::span<const int32_t> full_rows, float* full_out, SelectResultDev& sel);
+  // decode_select in two halves (host13): begin enqueues the step, the selection and the downloads and returns
+  // without waiting; end waits for them and hands over what decode_select does. In between, only save() and
+  // copy_last_row() of the previous step may be called (every other call reuses the step's host staging).
+  Status decode_select_begin(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens, int k,
+                             bool want_lse, std::span<const int32_t> full_rows);
+  Status decode_select_end(float* full_out, SelectResultDev& sel);
   // Row `row` of the last decode_select's logits into host memory ([V] floats); valid until the next step.
   Status last_row(int row, float* out) const;
+  // Enqueues a copy of that row to `dst` (device or pinned host memory, [V] floats) on the model's stream: ordered
+  // before the next step overwrites it, complete once the stream is (no host synchronisation here).
+  Status copy_last_row(int row, float* dst) const;
 
+  // The copies are ordered on the model's stream (no host synchronisation, host13): every later step, restore and
+  // save sees them done; a reader outside the stream synchronises first (download() does).
   Result<std::unique_ptr<CudaSnapshot>> save(const CudaSeqState& s) const;
   // save() into `reuse` (a snapshot of this model, or null) when its buffer holds the state, else into a new
   // buffer with room for max(n_past, capacity_tokens) positions: a caller that recycles snapshots (the engine's
@@ -206,7 +217,8 @@ class CudaModel {
   using AfterStep = std::function<Status(cudaStream_t)>;
   Status run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                   std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out, const DumpFn& dump,
-                  std::vector<KernelTiming>* prof, bool graph, const AfterStep* after = nullptr);
+                  std::vector<KernelTiming>* prof, bool graph, const AfterStep* after = nullptr,
+                  bool wait = true);  // wait = false: no host synchronisation (decode_select_begin; no prof / logits_out)
 
   // decode_select's device scratch and results (one allocation each, sized for max_tokens rows) and the
   // pinned host copy of the results; allocated on first use.
@@ -214,6 +226,7 @@ class CudaModel {
     DeviceBuffer scratch, result;
     void* host = nullptr;
     int rows = 0;  // rows of the last decode_select
+    int pending = 0, pending_full = 0;  // rows and full rows of the step begun and not yet ended (0: none)
     ~SelectBuffers();
   };
 

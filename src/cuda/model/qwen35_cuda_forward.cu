@@ -470,7 +470,8 @@ Status CudaModel::check_step(std::span<CudaSeqState* const> seqs, std::span<cons
 
 Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                            std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out,
-                           const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph, const AfterStep* after) {
+                           const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph, const AfterStep* after,
+                           bool wait) {
   Impl& I = *impl_;
   CUDA_TRY(cudaSetDevice(opt_.device));  // the current device is per host thread (the engine has its own)
   const int S = (int)seqs.size(), T = (int)tokens.size();
@@ -528,6 +529,10 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
     DS_TRY(enqueue_step(s));
   }
   if (after) DS_TRY((*after)(I.stream));
+  if (!wait) {  // the caller synchronises (decode_select_end); the positions advance now, as the step will
+    for (int q = 0; q < S; q++) seqs[q]->n_past_ += n_per_seq[q];
+    return {};
+  }
   CUDA_TRY(cudaStreamSynchronize(I.stream));  // the one host synchronisation of a step
   if (prof) {
     for (size_t i = 0; i < s.ev.size(); i++) {
