@@ -101,7 +101,7 @@ int& wg_setting() {
 // ssm_out 38.1 vs 43.3, output 882 vs 1034; 9B step 12.85 vs 13.44 ms with Q4_K 12; the same products in the same
 // order as variant 1, float64 worst 1.03e-7 as variant 1; bit equality not checked). 8 is ~1% faster on the 9B step
 // (12.71 ms) but its worst error is 1.74e-7: behind the switch.
-constexpr int kWgQ6kDefault = 6;
+constexpr int kWgQ6kDefault = 9;
 bool wg_q6k_valid(int v) { return v >= 0 && v <= 9 && v != 5 && v != 7; }
 int& wg_q6k_setting() {
   static int v = [] {
