@@ -4,7 +4,8 @@
 # with 6, compute-sanitizer memcheck of Accumulate + RunToRunIdentical (configs 12,q9 and 12,q6), mvb_bench checkdef6
 # (float64 accuracy) and timedef q6_k (per product) for 6 / 9, the 9B step at B = 64 / 32 / 25 for 6 / 9 alternating,
 # registers of the ring kernels. Run from the ignored devwork-q6k13/ in /work/main (b.tar.xz = gpu_bundle output plus
-# mvb_bench) as OUT=$OUT bash devwork-q6k13/go.sh.
+# mvb_bench, packed with xz -9 -T1: the 64 MB dictionary shares the kernels the four binaries have in common, 41 MB
+# instead of 69 with -6 -T2) as OUT=$OUT bash devwork-q6k13/go.sh.
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsq6k13; mkdir -p "$W"
@@ -42,6 +43,7 @@ td q6 "DS_MVB_WG_Q6K=6"
 td q9 "DS_MVB_WG_Q6K=9"
 td q6b "DS_MVB_WG_Q6K=6"
 td q9b "DS_MVB_WG_Q6K=9"
+td q8 "DS_MVB_WG_Q6K=8"
 cp "$W/td.log" "$OUT/" 2>/dev/null
 while [ ! -e "$W/m9B.ok" ] && [ $(el) -lt 120 ]; do sleep 1; done
 C="$X cuda-bench -m $W/m9B.gguf --tg 32 --reps 2 --select 0 --json $OUT/cb.jsonl"
