@@ -6,7 +6,8 @@
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
-// Usage: mvb_bench [check | checkfold | checkwg | checkwg6 | time | timeq [type]]   (no argument: check, then time)
+// Usage: mvb_bench [check | checkfold | checkwg | checkwg6 | checkdef | checkdef6 | time | timeq | timedef [type]]
+//   (no argument: check, then time; checkdef / checkdef6: Q4_K / Q6_K under the current settings and environment)
 // Part 1 runs for the current path/terms (DS_MVB_PATH = gemm | mma, DS_MVB_TERMS = 2 | 3).
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s, for the
 //   GEMM kernel with 3 and 2 terms and the per-warp mma kernel (3 terms); `time` adds the FMA tile kernel.

@@ -1,7 +1,7 @@
-// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()): wg6::q6k_kernel's arithmetic (same products in the same order for the same
-// warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
-// the Q4_K block kernel's data path
-// (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
+// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()). kForm 0 (DS_MVB_WG_Q6K=6): wg6::q6k_kernel's arithmetic (same
+// products in the same order for the same warpgroup count, pipelining and split plan; same float64 worst error in
+// tests/cuda, bit equality not checked); kForm 1 (=8) block form; kForm 2 (=9, the default since q6k13) sub-block form
+// with half the tensor work (see ring_kernel). All with the Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
 // empty mbarriers, no __syncthreads in the loop, programmatic dependent launch (weights of the first two blocks before
 // griddepcontrol.wait). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
 // batched9: removed in splitk11; DS_MVB_RED=3's split-K clusters, no step gain in splitk11: removed in q6k13.) Include from
