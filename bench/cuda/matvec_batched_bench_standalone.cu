@@ -6,7 +6,8 @@
 //     -lfmt -o mvb_bench
 // Part 1 (check): per type, every B in {2, 7, 8, 33, 64}, awkward shapes, accumulate on/off: max over
 //   rows and batch columns of |y - dot_row| / sum_k |w_k x_k| (the metric of tests/cuda/matvec_test.cpp).
-// Usage: mvb_bench [check | checkfold | checkwg | checkwg6 | time | timeq [type]]   (no argument: check, then time)
+// Usage: mvb_bench [check | checkfold | checkwg | checkwg6 | checkdef | checkdef6 | time | timeq | timedef [type]]
+//   (no argument: check, then time; checkdef / checkdef6: Q4_K / Q6_K under the current settings and environment)
 // Part 1 runs for the current path/terms (DS_MVB_PATH = gemm | mma, DS_MVB_TERMS = 2 | 3).
 // Part 2 (time): the 9B shapes at B = 1, 8, 32, 64: us per call, effective TFLOP/s and weight GB/s, for the
 //   GEMM kernel with 3 and 2 terms and the per-warp mma kernel (3 terms); `time` adds the FMA tile kernel.
@@ -264,10 +265,8 @@ static void run_timing_default() {
       CK(cudaMemset(dw, 0x11, bytes));
       for (int B : {32, 64}) {
         auto call = [&] { return cuda::matvec_batched(t, dw, s.rows, s.cols, dx, dy, B, nullptr, false); };
-        const long cl0 = cuda::matvec_batched_split_cluster_launches();
         ST(call());
         CK(cudaDeviceSynchronize());
-        const bool clustered = cuda::matvec_batched_split_cluster_launches() > cl0;  // DS_MVB_RED=3 took its clusters
         const int iters = s.rows == 248320 ? 5 : 30;
         CK(cudaEventRecord(e0));
         for (int i = 0; i < iters; i++) ST(call());
@@ -276,8 +275,8 @@ static void run_timing_default() {
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         const double us = 1e3 * ms / iters;
-        printf("timedef %-8s %-6s %-11s B %2d %9.1f us  %7.1f TFLOP/s%s\n", tag, std::string(ggml_type_name(t)).c_str(),
-               s.name, B, us, 2.0 * B * s.rows * s.cols / us * 1e-6, clustered ? "  (split clusters)" : "");
+        printf("timedef %-8s %-6s %-11s B %2d %9.1f us  %7.1f TFLOP/s\n", tag, std::string(ggml_type_name(t)).c_str(),
+               s.name, B, us, 2.0 * B * s.rows * s.cols / us * 1e-6);
       }
       CK(cudaFree(dw));
     }
@@ -320,5 +319,6 @@ int main(int argc, char** argv) {
   if (!std::strcmp(mode, "timeq")) run_timing(false);
   if (!std::strcmp(mode, "timedef")) run_timing_default();
   if (!std::strcmp(mode, "checkdef")) run_checks(GgmlType::Q4_K);  // Q4_K under the current settings (DS_MVB_WG ...)
+  if (!std::strcmp(mode, "checkdef6")) run_checks(GgmlType::Q6_K);  // Q6_K likewise (DS_MVB_WG_Q6K ...)
   return 0;
 }

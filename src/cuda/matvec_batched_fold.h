@@ -24,19 +24,16 @@ int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 25 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
 // fp16 x terms only, i.e. fold on): 1 on, 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined, 0 off
-// (matvec_gemm.cuh); its ring form (matvec_wgmma_q6k_ring.cuh, by shape): 6 (the default), 8 block form; 5 and 7
-// (removed x-cluster forms) are refused (0).
+// (matvec_gemm.cuh); its ring form (matvec_wgmma_q6k_ring.cuh, by shape): 6, 8 block form, 9 sub-block form (A = q − 32,
+// the scale applied per k-step in fp32; the default); 5 and 7 (removed x-cluster forms) are refused (0).
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The wgmma kernels' split-K reduction in the tile's last CTA (DS_MVB_RED; matvec_wgmma.cuh store_acc): 1 =
 // reduce_splits (every load of a pass issued first; the default), 0 = the serial loop, 2 = reduce_splits with one
-// acq_rel fence by thread 0 instead of __threadfence in every thread, 3 = the splits of a row tile as one cluster,
-// summed through distributed shared memory (Q4_K block kernel and Q6_K ring, where the clusters are all co-resident;
-// else mode 1). The same bits in every mode.
+// acq_rel fence by thread 0 instead of __threadfence in every thread. The same bits in every mode. (3, split-K
+// clusters through distributed shared memory, was removed in q6k13: no step gain.)
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
-// How many launches so far took mode 3's split-K clusters (tests: the path ran).
-long matvec_batched_split_cluster_launches();
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
 // 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);

@@ -84,7 +84,11 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
 // (gemm::col_scale_kernel's formula: max|x| is exact in any order), its entries of xw (split_kernel<kQ6>'s
 // arithmetic) and, kSums, its block sums for the Q4_K mins (fold::split_kernel<false> with nt = 8, the same
 // summation order), so the bits are those of the three separate launches it replaces (DS_MVB_PREP=0: those).
-template <bool kQ6, bool kSums>
+// kLay: the k order of xw: kLayQ4K / kLayQ6K (split_kernel<false> / <true>), or kLayQ6KSub (the Q6_K ring's sub-block
+// form, matvec_wgmma_q6k_ring.cuh: k-step kk of half block s = sub-block 8s + kk, so one k16 step holds one sub-block:
+// element = 128s + 16kk + 4t + κ/8 + 2(κ % 2); no split_kernel twin).
+constexpr int kLayQ4K = 0, kLayQ6K = 1, kLayQ6KSub = 2;
+template <int kLay, bool kSums>
 __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
                                                    float* __restrict__ scale, float* __restrict__ inv,
                                                    uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
@@ -103,8 +107,9 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
     const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
     const int64_t blk = it >> 6;
     const int i = kk >> 1, h = kk & 1;
-    const int64_t e0 = kQ6 ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
-                           : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+    const int64_t e0 = kLay == kLayQ6KSub ? 256 * blk + 128 * s + 16 * kk + 4 * t
+                       : kLay == kLayQ6K  ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                                          : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
     float v[4] = {0.f, 0.f, 0.f, 0.f};
     if (b < batch) {
       const float4 f = *reinterpret_cast<const float4*>(xb + e0);
@@ -147,13 +152,11 @@ constexpr int kRedDefault = 1;
 // iteration, its split loads and then inv / y loads one L2 round trip after another); default 1: reduce_splits; 2:
 // reduce_splits, and the partial sums published by __syncthreads + one fence.acq_rel.gpu / atomicAdd / fence by thread
 // 0 (release cumulative over the CTA's stores, as CUTLASS's semaphore) instead of __threadfence in every thread.
-// 3: the Q4_K block kernel and the Q6_K ring run the splits of a row tile as one thread-block cluster and sum them
-// through distributed shared memory (store_acc_dsmem; the same bits); the other kernels (and shapes whose clusters
-// would not all be co-resident) use mode 1.
+// (3, split-K clusters summed through distributed shared memory, measured no step gain in splitk11: removed in q6k13.)
 inline int& red_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_RED");
-    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : kRedDefault;
+    return e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : kRedDefault;
   }();
   return v;
 }
@@ -315,111 +318,6 @@ __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], 
   if (threadIdx.x == 0) a.count[tile] = 0;
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Distributed shared memory of the cluster: p's offset in the shared memory of cluster CTA cta, and 16 bytes from it.
-__device__ __forceinline__ uint32_t peer_addr(const void* p, uint32_t cta) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"((uint32_t)__cvta_generic_to_shared(p)), "r"(cta));
-  return r;
-}
-__device__ __forceinline__ float4 ld_peer4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-
-// This CTA's share (float4 items [lo, hi) of the tile's batch x kRows outputs) of the sum of kS partial tiles held in
-// the shared memory of cluster CTAs 0 .. kS − 1 (p: this CTA's copy, [64 columns][kP]), in reduce_splits' order and
-// arithmetic (v = 0, += split 0, 1, ..., w = v · inv[b], y = w or y + w): the same bits.
-template <int kS, int kP, int kRows, int kThreads, class A>
-__device__ __forceinline__ void reduce_peers(const A& a, int64_t row0, const float* p, int lo, int hi) {
-  constexpr int kF = kS <= 2 ? 4 : kS <= 4 ? 2 : 1;
-  constexpr int kQ = kRows / 4;
-  uint32_t pb[kS];
-#pragma unroll
-  for (int sp = 0; sp < kS; sp++) pb[sp] = peer_addr(p, (uint32_t)sp);
-#pragma unroll 1
-  for (int base = lo + threadIdx.x; base < hi; base += kThreads * kF) {
-    float4 q[kS][kF];
-    float sc[kF], yo[kF][4];
-#pragma unroll
-    for (int j = 0; j < kF; j++) {
-      const int idx = base + j * kThreads;
-      if (idx >= hi) continue;
-      const int b = idx / kQ, rl = 4 * (idx % kQ);
-      const uint32_t off = (uint32_t)(b * kP + rl) * 4u;
-#pragma unroll
-      for (int sp = 0; sp < kS; sp++) q[sp][j] = ld_peer4(pb[sp] + off);
-      sc[j] = a.inv[b];
-      if (a.accumulate) {
-        const float* yp = a.y + (int64_t)b * a.rows + row0 + rl;
-#pragma unroll
-        for (int c = 0; c < 4; c++) yo[j][c] = row0 + rl + c < a.rows ? yp[c] : 0.f;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kF; j++) {
-      const int idx = base + j * kThreads;
-      if (idx >= hi) continue;
-      const int b = idx / kQ, rl = 4 * (idx % kQ);
-      float* yp = a.y + (int64_t)b * a.rows + row0 + rl;
-      float v[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int sp = 0; sp < kS; sp++) {
-        v[0] += q[sp][j].x;
-        v[1] += q[sp][j].y;
-        v[2] += q[sp][j].z;
-        v[3] += q[sp][j].w;
-      }
-#pragma unroll
-      for (int c = 0; c < 4; c++) {
-        if (row0 + rl + c >= a.rows) continue;
-        const float w = v[c] * sc[j];
-        yp[c] = a.accumulate ? yo[j][c] + w : w;
-      }
-    }
-  }
-}
-
-// store_acc for a kernel launched with the a.splits CTAs of each row tile as one cluster (cluster rank = split;
-// DS_MVB_RED=3): each CTA puts its partial tile into its own shared memory (the ring's, free after the main loop:
-// smem, at least 64 x (kRows + 4) floats), the cluster meets at a barrier, and each CTA sums 1/splits of the tile's
-// outputs from all the CTAs' copies (distributed shared memory) in split order, so no partials in global memory, no
-// gpu-scope fence and counter, and the sum is spread over the tile's CTAs instead of its last one. Same bits as
-// store_acc. Called by every thread of the CTA after the main loop (all async copies landed, all wgmmas waited).
-template <int kRows, int kThreads, class A>
-__device__ __forceinline__ void store_acc_dsmem(const A& a, const float (&acc)[8][4], uint8_t* smem, int split,
-                                                int64_t row0, int rbase, int t) {
-  constexpr int kP = kRows + 4;  // pitch of a column: the 4 lanes t of a quad 8 banks apart (no conflict)
-  float* p = reinterpret_cast<float*>(smem);
-  __syncthreads();  // every warp is done with the ring's slots
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) p[(8 * n + 2 * t + (r & 1)) * kP + rbase + 8 * (r >> 1)] = acc[n][r];
-  cluster_arrive();
-  cluster_wait();  // every CTA's partial tile is in its shared memory
-  const int n4 = a.batch * (kRows / 4);
-  const int lo = (int)((int64_t)n4 * split / a.splits), hi = (int)((int64_t)n4 * (split + 1) / a.splits);
-  switch (a.splits) {
-    case 2: reduce_peers<2, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 3: reduce_peers<3, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 4: reduce_peers<4, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 5: reduce_peers<5, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 6: reduce_peers<6, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 7: reduce_peers<7, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    case 8: reduce_peers<8, kP, kRows, kThreads>(a, row0, p, lo, hi); break;
-    default: break;
-  }
-  cluster_arrive();
-  cluster_wait();  // no CTA exits (its shared memory gone) while a peer may still read it
-}
-#endif
 
 template <int kWG>
 __global__ void __launch_bounds__(128 * kWG, 1) wgmma_kernel(const Args a) {
@@ -609,7 +507,7 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (prep_fused()) {
-    prep_kernel<false, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    prep_kernel<kLayQ4K, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

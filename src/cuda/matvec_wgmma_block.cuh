@@ -10,11 +10,10 @@
 //  * kN64: hi and lo as two m64n64k16 wgmmas with the same A registers into the same 32 accumulators (x's layout puts
 //    the hi terms of the 64 columns in the first 2 KB of each 4 KB k-step, the lo terms in the second), instead of one
 //    m64n128k16 into 64 (hi and lo in separate columns): half the accumulator registers, a quarter of the epilogue.
-//  * DS_MVB_RED=3: the splits of a row tile as one cluster, summed through distributed shared memory
-//    (wg::store_acc_dsmem, the same bits as wg::store_acc).
-// (Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG 8 / 10 / 11, slower than
-// no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring forms measured in
-// splitk11, slower too: bench/cuda/NOTES.md.)
+// (Removed in q6k13: DS_MVB_RED=3, the splits of a row tile as one cluster summed through distributed shared memory,
+// no step gain in splitk11. Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG
+// 8 / 10 / 11, slower than no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring
+// forms measured in splitk11, slower too: bench/cuda/NOTES.md.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -22,10 +21,7 @@
 #pragma once
 #include <cudaTypedefs.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstdlib>
-#include <utility>
 
 #include "cuda/launch.cuh"
 #include "cuda/matvec_wgmma.cuh"
@@ -33,12 +29,6 @@
 
 namespace ds::cuda {
 namespace wgb {
-
-// Launches that took the split-K clusters of DS_MVB_RED=3 (tests: the path ran).
-inline std::atomic<long>& dsmem_launches() {
-  static std::atomic<long> n{0};
-  return n;
-}
 
 constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
 template <int kWG>
@@ -120,14 +110,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
-  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
-  // a.red == 3: launched with the splits of a tile as one cluster (along y) for store_acc_dsmem
-  const bool dsm = a.red == 3;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -236,10 +223,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
 
-  if (dsm)
-    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
-  else
-    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
@@ -252,92 +236,16 @@ inline int wg_force() {
   return v;
 }
 
-// Launch with programmatic dependent launch (pdl) and clusters of clx x cly CTAs (1 x 1: none); launch_pdl_cluster's
-// form with the cluster along y too (the split-K clusters of DS_MVB_RED=3).
-template <class... P, class... A>
-cudaError_t launch_xy(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl, int clx,
-                      int cly, A&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[2];
-  unsigned n = 0;
-  if (pdl) {
-    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[n].val.programmaticStreamSerializationAllowed = 1;
-    n++;
-  }
-  if (clx * cly > 1) {
-    at[n].id = cudaLaunchAttributeClusterDimension;
-    at[n].val.clusterDim.x = (unsigned)clx;
-    at[n].val.clusterDim.y = (unsigned)cly;
-    at[n].val.clusterDim.z = 1;
-    n++;
-  }
-  cfg.attrs = at;
-  cfg.numAttrs = n;
-  return cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
-}
-
-// How many clusters of 1 x cly CTAs of kernel k (block threads, smem bytes of shared memory) the device holds at once
-// (cudaOccupancyMaxActiveClusters, cached per kernel through the caller's table; 0 where the query fails). The split
-// clusters are used only where a grid's clusters are all co-resident: one CTA per SM and ~200 KB of shared memory
-// leave no room for a second wave, and a GPC's SMs need not divide by the cluster size.
-template <class K>
-int max_clusters(K* k, int threads, int smem, int cly, std::atomic<int> (&cache)[9]) {
-  int v = cache[cly].load(std::memory_order_relaxed);
-  if (v >= 0) return v;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(1, (unsigned)cly);
-  cfg.blockDim = dim3((unsigned)threads);
-  cfg.dynamicSmemBytes = (size_t)smem;
-  cudaLaunchAttribute at{};
-  at.id = cudaLaunchAttributeClusterDimension;
-  at.val.clusterDim.x = 1;
-  at.val.clusterDim.y = (unsigned)cly;
-  at.val.clusterDim.z = 1;
-  cfg.attrs = &at;
-  cfg.numAttrs = 1;
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, (const void*)k, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    n = 0;
-  }
-  cache[cly].store(n, std::memory_order_relaxed);
-  if (const char* e = std::getenv("DS_MVB_CLUSTER_LOG"); e && e[0] == '1')
-    std::fprintf(stderr, "[matvec_batched] clusters of 1 x %d CTAs (%d threads, %d B shared): %d co-resident\n", cly,
-                 threads, smem, n);
-  return n;
-}
-
-// Split-K clusters for a launch of tiles x splits CTAs when a.red == 3 asks for them: cluster (1, splits) if the shape
-// has 2..8 splits and all its clusters are co-resident (H200 at ~180 KB of shared memory: 66 clusters of 2, only 30 of
-// 4), else 1, and a.red falls back to 1 (the same bits through global memory).
-template <class K, class A>
-int split_cluster(K* k, int threads, int smem, A& a, dim3 grid, std::atomic<int> (&cache)[9]) {
-  if (a.red != 3) return 1;
-  if (grid.y >= 2 && grid.y <= 8 && (int)grid.x <= max_clusters(k, threads, smem, (int)grid.y, cache)) {
-    dsmem_launches().fetch_add(1, std::memory_order_relaxed);
-    return (int)grid.y;
-  }
-  a.red = 1;
-  return 1;
-}
-
 template <int kWG, bool kN64>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
       cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  const int cly = split_cluster(block_kernel<kWG, kN64>, 128 * kWG, kSmem, a, grid, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_xy(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), 1, cly, a, map);
+      launch_pdl(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};

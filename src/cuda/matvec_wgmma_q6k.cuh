@@ -273,7 +273,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (wg::prep_fused()) {
-    wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+    wg::prep_kernel<wg::kLayQ6K, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

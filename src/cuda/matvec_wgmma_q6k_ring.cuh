@@ -1,11 +1,10 @@
-// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()): wg6::q6k_kernel's arithmetic (same products in the same order for the same
-// warpgroup count, pipelining and split plan; same float64 worst error in tests/cuda, bit equality not checked) with
-// the Q4_K block kernel's data path
-// (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
+// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()). kForm 0 (DS_MVB_WG_Q6K=6): wg6::q6k_kernel's arithmetic (same
+// products in the same order for the same warpgroup count, pipelining and split plan; same float64 worst error in
+// tests/cuda, bit equality not checked); kForm 1 (=8) block form; kForm 2 (=9, the default since q6k13) sub-block form
+// with half the tensor work (see ring_kernel). All with the Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
 // empty mbarriers, no __syncthreads in the loop, programmatic dependent launch (weights of the first two blocks before
-// griddepcontrol.wait); DS_MVB_RED=3: the splits of a row tile as one cluster, summed through distributed shared memory
-// (wg::store_acc_dsmem). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
-// batched9: removed in splitk11.) Include from
+// griddepcontrol.wait). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
+// batched9: removed in splitk11; DS_MVB_RED=3's split-K clusters, no step gain in splitk11: removed in q6k13.) Include from
 // matvec_batched.cu after matvec_wgmma_q6k.cuh and matvec_wgmma_block.cuh; sm_90a only.
 //  * Q6_K blocks are 210 bytes, so block starts are not 16-byte aligned, which the tensor copy needs (the earlier
 //    attempt with boxes starting at blk·210 died with an illegal instruction): the box starts at (blk·210) & ~15 and
@@ -28,22 +27,52 @@ constexpr int stage_bytes() { return wg::kXBlock + 64 * kWG * kBox; }
 template <int kWG>
 constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
-// kBlk (block form, as the Q4_K block kernel's kN64): per k-step the 4 products A1·hi, A1·lo, A2·hi, A2·lo as m64n64k16
-// wgmmas into one 32-register sum for the whole block (d is per row and block), waited once per block (the next
-// round's A fragments built while the current round's wgmmas run, wgmma.wait_group 1), one epilogue per block. Not the
-// bits of q6k_kernel (other summation order), within float64 tolerance.
-template <int kWG, bool kPipe, bool kBlk = false>
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// 4 bytes from a 2-byte-aligned shared-memory address.
+__device__ __forceinline__ uint32_t ld4_a2(const uint8_t* p) {
+  const uint32_t* b = reinterpret_cast<const uint32_t*>((uintptr_t)p & ~(uintptr_t)3);
+  return __funnelshift_r(b[0], b[1], ((uint32_t)(uintptr_t)p & 3u) * 8u);
+}
+// A fragment of sub-block form k-step K = sub-block K (kSub below) for rows rbase (+8): q − 32 as exact fp16 integers
+// (1024 + q from LOP3, then one HADD2); ql / qh: the words at byte 4t of the sub-block's 16-byte ql / qh chunks.
+// Bytes 0, 2 of the 4 codes go to k-slots 2t, 2t + 1 and bytes 1, 3 to 2t + 8, 2t + 9 (wg::prep_kernel<kLayQ6KSub>).
+__device__ __forceinline__ void build_sub(const uint32_t (&ql)[2], const uint32_t (&qh)[2], int seg, uint32_t (&af)[4]) {
+  const __half2 m1056 = __float2half2_rn(-1056.f);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint32_t v = ((ql[h] >> (4 * (seg >> 1))) & 0x0F0F0F0Fu) | (((qh[h] >> (2 * seg)) & 0x03030303u) << 4);
+    af[h] = gemm::h2u(__hadd2(gemm::u2h((v & 0x00FF00FFu) | 0x64006400u), m1056));
+    af[2 + h] = gemm::h2u(__hadd2(gemm::u2h(((v >> 8) & 0x00FF00FFu) | 0x64006400u), m1056));
+  }
+}
+// d·sc of sub-block K of a row: sw = the row's scale word K / 4 ^ 0x80808080; PRMT puts byte K % 4 (= sc + 128) under
+// the exponent of 2^23, one FADD takes 2^23 + 128 off (exact), the product with d (11 x 8 bits) is exact in fp32.
+__device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
+  return (__uint_as_float(__byte_perm(sw, 0x4B000000u, 0x7440u | (unsigned)(K & 3))) - 8388736.f) * d;
+}
+#endif
+
+// kForm 1 (block form, as the Q4_K block kernel's kN64): per k-step the 4 products A1·hi, A1·lo, A2·hi, A2·lo as
+// m64n64k16 wgmmas into one 32-register sum for the whole block (d is per row and block), waited once per block (the
+// next round's A fragments built while the current round's wgmmas run, wgmma.wait_group 1), one epilogue per block.
+// Not the bits of q6k_kernel (other summation order), within float64 tolerance.
+// kForm 2 (sub-block form, kSub): x in sub-block k order (wg::prep_kernel<kLayQ6KSub>: k-step K of a block = its
+// sub-block K), so A = q − 32 alone (exact fp16, |.| <= 32) and the scale comes after the product: per k-step the hi
+// and lo terms as two m64n64k16 wgmmas into a fresh 32-register set (half the tensor work of the other forms), then
+// acc += (d·sc_K)·set in fp32 (exact coefficient, one rounding per FMA). Two sets alternate: k-step K + 1's wgmmas
+// run while K's 32 FMAs are done (wgmma.wait_group 1). Products (<= 6 x 11 bits) exact, fp32 sums of 32 terms; not the
+// bits of the other forms, within float64 tolerance.
+template <int kWG, bool kPipe, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
-  static_assert(64 * (kRows + 4) * 4 <= 2 * kStage, "store_acc_dsmem reuses the ring's slots");
+  constexpr bool kBlk = kForm == 1, kSub = kForm == 2;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const bool dsm = a.red == 3;  // launched with the splits of a tile as one cluster (along y; wgb::split_cluster)
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t row0 = (int64_t)tile * kRows;
   const int64_t nblk = a.cols / 256;
@@ -160,7 +189,70 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
           acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
         }
     };
-    if constexpr (kBlk) {
+    if constexpr (kSub) {
+      float c0[32], c1[32];
+      uint32_t a0[4], a1[4];
+      uint32_t sw[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int m = 0; m < 4; m++) sw[h][m] = ld4_a2(rp[h] + 192 + 4 * m) ^ 0x80808080u;
+      // ql / qh words of half block s for sub-blocks 8s + 2seg + hf: ql at 64s + 16(2(seg & 1) + hf) + 4t (nibble
+      // seg / 2), qh at 128 + 32s + 16hf + 4t (bits 2seg)
+      uint32_t ql[2][4][2], qh[2][2][2];
+      auto load_half = [&](int s) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+          for (int m = 0; m < 4; m++) ql[s][m][h] = ld4_a2(rp[h] + 64 * s + 16 * m + 4 * t);
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = ld4_a2(rp[h] + 128 + 32 * s + 16 * hf + 4 * t);
+        }
+      };
+      auto build_k = [&](int K, uint32_t (&af)[4]) {
+        const int s = K >> 3, kk = K & 7, seg = kk >> 1, hf = kk & 1;
+        build_sub(ql[s][2 * (seg & 1) + hf], qh[s][hf], seg, af);
+      };
+      auto mma_k = [&](int K, float (&c)[32], const uint32_t (&af)[4]) {
+        const uint8_t* xs = xslot + (K >> 3) * kXStep + (K & 7) * 4096;
+        wg_fence();
+        wgb::wgmma_64(c, af, desc_for(xs, 128u, 256u), 0);            // hi terms: a new sum
+        wgb::wgmma_64(c, af, desc_for(xs + 2048, 128u, 256u), 1);     // lo terms
+        wg_commit();
+      };
+      auto scale_add = [&](int K, const float (&c)[32]) {
+        const float s0 = dsc(sw[0][K >> 2], K, dd[0]), s1 = dsc(sw[1][K >> 2], K, dd[1]);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+          for (int r = 0; r < 4; r++) acc[n][r] = fmaf(r < 2 ? s0 : s1, c[4 * n + r], acc[n][r]);
+      };
+      load_half(0);
+      load_half(1);
+      build_k(0, a0);
+      mma_k(0, c0, a0);
+      build_k(1, a1);
+      mma_k(1, c1, a1);
+#pragma unroll
+      for (int K = 2; K < 16; K += 2) {
+        wgb::wg_wait1();  // k-step K − 2 done: c0, a0 free
+        keep(c0);
+        scale_add(K - 2, c0);
+        build_k(K, a0);
+        mma_k(K, c0, a0);
+        wgb::wg_wait1();  // K − 1 done: c1, a1 free
+        keep(c1);
+        scale_add(K - 1, c1);
+        build_k(K + 1, a1);
+        mma_k(K + 1, c1, a1);
+      }
+      wgb::wg_wait1();
+      keep(c0);
+      scale_add(14, c0);
+      wg_wait0();
+      keep(c1);
+      scale_add(15, c1);
+    } else if constexpr (kBlk) {
       float cb[32];
       auto issue_n64 = [&](int R, uint32_t (&af)[4][2][4], bool first) {
         const int s = R >> 1, rd = R & 1;
@@ -220,27 +312,21 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
     if (lane == 0) wgr::bar_arrive(&empty[slot]);
   }
 
-  if (dsm)
-    wg::store_acc_dsmem<kRows, kThreads>(a, acc, smem, split, row0, rbase, t);
-  else
-    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
-template <int kWG, bool kPipe, bool kBlk = false>
+template <int kWG, bool kPipe, int kForm = 0>
 Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kBlk>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kForm>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  static std::atomic<int> cache[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  const int cly = wgb::split_cluster(ring_kernel<kWG, kPipe, kBlk>, 128 * kWG, kSmem, a, grid, cache);
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
   const cudaError_t le =
-      wgb::launch_xy(ring_kernel<kWG, kPipe, kBlk>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), 1, cly, a,
-                     map);
+      launch_pdl(ring_kernel<kWG, kPipe, kForm>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
   return {};
@@ -249,9 +335,10 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 // Whether the ring takes this shape: the tensor map's row stride (210·cols/256 bytes) must be a multiple of 16.
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
-// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); blk: the block form (kBlk).
+// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
+// 2 the sub-block form (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool blk) {
+                     cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
   uint32_t* xw;
   float *inv, *scale, *part;
@@ -262,7 +349,10 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  wg::prep_kernel<true, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+  if (form == 2)
+    wg::prep_kernel<wg::kLayQ6KSub, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+  else
+    wg::prep_kernel<wg::kLayQ6K, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring prep)", stream);
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
@@ -270,7 +360,8 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (blk) return n_wg == 3 ? launch_ring<3, false, true>(a, grid, stream) : launch_ring<2, false, true>(a, grid, stream);
+  if (form == 2) return n_wg == 3 ? launch_ring<3, false, 2>(a, grid, stream) : launch_ring<2, false, 2>(a, grid, stream);
+  if (form == 1) return n_wg == 3 ? launch_ring<3, false, 1>(a, grid, stream) : launch_ring<2, false, 1>(a, grid, stream);
   return n_wg == 3 ? launch_ring<3, false>(a, grid, stream) : launch_ring<2, true>(a, grid, stream);
 }
 

@@ -43,11 +43,12 @@ struct Config {
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
-                 // (one n64 sum per block)
+                 // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32)
 };
-// The block kernels' defaults (Q4_K 12, Q6_K 6) run in the default config; config 9 (n64) and Q6_K 1 (the cp.async
-// kernel, the default before batched9), 8 (block form) are listed, and the defaults 12 / Q6_K 6 once more as configs of
-// their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=12,q6 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
+// The block kernels' defaults (Q4_K 12, Q6_K 9) run in the default config; config 9 (n64) and Q6_K 1 (the cp.async
+// kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block form) are listed, and the
+// defaults 12 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=12,q9 selects them, e.g.
+// under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
 // were removed in splitk11.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -68,7 +69,8 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 6},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 9}};
 
 // DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "2,9"; "-1": the configs that force neither switch) and
 // qN for wg6 value N (e.g. "q8"): only the configs with those (a shorter run, e.g. under compute-sanitizer); unset:
@@ -446,23 +448,21 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0; 3
-// through a cluster's distributed shared memory in the block kernel and the Q6_K ring) sums the same partials in the
-// same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the first kernel
-// 1) and Q6_K (ring 6 and kernel 1) on shapes with 2, 4 and more splits, partial row tiles (rows % 4 != 0), accumulate
-// on and off, B = 25, 33 and 64.
+// The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
+// sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
+// first kernel 1) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
+// tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
   DS_REQUIRE_GPU();
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
   const int wg0 = cuda::matvec_batched_wgmma(), wg60 = cuda::matvec_batched_wgmma_q6k();
   const int red0 = cuda::matvec_batched_split_reduce();
-  const long clustered0 = cuda::matvec_batched_split_cluster_launches();
   const Case cases[] = {{4096, 4096, "9B ssm_out: 4 splits"}, {8192, 4096, "9B attn_qkv: 2 splits"},
                         {300, 12288, "K split"}, {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"},
                         {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9700;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const int kinds[2] = {t == GgmlType::Q4_K ? 12 : 6, 1};
+    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 1} : std::vector<int>{6, 9, 1};
     for (const Case& c : cases) {
       const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
       const auto x = test::random_floats(64 * c.cols, seed + 1);
@@ -484,7 +484,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
               EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
               return test::to_host<float>(*dy, batch * c.rows);
             };
-            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2), dsm = run(3);
+            const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2);
             size_t bad = 0, first = 0, moved = 0;
             for (size_t i = 0; i < fast.size(); i++) {
               if (!(fast[i] == ref[i]) && bad++ == 0) first = i;
@@ -492,8 +492,6 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
             }
             EXPECT_EQ(fence1, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
                                    << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 2 vs 0";
-            EXPECT_EQ(dsm, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
-                                << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 3 (clusters) vs 0";
             EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols << "] B "
                                << batch << (accumulate ? " accumulate" : "") << ": first at row " << first % c.rows
                                << " batch " << first / c.rows << ": " << fast[first] << " vs " << ref[first];
@@ -502,11 +500,6 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
           }
     }
   }
-  // mode 3 took its clusters on these shapes (the block kernel's and the ring's splits of 2 .. 8 CTAs; shapes whose
-  // clusters would not all be co-resident fall back to mode 1, so not every launch)
-  const long clustered = cuda::matvec_batched_split_cluster_launches() - clustered0;
-  std::printf("[split reduce] mode 3 launches with split-K clusters: %ld\n", clustered);
-  EXPECT_GT(clustered, 0);
   cuda::set_matvec_batched_split_reduce(red0);
   cuda::set_matvec_batched_wgmma(wg0);
   cuda::set_matvec_batched_wgmma_q6k(wg60);
