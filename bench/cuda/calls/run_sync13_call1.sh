@@ -9,7 +9,7 @@
 # Run as: OUT=$OUT bash devwork-sync13/go.sh
 set -u
 cd "$(dirname "$0")"
-D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv; mkdir -p "$W"
+D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv_sync13; rm -rf "$W"; mkdir -p "$W"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
 X=$B/deltaserve; X0=$B/deltaserve_base; LIM=${LIM:-92}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }; say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
