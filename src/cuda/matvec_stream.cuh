@@ -46,7 +46,10 @@ constexpr int kBlockBytes = 144;
 // 1 a row group's partial sums (store_rows), 2 the staging of x (mvt::stage_sync; sync13: the producer warp used to
 // join the consumers' __syncthreads from its own call site, which compute-sanitizer's synccheck reports as
 // divergent threads: __syncthreads is the aligned bar.sync, whose threads must all execute the same instruction).
-constexpr int kRowBar = 1, kStageBar = 2;
+// 3 (Tune::xwait only): the hand-off "x is staged" from the consumer warps (barrier.arrive) to the producer warp
+// (barrier.sync), both with the count of the whole CTA: the producer-consumer form of a named barrier, in which warps
+// arrive from different instructions.
+constexpr int kRowBar = 1, kStageBar = 2, kXBar = 3;
 static_assert(kCW == mvt::kWarps, "mvt::stage runs on the consumer warps");
 
 struct Args {
@@ -67,6 +70,7 @@ struct Args {
   uint32_t xg_bytes = 0;
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool arrive_lanes = false;  // every consumer lane arrives on a stage's empty barrier (Tune::arrive_lanes)
+  bool xwait = false;         // the producer waits for x to be staged (Tune::xwait; without a prepared x)
 };
 
 // Global buffers for x in the shared-memory layout (decode10; matvec.cu: two per device, kXgMax bytes each, taken
@@ -393,11 +397,22 @@ __device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint6
 // The producer warp's part in x once the first stages are in flight: with a prepared x (a.xg) it copies x and lets
 // the dependent grid launch. Without one, nothing: the consumer warps stage x behind their named barrier
 // (kStageBar) and trigger the dependents themselves once it is staged (as the producer did after joining them).
-template <class A>
+// With a.xwait (DS_MATVEC_STREAM_XWAIT=1) the producer instead waits until the consumers have staged x (kXBar), as it
+// did while it joined their __syncthreads (before sync13): its next copies and its L2 prefetch of the next product
+// then start when they did before.
+template <int kW, class A>
 __device__ __forceinline__ void producer_x(const A& a, void* smem, uint64_t* xfull) {
-  if (!a.xg) return;
+  if (!a.xg) {
+    if (a.xwait) asm volatile("barrier.sync %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
+    return;
+  }
   copy_xg(a.xg, a.xg_bytes, smem, xfull, a.xfence);
   mvs::grid_dep_trigger();
+}
+// The consumer warps' half of that hand-off, once x is staged (a.xwait, no prepared x).
+template <int kW>
+__device__ __forceinline__ void x_staged_arrive() {
+  asm volatile("barrier.arrive %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
 }
 
 // A consumer warp done with stage s: its reads of the stage ordered before the producer's next bulk copy into it.
@@ -488,7 +503,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     // Its part in x (producer_x) after the first `S` stages are in flight.
     bool x_done = false;
     const auto x_part = [&] {
-      producer_x(a, smem_raw, &xfull);
+      producer_x<kW>(a, smem_raw, &xfull);
       x_done = true;
     };
     int j = 0;
@@ -515,11 +530,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   mvs::grid_dep_wait();
   if (a.xg) {
     mbar_wait(&xfull, 0);
-  } else if constexpr (kI8) {
-    if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
-    else stage_i8<kW>(a.t, bfr, sx, inv_s);
   } else {
-    mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
+    if constexpr (kI8) {
+      if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
+      else stage_i8<kW>(a.t, bfr, sx, inv_s);
+    } else {
+      mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
+    }
+    if (a.xwait) x_staged_arrive<kW>();
   }
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
@@ -610,6 +628,12 @@ struct Tune {
   // Both kernels: every consumer lane arrives on a stage's empty barrier instead of lane 0 after __syncwarp
   // (release_stage; DS_MATVEC_STREAM_ARRIVE_LANES=1, sync13: A/B for compute-sanitizer racecheck's ring reports).
   bool arrive_lanes = false;
+  // Both kernels, without a prepared x: the producer warp waits at a named barrier until the consumers have staged x
+  // (producer_x; DS_MATVEC_STREAM_XWAIT=1, sync13, NOT yet run on a GPU), the timing of the producer before sync13.
+  // Without it (default) the producer goes on to its next stage's empty barrier and, where it has issued all its
+  // copies, prefetches the next product's weights while x is staged. H200 tg128 (sync13 call 1, same call): 9B
+  // 393.3 / 393.5 tok/s vs 396.2 / 396.7 for main's binary (joined __syncthreads), 0.8B 1265.2 / 1269.1 vs 1247.4.
+  bool xwait = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -629,6 +653,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_ARRIVE_LANES")) d.arrive_lanes = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XWAIT")) d.xwait = e[0] == '1';
     return d;
   }();
   return t;
@@ -744,6 +769,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.math = tune().math;
   a.stage2 = tune().stage2;
   a.arrive_lanes = tune().arrive_lanes;
+  a.xwait = tune().xwait;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);

@@ -59,6 +59,7 @@ struct Args {
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
   bool arrive_lanes = false;  // mvq::Args::arrive_lanes
+  bool xwait = false;         // mvq::Args::xwait
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -405,7 +406,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
     bool x_done = false;
     const auto x_part = [&] {
-      mvq::producer_x(a, smem_raw, &xfull);
+      mvq::producer_x<kW>(a, smem_raw, &xfull);
       x_done = true;
     };
     int j = 0;
@@ -433,6 +434,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   if (a.xg) mvq::mbar_wait(&xfull, 0);
   else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
   else stage_q6<kW>(a.t, bfr, cfr, inv_s);
+  if (!a.xg && a.xwait) mvq::x_staged_arrive<kW>();
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
@@ -593,6 +595,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.xbytes = p.xbytes;
   a.stage2 = mvq::tune().stage2;
   a.arrive_lanes = mvq::tune().arrive_lanes;
+  a.xwait = mvq::tune().xwait;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
