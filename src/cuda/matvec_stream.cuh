@@ -11,7 +11,8 @@
 //     completing on the stage's `full` mbarrier (expect_tx = the stage's bytes), and re-fills a stage once
 //     its `empty` mbarrier has seen all consumer warps: `stages` x ~18-37 KB stay in flight per CTA;
 //   - the first stages are issued before griddepcontrol.wait (weights do not depend on the previous
-//     kernel), x is staged after it (mvt::stage, by the consumer warps; the producer joins its barriers);
+//     kernel), x is staged after it (mvt::stage, by the consumer warps behind their own named barrier
+//     kStageBar; the producer warp takes no part, sync13);
 //   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
 //     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
 //     behind a named barrier at the end of each row group.
@@ -41,6 +42,14 @@ constexpr int kCW = 8;                   // consumer warps (= mvt::kWarps: mvt::
 constexpr int kThreads = 32 * (kCW + 1);  // + one producer warp
 constexpr int kMaxStages = 8;
 constexpr int kBlockBytes = 144;
+// Named barriers of the consumer warps (bar.sync id, 32 x consumer warps; the producer warp never executes them):
+// 1 a row group's partial sums (store_rows), 2 the staging of x (mvt::stage_sync; sync13: the producer warp used to
+// join the consumers' __syncthreads from its own call site, which compute-sanitizer's synccheck reports as
+// divergent threads: __syncthreads is the aligned bar.sync, whose threads must all execute the same instruction).
+// 3 (Tune::xwait only): the hand-off "x is staged" from the consumer warps (barrier.arrive) to the producer warp
+// (barrier.sync), both with the count of the whole CTA: the producer-consumer form of a named barrier, in which warps
+// arrive from different instructions.
+constexpr int kRowBar = 1, kStageBar = 2, kXBar = 3;
 static_assert(kCW == mvt::kWarps, "mvt::stage runs on the consumer warps");
 
 struct Args {
@@ -60,6 +69,8 @@ struct Args {
   const uint4* xg = nullptr;
   uint32_t xg_bytes = 0;
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
+  bool arrive_lanes = false;  // every consumer lane arrives on a stage's empty barrier (Tune::arrive_lanes)
+  bool xwait = false;         // the producer waits for x to be staged (Tune::xwait; without a prepared x)
 };
 
 // Global buffers for x in the shared-memory layout (decode10; matvec.cu: two per device, kXgMax bytes each, taken
@@ -211,15 +222,16 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
   }
 }
 
-// Same prologue (RMSNorm / SwiGLU) and barriers as mvt::stage (the producer warp joins the same count);
-// one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+// Same prologue (RMSNorm / SwiGLU) as mvt::stage, its barriers the named kStageBar among the kW staging warps (in
+// xprep_kernel all of its CTA); one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4,
+// t = lane % 4.
 // b0 / bstep: the super-blocks b0 + warp, + bstep, ... (xprep_kernel: a slice per CTA; zero: write the zero block).
 template <int kW>
 __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, int b0 = 0,
                                          int bstep = kW, bool zero = true) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW>(a, red);
+  const float scale = mvt::rms_scale<kW, kStageBar>(a, red);
   if (zero)
     for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = b0 + warp; b < a.nb; b += bstep) {
@@ -241,7 +253,7 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     split_digits(v, s, fin, dg);
     store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
-  __syncthreads();
+  mvt::stage_sync<kW, kStageBar>();
 }
 
 // stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT yet
@@ -250,7 +262,7 @@ template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int warp = threadIdx.x >> 5;
   __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW>(a, red);
+  const float scale = mvt::rms_scale<kW, kStageBar>(a, red);
   for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
   for (int b = warp; b < a.nb; b += 2 * kW) {
     const bool v1 = b + kW < a.nb;
@@ -258,7 +270,7 @@ __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, fl
     const bool st[2] = {true, v1};
     stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
-  __syncthreads();
+  mvt::stage_sync<kW, kStageBar>();
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -368,13 +380,13 @@ __device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* d
 }
 
 // The ring's barriers (both stream kernels), set up by thread 0 before any thread uses them: full[s] takes the
-// producer's arrival and its copies' bytes, empty[s] the kCW consumer warps of the group that read stage s,
-// xfull the copy of a prepared x.
-__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages) {
+// producer's arrival and its copies' bytes, empty[s] the kCW consumer warps of the group that read stage s (lanes:
+// their 32 kCW lanes, release_stage), xfull the copy of a prepared x.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages, bool lanes) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; s++) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kCW);
+      mbar_init(&empty[s], lanes ? 32 * kCW : kCW);
     }
     mbar_init(xfull, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -382,17 +394,39 @@ __device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint6
   __syncthreads();
 }
 
-// The producer warp's part in x once the first stages are in flight: it joins the stager's barriers (one when
-// the RMSNorm prologue reduces sum(x^2), one at its end) or, with a prepared x (a.xg), copies it instead.
-template <class A>
-__device__ __forceinline__ void join_staging(const A& a, void* smem, uint64_t* xfull) {
-  if (a.xg) {
-    copy_xg(a.xg, a.xg_bytes, smem, xfull, a.xfence);
-  } else {
-    if (a.t.pre.norm_w) __syncthreads();
-    __syncthreads();
+// The producer warp's part in x once the first stages are in flight: with a prepared x (a.xg) it copies x and lets
+// the dependent grid launch. Without one, nothing: the consumer warps stage x behind their named barrier
+// (kStageBar) and trigger the dependents themselves once it is staged (as the producer did after joining them).
+// With a.xwait (DS_MATVEC_STREAM_XWAIT=1) the producer instead waits until the consumers have staged x (kXBar), as it
+// did while it joined their __syncthreads (before sync13): its next copies and its L2 prefetch of the next product
+// then start when they did before.
+template <int kW, class A>
+__device__ __forceinline__ void producer_x(const A& a, void* smem, uint64_t* xfull) {
+  if (!a.xg) {
+    if (a.xwait) asm volatile("barrier.sync %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
+    return;
   }
+  copy_xg(a.xg, a.xg_bytes, smem, xfull, a.xfence);
   mvs::grid_dep_trigger();
+}
+// The consumer warps' half of that hand-off, once x is staged (a.xwait, no prepared x).
+template <int kW>
+__device__ __forceinline__ void x_staged_arrive() {
+  asm volatile("barrier.arrive %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
+}
+
+// A consumer warp done with stage s: its reads of the stage ordered before the producer's next bulk copy into it.
+// Default: the warp's lanes meet at __syncwarp and lane 0 arrives (empty[s] counts warps); lanes
+// (DS_MATVEC_STREAM_ARRIVE_LANES=1, sync13): every lane arrives after its own reads (empty[s] counts lanes), the
+// form in which each read is followed by its own thread's release, for race checkers that do not carry
+// __syncwarp's ordering over to lane 0's arrival.
+__device__ __forceinline__ void release_stage(uint64_t* empty, bool lanes) {
+  if (lanes) {
+    mbar_arrive(empty);
+  } else {
+    __syncwarp();
+    if ((threadIdx.x & 31) == 0) mbar_arrive(empty);
+  }
 }
 
 // A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
@@ -410,7 +444,7 @@ __device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp,
     red[warp][g] = yp[0];
     red[warp][g + 8] = yp[1];
   }
-  asm volatile("bar.sync 1, %0;\n" ::"r"(32 * kW) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
   if (warp == 0 && lane < 16) {
     float v = 0.f;
 #pragma unroll
@@ -463,19 +497,19 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  init_ring(full, empty, &xfull, S);
+  init_ring(full, empty, &xfull, S, a.arrive_lanes);
 
   if (warp == kW) {  // producer
-    // Joins x staging (join_staging) after the first `S` stages are in flight.
-    bool joined = false;
-    const auto join = [&] {
-      join_staging(a, smem_raw, &xfull);
-      joined = true;
+    // Its part in x (producer_x) after the first `S` stages are in flight.
+    bool x_done = false;
+    const auto x_part = [&] {
+      producer_x<kW>(a, smem_raw, &xfull);
+      x_done = true;
     };
     int j = 0;
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
       for (int c = 0; c < a.nchunk; c++, j++) {
-        if (j == S && !joined) join();
+        if (j == S && !x_done) x_part();
         const int s = j % S;
         if (j >= S) mbar_wait(&empty[s], ((j / S) - 1) & 1);
         const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
@@ -488,7 +522,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
                    bytes, &full[s]);
         }
       }
-    if (!joined) join();
+    if (!x_done) x_part();
     prefetch_next(a.pf, a.pf_cta);
     return;
   }
@@ -496,11 +530,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   mvs::grid_dep_wait();
   if (a.xg) {
     mbar_wait(&xfull, 0);
-  } else if constexpr (kI8) {
-    if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
-    else stage_i8<kW>(a.t, bfr, sx, inv_s);
   } else {
-    mvt::stage<kT, false>(a.t, bfr, sx, inv_s);
+    if constexpr (kI8) {
+      if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
+      else stage_i8<kW>(a.t, bfr, sx, inv_s);
+    } else {
+      mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
+    }
+    if (a.xwait) x_staged_arrive<kW>();
   }
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
@@ -533,8 +570,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           q = qn;
         }
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      release_stage(&empty[s], a.arrive_lanes);
     }
     store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
@@ -589,6 +625,18 @@ struct Tune {
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
+  // Both kernels: every consumer lane arrives on a stage's empty barrier instead of lane 0 after __syncwarp
+  // (release_stage; DS_MATVEC_STREAM_ARRIVE_LANES=1, sync13). H200 (sync13 call 1): racecheck reports the ring's
+  // write-after-read pairs (the producer's bulk copy into a stage vs the consumers' earlier reads) with the per-warp
+  // arrive and none with this one (StreamWideSmall, StreamXprepOrdering); tg128 9B 395.1 tok/s vs 393.3 / 393.5,
+  // 0.8B 1273.7 vs 1265.2 / 1269.1 (single lines). Off until the whole stream test set has run with it.
+  bool arrive_lanes = false;
+  // Both kernels, without a prepared x: the producer warp waits at a named barrier until the consumers have staged x
+  // (producer_x; DS_MATVEC_STREAM_XWAIT=1, sync13, NOT yet run on a GPU), the timing of the producer before sync13.
+  // Without it (default) the producer goes on to its next stage's empty barrier and, where it has issued all its
+  // copies, prefetches the next product's weights while x is staged. H200 tg128 (sync13 call 1, same call): 9B
+  // 393.3 / 393.5 tok/s vs 396.2 / 396.7 for main's binary (joined __syncthreads), 0.8B 1265.2 / 1269.1 vs 1247.4.
+  bool xwait = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -607,6 +655,8 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_ARRIVE_LANES")) d.arrive_lanes = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XWAIT")) d.xwait = e[0] == '1';
     return d;
   }();
   return t;
@@ -721,6 +771,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.xbytes = p.xbytes;
   a.math = tune().math;
   a.stage2 = tune().stage2;
+  a.arrive_lanes = tune().arrive_lanes;
+  a.xwait = tune().xwait;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);

@@ -58,6 +58,8 @@ struct Args {
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
+  bool arrive_lanes = false;  // mvq::Args::arrive_lanes
+  bool xwait = false;         // mvq::Args::xwait
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -173,7 +175,8 @@ __device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[k
   }
 }
 
-// Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the producer warp joins the same count).
+// Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the named mvq::kStageBar among the kW staging
+// warps; the producer warp takes no part).
 // One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
 // and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
 // b0 / bstep: the super-blocks b0 + warp, + bstep, ... (xprep_kernel: a slice per CTA).
@@ -182,7 +185,7 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
                                          int bstep = kW) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW>(a, red);
+  const float scale = mvt::rms_scale<kW, mvq::kStageBar>(a, red);
   const int m = lane >> 2, t = lane & 3;
   for (int b = b0 + warp; b < a.nb; b += bstep) {
     const int odd = b & 1;
@@ -230,7 +233,7 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
         }
     cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
   }
-  __syncthreads();
+  mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
 // stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
@@ -240,7 +243,7 @@ template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int warp = threadIdx.x >> 5;
   __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW>(a, red);
+  const float scale = mvt::rms_scale<kW, mvq::kStageBar>(a, red);
   for (int b = warp; b < a.nb; b += 2 * kW) {  // kW even: b and b + kW have the warp's parity
     const bool v1 = b + kW < a.nb;
     const int bs[2] = {b, v1 ? b + kW : b};
@@ -248,7 +251,7 @@ __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, in
     if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
     else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
   }
-  __syncthreads();
+  mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
 __device__ __forceinline__ void imma_c(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -396,20 +399,20 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  mvq::init_ring(full, empty, &xfull, S);
+  mvq::init_ring(full, empty, &xfull, S, a.arrive_lanes);
 
   // The producer and consumer loops follow mvq::kernel's; they stay written out in both kernels because as shared
   // templates taking the copy / the items as callbacks, kernel<true, 8> compiled to different code.
   if (warp == kW) {  // producer: the same schedule as mvq::kernel, 16-byte aligned windows per row piece
-    bool joined = false;
-    const auto join = [&] {
-      mvq::join_staging(a, smem_raw, &xfull);
-      joined = true;
+    bool x_done = false;
+    const auto x_part = [&] {
+      mvq::producer_x<kW>(a, smem_raw, &xfull);
+      x_done = true;
     };
     int j = 0;
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
       for (int c = 0; c < a.nchunk; c++, j++) {
-        if (j == S && !joined) join();
+        if (j == S && !x_done) x_part();
         const int s = j % S;
         if (j >= S) mvq::mbar_wait(&empty[s], ((j / S) - 1) & 1);
         const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
@@ -422,7 +425,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
         __syncwarp();
         if (lane < 16) mvq::bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s]);
       }
-    if (!joined) join();
+    if (!x_done) x_part();
     mvq::prefetch_next(a.pf, a.pf_cta);
     return;
   }
@@ -431,6 +434,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   if (a.xg) mvq::mbar_wait(&xfull, 0);
   else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
   else stage_q6<kW>(a.t, bfr, cfr, inv_s);
+  if (!a.xg && a.xwait) mvq::x_staged_arrive<kW>();
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
@@ -461,8 +465,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
       }
-      __syncwarp();
-      if (lane == 0) mvq::mbar_arrive(&empty[s]);
+      mvq::release_stage(&empty[s], a.arrive_lanes);
     }
     mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
@@ -591,6 +594,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.stage2 = mvq::tune().stage2;
+  a.arrive_lanes = mvq::tune().arrive_lanes;
+  a.xwait = mvq::tune().xwait;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);

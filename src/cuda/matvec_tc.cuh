@@ -102,10 +102,20 @@ __device__ __forceinline__ float4 load_x4(const Args& a, int e, float scale) {
   return v;
 }
 
-// The RMSNorm prologue's factor 1 / sqrt(mean(x^2) + eps), 1 without it: kW warps sum x^2, one __syncthreads
-// (the stream kernels' producer warp joins it). red: kW floats of shared memory declared by the caller, so that
-// each stager keeps its own array (a kernel's static shared memory stays as it was).
-template <int kW>
+// The stagers' block barrier: kBar 0 = __syncthreads (every warp of the CTA stages x: this file's kernels,
+// xprep_kernel); else named barrier kBar among the kW staging warps only (the stream kernels, matvec_stream.cuh:
+// their producer warp takes no part; sync13: it used to join from its own __syncthreads call site, outside what
+// the aligned bar.sync promises).
+template <int kW, int kBar>
+__device__ __forceinline__ void stage_sync() {
+  if constexpr (kBar == 0) __syncthreads();
+  else asm volatile("bar.sync %0, %1;\n" ::"n"(kBar), "n"(32 * kW) : "memory");
+}
+
+// The RMSNorm prologue's factor 1 / sqrt(mean(x^2) + eps), 1 without it: kW warps sum x^2, one stage_sync.
+// red: kW floats of shared memory declared by the caller, so that each stager keeps its own array (a kernel's
+// static shared memory stays as it was).
+template <int kW, int kBar = 0>
 __device__ __forceinline__ float rms_scale(const Args& a, float* red) {
   if (!a.pre.norm_w) return 1.f;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -117,7 +127,7 @@ __device__ __forceinline__ float rms_scale(const Args& a, float* red) {
   }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) red[warp] = ss;
-  __syncthreads();
+  stage_sync<kW, kBar>();
   float tot = 0.f;
 #pragma unroll
   for (int i = 0; i < kW; i++) tot += red[i];
@@ -127,11 +137,12 @@ __device__ __forceinline__ float rms_scale(const Args& a, float* red) {
 // Writes the B fragments, Sx and 2^-e of every super-block into shared memory; one warp per super-block,
 // lane = code word wi of the block (elements e_lo + 0..3 = low nibbles, e_hi + 0..3 = high nibbles).
 // Q6_K (kQ6): lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 2, fragment lanes t = 2 (lane & 1), + 1.
-template <int kT, bool kQ6>
+// kBar: stage_sync's barrier (0: the whole CTA stages).
+template <int kT, bool kQ6, int kBar = 0>
 __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __shared__ float red[kWarps];
-  const float scale = rms_scale<kWarps>(a, red);
+  const float scale = rms_scale<kWarps, kBar>(a, red);
   // The zero super-block (index nb) for lanes whose column is >= kT.
   for (int i = threadIdx.x; i < 16 * kT * 4; i += kThreads) bfr[a.nb * 16 * kT * 4 + i] = make_uint2(0, 0);
   const int wi = lane, c = wi >> 3;
@@ -187,7 +198,7 @@ __device__ __forceinline__ void stage(const Args& a, uint2* bfr, float* sx, floa
       }
     }
   }
-  __syncthreads();
+  stage_sync<kWarps, kBar>();
 }
 
 struct Raw {

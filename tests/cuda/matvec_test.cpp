@@ -113,6 +113,56 @@ void run_case(GgmlType t, const Shape& s, uint64_t seed, bool accumulate, const 
              what + " " + s.what);
 }
 
+// The matvec settings the kernel-variant tests change: the path and the tc / stream / stream Q6_K tunes, saved when
+// made and put back when destroyed (also when an ASSERT leaves the test early). It sets the path to Auto and turns
+// the tc kernel on (the stream kernels are its streamed forms).
+struct KeepMatvecSettings {
+  const cuda::MatvecPath path = cuda::matvec_path();
+  const cuda::MatvecTcTune tc = cuda::matvec_tc_tune();
+  const cuda::MatvecStreamTune q4 = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune q6 = cuda::matvec_stream_q6_tune();
+  KeepMatvecSettings() {
+    cuda::set_matvec_path(cuda::MatvecPath::Auto);
+    cuda::MatvecTcTune t = tc;
+    t.on = true;
+    cuda::set_matvec_tc_tune(t);
+  }
+  ~KeepMatvecSettings() {
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune(q6);
+    cuda::set_matvec_tc_tune(tc);
+    cuda::set_matvec_path(path);
+  }
+};
+
+// A Q4_K stream ring variant forced on (mode 1): chunk size, stages, CTAs per SM, 16 consumer warps; every other
+// field (the prepared x's thresholds, prefetch, ...) from `base` (the settings outside the test: session 9's
+// repro set its tune from a short brace list, which reset xprep to the struct's default and so never ran the
+// prepared x).
+cuda::MatvecStreamTune q4_ring(const cuda::MatvecStreamTune& base, int kc, int stages, int ctas, bool wide) {
+  cuda::MatvecStreamTune t = base;
+  t.mode = 1;
+  t.kc = kc;
+  t.stages = stages;
+  t.ctas_per_sm = ctas;
+  t.wide = wide;
+  return t;
+}
+
+// The stream tests' shapes; with DS_TEST_STREAM_SMALL=1 (compute-sanitizer runs: racecheck slows every shared-memory
+// access) only those of at most 1M weights, or the smallest where none is.
+std::vector<Shape> stream_shapes(std::vector<Shape> v) {
+  const char* e = std::getenv("DS_TEST_STREAM_SMALL");
+  if (!e || e[0] != '1' || v.empty()) return v;
+  const auto weights = [](const Shape& s) { return s.rows * s.cols; };
+  const Shape least = *std::min_element(v.begin(), v.end(), [&](const Shape& a, const Shape& b) {
+    return weights(a) < weights(b);
+  });
+  v.erase(std::remove_if(v.begin(), v.end(), [&](const Shape& s) { return weights(s) > (1 << 20); }), v.end());
+  if (v.empty()) v.push_back(least);
+  return v;
+}
+
 TEST(CudaMatvec, MatchesCpuDotRow) {
   DS_REQUIRE_GPU();
   uint64_t seed = 100;
@@ -307,13 +357,9 @@ TEST(CudaMatvec, FusedInputMatchesCpu) {
 // accumulating and fused. Prints the worst error per variant (the kernel's accuracy, relative to sum |w x|).
 TEST(CudaMatvec, TensorCoreQ4KVariants) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
-  const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
+  const KeepMatvecSettings keep;
   cuda::set_matvec_stream_tune({0});  // the register-fed tc kernel itself (StreamQ4KVariants: the streamed one)
-  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
   cuda::set_matvec_stream_q6_tune({0});  // and for Q6_K (StreamQ6KVariants: the streamed one)
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
   const std::vector<Shape> shapes = {
       {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
       {77, 3584, "0.8B ffn width"},                  {4097, 4096, "odd rows, 9B width"},
@@ -336,10 +382,6 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
         }
       std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
     }
-  cuda::set_matvec_tc_tune(keep);
-  cuda::set_matvec_stream_tune(keep_stream);
-  cuda::set_matvec_stream_q6_tune(keep_q6);
-  cuda::set_matvec_path(keep_path);
 }
 
 // The streamed Q4_K kernel (matvec_stream.cuh, decode6) forced on every shape it fits: rows not a multiple
@@ -349,16 +391,13 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
 // in half its shared memory (ctas -1, decode8; the full SM where x and 2 stages need more).
 TEST(CudaMatvec, StreamQ4KVariants) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  const std::vector<Shape> shapes = {
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({
       {1027, 256, "one super-block, rows % 16 = 3"}, {333, 1280, "5 super-blocks"},
       {77, 3584, "0.8B ffn width"},                  {4097, 4096, "odd rows, 9B width"},
       {21, 17408, "27B ffn width"},                  {3, 25856, "101 super-blocks"},
       {2500, 12288, "9B ffn_down width"},
-  };
+  });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (the int8 form:
   // 101 / 68 super-blocks by default, every shape with ctas 1); wide false: 8 there.
   struct V { int kc, stages, ctas, terms; bool i8, stage2 = false, wide = true; };
@@ -370,14 +409,15 @@ TEST(CudaMatvec, StreamQ4KVariants) {
                   {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, stage2
   uint64_t seed = 9700;
   for (const V& v : vs) {
-    cuda::MatvecTcTune tc = keep_tc;
+    cuda::MatvecTcTune tc = keep.tc;
     tc.on = true;
     tc.terms = v.terms;
     cuda::set_matvec_tc_tune(tc);
-    // one_cta_nb / xprep as set outside (default or env: the prepared x on the >= 32-super-block shapes); a
-    // shorter brace list would reset them to the struct's defaults (session 9's repro ran without the prepared x).
-    cuda::set_matvec_stream_tune({1, v.kc, v.stages, v.ctas, v.i8, v.stage2, keep.prefetch_kb, v.wide, keep.one_cta_nb,
-                                  keep.xprep, keep.xprep_q6k});
+    // one_cta_nb / xprep as set outside (default or env: the prepared x on the >= 32-super-block shapes)
+    cuda::MatvecStreamTune q4 = q4_ring(keep.q4, v.kc, v.stages, v.ctas, v.wide);
+    q4.i8 = v.i8;
+    q4.stage2 = v.stage2;
+    cuda::set_matvec_stream_tune(q4);
     const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
                              (v.wide ? "" : " 8 warps") +
                              " kc " + std::to_string(v.kc) +
@@ -391,9 +431,6 @@ TEST(CudaMatvec, StreamQ4KVariants) {
       }
     std::printf("[stream] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
   }
-  cuda::set_matvec_stream_tune(keep);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 // The streamed Q6_K kernel (matvec_stream_q6.cuh, decode7) forced on every shape it fits: rows not a multiple
@@ -404,19 +441,13 @@ TEST(CudaMatvec, StreamQ4KVariants) {
 // number of super-blocks per row are not taken (the other kernels run them; checked here too).
 TEST(CudaMatvec, StreamQ6KVariants) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecStreamQ6Tune keep = cuda::matvec_stream_q6_tune();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  cuda::MatvecTcTune tc = keep_tc;
-  tc.on = true;
-  cuda::set_matvec_tc_tune(tc);
-  const std::vector<Shape> shapes = {
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({
       {1027, 512, "two super-blocks, rows % 16 = 3"}, {333, 1024, "0.8B width"},
       {77, 3584, "0.8B ffn width (rows 12 mod 16 bytes)"}, {4097, 4096, "odd rows, 9B width"},
       {21, 17408, "27B ffn width"},                   {515, 5120, "27B width"},
       {3, 25600, "100 super-blocks"},                 {2500, 12288, "9B ffn_down width"},
-  };
+  });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (by default the
   // 12288 / 17408 / 25600-wide rows; every shape with ctas 1); wide false: 8 there.
   struct V { int kc, stages, ctas; bool stage2 = false, wide = true; };
@@ -424,10 +455,9 @@ TEST(CudaMatvec, StreamQ6KVariants) {
                   {0, 0, -1}, {2, 2, -1},  // ctas -1: one CTA per SM in half its shared memory (decode8)
                   {0, 0, 0, false, false}, {16, 0, 1, false, false},  // 8 consumer warps
                   {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, stage2
-  const cuda::MatvecStreamTune keep_q4 = cuda::matvec_stream_tune();
   uint64_t seed = 9900;
   for (const V& v : vs) {
-    cuda::MatvecStreamTune q4 = keep_q4;
+    cuda::MatvecStreamTune q4 = keep.q4;
     q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
@@ -453,10 +483,6 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   }
   cuda::set_matvec_stream_q6_tune({0});
   EXPECT_FALSE(cuda::matvec_stream_q6_takes(4096, 12288)) << "DS_MATVEC_STREAM_Q6K=0";
-  cuda::set_matvec_stream_q6_tune(keep);
-  cuda::set_matvec_stream_tune(keep_q4);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 // The L2 prefetch hint (set_matvec_next, decode8): with prefetch on, the streamed Q4_K / Q6_K kernels prefetch
@@ -464,22 +490,16 @@ TEST(CudaMatvec, StreamQ6KVariants) {
 // prefetch size and one too small to give every CTA a piece (no prefetch then).
 TEST(CudaMatvec, StreamPrefetchHint) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
-  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  cuda::MatvecTcTune tc = keep_tc;
-  tc.on = true;
-  cuda::set_matvec_tc_tune(tc);
+  const KeepMatvecSettings keep;
   cuda::set_matvec_stream_q6_tune({1});
   auto next = cuda::DeviceBuffer::alloc(24u << 20);
   ASSERT_TRUE(next.ok());
-  const std::vector<Shape> shapes = {{4097, 4096, "odd rows, 9B width"}, {2500, 12288, "9B ffn_down width"}};
+  const std::vector<Shape> shapes =
+      stream_shapes({{4097, 4096, "odd rows, 9B width"}, {2500, 12288, "9B ffn_down width"}});
   uint64_t seed = 12100;
   for (int kb : {4096, 16384})
     for (size_t hint : {(size_t)24 << 20, (size_t)1 << 20, (size_t)4096}) {
-      cuda::MatvecStreamTune q4 = keep;
+      cuda::MatvecStreamTune q4 = keep.q4;
       q4.mode = 1;
       q4.prefetch_kb = kb;
       cuda::set_matvec_stream_tune(q4);
@@ -493,10 +513,6 @@ TEST(CudaMatvec, StreamPrefetchHint) {
         }
     }
   cuda::set_matvec_next(nullptr, 0);
-  cuda::set_matvec_stream_tune(keep);
-  cuda::set_matvec_stream_q6_tune(keep_q6);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 // The 16-consumer-warp form of both streamed kernels (decode9) on a few small shapes, one CTA per SM forced
@@ -504,25 +520,13 @@ TEST(CudaMatvec, StreamPrefetchHint) {
 // groups than SMs, the 9B / 27B ffn_down widths, odd stage counts.
 TEST(CudaMatvec, StreamWideSmall) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
-  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  cuda::MatvecTcTune tc = keep_tc;
-  tc.on = true;
-  cuda::set_matvec_tc_tune(tc);
-  const std::vector<Shape> shapes = {{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
-                                     {300, 4096, "9B width"}};
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
+                                     {300, 4096, "9B width"}});
   uint64_t seed = 12900;
   for (int stages : {0, 3}) {
-    cuda::MatvecStreamTune q4 = keep;
-    q4.mode = 1;
-    q4.kc = 8;
-    q4.stages = stages;
-    q4.ctas_per_sm = 1;
+    cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 8, stages, 1, true);
     q4.i8 = true;
-    q4.wide = true;
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, 0, stages, 1, true});
     const std::string name = "16 warps, stages " + std::to_string(stages);
@@ -535,10 +539,6 @@ TEST(CudaMatvec, StreamWideSmall) {
     std::printf("[stream wide] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
     EXPECT_LE(g_worst_seen, 1e-6) << name;
   }
-  cuda::set_matvec_stream_tune(keep);
-  cuda::set_matvec_stream_q6_tune(keep_q6);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 // Activations with outliers and a zero super-block (per-super-block scaling must neither overflow nor lose the
@@ -580,29 +580,26 @@ double wide_range_case(GgmlType type, uint64_t seed, const std::string& what, bo
 
 TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecTcTune keep = cuda::matvec_tc_tune();
+  const KeepMatvecSettings keep;
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
     for (int terms : {2, 3}) {
       cuda::set_matvec_tc_tune({true, terms, 0, true});
       const double e = wide_range_case(type, 77 + terms, "wide-range x, terms " + std::to_string(terms));
       std::printf("[tc] %s wide-range x, terms %d: worst %.3g\n", cuda::type_cstr(type), terms, e);
     }
-  cuda::set_matvec_tc_tune(keep);
+  cuda::set_matvec_tc_tune(keep.tc);
   {  // the streamed kernel's integer form (4 int8 digits of x per super-block)
-    const cuda::MatvecStreamTune keep_stream = cuda::matvec_stream_tune();
     cuda::set_matvec_stream_tune({1});
     const double e = wide_range_case(GgmlType::Q4_K, 79, "wide-range x, stream int8");
     std::printf("[stream] Q4_K wide-range x, int8 digits: worst %.3g\n", e);
-    cuda::set_matvec_stream_tune(keep_stream);
+    cuda::set_matvec_stream_tune(keep.q4);
   }
   {  // the streamed Q6_K kernel (4 int8 digits of x per super-block; odd super-blocks at 2 mod 4)
-    const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
     cuda::set_matvec_stream_q6_tune({1});
     EXPECT_TRUE(cuda::matvec_stream_q6_takes(515, 4096));
     const double e = wide_range_case(GgmlType::Q6_K, 81, "wide-range x, stream Q6_K", true);
     std::printf("[stream q6] Q6_K wide-range x, int8 digits: worst %.3g\n", e);
     EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
-    cuda::set_matvec_stream_q6_tune(keep_q6);
   }
 }
 
@@ -612,26 +609,14 @@ TEST(CudaMatvec, TensorCoreQ4KWideRangeX) {
 // 16) and one CTA x 16 forced, and the wide-range x case (zero super-block, outliers, NaN) of both kernels.
 TEST(CudaMatvec, StreamXprep) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
-  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  cuda::MatvecTcTune tc = keep_tc;
-  tc.on = true;
-  cuda::set_matvec_tc_tune(tc);
-  const std::vector<Shape> shapes = {{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{77, 12288, "9B ffn_down width"}, {21, 17408, "27B ffn_down width"},
                                      {4097, 4096, "4096 + 1 rows"},   {300, 2560, "10 super-blocks"},
-                                     {35, 512, "2 super-blocks"},     {19, 256, "1 super-block"}};
+                                     {35, 512, "2 super-blocks"},     {19, 256, "1 super-block"}});
   uint64_t seed = 13100;
   for (int forced : {0, 1}) {
-    cuda::MatvecStreamTune q4 = keep;
-    q4.mode = 1;
-    q4.kc = 0;
-    q4.stages = 0;
-    q4.ctas_per_sm = forced;
+    cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, forced, true);
     q4.i8 = true;
-    q4.wide = true;
     q4.xprep = 1;
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, 0, 0, forced, true});
@@ -654,10 +639,6 @@ TEST(CudaMatvec, StreamXprep) {
       }
     }
   }
-  cuda::set_matvec_stream_tune(keep);
-  cuda::set_matvec_stream_q6_tune(keep_q6);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 // decode11: the ordering of the prepared x (xprep_kernel's stores, then the stream kernel's bulk copies of them)
@@ -666,18 +647,12 @@ TEST(CudaMatvec, StreamXprep) {
 // on the 27B / 9B ffn_down widths, Q4_K and Q6_K, in the ring variants that failed then. Each product gets a fresh
 // x buffer with one of 3 vectors per shape, so stale data of an earlier product (in either buffer) differs from
 // the right one; references computed once. Iterations: DS_TEST_XPREP_ITERS (default 6 rounds), or
-// DS_TEST_XPREP_SECONDS of rounds (device repro runs); DS_TEST_XPREP_SMALL=1: [21 x 17408] Q4_K only (sanitizers).
+// DS_TEST_XPREP_SECONDS of rounds (device repro runs); DS_TEST_XPREP_SMALL=1: [21 x 17408] Q4_K only (sanitizers;
+// the other stream tests take DS_TEST_STREAM_SMALL=1, stream_shapes).
 // Counts the products over the tolerance and prints them; expects none.
 TEST(CudaMatvec, StreamXprepOrdering) {
   DS_REQUIRE_GPU();
-  const cuda::MatvecPath keep_path = cuda::matvec_path();
-  const cuda::MatvecStreamTune keep = cuda::matvec_stream_tune();
-  const cuda::MatvecStreamQ6Tune keep_q6 = cuda::matvec_stream_q6_tune();
-  const cuda::MatvecTcTune keep_tc = cuda::matvec_tc_tune();
-  cuda::set_matvec_path(cuda::MatvecPath::Auto);
-  cuda::MatvecTcTune tc = keep_tc;
-  tc.on = true;
-  cuda::set_matvec_tc_tune(tc);
+  const KeepMatvecSettings keep;
   const char* small_env = std::getenv("DS_TEST_XPREP_SMALL");
   const bool small = small_env && small_env[0] == '1';
   struct Case {
@@ -741,12 +716,11 @@ TEST(CudaMatvec, StreamXprepOrdering) {
     for (Case& c : cases) {
       const bool q6 = c.type == GgmlType::Q6_K;
       const V v = q6 ? v6[it % 2] : v4[it % 4];
-      cuda::MatvecStreamTune q4 = keep;
+      cuda::MatvecStreamTune q4 = q6 ? keep.q4 : q4_ring(keep.q4, v.kc, v.stages, v.ctas, v.wide);
       q4.mode = 1;
       q4.i8 = true;
       q4.xprep = 32;
       q4.xprep_q6k = -1;
-      if (!q6) { q4.kc = v.kc; q4.stages = v.stages; q4.ctas_per_sm = v.ctas; q4.wide = v.wide; }
       cuda::set_matvec_stream_tune(q4);
       cuda::set_matvec_stream_q6_tune(q6 ? cuda::MatvecStreamQ6Tune{1, v.kc, v.stages, v.ctas, v.wide}
                                          : cuda::MatvecStreamQ6Tune{1});
@@ -785,10 +759,6 @@ TEST(CudaMatvec, StreamXprepOrdering) {
               (long long)bad, worst);
   for (const auto& [key, n] : bad_by) std::printf("[xprep ordering]   %s: %lld\n", key.c_str(), (long long)n);
   EXPECT_EQ(bad, 0) << "prepared-x products over the tolerance (stale prepared x?)";
-  cuda::set_matvec_stream_tune(keep);
-  cuda::set_matvec_stream_q6_tune(keep_q6);
-  cuda::set_matvec_tc_tune(keep_tc);
-  cuda::set_matvec_path(keep_path);
 }
 
 TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K

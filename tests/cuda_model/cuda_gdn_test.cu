@@ -1,10 +1,10 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
-// gdn_kernel, gdn_split_kernel (4-CTA clusters), gdn_tma_kernel (persistent, bulk copies) and gdn_tma_out_kernel
-// (gdn12: load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with the
-// next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
-// d_k 64 and 128, for decode steps and multi-token steps, and match a float64 evaluation of the delta rule + gated
-// RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the state-copy
-// rooflines (Time), one launch of each for Nsight Compute (Profile).
+// gdn_kernel (below 16 sequences; the reference here) and gdn_tma_out_kernel (gdn12, from 16 sequences: persistent,
+// bulk copies, load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with
+// the next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
+// d_k 64 and 128, for decode steps and multi-token steps, and gdn_kernel must match a float64 evaluation of the
+// delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the
+// state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -33,8 +33,9 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-constexpr const char* kKernel[] = {"gdn_kernel", "split", "tma", "tma-out", "tma-out-smem-in"};
-constexpr int kKernels = 5;
+// mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13).
+constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in"};
+constexpr int kKernels = 3;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -242,8 +243,8 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
     EXPECT_EQ(0, std::memcmp(r[k].state.data(), r[0].state.data(), r[0].state.size())) << what << ": state, "
                                                                                           << kKernel[k];
   }
-  // Without the debug outputs: the same out and states (kernels 2, 3, 4 against kernel 0 of the run above).
-  for (int k = 2; k < kKernels; k++) {
+  // Without the debug outputs: the same out and states (the bulk-copy kernels against kernel 0 of the run above).
+  for (int k = 1; k < kKernels; k++) {
     Outs nd;
     run_kernel(p, k, false, nd);
     EXPECT_EQ(0, std::memcmp(nd.out.data(), r[0].out.data(), nT * p.Vd * 4)) << what << ": out without dbg, "
@@ -258,7 +259,7 @@ void check_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t s
 }  // namespace
 
 // Decode steps (one token per sequence) at the 9B's GDN shape and at the tiny fixtures' d_k 64, with fewer
-// items than SMs (one per CTA) and more (several per persistent CTA, the stage ring wrapping around).
+// items than SMs (one per CTA) and more (several per persistent CTA, the load slots wrapping around).
 TEST(GdnStep, KernelsGiveSameBitsDecode) {
   GDN_SKIP_WITHOUT_GPU();
   check_case(128, 16, 32, std::vector<int>(1, 1), 1);
@@ -486,9 +487,8 @@ TEST(GdnBench, Time) {
       cp.free_all();
     }
     if (S == 64) {
-      const char* names[] = {"copy split-pattern", "copy coalesced 128thr", "copy gdn_kernel-pattern", "copy tma",
-                             "copy tma-out"};
-      for (int m = 0; m < 5; m++)
+      const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out"};
+      for (int m = 0; m < 3; m++)
         time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
       void* d2 = nullptr;
       CU(cudaMalloc(&d2, (size_t)S * p.stride));
@@ -518,7 +518,7 @@ TEST(GdnBench, Profile) {
     mk::gdn_force_kernel(-1);
     ASSERT_TRUE(st.ok());
   }
-  for (int m = 0; m < 5; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  for (int m = 0; m < 3; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }

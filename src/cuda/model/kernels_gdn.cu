@@ -2,43 +2,24 @@
 // conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
 //   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
 //   norm is one block reduction per token. DS_CONV_SEQS=2 / 4 (gdn11): a block takes 2 / 4 sequences.
-// gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
-//   chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read once, written
-//   once); the gated RMSNorm over the head's dv outputs is one block reduction per token. kPre (default;
-//   DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first barrier,
-//   together with the state, instead of after the barriers that need them: one memory round trip per block
-//   instead of about four (the same arithmetic: the same bits).
-// gdn_split_kernel<DK, kSplit> (from 16 sequences, DS_GDN_SPLIT_MIN, only with DS_GDN_TMA=0 since gdn11; split
-//   DS_GDN_SPLIT=4, 2 and 8 for A/B; DS_GDN_SPLIT=0: gdn_kernel above at every batch): the same per-row
-//   arithmetic, with a (value head, sequence) split over a thread-block cluster of kSplit CTAs, each
-//   DK / kSplit rows j (DK / kSplit * 4 threads). Why: with one 512-thread block of 120 registers per SM,
-//   each SM loaded a 64 KB state, updated it, stored it, then took the next block: the load, update and
-//   store phases of an SM never overlapped. Small CTAs (4-8 per SM) drift apart, so one's loads are in
-//   flight while another updates or stores. Rows are independent (S k and S q are per-row dot products);
-//   only the gated RMSNorm needs the head's dv outputs: every warp's sum of o^2 goes to its CTA's shared
-//   memory, one cluster barrier per token, and every thread adds all the cluster's warp sums in global warp
-//   order from distributed shared memory: the same order as block_sum in gdn_kernel, so the same bits.
-//   DS_GDN_CS=1: the state loaded / stored with the streaming cache hints (__ldcs / __stcs). Registers
-//   (launch bounds): by default (DS_GDN_REGCAP=1) at most 64 per thread (1024 threads per SM: 8 CTAs of 128
-//   at DK 128, split 4; ~60 bytes spill); DS_GDN_REGCAP=0: at most 102 (640 threads per SM: 5 CTAs), 2: no
-//   bound (the compiler takes 128 at split 4: 4 CTAs per SM, no spill). H200, B = 64, 9B: 64 registers
-//   2215 us per step for the 24 layers vs 2414 (102) / 2457 (128) / 2508 gdn_kernel; split 2: 2404, split
-//   8: 2733-2742. A persistent form (clusters looping over items, the next item's state prefetched by
-//   cp.async into shared memory, its inputs into registers) was slower (2505-2619 us; commit 38c3f37).
-// gdn_tma_kernel<DK> (gdn11; DS_GDN_TMA=1 default, from DS_GDN_TMA_MIN = 16 sequences; it comes before the
-//   split kernel): persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head,
-//   sequence) at a time; each head's state comes in by one bulk copy into a 3-stage shared-memory ring and
-//   goes back by one bulk store (see the kernel). All three kernels call rule_row and reduce the norm in
-//   block_sum's order: the same bits (tests/cuda_model/cuda_gdn_test.cu). H200, 9B shape, one layer, B = 64:
-//   88.6 us (3.03 TB/s) vs split 104.4 / gdn_kernel 112.8; B = 16: 23.1 vs 30.4 / 27.8; B = 1: 7.1 vs 6.0
-//   (hence the threshold). Rooflines of the access patterns (gdn_state_copy): the split kernel's per-thread
-//   pattern 86.3 us, the same CTAs with 512 contiguous bytes per warp instruction 73.8, this kernel's bulk
-//   copies 74.0, cudaMemcpy of the same bytes 65.6 (bench/cuda/NOTES.md, gdn11).
-// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; DS_GDN_TMA_OUT=2 default, 1, 0 = gdn_tma_kernel; H200: -0.23 ms per step at 64):
-//   gdn_tma_kernel with its load slots refilled as soon as the threads have read the state into registers and
-//   the update sent back through one dedicated out slot, so two loads (not one) are in flight during an update;
-//   2 barriers per token instead of 4; =2: the next item's inputs in shared memory by cp.async (no spills).
-#include <cooperative_groups.h>
+// gdn_step takes one of two kernels (both call rule_row and reduce the norm in block_sum's order: the same bits,
+// tests/cuda_model/cuda_gdn_test.cu):
+// gdn_kernel<DK, kPre> (below DS_GDN_TMA_MIN = 16 sequences, so also the step-path prefill of one sequence, and
+//   at every batch with DS_GDN_TMA=0): one block per (value head, sequence), 4 lanes per state row j (each lane
+//   dk/4 keys as float4 chunks r, r+4, ...); the head's state stays in registers over the sequence's tokens (read
+//   once, written once); the gated RMSNorm over the head's dv outputs is one block reduction per token. kPre
+//   (default; DS_GDN_PREFETCH=0: off): a token's inputs (q, k, v, a, b, z) are loaded before the block's first
+//   barrier, together with the state, instead of after the barriers that need them: one memory round trip per
+//   block instead of about four (the same arithmetic: the same bits). H200, 9B shape, one layer: B = 1 6.0 us,
+//   B = 16 27.8, B = 64 112.8 (gdn11).
+// gdn_tma_out_kernel<DK, kCopy, kSIn> (gdn12; from 16 sequences; DS_GDN_TMA_OUT=2 default, 1 without kSIn):
+//   persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head, sequence) at a time;
+//   each head's state comes in by one bulk copy into a ring of load slots and goes back by one bulk store
+//   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
+// Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
+//   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
+//   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
+//   vs 80.6 for gdn_tma_out_kernel, 9.20 vs 8.97 ms per step).
 
 #include <algorithm>
 #include <atomic>
@@ -212,162 +193,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
 }
 
-__device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
-
-// One token's inputs as a thread of a split CTA needs them: kQK elements of q and k to stage in shared memory,
-// the gates' a and b of head h, v of row j, z of row j (lane r == 0 only).
-template <int DK, int kSplit>
-struct TokIn {
-  static constexpr int kThreads = DK * 4 / kSplit, kQK = (DK + kThreads - 1) / kThreads;
-  float q[kQK], k[kQK];
-  float a, b, v, z;
-};
-
-template <int DK, int kSplit>
-__device__ __forceinline__ void load_tok(const GdnArgs& a, int t, int h, int j, TokIn<DK, kSplit>& in) {
-  using In = TokIn<DK, kSplit>;
-  const int tid = threadIdx.x, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
-  const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  const float* ut = a.u + (int64_t)t * a.ldu;
-#pragma unroll
-  for (int i = 0; i < In::kQK; i++) {
-    const int e = tid + i * In::kThreads;
-    in.q[i] = e < DK ? ut[(int64_t)kh * DK + e] : 0.f;
-    in.k[i] = e < DK ? ut[Kd + (int64_t)kh * DK + e] : 0.f;
-  }
-  in.a = a.a[(int64_t)t * a.lda + h];
-  in.b = a.b[(int64_t)t * a.ldb + h];
-  in.v = ut[2 * Kd + (int64_t)h * DK + j];
-  in.z = tid % 4 == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
-}
-
-// The token loop (tokens t0 .. t1-1, the first one's inputs already in `first`) of one value head h for the
-// CTA of cluster rank `rank` (rows rank * DK / kSplit ...): gdn_kernel<DK, true>'s arithmetic on the state
-// rows in m. tk counts the tokens this CTA has done (the same in every CTA of the cluster): it picks red's half.
-template <int DK, int kSplit>
-__device__ __forceinline__ void split_tokens(const GdnArgs& a, int h, int rank, int t0, int t1,
-                                             const TokIn<DK, kSplit>& first, float4 (&m)[DK / 16], float sa,
-                                             float dtb, float nw, int& tk) {
-  constexpr int kL = 4;  // lanes per row (as gdn_kernel)
-  constexpr int kRows = DK / kSplit, kThreads = kRows * kL, kWarps = kThreads / 32;
-  constexpr int kQK = (DK + kThreads - 1) / kThreads;  // q and k elements each thread stages per token
-  static_assert(kThreads % 32 == 0 && kRows % 8 == 0, "whole warps of 8 rows");
-  namespace cg = cooperative_groups;
-  __shared__ __align__(16) float sq[DK];
-  __shared__ __align__(16) float sk[DK];
-  __shared__ float red[2][kWarps];  // this CTA's warp sums of o^2, by token parity
-  const int tid = threadIdx.x, r = tid % kL, j = rank * kRows + tid / kL;
-  const int nv = a.n_v_heads;
-  cg::cluster_group cluster = cg::this_cluster();
-  const float4* q4 = reinterpret_cast<const float4*>(sq);
-  const float4* k4 = reinterpret_cast<const float4*>(sk);
-
-  for (int t = t0; t < t1; t++) {
-    // Every input of this token in flight at once (the first token's: loaded by the caller).
-    TokIn<DK, kSplit> in;
-    if (t == t0) in = first;
-    else load_tok<DK, kSplit>(a, t, h, j, in);
-    const float* qv = in.q;
-    const float* kv0 = in.k;
-    const float av = in.a, bv = in.b, vj = in.v, zv = in.z;
-    // Every reader of the previous token's sq / sk has passed that token's cluster barrier already; the
-    // block barrier only makes that visible to tools that do not model cluster barriers (racecheck).
-    if (tk > 0) __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kQK; i++) {
-      const int e = tid + i * kThreads;
-      if (e < DK) {
-        sq[e] = qv[i];
-        sk[e] = kv0[i];
-      }
-    }
-    __syncthreads();
-    const float g = sa * softplus_f(av + dtb);
-    const float beta = sigmoid_f(bv);
-    const float decay = expf(g);
-    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
-    // The head's sum of o^2 over the cluster: block_sum's warp sums, added in global warp order.
-    const int buf = tk & 1;
-    tk++;
-    const float wsum = warp_sum(r == 0 ? o * o : 0.f);
-    if ((tid & 31) == 0) red[buf][tid >> 5] = wsum;
-    cluster_arrive();
-    cluster_wait();
-    float part[kSplit][kWarps];
-#pragma unroll
-    for (int q = 0; q < kSplit; q++) {
-      const float* rr = cluster.map_shared_rank(&red[buf][0], q);
-#pragma unroll
-      for (int w = 0; w < kWarps; w++) part[q][w] = rr[w];
-    }
-    float ss = 0.f;
-#pragma unroll
-    for (int q = 0; q < kSplit; q++)
-#pragma unroll
-      for (int w = 0; w < kWarps; w++) ss += part[q][w];
-    // red[buf] is written again two tokens later: by then every CTA has passed the next token's barrier,
-    // so its reads above are done.
-    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-    if (r == 0) {
-      a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
-      if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
-    }
-    if (tid == 0 && rank == 0 && a.dbg_g) {
-      a.dbg_g[(int64_t)t * nv + h] = g;
-      a.dbg_beta[(int64_t)t * nv + h] = beta;
-    }
-  }
-}
-
-template <int DK, int kSplit, bool kCs, int kCap>
-__global__ void __launch_bounds__(DK * 4 / kSplit, kCap == 2 ? 1 : (kCap ? 1024 : 640) / (DK * 4 / kSplit))
-    gdn_split_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
-  constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit;
-  const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y;  // cluster = kSplit CTAs along x
-  const int r = threadIdx.x % kL, j = rank * kRows + threadIdx.x / kL;
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
-  float4 m[kC];
-#pragma unroll
-  for (int c = 0; c < kC; c++) m[c] = kCs ? __ldcs(M + r + kL * c) : M[r + kL * c];
-  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  const int t0 = io->start[s], t1 = io->start[s + 1];  // StepIO: uploaded before the step
-  pdl_wait();  // the state, weights and StepIO above: written by no kernel of the step before this one
-  pdl_trigger();
-  TokIn<DK, kSplit> first;
-  if (t0 < t1) load_tok<DK, kSplit>(a, t0, h, j, first);
-  int tk = 0;
-  split_tokens<DK, kSplit>(a, h, rank, t0, t1, first, m, sa, dtb, nw, tk);
-  // No CTA may exit while another can still read its red[]: arrive after the last reads, wait at the end.
-  cluster_arrive();
-#pragma unroll
-  for (int c = 0; c < kC; c++) {
-    if constexpr (kCs) __stcs(M + r + kL * c, m[c]);
-    else M[r + kL * c] = m[c];
-  }
-  cluster_wait();
-}
-
-// ---- gdn_tma_kernel (gdn11): the state through shared memory by bulk copies, persistent CTAs ----
-// One CTA per SM (DK * 4 threads: gdn_kernel's thread layout and arithmetic, block_sum for the norm: the same
-// bits) loops over the (value head, sequence) items blockIdx.x, + gridDim.x, ...; each item's whole state
-// (DK * DK floats, contiguous) comes in by ONE cp.async.bulk into a ring of kStages shared-memory stages and
-// goes back by one bulk store after the update. Why: the register kernels keep at most ~128 bytes per thread
-// in flight and pay a CTA launch, a PDL wait and an input round trip per 16-64 KB of state; here the copy
-// engine keeps kStages - 1 items (128 KB at DK 128) in flight per SM while the threads update another, and
-// the next item's inputs are loaded during the current item.
-// Stage use: item k lives in stage k % kStages. After item k's bulk store is issued, the stage of item k - 1
-// is refilled with item k - 1 + kStages once that earlier store has read it (bulk wait_group.read 1).
-// Shared memory reads / writes of the state: rows are 4 * DK bytes apart (a multiple of 128), so the two
-// rows of a quarter warp would hit the same banks; odd rows take the chunk pairs in swapped order.
+// ---- The bulk-copy helpers of gdn_tma_out_kernel ----
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DS_GDN_TMA_ARCH 1
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -409,15 +235,6 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 #endif
 
-// 3 stages at DK 128 (2: 115 vs 88.6 us on the H200 at B = 64, gdn11 call 1; 4 do not fit).
-template <int DK>
-struct TmaCfg {
-  static constexpr int kThreads = DK * 4;
-  static constexpr unsigned kBytes = DK * DK * 4;  // one value head's state
-  static constexpr int kStages = DK == 128 ? 3 : 8;
-  static constexpr size_t kSmem = (size_t)kStages * kBytes;
-};
-
 // An item's first token's inputs (gdn_kernel<DK, true>'s loads) and its head's constants, loaded one item ahead.
 struct ItemIn {
   float q, k, a, b, v, z, sa, dtb;
@@ -448,120 +265,6 @@ __device__ __forceinline__ void load_item(const GdnArgs& a, const StepIO* io, in
   }
 }
 
-// kCopy: the data path alone (no arithmetic, the state written back unchanged): a roofline for this kernel.
-// Tried and removed (gdn11, commit 3cb586d): the state back by the threads' own 16-byte stores from registers,
-// so that a stage is refilled before the update instead of after the bulk store has read it: 120.0 vs 88.6 us
-// at B = 64 (its copy roofline 90.1 vs 74.0 us).
-template <int DK, bool kCopy>
-__global__ void __launch_bounds__(DK * 4, 1)
-    gdn_tma_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
-#ifdef DS_GDN_TMA_ARCH
-  using C = TmaCfg<DK>;
-  constexpr int kL = 4, kC = DK / 16, kS = C::kStages;
-  static_assert(kC % 2 == 0, "chunk pairs");
-  extern __shared__ __align__(128) unsigned char gdn_tma_smem[];
-  __shared__ __align__(16) float sq[DK];
-  __shared__ __align__(16) float sk[DK];
-  __shared__ float red[32];
-  __shared__ __align__(8) uint64_t full[kS];
-  const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
-  const int nv = a.n_v_heads, G = (int)gridDim.x;
-  const int n_my = (n_items - (int)blockIdx.x + G - 1) / G;  // >= 1: the grid has at most n_items CTAs
-  auto stage = [&](int k) { return gdn_tma_smem + (size_t)(k % kS) * C::kBytes; };
-  auto gstate = [&](int k) {
-    const int item = (int)blockIdx.x + k * G;
-    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
-  };
-  if (tid == 0) {
-    for (int i = 0; i < kS; i++) mbar_init(&full[i], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (tid == 0)  // the states: written by no kernel of the step before this one (StepIO: uploaded before it)
-    for (int k = 0; k < kS && k < n_my; k++) {
-      mbar_expect(&full[k], C::kBytes);
-      bulk_load(stage(k), gstate(k), C::kBytes, &full[k]);
-    }
-  const float nw = a.norm_w[j];
-  pdl_wait();
-  pdl_trigger();
-  ItemIn nxt{}, cur{};
-  if (!kCopy) load_item<DK>(a, io, (int)blockIdx.x, nxt);
-  const float4* q4 = reinterpret_cast<const float4*>(sq);
-  const float4* k4 = reinterpret_cast<const float4*>(sk);
-  for (int k = 0; k < n_my; k++) {
-    const int item = (int)blockIdx.x + k * G, h = item % nv;
-    float4* S4 = reinterpret_cast<float4*>(stage(k)) + j * (DK / 4);
-    if (!kCopy) {  // the next item's inputs in flight during this one
-      cur = nxt;
-      if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
-    }
-    mbar_wait(&full[k % kS], (unsigned)(k / kS) & 1u);
-    if constexpr (!kCopy) {
-      float4 m[kC];
-#pragma unroll
-      for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (see above)
-        const float4 x0 = S4[r + kL * (p + odd)], x1 = S4[r + kL * (p + 1 - odd)];
-        m[p] = odd ? x1 : x0;
-        m[p + 1] = odd ? x0 : x1;
-      }
-      for (int t = cur.t0; t < cur.t1; t++) {  // gdn_kernel<DK, true>'s token loop
-        float qv = cur.q, kv0 = cur.k, av = cur.a, bv = cur.b, vj = cur.v, zv = cur.z;
-        if (t > cur.t0) {
-          const float* ut = a.u + (int64_t)t * a.ldu;
-          const int kh = h % a.n_k_heads;
-          const int64_t Kd = (int64_t)a.n_k_heads * DK;
-          if (tid < DK) {
-            qv = ut[(int64_t)kh * DK + tid];
-            kv0 = ut[Kd + (int64_t)kh * DK + tid];
-          }
-          av = a.a[(int64_t)t * a.lda + h];
-          bv = a.b[(int64_t)t * a.ldb + h];
-          vj = ut[2 * Kd + (int64_t)h * DK + j];
-          zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
-        }
-        __syncthreads();  // the previous token's (or item's) readers of sq/sk are done
-        if (tid < DK) {
-          sq[tid] = qv;
-          sk[tid] = kv0;
-        }
-        __syncthreads();
-        const float g = cur.sa * softplus_f(av + cur.dtb);
-        const float beta = sigmoid_f(bv);
-        const float decay = expf(g);
-        const float o = rule_row<DK>(m, k4, q4, r, decay, beta, vj, a.scale);
-        const float ss = block_sum(r == 0 ? o * o : 0.f, red);
-        const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-        if (r == 0) {
-          a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
-          if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
-        }
-        if (tid == 0 && a.dbg_g) {
-          a.dbg_g[(int64_t)t * nv + h] = g;
-          a.dbg_beta[(int64_t)t * nv + h] = beta;
-        }
-      }
-#pragma unroll
-      for (int p = 0; p < kC; p += 2) {
-        S4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
-        S4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
-      }
-      fence_async_smem();
-    }
-    __syncthreads();  // the stage is complete (and no thread reads it any more)
-    if (tid == 0) {
-      bulk_store(gstate(k), stage(k), C::kBytes);
-      if (k >= 1 && k - 1 + kS < n_my) {
-        bulk_wait_read<1>();  // item k - 1's store has read its stage: refill it
-        mbar_expect(&full[(k - 1) % kS], C::kBytes);
-        bulk_load(stage(k - 1), gstate(k - 1 + kS), C::kBytes, &full[(k - 1) % kS]);
-      }
-    }
-  }
-  if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
-#endif
-}
-
 int sm_count() {
   static const int v = [] {
     int dev = 0, n = 0;
@@ -573,25 +276,21 @@ int sm_count() {
   return v;
 }
 
-template <int DK, bool kCopy>
-cudaError_t launch_tma(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  using C = TmaCfg<DK>;
-  auto* k = gdn_tma_kernel<DK, kCopy>;
-  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
-  if (attr != cudaSuccess) return attr;
-  const int n_items = a.n_v_heads * n_seqs;
-  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
-                    a, io, n_items);
-}
-
-// ---- gdn_tma_out_kernel (gdn12; DS_GDN_TMA_OUT=1 / 2 = default): gdn_tma_kernel with the load ring decoupled
-// from the store ----
+// ---- gdn_tma_out_kernel (gdn12; DS_GDN_TMA_OUT=2 default, 1): the state through shared memory by bulk copies,
+// persistent CTAs ----
+// One CTA per SM (DK * 4 threads: gdn_kernel's thread layout and arithmetic) loops over the (value head, sequence)
+// items blockIdx.x, + gridDim.x, ...; each item's whole state (DK * DK floats, contiguous) comes in by ONE
+// cp.async.bulk into a load slot. Why: the register kernels keep at most ~128 bytes per thread in flight and pay a
+// CTA launch, a PDL wait and an input round trip per 16-64 KB of state; here the copy engine keeps kIn items in
+// flight per SM while the threads update another, and the next item's inputs are loaded during the current item.
 // The state is in registers during the update, so its load slot is not needed after the threads have read it:
-// here kIn load slots are refilled right after the read (item k + kIn into item k's slot, after the item's first
+// kIn load slots are refilled right after the read (item k + kIn into item k's slot, after the item's first
 // barrier), and the update goes back through ONE dedicated out slot by one bulk store. In flight during an item's
 // update: the loads of the next kIn items (2 at DK 128: 128 KB per SM, each issued a whole update earlier than in
-// gdn_tma_kernel, where a stage was refilled only after its bulk store had read it, so one load was in flight) and
-// the previous item's store. Shared memory: (kIn + 1) slots (192 KB at DK 128, as gdn_tma_kernel's 3 stages).
+// gdn11's gdn_tma_kernel, removed in sync13, where a stage was refilled only after its bulk store had read it, so one
+// load was in flight) and the previous item's store. Shared memory: (kIn + 1) slots (192 KB at DK 128).
+// Shared memory reads / writes of the state: rows are 4 * DK bytes apart (a multiple of 128), so the two rows of a
+// quarter warp would hit the same banks; odd rows take the chunk pairs in swapped order.
 // The out slot is free again once the previous item's store has read it: thread 0 (which issues every store)
 // waits for that (bulk wait_group.read 0) before the item's last barrier, a whole update after the store began.
 // Token loop: 2 barriers per token instead of 4: (1) q / k in shared memory, (2) the warp sums of o^2 in red;
@@ -731,7 +430,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
     mbar_wait(&full[k % kIn], (unsigned)(k / kIn) & 1u);
     float4 m[kC];
 #pragma unroll
-    for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (as gdn_tma_kernel)
+    for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (the bank note above)
       const float4 x0 = L4[r + kL * (p + odd)], x1 = L4[r + kL * (p + 1 - odd)];
       m[p] = odd ? x1 : x0;
       m[p + 1] = odd ? x0 : x1;
@@ -827,8 +526,9 @@ cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaS
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
 // Every (value head, sequence) state read and written back times `one` (1.0f at run time) by CTAs of
-// DK * 4 / kSplit threads, 8 float4 per thread, no clusters: kCoal false: gdn_split_kernel's pattern (lane r of
-// row j: chunks r + 4c, a warp instruction = 64 bytes of 8 rows), true: each warp instruction 512 contiguous bytes.
+// DK * 4 / kSplit threads (DK / kSplit rows of a head each), 8 float4 per thread: kCoal false: gdn_kernel's
+// pattern (lane r of row j: chunks r + 4c, a warp instruction = 64 bytes of 8 rows), true: each warp instruction
+// 512 contiguous bytes.
 template <int DK, int kSplit, bool kCoal>
 __global__ void __launch_bounds__(DK * 4 / kSplit, 1024 / (DK * 4 / kSplit))
     copy_rows_kernel(const GdnArgs a, const StepIO* __restrict__ io, float one) {
@@ -854,68 +554,10 @@ bool gdn_prefetch() {
   return v;
 }
 
-// DS_GDN_SPLIT: CTAs per (value head, sequence) of gdn_split_kernel (2, 4, 8; default 4); 0: gdn_kernel.
-int gdn_split() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_SPLIT");
-    const int n = e ? std::atoi(e) : 4;
-    return n == 0 || n == 2 || n == 4 || n == 8 ? n : 4;
-  }();
-  return v;
-}
-
-int gdn_regcap() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_REGCAP");
-    return e && (e[0] == '0' || e[0] == '2') ? e[0] - '0' : 1;
-  }();
-  return v;
-}
-
-bool gdn_cs() {
-  static const bool v = [] {
-    const char* e = std::getenv("DS_GDN_CS");
-    return e && e[0] == '1';
-  }();
-  return v;
-}
-
-// Set when a cluster launch was refused: gdn_kernel from then on (reported once on stderr).
-std::atomic<bool> g_split_refused{false};
-
-template <int DK, int kSplit, bool kCs, int kCap>
-cudaError_t launch_split(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  auto* k = gdn_split_kernel<DK, kSplit, kCs, kCap>;
-  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-  // kSplit-CTA clusters along x, a programmatic dependent where launch_step would make one
-  return launch_pdl_cluster(k, dim3((unsigned)(a.n_v_heads * kSplit), (unsigned)n_seqs), dim3(DK * 4 / kSplit), 0,
-                            stream, step_pdl(), kSplit, a, io);
-}
-
-template <int DK, int kSplit>
-cudaError_t launch_split_cs(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (gdn_regcap() == 1)
-    return gdn_cs() ? launch_split<DK, kSplit, true, 1>(a, io, n_seqs, stream)
-                    : launch_split<DK, kSplit, false, 1>(a, io, n_seqs, stream);
-  if (gdn_regcap() == 2)
-    return gdn_cs() ? launch_split<DK, kSplit, true, 2>(a, io, n_seqs, stream)
-                    : launch_split<DK, kSplit, false, 2>(a, io, n_seqs, stream);
-  return gdn_cs() ? launch_split<DK, kSplit, true, 0>(a, io, n_seqs, stream)
-                  : launch_split<DK, kSplit, false, 0>(a, io, n_seqs, stream);
-}
-
-// DS_GDN_SPLIT_MIN: the fewest sequences for which gdn_step takes the split kernel (default 16). H200 9B:
-// at B = 8 gdn_kernel is faster (all 24 layers: 394 vs 428 us per step), at B = 1 the two are equal (195 us),
-// at B = 32 / 64 the split kernel is faster (1210 vs 1297 / 2216 vs 2500 us).
-int gdn_split_min() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_SPLIT_MIN");
-    return e ? std::max(1, std::atoi(e)) : 16;
-  }();
-  return v;
-}
-
-// DS_GDN_TMA: 1 (default) = gdn_tma_kernel from DS_GDN_TMA_MIN sequences (default 16), 0 = never.
+// DS_GDN_TMA: 1 (default) = gdn_tma_out_kernel from DS_GDN_TMA_MIN sequences (default 16), 0 = gdn_kernel at every
+// batch. H200, one layer of the 9B (gdn11, with the bulk-copy path's predecessor gdn_tma_kernel): gdn_kernel 6.0 us
+// vs 7.1 at B = 1 (hence the threshold), 27.8 vs 23.1 at B = 16; session 10: B = 8 6.628 vs 6.636 ms per step with
+// DS_GDN_TMA_MIN=8 (no gain below 16).
 bool gdn_tma() {
   static const bool v = [] {
     const char* e = std::getenv("DS_GDN_TMA");
@@ -931,14 +573,14 @@ int gdn_tma_min() {
   return v;
 }
 
-// DS_GDN_TMA_OUT: where gdn_step takes the bulk-copy path, 2 (default) = gdn_tma_out_kernel with the next item's
-// inputs in shared memory (kSIn), 1 = gdn_tma_out_kernel, 0 = gdn_tma_kernel (gdn11). All give the same bits.
-// H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64 8.948 / 8.981 ms with 2,
-// 9.025 / 9.039 with 1, 9.189 / 9.205 with 0; B = 16 8.255 vs 8.385 ms; GdnBench B = 64 80.6 / 84.0 / 89.1 us.
+// DS_GDN_TMA_OUT: 2 (default) = gdn_tma_out_kernel with the next item's inputs in shared memory (kSIn), 1 = without
+// (registers). The same bits. H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64
+// 8.948 / 8.981 ms with 2, 9.025 / 9.039 with 1 (and 9.189 / 9.205 with gdn_tma_kernel, removed in sync13; the
+// value 0 that selected it now means 2); GdnBench B = 64 80.6 / 84.0 us.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
-    return e && (e[0] == '0' || e[0] == '1' || e[0] == '2') ? e[0] - '0' : 2;
+    return e && e[0] == '1' ? 1 : 2;
   }();
   return v;
 }
@@ -948,30 +590,14 @@ std::atomic<int> g_force{-1};  // gdn_force_kernel
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
-  if (force >= 2 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
-    const int out = force >= 2 ? force - 2 : gdn_tma_out();  // 0 gdn_tma_kernel, 1 / 2 gdn_tma_out_kernel
-    const cudaError_t e = out == 2   ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
-                          : out == 1 ? launch_tma_out<DK, false, false>(a, io, n_seqs, stream)
-                                     : launch_tma<DK, false>(a, io, n_seqs, stream);
+  if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
+    const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
+    const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
+                               : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
     return {};
-  }
-  const int split = force == 1 ? 4 : force == 0 ? 0 : gdn_split();
-  if (split != 0 && (force == 1 || n_seqs >= gdn_split_min()) && !g_split_refused.load(std::memory_order_relaxed)) {
-    const cudaError_t e = split == 2   ? launch_split_cs<DK, 2>(a, io, n_seqs, stream)
-                          : split == 8 ? launch_split_cs<DK, 8>(a, io, n_seqs, stream)
-                                       : launch_split_cs<DK, 4>(a, io, n_seqs, stream);
-    if (e == cudaSuccess) {
-      const cudaError_t st = launch_status(stream);
-      if (st != cudaSuccess) return cu_err("cuda gdn_step (split {}): after launch: {}", split, cudaGetErrorString(st));
-      return {};
-    }
-    (void)cudaGetLastError();  // a refused launch configuration is not sticky
-    if (!g_split_refused.exchange(true))
-      std::fprintf(stderr, "deltaserve: cuda gdn_step: cluster launch (split %d) refused (%s): using the one-block "
-                   "kernel\n", split, cudaGetErrorString(e));
   }
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true>, grid, block, 0, stream, "gdn_step", a, io);
@@ -1011,17 +637,15 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 
-void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 4 ? k : -1); }
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
 
 template <int DK>
 cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s) {
   const unsigned nv = (unsigned)a.n_v_heads, S = (unsigned)n_seqs;
   switch (mode) {
-    case 0: copy_rows_kernel<DK, 4, false><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
+    case 0: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f); break;
     case 1: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
-    case 2: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f); break;
-    case 3: return launch_tma<DK, true>(a, io, n_seqs, s);
-    case 4: return launch_tma_out<DK, true, false>(a, io, n_seqs, s);
+    case 2: return launch_tma_out<DK, true, false>(a, io, n_seqs, s);
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();

@@ -96,15 +96,15 @@ struct GdnArgs {
 };
 bool gdn_supports(int d_k);
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
-// Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_split_kernel in 4-CTA clusters,
-// 2 gdn_tma_kernel, 3 gdn_tma_out_kernel, 4 its form with the next item's inputs in shared memory (gdn12); -1: by
-// the environment and the batch, as in the model). All give the same bits.
+// Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_tma_out_kernel, 2 its form with the
+// next item's inputs in shared memory (gdn12, the default from 16 sequences); -1: by the environment and the
+// batch, as in the model). All give the same bits.
 void gdn_force_kernel(int k);
 // Bench only: every state of gdn_step's shape read and written back unchanged with the access pattern of a
-// kernel, as its roofline: mode 0 gdn_split_kernel's CTAs and per-thread pattern (no clusters), 1 the same CTAs
-// with each warp instruction on 512 contiguous bytes, 2 gdn_kernel's CTAs and pattern, 3 gdn_tma_kernel's
-// persistent bulk copies through shared memory, 4 gdn_tma_out_kernel's (load slots refilled once read into
-// registers, stores through one out slot).
+// kernel, as its roofline: mode 0 gdn_kernel's CTAs and per-thread pattern, 1 CTAs of a quarter head (128 threads
+// at d_k 128) with each warp instruction on 512 contiguous bytes (the register path's best), 2 gdn_tma_out_kernel's
+// persistent bulk copies through shared memory (load slots refilled once read into registers, stores through one
+// out slot).
 Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
 // cpu::rms_norm of the q and k heads + cpu::rope_neox + the cache store of cpu::attention: q -> q_out packed
