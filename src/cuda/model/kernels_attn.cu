@@ -192,26 +192,23 @@ __device__ __forceinline__ void write_split(const AttnArgs& a, int t, int g, int
   }
 }
 
-// attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
-// DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats.
-template <int HPL, int kG, int kS>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
+// caches; qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The
+// prologue of attn_partial_kernel and attn_ring_kernel (the same loads, so the same bits).
+struct SplitRange {
+  int k0, k1;
+  const float* Kc;
+  const float* Vc;
+};
+template <int HPL, int kG>
+__device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
+                                                  int t, int lane, float (&qv)[kG][HPL], float (&acc)[kG][HPL],
+                                                  float (&mx)[kG], float (&l)[kG]) {
   constexpr int HD = 32 * HPL;
-  extern __shared__ __align__(16) float attn_ring_smem[];
-  __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
-  __shared__ float sm_acc[kAttnWarps][kG][HD];
-  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int nh = a.n_head, nkv = a.n_head_kv, G = nh / nkv;
-  pdl_wait();
-  pdl_trigger();
+  const int nh = a.n_head, G = nh / a.n_head_kv;
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
-  const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
-  const float* Kc = state_ptr(io, s, a.k_off);
-  const float* Vc = state_ptr(io, s, a.v_off);
-
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  const int k0 = sp * chunk;
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
     mx[gi] = -INFINITY;
@@ -222,6 +219,26 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
       acc[gi][i] = 0.f;
     }
   }
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+}
+
+// attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
+// DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats.
+template <int HPL, int kG, int kS>
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+  constexpr int HD = 32 * HPL;
+  extern __shared__ __align__(16) float attn_ring_smem[];
+  __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
+  __shared__ float sm_acc[kAttnWarps][kG][HD];
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nkv = a.n_head_kv, G = a.n_head / nkv;
+  pdl_wait();
+  pdl_trigger();
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const int k0 = r.k0, k1 = r.k1;
+  const float *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, a.scale,
                          mx, l, acc);
   write_split<HPL, kG>(a, t, g, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
@@ -280,26 +297,13 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   __shared__ float sm_acc[kAttnWarps][kG][HD];
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int nh = a.n_head, nkv = a.n_head_kv, G = nh / nkv;
+  const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const int s = io->seq[t], n_keys = io->pos[t] + 1;
-  const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
-  const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
-  const float* Kc = state_ptr(io, s, a.k_off);
-  const float* Vc = state_ptr(io, s, a.v_off);
-
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-#pragma unroll
-  for (int gi = 0; gi < kG; gi++) {
-    mx[gi] = -INFINITY;
-    l[gi] = 0.f;
-#pragma unroll
-    for (int i = 0; i < HPL; i++) {
-      qv[gi][i] = gi < G ? a.q[((int64_t)t * nh + g * G + gi) * HD + lane + 32 * i] : 0.f;
-      acc[gi][i] = 0.f;
-    }
-  }
+  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const int k0 = r.k0, k1 = r.k1;
+  const float *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
