@@ -434,16 +434,18 @@ TEST(ConvStep, SeqsPerBlockGiveSameBits) {
   conv_case(320, 128, 64, {2, 1, 3}, 26);
 }
 
-// conv_silu_l2's variants at the 9B's shape (one token per sequence), B = 16 / 64, with DS_CONV_BENCH=1: median us
+// conv_silu_l2's variants at the 9B's shape (one token per sequence), B = 16 / 32 / 64, with DS_CONV_BENCH=1: median us
 // per launch of 7 x 20 launches and the bytes moved (windows read + written, x, u) per second. "[conv14] ..." lines.
 TEST(ConvStep, Bench) {
   GDN_SKIP_WITHOUT_GPU();
-  const char* e = std::getenv("DS_CONV_BENCH");
-  if (!e || e[0] != '1') GTEST_SKIP() << "DS_CONV_BENCH=1 to run";
+  const char* e = std::getenv("DS_CONV_BENCH");  // 1: B = 16, 32, 64; another number: that batch only (ncu)
+  const int only = e ? std::atoi(e) : 0;
+  if (only < 1 || only > 64) GTEST_SKIP() << "DS_CONV_BENCH=1 to run";
   cudaEvent_t e0, e1;
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
   for (int S : {16, 32, 64}) {
+    if (only != 1 && S != only) continue;
     ConvProblem cp;
     ASSERT_TRUE(cp.init(8192, 4096, 128, std::vector<int>(S, 1), 13));
     ASSERT_TRUE(cp.reset());
