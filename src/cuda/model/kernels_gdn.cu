@@ -1,5 +1,6 @@
 // Gated DeltaNet kernels of the model (qwen35-spec.md §4.2-§4.5).
-// conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
+// conv_silu_l2 (DS_CONV_WARP=0; default since conv14: conv_warp_kernel, see there): one block per (group of dk
+//   channels, sequence), one thread per channel; the thread keeps its
 //   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
 //   norm is one block reduction per token. DS_CONV_SEQS=2 / 4 (gdn11): a block takes 2 / 4 sequences.
 // gdn_step: one block per (value head, sequence), 4 lanes per state row j (each lane dk/4 keys as float4
@@ -121,7 +122,8 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
   }
 }
 
-// conv_warp_kernel<kNpt, kSeqs> (conv14; DS_CONV_WARP=1 / 2 / 4 sequences per warp, 0 = conv_kernel above): one warp
+// conv_warp_kernel<kNpt, KC, kSeqs> (conv14; DS_CONV_WARP=1 default, 2 / 4 sequences per warp, 0 = conv_kernel
+// above; taken for KC = 4 and heads of 64 / 128 channels, conv_kernel otherwise): one warp
 // per (head of 32 * kNpt channels, kSeqs sequences), blocks of kConvWarps warps (the same head, consecutive sequence
 // groups: the taps come once per SM from L1). Why: conv_kernel is 4,096 blocks of 128 threads at B = 64 with 3
 // window loads in flight per thread and two barriers per token for the L2 norm. Lane l holds channels l + 32 i
@@ -129,7 +131,9 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
 // oldest first, the kernel size KC at compile time), and the norm's sum is each i's warp_sum (the same butterfly
 // as block_sum's) added in block_sum's warp order from 0.f: the same bits, with no barrier. Each warp loads all its
 // windows (kSeqs * kNpt * (KC - 1) floats per lane, 128 contiguous bytes per warp instruction) and taps before the
-// PDL wait, and its sequences' first inputs right after it.
+// PDL wait, and its sequences' first inputs right after it. H200, 9B shape, one layer (ConvStep.Bench): B = 64
+// 4.7-5.0 us (3.4-3.6 TB/s) vs conv_kernel 9.3 (2 / 4 per warp: 5.0-5.2); B = 16 / 32 about the same / 4.5 vs 5.5.
+// 9B step at B = 64: conv+silu+l2 209-211 us vs 338 (8.43-8.45 ms vs 8.57-8.62); B = 16 167 vs 178 us.
 inline constexpr int kConvWarps = 4;
 
 template <int kNpt, int KC, int kSeqs>
@@ -1075,12 +1079,13 @@ int conv_seqs() {
 }
 std::atomic<int> g_conv_force{0};
 
-// DS_CONV_WARP: sequences per warp of conv_warp_kernel (1, 2, 4; 0: conv_kernel); conv_force_warp overrides it.
+// DS_CONV_WARP: sequences per warp of conv_warp_kernel (1 default, 2, 4; 0: conv_kernel with DS_CONV_SEQS);
+// conv_force_warp overrides it.
 int conv_warp() {
   static const int v = [] {
     const char* e = std::getenv("DS_CONV_WARP");
-    const int n = e ? std::atoi(e) : 0;
-    return n == 1 || n == 2 || n == 4 ? n : 0;
+    const int n = e ? std::atoi(e) : 1;
+    return n == 0 || n == 2 || n == 4 ? n : 1;
   }();
   return v;
 }
@@ -1113,12 +1118,14 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   if (a.kernel < 1 || a.kernel > kMaxConvKernel)
     return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
-  const int fw = g_conv_warp_force.load(std::memory_order_relaxed), kw = fw >= 0 ? fw : conv_warp();
+  // conv_force_seqs alone (GdnBench's conv lines) means conv_kernel, whatever DS_CONV_WARP says.
+  const int f = g_conv_force.load(std::memory_order_relaxed), fw = g_conv_warp_force.load(std::memory_order_relaxed);
+  const int kw = fw >= 0 ? fw : f > 0 ? 0 : conv_warp();
   if (kw > 0 && a.kernel == 4) {  // the kernel size at compile time (Qwen3.5: 4); others: conv_kernel
     if (a.head_dim == 128) return launch_conv_warp<4>(kw, a, io, n_seqs, stream);
     if (a.head_dim == 64) return launch_conv_warp<2>(kw, a, io, n_seqs, stream);
   }
-  const int f = g_conv_force.load(std::memory_order_relaxed), k = f > 0 ? f : conv_seqs();
+  const int k = f > 0 ? f : conv_seqs();
   const dim3 block(a.head_dim);
   const unsigned gx = (unsigned)(a.n_channels / a.head_dim), gy = (unsigned)((n_seqs + k - 1) / k);
   if (k == 4) return launch_step(conv_kernel<4>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);
