@@ -5,8 +5,7 @@
 // d_k 64 and 128, for decode steps and multi-token steps, and match a float64 evaluation of the delta rule + gated
 // RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the state-copy
 // rooflines (Time), one launch of each for Nsight Compute (Profile).
-// ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block or per warp gives the same bits, and matches float64;
-// ConvStep.Bench (only with DS_CONV_BENCH=1): the variants' times at the 9B's shape.
+// ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
