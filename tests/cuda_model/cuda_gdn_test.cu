@@ -351,16 +351,21 @@ void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok,
   ASSERT_TRUE(p.init(Cc, n_norm, hd, ntok, seed));
   const std::string what = "conv Cc " + std::to_string(Cc) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
   const size_t nu = (size_t)std::max(p.T, 1) * Cc;
-  std::vector<float> u[3], pre[3];
-  std::vector<unsigned char> st[3];
-  const int seqs[3] = {1, 2, 4};
-  for (int v = 0; v < 3; v++) {
+  // Variants: conv_kernel with 1, 2, 4 sequences per block, conv_warp_kernel (conv14) with 1, 2, 4 per warp.
+  constexpr int kV = 6;
+  std::vector<float> u[kV], pre[kV];
+  std::vector<unsigned char> st[kV];
+  const int seqs[kV] = {1, 2, 4, 1, 2, 4}, warp[kV] = {0, 0, 0, 1, 2, 4};
+  const char* kind[kV] = {"per block", "per block", "per block", "per warp", "per warp", "per warp"};
+  for (int v = 0; v < kV; v++) {
     ASSERT_TRUE(p.reset());
     CU(cudaMemset(p.du, 0xFF, nu * 4));
     CU(cudaMemset(p.dpre, 0xFF, nu * 4));
     mk::conv_force_seqs(seqs[v]);
+    mk::conv_force_warp(warp[v]);
     const Status s = mk::conv_silu_l2(p.args(true), p.dio, p.S, nullptr);
     mk::conv_force_seqs(0);
+    mk::conv_force_warp(-1);
     ASSERT_TRUE(s.ok()) << s.error().message;
     CU(cudaDeviceSynchronize());
     u[v].resize(nu), pre[v].resize(nu), st[v].resize((size_t)p.S * p.stride);
@@ -404,26 +409,77 @@ void conv_case(int64_t Cc, int64_t n_norm, int hd, const std::vector<int>& ntok,
               ref_max, werr);
   EXPECT_LE(err, 1e-5 * std::max(1.0, ref_max)) << what;
   EXPECT_EQ(werr, 0.0) << what << ": the window holds inputs, copied";
-  for (int v = 1; v < 3; v++) {
+  for (int v = 1; v < kV; v++) {
     const size_t n = (size_t)p.T * Cc * 4;
-    EXPECT_EQ(0, std::memcmp(u[v].data(), u[0].data(), n)) << what << ": u, " << seqs[v] << " per block";
-    EXPECT_EQ(0, std::memcmp(pre[v].data(), pre[0].data(), n)) << what << ": dbg_pre, " << seqs[v] << " per block";
+    EXPECT_EQ(0, std::memcmp(u[v].data(), u[0].data(), n)) << what << ": u, " << seqs[v] << " " << kind[v];
+    EXPECT_EQ(0, std::memcmp(pre[v].data(), pre[0].data(), n)) << what << ": dbg_pre, " << seqs[v] << " " << kind[v];
     EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size()))
-        << what << ": state, " << seqs[v] << " per block";
+        << what << ": state, " << seqs[v] << " " << kind[v];
   }
   p.free_all();
 }
 
 }  // namespace
 
-// conv_silu_l2 with 1, 2 and 4 sequences per block: the same bits; against float64. The 9B's shape at B = 64 and
-// odd counts (blocks with fewer sequences than their share), multi-token steps with a sequence of none.
+// conv_silu_l2 with 1, 2 and 4 sequences per block and per warp (conv_warp_kernel): the same bits; against float64.
+// The 9B's shape at B = 64 and odd counts (blocks / warps with fewer sequences than their share), multi-token steps
+// with a sequence of none, a grid whose last block has fewer warps (5 heads x 3 sequences).
 TEST(ConvStep, SeqsPerBlockGiveSameBits) {
   GDN_SKIP_WITHOUT_GPU();
   conv_case(8192, 4096, 128, std::vector<int>(64, 1), 21);
   conv_case(8192, 4096, 128, std::vector<int>(7, 1), 22);
+  conv_case(8192, 4096, 128, {2, 0, 1, 3, 1}, 25);
   conv_case(1024, 512, 64, {3, 1, 0, 5, 2}, 23);
   conv_case(768, 256, 64, {1, 4, 2}, 24);
+  conv_case(320, 128, 64, {2, 1, 3}, 26);
+}
+
+// conv_silu_l2's variants at the 9B's shape (one token per sequence), B = 16 / 32 / 64, with DS_CONV_BENCH=1: median us
+// per launch of 7 x 20 launches and the bytes moved (windows read + written, x, u) per second. "[conv14] ..." lines.
+TEST(ConvStep, Bench) {
+  GDN_SKIP_WITHOUT_GPU();
+  const char* e = std::getenv("DS_CONV_BENCH");  // 1: B = 16, 32, 64; another number: that batch only (ncu)
+  const int only = e ? std::atoi(e) : 0;
+  if (only < 1 || only > 64) GTEST_SKIP() << "DS_CONV_BENCH=1 to run";
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  for (int S : {16, 32, 64}) {
+    if (only != 1 && S != only) continue;
+    ConvProblem cp;
+    ASSERT_TRUE(cp.init(8192, 4096, 128, std::vector<int>(S, 1), 13));
+    ASSERT_TRUE(cp.reset());
+    const double bytes = 2.0 * S * cp.win_floats() * 4 + 2.0 * S * cp.Cc * 4;
+    const int seqs[6] = {1, 2, 4, 1, 2, 4}, warp[6] = {0, 0, 0, 1, 2, 4};
+    for (int v = 0; v < 6; v++) {
+      auto launch = [&] {
+        mk::conv_force_seqs(seqs[v]);
+        mk::conv_force_warp(warp[v]);
+        const bool ok = mk::conv_silu_l2(cp.args(false), cp.dio, S, nullptr).ok();
+        mk::conv_force_seqs(0);
+        mk::conv_force_warp(-1);
+        return ok;
+      };
+      for (int i = 0; i < 5; i++) ASSERT_TRUE(launch());
+      std::vector<float> t;
+      for (int rep = 0; rep < 7; rep++) {
+        CU(cudaEventRecord(e0));
+        for (int i = 0; i < 20; i++) ASSERT_TRUE(launch());
+        CU(cudaEventRecord(e1));
+        CU(cudaEventSynchronize(e1));
+        float ms = 0;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms * 50.f);  // us per launch
+      }
+      std::sort(t.begin(), t.end());
+      std::printf("[conv14] B %2d %d seq/%-5s %7.2f us (min %7.2f)  %5.2f TB/s\n", S, seqs[v], warp[v] ? "warp" : "block",
+                  t[3], t[0], bytes / (t[3] * 1e6));
+    }
+    CU(cudaDeviceSynchronize());
+    cp.free_all();
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 namespace {

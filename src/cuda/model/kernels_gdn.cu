@@ -1,5 +1,6 @@
 // Gated DeltaNet kernels of the model (qwen35-spec.md §4.2-§4.5).
-// conv_silu_l2: one block per (group of dk channels, sequence), one thread per channel; the thread keeps its
+// conv_silu_l2 (DS_CONV_WARP=0; default since conv14: conv_warp_kernel, see there): one block per (group of dk
+//   channels, sequence), one thread per channel; the thread keeps its
 //   channel's window in registers over the sequence's tokens; a q or k head is exactly one block, so the L2
 //   norm is one block reduction per token. DS_CONV_SEQS=2 / 4 (gdn11): a block takes 2 / 4 sequences.
 // gdn_step takes one of two kernels (both call rule_row and reduce the norm in block_sum's order: the same bits,
@@ -99,6 +100,95 @@ __global__ void __launch_bounds__(1024) conv_kernel(const ConvArgs a, const Step
 #pragma unroll
     for (int j = 0; j < kMaxConvKernel; j++)
       if (j < W) st[j * Cc + c] = win[i][j];
+  }
+}
+
+// conv_warp_kernel<kNpt, KC, kSeqs> (conv14; DS_CONV_WARP=1 default, 2 / 4 sequences per warp, 0 = conv_kernel
+// above; taken for KC = 4 and heads of 64 / 128 channels, conv_kernel otherwise): one warp
+// per (head of 32 * kNpt channels, kSeqs sequences), blocks of kConvWarps warps (the same head, consecutive sequence
+// groups: the taps come once per SM from L1). Why: conv_kernel is 4,096 blocks of 128 threads at B = 64 with 3
+// window loads in flight per thread and two barriers per token for the L2 norm. Lane l holds channels l + 32 i
+// (i < kNpt) of its head, i.e. what lane l of conv_kernel's warp i held: the same per-channel arithmetic (taps
+// oldest first, the kernel size KC at compile time), and the norm's sum is each i's warp_sum (the same butterfly
+// as block_sum's) added in block_sum's warp order from 0.f: the same bits, with no barrier. Each warp loads all its
+// windows (kSeqs * kNpt * (KC - 1) floats per lane, 128 contiguous bytes per warp instruction) and taps before the
+// PDL wait, and its sequences' first inputs right after it. H200, 9B shape, one layer (ConvStep.Bench): B = 64
+// 4.7-5.0 us (3.4-3.6 TB/s) vs conv_kernel 9.3 (2 / 4 per warp: 5.0-5.2); B = 16 / 32 about the same / 4.5 vs 5.5.
+// 9B step at B = 64: conv+silu+l2 209-211 us vs 338 (8.43-8.45 ms vs 8.57-8.62); B = 16 167 vs 178 us.
+inline constexpr int kConvWarps = 4;
+
+template <int kNpt, int KC, int kSeqs>
+__global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvArgs a, const StepIO* __restrict__ io,
+                                                                   int n_seqs) {
+  constexpr int W = KC - 1;
+  const int lane = threadIdx.x & 31;
+  const int n_groups = (n_seqs + kSeqs - 1) / kSeqs;
+  const int gw = blockIdx.x * kConvWarps + (threadIdx.x >> 5);
+  const int h = gw / n_groups, s0 = (gw - h * n_groups) * kSeqs;
+  if ((int64_t)h * a.head_dim >= a.n_channels) return;  // the grid's last block: whole warps only, no barrier
+  const int64_t Cc = a.n_channels, cb = (int64_t)h * a.head_dim + lane;
+  const bool norm = (int64_t)h * a.head_dim < a.n_norm_channels;  // uniform over the warp
+  float w[kNpt][KC], win[kSeqs][kNpt][W > 0 ? W : 1], xv[kSeqs][kNpt];
+  int t0[kSeqs], t1[kSeqs];
+#pragma unroll
+  for (int i = 0; i < kNpt; i++)
+#pragma unroll
+    for (int j = 0; j < KC; j++) w[i][j] = a.w[(cb + 32 * i) * KC + j];
+#pragma unroll
+  for (int q = 0; q < kSeqs; q++) {
+    const bool on = s0 + q < n_seqs;
+    const float* st = on ? state_ptr(io, s0 + q, a.state_off) : nullptr;
+#pragma unroll
+    for (int j = 0; j < W; j++)
+#pragma unroll
+      for (int i = 0; i < kNpt; i++) win[q][i][j] = on ? st[j * Cc + cb + 32 * i] : 0.f;
+    t0[q] = on ? io->start[s0 + q] : 0;
+    t1[q] = on ? io->start[s0 + q + 1] : 0;
+  }
+  pdl_wait();  // as conv_kernel: only weights, this layer's conv states and StepIO above
+  pdl_trigger();
+#pragma unroll
+  for (int q = 0; q < kSeqs; q++)
+#pragma unroll
+    for (int i = 0; i < kNpt; i++) xv[q][i] = t0[q] < t1[q] ? a.x[(int64_t)t0[q] * a.ldx + cb + 32 * i] : 0.f;
+#pragma unroll
+  for (int q = 0; q < kSeqs; q++) {
+    if (s0 + q >= n_seqs) break;  // uniform over the warp
+    for (int t = t0[q]; t < t1[q]; t++) {
+      float y[kNpt];
+#pragma unroll
+      for (int i = 0; i < kNpt; i++) {
+        const float x = t == t0[q] ? xv[q][i] : a.x[(int64_t)t * a.ldx + cb + 32 * i];
+        // Taps in order, tap 0 on the oldest sample (conv_tokens' and the CPU reference's order).
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < W; j++) sum += w[i][j] * win[q][i][j];
+        sum += w[i][W] * x;
+#pragma unroll
+        for (int j = 0; j + 1 < W; j++) win[q][i][j] = win[q][i][j + 1];
+        if (W > 0) win[q][i][W > 0 ? W - 1 : 0] = x;
+        y[i] = silu_f(sum);
+        if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + cb + 32 * i] = y[i];
+      }
+      if (norm) {
+        float p[kNpt];
+#pragma unroll
+        for (int i = 0; i < kNpt; i++) p[i] = warp_sum(y[i] * y[i]);
+        float ss = 0.f;  // block_sum's r: the warp sums from 0.f in warp order
+#pragma unroll
+        for (int i = 0; i < kNpt; i++) ss += p[i];
+        const float inv = 1.0f / sqrtf(ss + a.eps);
+#pragma unroll
+        for (int i = 0; i < kNpt; i++) y[i] *= inv;
+      }
+#pragma unroll
+      for (int i = 0; i < kNpt; i++) a.u[(int64_t)t * a.ldu + cb + 32 * i] = y[i];
+    }
+    float* st = state_ptr(io, s0 + q, a.state_off);
+#pragma unroll
+    for (int j = 0; j < W; j++)
+#pragma unroll
+      for (int i = 0; i < kNpt; i++) st[j * Cc + cb + 32 * i] = win[q][i][j];
   }
 }
 
@@ -615,9 +705,36 @@ int conv_seqs() {
 }
 std::atomic<int> g_conv_force{0};
 
+// DS_CONV_WARP: sequences per warp of conv_warp_kernel (1 default, 2, 4; 0: conv_kernel with DS_CONV_SEQS);
+// conv_force_warp overrides it.
+int conv_warp() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_CONV_WARP");
+    const int n = e ? std::atoi(e) : 1;
+    return n == 0 || n == 2 || n == 4 ? n : 1;
+  }();
+  return v;
+}
+std::atomic<int> g_conv_warp_force{-1};
+
+template <int kNpt, int kSeqs>
+Status launch_conv_warp(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  const int64_t warps = a.n_channels / a.head_dim * ((n_seqs + kSeqs - 1) / kSeqs);
+  const dim3 grid((unsigned)((warps + kConvWarps - 1) / kConvWarps)), block(kConvWarps * 32);
+  return launch_step(conv_warp_kernel<kNpt, 4, kSeqs>, grid, block, 0, stream, "conv_silu_l2 (warp)", a, io, n_seqs);
+}
+
+template <int kNpt>
+Status launch_conv_warp(int k, const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (k == 4) return launch_conv_warp<kNpt, 4>(a, io, n_seqs, stream);
+  if (k == 2) return launch_conv_warp<kNpt, 2>(a, io, n_seqs, stream);
+  return launch_conv_warp<kNpt, 1>(a, io, n_seqs, stream);
+}
+
 }  // namespace
 
 void conv_force_seqs(int k) { g_conv_force.store(k == 1 || k == 2 || k == 4 ? k : 0); }
+void conv_force_warp(int k) { g_conv_warp_force.store(k == 0 || k == 1 || k == 2 || k == 4 ? k : -1); }
 
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (a.head_dim < 32 || a.head_dim > 1024 || a.head_dim % 32 != 0 || a.n_channels % a.head_dim != 0 ||
@@ -627,7 +744,14 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
   if (a.kernel < 1 || a.kernel > kMaxConvKernel)
     return cu_err("cuda conv_silu_l2: conv kernel {} outside [1, {}]", a.kernel, kMaxConvKernel);
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda conv_silu_l2: {} sequences", n_seqs);
-  const int f = g_conv_force.load(std::memory_order_relaxed), k = f > 0 ? f : conv_seqs();
+  // conv_force_seqs alone (GdnBench's conv lines) means conv_kernel, whatever DS_CONV_WARP says.
+  const int f = g_conv_force.load(std::memory_order_relaxed), fw = g_conv_warp_force.load(std::memory_order_relaxed);
+  const int kw = fw >= 0 ? fw : f > 0 ? 0 : conv_warp();
+  if (kw > 0 && a.kernel == 4) {  // the kernel size at compile time (Qwen3.5: 4); others: conv_kernel
+    if (a.head_dim == 128) return launch_conv_warp<4>(kw, a, io, n_seqs, stream);
+    if (a.head_dim == 64) return launch_conv_warp<2>(kw, a, io, n_seqs, stream);
+  }
+  const int k = f > 0 ? f : conv_seqs();
   const dim3 block(a.head_dim);
   const unsigned gx = (unsigned)(a.n_channels / a.head_dim), gy = (unsigned)((n_seqs + k - 1) / k);
   if (k == 4) return launch_step(conv_kernel<4>, dim3(gx, gy), block, 0, stream, "conv_silu_l2", a, io, n_seqs);

@@ -62,8 +62,12 @@ struct ConvArgs {
 };
 inline constexpr int kMaxConvKernel = 8;
 Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
-// Tests and benches: sequences per conv_silu_l2 block from now on (1, 2, 4: the same bits; 0: DS_CONV_SEQS).
+// Tests and benches: sequences per conv_silu_l2 block from now on (1, 2, 4: the same bits; 0: DS_CONV_SEQS); while
+// conv_force_warp is -1, k > 0 also selects that block kernel over conv_warp_kernel.
 void conv_force_seqs(int k);
+// Tests and benches: conv_warp_kernel with k (1, 2, 4) sequences per warp, 0 the block kernel, -1 DS_CONV_WARP (conv14;
+// 1 by default).
+void conv_force_warp(int k);
 
 // The same for the piece prefill: n_tokens tokens of one sequence, in parallel over tokens (one block per
 // (token, head of head_dim channels)), the window `win` ([Kc-1][Cc], oldest row first; a.state_off unused)
