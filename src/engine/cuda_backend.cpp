@@ -112,6 +112,8 @@ class CudaSnapshotBox : public Snapshot {
   Status logits(std::span<float> out) const override {
     if (logits_.empty() || out.size() * sizeof(float) < logits_.size())
       return err("cuda backend: snapshot logits: none kept, or a buffer of {} floats", out.size());
+    // The row was written by a copy on the model's stream (save_with_row); the box does not hold the model (it may
+    // outlive a step), so it waits for the device. This runs only when a whole prompt is served from the cache.
     if (cudaDeviceSynchronize() != cudaSuccess) return err("cuda backend: snapshot logits: the device failed");
     return logits_.download(out.data(), logits_.size());
   }
@@ -225,10 +227,6 @@ class CudaBackend : public Backend {
     in_flight_ = false;
     if (host_step_) return Backend::decode_select_end(out);
     const size_t B = fl_rows_, V = (size_t)n_vocab();
-    struct {
-      int k;
-      bool lse;
-    } spec{fl_k_, fl_lse_};
     out.full.resize(fl_full_ * V);
     cuda::SelectResultDev r;
     DS_TRY(m_->decode_select_end(out.full.data(), r));
@@ -237,9 +235,9 @@ class CudaBackend : public Backend {
       sampler::RowSummary& row = out.rows[i];
       row.argmax = r.argmax[i];
       row.max = r.max[i];
-      row.lse = spec.lse ? r.lse[i] : 0;
+      row.lse = fl_lse_ ? r.lse[i] : 0;
       row.top.clear();
-      for (int j = 0; j < spec.k; j++) {
+      for (int j = 0; j < fl_k_; j++) {
         const int32_t id = r.top_id[i * cuda::kMaxSelect + j];
         if (id < 0) break;  // a row shorter than k
         row.top.push_back({id, r.top_logit[i * cuda::kMaxSelect + j]});

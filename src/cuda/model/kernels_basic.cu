@@ -82,22 +82,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Rows of n = 4 · blockDim.x elements (n % 128 == 0, n <= 4096): one float4 of x and w per thread, so the block
-// is as wide as the row and a row costs one load round trip and one block_sum (64-row decode batches: 64 blocks,
-// latency-bound with 256 threads each). Sums: the thread's 4 products in order, then block_sum; other bits than
-// rms_norm_v4_kernel (DS_RMS_ROW=1 selects it; A/B).
-__global__ void __launch_bounds__(1024)
-    rms_norm_row_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, float* __restrict__ y,
-                        int64_t ldy, int64_t n, float eps) {
-  __shared__ float red[32];
-  const float4 v = reinterpret_cast<const float4*>(x + (int64_t)blockIdx.x * ldx)[threadIdx.x];
-  const float4 g = __ldg(reinterpret_cast<const float4*>(w) + threadIdx.x);
-  const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w, red);
-  const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-  reinterpret_cast<float4*>(y + (int64_t)blockIdx.x * ldy)[threadIdx.x] =
-      make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
-}
-
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] += x[i];
@@ -171,19 +155,17 @@ Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int
 Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
                 float eps, cudaStream_t stream) {
   if (n_rows < 1 || n_cols < 1) return cu_err("cuda rms_norm: {} rows of {}", n_rows, n_cols);
-  static const int env_kind = !env_on("DS_RMS_V4", true) ? 0 : env_on("DS_RMS_ROW", false) ? 2 : 1;
+  static const int env_kind = env_on("DS_RMS_V4", true) ? 1 : 0;
   const int kind = g_rms_force.load() >= 0 ? g_rms_force.load() : env_kind;
   const bool v4 = kind >= 1 && n_cols % 4 == 0 && n_cols <= 4 * kV4 * kThreads && ldx % 4 == 0 && ldy % 4 == 0 &&
                   (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)y % 16 == 0;
-  if (v4 && kind == 2 && n_cols % 128 == 0 && n_cols <= 4096)
-    rms_norm_row_kernel<<<n_rows, (unsigned)(n_cols / 4), 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
-  else if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
+  if (v4) rms_norm_v4_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
   else rms_norm_kernel<<<n_rows, kThreads, 0, stream>>>(x, ldx, w, y, ldy, n_cols, eps);
   CUDA_TRY_LAUNCH("rms_norm", stream);
   return {};
 }
 
-void rms_force_kernel(int k) { g_rms_force.store(k >= 0 && k <= 2 ? k : -1); }
+void rms_force_kernel(int k) { g_rms_force.store(k >= 0 && k <= 1 ? k : -1); }
 void swiglu_force_kernel(int k) { g_swiglu_force.store(k >= 0 && k <= 1 ? k : -1); }
 
 Status add(float* y, const float* x, int64_t n, cudaStream_t stream) {

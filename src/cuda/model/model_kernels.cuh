@@ -32,8 +32,8 @@ Status embed(GgmlType type, const void* w, int64_t n_cols, const StepIO* io, int
 Status rms_norm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int n_rows, int64_t n_cols,
                 float eps, cudaStream_t stream);
 
-// Tests: which rms_norm kernel runs (0 the plain loop, 1 float4 x 8 per thread, 2 one float4 per thread, -1 the
-// environment's choice: DS_RMS_V4, DS_RMS_ROW) and which swiglu (0 scalar, 1 float4, -1 DS_SWIGLU_V4).
+// Tests: which rms_norm kernel runs (0 the plain loop, 1 float4 x 8 per thread, -1 the
+// environment's choice: DS_RMS_V4) and which swiglu (0 scalar, 1 float4, -1 DS_SWIGLU_V4).
 void rms_force_kernel(int k);
 void swiglu_force_kernel(int k);
 
