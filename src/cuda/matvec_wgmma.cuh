@@ -252,28 +252,35 @@ __device__ __forceinline__ void reduce_splits(const A& a, int tile, int64_t row0
 // y = acc · inv[b] (or y +=). Several: the CTA's partial sums go to a.part, and the last CTA of the tile to arrive
 // (threadfence + counter) sums the splits in split order, stores, and resets the tile's counter for the next call
 // (stream order). A: wg::Args or wg6::Args (the same fields). Called by every thread of the CTA (kThreads).
-template <int kRows, int kThreads, class A>
-__device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], int tile, int split, int64_t row0,
-                                          int rbase, int t) {
+// store_acc_t: kT row tiles per CTA (wgb::block_kernel's kT), acc[tt] for local rows rbase + (kRows / kT)·tt (+8).
+template <int kRows, int kThreads, int kT, class A>
+__device__ __forceinline__ void store_acc_t(const A& a, const float (&acc)[kT][8][4], int tile, int split, int64_t row0,
+                                            int rbase, int t) {
+  constexpr int kRowsT = kRows / kT;
   if (a.splits == 1) {
 #pragma unroll
-    for (int n = 0; n < 8; n++)
+    for (int tt = 0; tt < kT; tt++)
 #pragma unroll
-      for (int r = 0; r < 4; r++) {
-        const int64_t row = row0 + rbase + 8 * (r >> 1);
-        const int b = 8 * n + 2 * t + (r & 1);
-        if (row >= a.rows || b >= a.batch) continue;
-        float* yp = a.y + (int64_t)b * a.rows + row;
-        const float v = acc[n][r] * a.inv[b];
-        *yp = a.accumulate ? *yp + v : v;
-      }
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          const int64_t row = row0 + rbase + kRowsT * tt + 8 * (r >> 1);
+          const int b = 8 * n + 2 * t + (r & 1);
+          if (row >= a.rows || b >= a.batch) continue;
+          float* yp = a.y + (int64_t)b * a.rows + row;
+          const float v = acc[tt][n][r] * a.inv[b];
+          *yp = a.accumulate ? *yp + v : v;
+        }
     return;
   }
   float* part = a.part + ((int64_t)tile * a.splits + split) * 64 * kRows;
 #pragma unroll
-  for (int n = 0; n < 8; n++)
+  for (int tt = 0; tt < kT; tt++)
 #pragma unroll
-    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + kRowsT * tt + 8 * (r >> 1)] = acc[tt][n][r];
   __shared__ int is_last;
   if (a.red == 2) {  // CTA barrier, then one release at gpu scope (cumulative over the CTA's stores) and the count
     __syncthreads();
@@ -317,7 +324,11 @@ __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], 
   }
   if (threadIdx.x == 0) a.count[tile] = 0;
 }
-
+template <int kRows, int kThreads, class A>
+__device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], int tile, int split, int64_t row0,
+                                          int rbase, int t) {
+  store_acc_t<kRows, kThreads, 1>(a, reinterpret_cast<const float(&)[1][8][4]>(acc), tile, split, row0, rbase, t);
+}
 
 template <int kWG>
 __global__ void __launch_bounds__(128 * kWG, 1) wgmma_kernel(const Args a) {
@@ -493,7 +504,8 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
 // x's preparation (one launch, or DS_MVB_PREP=0: three) and the kernel arguments and grid for n_wg warpgroups per
 // CTA (2 or 3); shared with the ring kernel (matvec_wgmma_ring.cuh).
 inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                      cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid) {
+                      cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid,
+                      int rows_per_tile = 0) {
   uint32_t* xw;
   uint4 *xf, *xm;
   float *inv, *scale, *part;
@@ -519,7 +531,7 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
     fold::split_kernel<false><<<(unsigned)((n_min + 255) / 256), 256, 0, stream>>>(x, cols, batch, 8, scale, xf, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma sums)", stream);
   }
-  const int rows_per_tile = 64 * n_wg;
+  if (rows_per_tile <= 0) rows_per_tile = 64 * n_wg;  // else wgb::block_kernel's kT row tiles
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int splits = choose_splits(tiles, nblk, rows_per_tile, sm_count());
   out = Args{static_cast<const uint8_t*>(w), rows, cols, cols / 256 * kBlockBytes, y, batch, splits, accumulate,

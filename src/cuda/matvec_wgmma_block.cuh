@@ -104,10 +104,13 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
 // the end are filled with zeros, their outputs not stored.
-template <int kWG, bool kN64>
+// kT: row tiles of 64·kWG rows per CTA sharing each staged x block (mvb15): every warpgroup runs the block's 16 k-steps
+// once per tile (rows 64·w + 64·kWG·tt), each into its own acc set, so x's L2 traffic per row is 1 / kT (x is 64 KB per
+// block and CTA, the weights 144 B per row). Per tile the products and their order are those of kT = 1.
+template <int kWG, bool kN64, int kT = 1>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
+  constexpr int kRowsT = 64 * kWG, kRows = kRowsT * kT, kThreads = 128 * kWG, kStage = stage_bytes<kWG * kT>();
   constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -154,11 +157,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   if (warp == 0)
     for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
 
-  float acc[8][4];
+  float acc[kT][8][4];
 #pragma unroll
-  for (int n = 0; n < 8; n++)
+  for (int tt = 0; tt < kT; tt++)
 #pragma unroll
-    for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[tt][n][r] = 0.f;
   const int rbase = 16 * warp + g;
 
 #pragma unroll 1
@@ -173,57 +178,61 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const uint8_t* xslot = smem + slot * kStage;
     const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
     const uint8_t* wslot = xslot + wg::kXBlock + kXm;
-    float dd[2], dm[2];
-    uint32_t amin[4];
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
-      const __half2 dh = gemm::u2h(hd.x);
-      dd[h] = __low2float(dh);
-      dm[h] = -16.f * __high2float(dh);
-      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
-      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
-    }
-    float c[kC];
-    uint32_t af0[4][4], af1[4][4];
-    build_q(wslot, rbase, 0, t, u, af0);
-    mma_q<kN64>(c, af0, xslot, 0, true);
-    build_q(wslot, rbase, 1, t, u, af1);
-    mma_q<kN64>(c, af1, xslot, 1, false);
-    wg_wait1();  // quarter 0 done: af0 free
-    build_q(wslot, rbase, 2, t, u, af0);
-    mma_q<kN64>(c, af0, xslot, 2, false);
-    wg_wait1();
-    build_q(wslot, rbase, 3, t, u, af1);
-    mma_q<kN64>(c, af1, xslot, 3, false);
-    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+    for (int tt = 0; tt < kT; tt++) {
+      const int rb = rbase + kRowsT * tt;
+      float dd[2], dm[2];
+      uint32_t amin[4];
 #pragma unroll
-    for (int n = 0; n < 8; n++) {
-      const uint4 xv = xms[n * 32 + lane];
-      float cm[4] = {0.f, 0.f, 0.f, 0.f};
-      fold::mma_f16(cm, amin, xv.x, xv.y);
-      fold::mma_f16(cm, amin, xv.z, xv.w);
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
-    }
-    wg::wg_wait0();
-    wg::keep(c);
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) {
-        if constexpr (kN64) {
-          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
-        } else {
-          acc[n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[n][r]);
-          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
-        }
+      for (int h = 0; h < 2; h++) {
+        const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rb + 8 * h) * kWPitch);
+        const __half2 dh = gemm::u2h(hd.x);
+        dd[h] = __low2float(dh);
+        dm[h] = -16.f * __high2float(dh);
+        amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
+        amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
       }
+      float c[kC];
+      uint32_t af0[4][4], af1[4][4];
+      build_q(wslot, rb, 0, t, u, af0);
+      mma_q<kN64>(c, af0, xslot, 0, true);
+      build_q(wslot, rb, 1, t, u, af1);
+      mma_q<kN64>(c, af1, xslot, 1, false);
+      wg_wait1();  // quarter 0 done: af0 free
+      build_q(wslot, rb, 2, t, u, af0);
+      mma_q<kN64>(c, af0, xslot, 2, false);
+      wg_wait1();
+      build_q(wslot, rb, 3, t, u, af1);
+      mma_q<kN64>(c, af1, xslot, 3, false);
+      // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+#pragma unroll
+      for (int n = 0; n < 8; n++) {
+        const uint4 xv = xms[n * 32 + lane];
+        float cm[4] = {0.f, 0.f, 0.f, 0.f};
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+        fold::mma_f16(cm, amin, xv.z, xv.w);
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[tt][n][r] = fmaf(dm[r >> 1], cm[r], acc[tt][n][r]);
+      }
+      wg::wg_wait0();
+      wg::keep(c);
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+          if constexpr (kN64) {
+            acc[tt][n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[tt][n][r]);
+          } else {
+            acc[tt][n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[tt][n][r]);
+            acc[tt][n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[tt][n][r]);
+          }
+        }
+    }
     __syncwarp();
     if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  wg::store_acc_t<kRows, kThreads, kT>(a, acc, tile, split, row0, rbase, t);
 #endif
 }
 
@@ -236,28 +245,33 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64>
+template <int kWG, bool kN64, int kT = 1>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<kWG>();
-  static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  constexpr int kSmem = smem_bytes<kWG * kT>();
+  auto* kern = block_kernel<kWG, kN64, kT>;
+  static const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
-  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
-  const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG * kT, map));
+  const cudaError_t le = launch_pdl(kern, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-// n64: hi / lo as two n64 wgmmas into one accumulator set.
+// n64: hi / lo as two n64 wgmmas into one accumulator set (the n128 forms below are not taken then).
+// pair (n128 only): 0 off; 1: the 2-warpgroup shapes as two row tiles per CTA (kT = 2, 256 rows per staged x block),
+// split plan chosen for 256-row tiles (so not the bits of kT = 1: other K ranges per CTA; still by shape only);
+// 2: the same where that plan has at most 4 splits (the tile's last CTA sums splits x 64 KB of partials), else kT = 1.
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64) {
+                     cudaStream_t stream, bool accumulate, bool n64, int pair = 0) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
+  bool two = n_wg == 2 && pair && !n64;
+  if (two && pair == 2) two = wg::choose_splits((rows + 255) / 256, cols / 256, 256, sm_count()) <= 4;
   wg::Args a;
   dim3 grid;
-  DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid));
+  DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, two ? 256 : 0));
+  if (two) return launch_block<2, false, 2>(a, grid, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }
