@@ -81,10 +81,8 @@ int& fold_setting() {
 // output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3% faster on ffn_gate_up / output but its
 // float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7 (ring); the clusters were slower
 // everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per block).
-// mvb15: 13 = 12 with the 2-warpgroup shapes as two row tiles per CTA sharing each staged x block (half of x's L2
-// traffic per row; the split plan of 256-row tiles, so other bits than 12); 14 = 13 only where that plan has <= 4
-// splits (else 12).
-constexpr int kWgDefault = 12, kWgMax = 14;
+// mvb15: 13 = 12 with the mins as one mma.sync per n-tile on sub-block sums (wgb::block_kernel's kMin2; other bits).
+constexpr int kWgDefault = 12, kWgMax = 13;
 bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
 int& wg_setting() {
   static int v = [] {
@@ -146,9 +144,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64) or 12..14 (n128)
-          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9,
-                             wg_setting() >= 13 ? wg_setting() - 12 : 0);
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2)
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() == 13);
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());

@@ -40,7 +40,7 @@ struct Config {
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
               // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
               // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128, 13 n128
-              // with two row tiles per CTA on the 2-warpgroup shapes (14: where <= 4 splits; not listed);
+              // with the mins on sub-block sums (one mma.sync per n-tile);
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
@@ -452,7 +452,7 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
 
 // The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
 // sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
-// first kernel 1) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
+// first kernel 1; 13, its sub-block-sum mins) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
 // tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
   DS_REQUIRE_GPU();
@@ -505,61 +505,6 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
   cuda::set_matvec_batched_split_reduce(red0);
   cuda::set_matvec_batched_wgmma(wg0);
   cuda::set_matvec_batched_wgmma_q6k(wg60);
-}
-
-// The Q4_K block kernel with two row tiles per CTA (DS_MVB_WG=13: 256 rows share each staged x block, other split
-// plan) against the one-tile form (12) on the 9B's 2-warpgroup shapes, where it runs 4..8 splits of 256-row tiles
-// (the float64 checks of config 13 above cover the small shapes): every output written and finite, within 1e-5 of the
-// column's largest |y| of 12's result (the two differ only in the K ranges their fp32 partial sums cover), and run to
-// run identical.
-TEST(CudaMatvecBatched, PairTilesNearSingle) {
-  DS_REQUIRE_GPU();
-  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma();
-  const Case cases[] = {{4096, 4096, "9B ssm_out"}, {8192, 4096, "9B attn_qkv"}, {4096, 12288, "9B ffn_down"},
-                        {4161, 4096, "z + ba + 1 row"}};
-  uint64_t seed = 9900;
-  const GgmlType t = GgmlType::Q4_K;
-  for (const Case& c : cases) {
-    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-    const auto x = test::random_floats(64 * c.cols, seed + 1);
-    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-    ASSERT_TRUE(dy.ok());
-    for (int batch : {33, 64})
-      for (bool accumulate : {false, true}) {
-        auto run = [&](int v) {
-          cuda::set_matvec_batched_wgmma(v);
-          const std::vector<float> nan(batch * c.rows, NAN);
-          EXPECT_TRUE(dy->upload(accumulate ? y0.data() : nan.data(), (size_t)batch * c.rows * 4).ok());
-          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
-                                           nullptr, accumulate).ok());
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return test::to_host<float>(*dy, batch * c.rows);
-        };
-        const auto ref = run(12), pair = run(13), again = run(13);
-        EXPECT_EQ(pair, again) << "[" << c.rows << " x " << c.cols << "] B " << batch << " run to run";
-        double worst = 0;
-        size_t bad = 0;
-        for (int b = 0; b < batch; b++) {
-          float mx = 0;
-          for (int64_t r = 0; r < c.rows; r++) mx = std::max(mx, std::fabs(ref[b * c.rows + r]));
-          for (int64_t r = 0; r < c.rows; r++) {
-            const float p = pair[b * c.rows + r], q = ref[b * c.rows + r];
-            if (!std::isfinite(p)) bad++;
-            worst = std::max(worst, (double)std::fabs(p - q) / std::max(mx, 1e-30f));
-          }
-        }
-        EXPECT_EQ(bad, 0u) << "[" << c.rows << " x " << c.cols << "] B " << batch << ": outputs not written / finite";
-        EXPECT_LE(worst, 1e-5) << "[" << c.rows << " x " << c.cols << "] B " << batch
-                               << (accumulate ? " accumulate" : "");
-        std::printf("pair vs single [%lld x %lld] B %d%s: worst %.3g of the column's max |y|\n", (long long)c.rows,
-                    (long long)c.cols, batch, accumulate ? " accumulate" : "", worst);
-      }
-  }
-  cuda::set_matvec_batched_wgmma(wg0);
 }
 
 TEST(CudaMatvecBatched, RejectsBadBatch) {
