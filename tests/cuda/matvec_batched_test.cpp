@@ -46,10 +46,10 @@ struct Config {
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
                  // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32)
 };
-// The block kernels' defaults (Q4_K 12, Q6_K 9) run in the default config; config 9 (n64) and Q6_K 1 (the cp.async
-// kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block form) are listed, and the
-// defaults 12 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=12,q9 selects them, e.g.
-// under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
+// The block kernels' defaults (Q4_K 13, Q6_K 9) run in the default config; config 9 (n64), 12 (the Q4_K default before
+// mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block
+// form) are listed, and the defaults 13 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only:
+// DS_TEST_MVB_WG=13,q9 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
 // were removed in splitk11.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
