@@ -77,11 +77,17 @@ int& fold_setting() {
 // per block; by shape): 9 = hi / lo as n64 wgmmas into one sum; 12 = n128. (8, 10, 11, x multicast to clusters of row
 // tiles, were removed in splitk11: slower everywhere; those values now mean the default.) Where the driver has no
 // tensor-map encoder the ring and block settings fall back to wgmma_kernel by shape.
-// Default 12 (batched9, H200, B = 64 kernel times vs the ring (4, session 7's default): ffn_gate_up 54.7 vs 58.2 us,
+// 12 (batched9, the default until mvb15; H200, B = 64 kernel times vs the ring (4, session 7's default): ffn_gate_up 54.7 vs 58.2 us,
 // output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3% faster on ffn_gate_up / output but its
 // float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7 (ring); the clusters were slower
 // everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per block).
-constexpr int kWgDefault = 12, kWgMax = 12;
+// Default 13 (mvb15): 12 with the mins as one mma.sync per n-tile on sub-block sums (wgb::block_kernel's kMin2: half the
+// mins' mma.sync, 2 KB less shared-memory traffic per block, <2> 205 -> 180 registers, <3> spill 48 -> 8 bytes); H200,
+// B = 64, mvb_bench timedef vs 12: ffn_gate_up 51.7 / 51.9 vs 54.4 / 53.9 us, output 448 / 450 vs 473 / 472, ffn_down
+// 37.6 / 37.8 vs 38.3 / 38.2; 9B step 8.334 / 8.314 vs 8.437 / 8.419 ms at 64, 8.964 vs 9.074 at 512+ positions, 7.124
+// vs 7.208 at 32; float64 worst 2.03e-7 of sum|w x| (12: 2.05e-7). Other bits than 12 (sums over 32 elements, hi + lo
+// in one product), the same plan (column independent of B).
+constexpr int kWgDefault = 13, kWgMax = 13;
 bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
 int& wg_setting() {
   static int v = [] {
@@ -143,8 +149,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64) or 12 (n128)
-          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9);
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2)
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() == 13);
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());

@@ -87,8 +87,12 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
 // kLay: the k order of xw: kLayQ4K / kLayQ6K (split_kernel<false> / <true>), or kLayQ6KSub (the Q6_K ring's sub-block
 // form, matvec_wgmma_q6k_ring.cuh: k-step kk of half block s = sub-block 8s + kk, so one k16 step holds one sub-block:
 // element = 128s + 16kk + 4t + κ/8 + 2(κ % 2); no split_kernel twin).
+// kSums 2 (mvb15, wgb::block_kernel's kMin2): instead of fold's block sums, per (block, n-tile, lane 4g + t) one uint2:
+// the sums of sub-blocks t and t + 4 (32 elements each, in index order) of column 8n + g, times 1/16, each as an fp16
+// (hi, lo) pair, so the mins product is one m16n8k16 per n-tile (k-slots 2t, 2t+1 = hi, lo of sub-block t; 2t+8, 2t+9
+// of t + 4) instead of two (16-element sums in 16 slots, hi and lo in separate products). |sum| / 16 < 2^15: fp16 range.
 constexpr int kLayQ4K = 0, kLayQ6K = 1, kLayQ6KSub = 2;
-template <int kLay, bool kSums>
+template <int kLay, int kSums>
 __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
                                                    float* __restrict__ scale, float* __restrict__ inv,
                                                    uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
@@ -124,9 +128,34 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
     base[(8 + b / 8) * 64 + in + t] = lo0;
     base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
   }
-  if constexpr (kSums)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
+  if constexpr (kSums == 1)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
       fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+  if constexpr (kSums == 2)
+    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256) {
+      const int t = (int)(it & 3);
+      const int64_t blk = it >> 2;
+      uint32_t o[2];
+#pragma unroll
+      for (int q = 0; q < 2; q++) {
+        float sum = 0.f;
+        if (b < batch) {
+          const float4* p = reinterpret_cast<const float4*>(xb + 256 * blk + 128 * q + 32 * t);
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            const float4 f = p[i];
+            sum += f.x * sc;
+            sum += f.y * sc;
+            sum += f.z * sc;
+            sum += f.w * sc;
+          }
+        }
+        const float v = sum * 0.0625f;
+        const __half hv = __float2half_rn(v);
+        o[q] = gemm::h2u(__halves2half2(hv, __float2half_rn(v - __half2float(hv))));
+      }
+      reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
+    }
 }
 using gemm::prep_fused;
 
@@ -493,7 +522,8 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
 // x's preparation (one launch, or DS_MVB_PREP=0: three) and the kernel arguments and grid for n_wg warpgroups per
 // CTA (2 or 3); shared with the ring kernel (matvec_wgmma_ring.cuh).
 inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                      cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid) {
+                      cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid,
+                      bool min2 = false) {
   uint32_t* xw;
   uint4 *xf, *xm;
   float *inv, *scale, *part;
@@ -506,8 +536,11 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  if (prep_fused()) {
-    prep_kernel<kLayQ4K, true><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+  if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
+    prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
+  } else if (prep_fused()) {
+    prep_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

@@ -100,15 +100,25 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
   }
   wg::wg_commit();
 }
+
+// Byte t of v (< 64) as an exact fp16 pair (m, m).
+__device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
+  return __hsub2(gemm::u2h(__byte_perm(v >> (8 * t), 0x64646464u, 0x4040u)), __float2half2_rn(1024.f));
+}
 #endif
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
 // the end are filled with zeros, their outputs not stored.
-template <int kWG, bool kN64>
+// kMin2 (DS_MVB_WG=13): the mins as one m16n8k16 per n-tile on sub-block sums (wg::prep_kernel<kLayQ4K, 2>: k-slots 2t,
+// 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
+// which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
+// are over 32 elements, hi + lo in one product), within float64 tolerance.
+template <int kWG, bool kN64, bool kMin2 = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
-  constexpr unsigned kTx = wg::kXBlock + kXm + kRows * kWPitch;
+  constexpr int kXmB = kMin2 ? kXm / 2 : kXm;  // bytes of block sums copied per block
+  constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
@@ -142,10 +152,10 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     uint8_t* dst = smem + slot * kStage;
     const int64_t blk = bk0 + i;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
-    const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm + blk * 256);
+    const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm) + blk * kXmB;
     if (lane == 0) {
       wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
-      wgr::bulk_copy(dst + wg::kXBlock, msrc, kXm, &full[slot]);
+      wgr::bulk_copy(dst + wg::kXBlock, msrc, kXmB, &full[slot]);
     }
   };
   if (warp == 0)
@@ -181,8 +191,14 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       const __half2 dh = gemm::u2h(hd.x);
       dd[h] = __low2float(dh);
       dm[h] = -16.f * __high2float(dh);
-      amin[h] = gemm::h2u(fold::byte_pair(hd.z & 0x3F3F3F3Fu, u));
-      amin[2 + h] = gemm::h2u(fold::byte_pair(((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u), u));
+      const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
+      if constexpr (kMin2) {
+        amin[h] = gemm::h2u(byte_dup(m03, t));
+        amin[2 + h] = gemm::h2u(byte_dup(m47, t));
+      } else {
+        amin[h] = gemm::h2u(fold::byte_pair(m03, u));
+        amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
+      }
     }
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
@@ -199,10 +215,15 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
 #pragma unroll
     for (int n = 0; n < 8; n++) {
-      const uint4 xv = xms[n * 32 + lane];
       float cm[4] = {0.f, 0.f, 0.f, 0.f};
-      fold::mma_f16(cm, amin, xv.x, xv.y);
-      fold::mma_f16(cm, amin, xv.z, xv.w);
+      if constexpr (kMin2) {
+        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+      } else {
+        const uint4 xv = xms[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+        fold::mma_f16(cm, amin, xv.z, xv.w);
+      }
 #pragma unroll
       for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
     }
@@ -236,28 +257,30 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64>
+template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-// n64: hi / lo as two n64 wgmmas into one accumulator set.
+// n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64) {
+                     cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
+  min2 = min2 && !n64;
   wg::Args a;
   dim3 grid;
-  DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid));
+  DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
+  if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }

@@ -39,16 +39,17 @@ struct Config {
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
               // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
-              // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128;
+              // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128, 13 n128
+              // with the mins on sub-block sums (one mma.sync per n-tile);
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
                  // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32)
 };
-// The block kernels' defaults (Q4_K 12, Q6_K 9) run in the default config; config 9 (n64) and Q6_K 1 (the cp.async
-// kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block form) are listed, and the
-// defaults 12 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=12,q9 selects them, e.g.
-// under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
+// The block kernels' defaults (Q4_K 13, Q6_K 9) run in the default config; config 9 (n64), 12 (the Q4_K default before
+// mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block
+// form) are listed, and the defaults 13 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only:
+// DS_TEST_MVB_WG=13,q9 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
 // were removed in splitk11.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -63,6 +64,7 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 4},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 9},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 12},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 13},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
@@ -450,7 +452,7 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
 
 // The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
 // sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
-// first kernel 1) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
+// first kernel 1; 13, its sub-block-sum mins) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
 // tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
   DS_REQUIRE_GPU();
@@ -462,7 +464,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
                         {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9700;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 1} : std::vector<int>{6, 9, 1};
+    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 1};
     for (const Case& c : cases) {
       const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
       const auto x = test::random_floats(64 * c.cols, seed + 1);
