@@ -284,7 +284,7 @@ TEST(AttnRing, SameBitsNineBBatch) {
   // loader the environment / default picks (without DS_ATTN_RING: the register loop alone, the ring at 64).
   ASSERT_TRUE(p.upload());
   const Variant def{0, -1, 0, -1, "default rule"};
-  mk::attn_force_seq(-1);
+  force(def);
   std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64; attn_seq_kernel's ring %d at 1, %d at 64\n",
               mk::attn_ring(1), mk::attn_ring(64), mk::attn_seq(p.args(false), 1), mk::attn_seq(p.args(false), 64));
   for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], kVariants[8], def}) {
@@ -346,7 +346,7 @@ TEST(AttnBench, Time) {
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
     std::printf("[attn15] B %2d pos %4d ctx %4d nh %d: default rule's attn_seq_kernel ring %d\n", sh.B, sh.pos,
-                sh.max_ctx, sh.nh, (mk::attn_force_seq(-1), mk::attn_seq(p.args(false), p.T)));
+                sh.max_ctx, sh.nh, (force(Variant{0, -1, 0, -1, "default"}), mk::attn_seq(p.args(false), p.T)));
     for (const Variant& v : kVariants) {
       float med = 0, mn = 0;
       time_variant(p, v, e0, e1, med, mn);
