@@ -33,16 +33,15 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-// A loader + fused level; `ring` 0 = the register loop with `pf` rows ahead; `seq` 1: attn_seq_kernel (attn15;
-// 0 off, -1 the default rule).
+// A loader + fused level; `ring` 0 = the register loop with `pf` rows ahead.
 struct Variant {
-  int level, ring, pf, seq;
+  int level, ring, pf;
   const char* name;
 };
 constexpr Variant kVariants[] = {
-    {0, 0, 2, 0, "partial pf2 + combine"}, {0, 0, 1, 0, "partial pf1 + combine"}, {0, 2, 2, 0, "ring2 + combine"},
-    {0, 4, 2, 0, "ring4 + combine"},       {1, 0, 2, 0, "fused (register loop)"}, {1, 2, 2, 0, "fused ring2"},
-    {1, 4, 2, 0, "fused ring4"},           {0, 2, 2, 1, "seq ring2"},             {0, 4, 2, 1, "seq ring4"},
+    {0, 0, 2, "partial pf2 + combine"}, {0, 0, 1, "partial pf1 + combine"}, {0, 2, 2, "ring2 + combine"},
+    {0, 4, 2, "ring4 + combine"},       {1, 0, 2, "fused (register loop)"}, {1, 2, 2, "fused ring2"},
+    {1, 4, 2, "fused ring4"},
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
@@ -53,7 +52,6 @@ struct Guard {
     mk::set_attn_fused(level);
     mk::attn_force_ring(-1);
     mk::attn_force_prefetch(0);
-    mk::attn_force_seq(-1);
   }
 };
 
@@ -176,7 +174,6 @@ void force(const Variant& v) {
   mk::set_attn_fused(v.level);
   mk::attn_force_ring(v.ring);
   mk::attn_force_prefetch(v.pf);
-  mk::attn_force_seq(v.seq);
 }
 
 struct Outs {
@@ -283,11 +280,10 @@ TEST(AttnRing, SameBitsNineBBatch) {
   // Sequence 0 alone (token 0: the first T = 1 tokens of the same problem) vs in the batch; "default rule": the
   // loader the environment / default picks (without DS_ATTN_RING: the register loop alone, the ring at 64).
   ASSERT_TRUE(p.upload());
-  const Variant def{0, -1, 0, -1, "default rule"};
+  const Variant def{0, -1, 0, "default rule"};
   force(def);
-  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64; attn_seq_kernel's ring %d at 1, %d at 64\n",
-              mk::attn_ring(1), mk::attn_ring(64), mk::attn_seq(p.args(false), 1), mk::attn_seq(p.args(false), 64));
-  for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], kVariants[8], def}) {
+  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64\n", mk::attn_ring(1), mk::attn_ring(64));
+  for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
     Outs all, one;
     run_variant(p, v, all);
     run_variant(p, v, one, 1);
@@ -345,8 +341,6 @@ TEST(AttnBench, Time) {
     ASSERT_TRUE(p.upload());
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
-    std::printf("[attn15] B %2d pos %4d ctx %4d nh %d: default rule's attn_seq_kernel ring %d\n", sh.B, sh.pos,
-                sh.max_ctx, sh.nh, (force(Variant{0, -1, 0, -1, "default"}), mk::attn_seq(p.args(false), p.T)));
     for (const Variant& v : kVariants) {
       float med = 0, mn = 0;
       time_variant(p, v, e0, e1, med, mn);
@@ -363,7 +357,7 @@ TEST(AttnBench, Time) {
     p.init(16, 4, 256, 1024, ns, std::vector<std::vector<int>>(64, {528}), 512, 10);
     ASSERT_TRUE(p.upload());
     const double bytes = 2.0 * 64 * 529 * p.nkv * p.hd * 4;
-    for (const Variant& v : {kVariants[3], kVariants[8]}) {
+    for (const Variant& v : {kVariants[3], kVariants[6]}) {
       float med = 0, mn = 0;
       time_variant(p, v, e0, e1, med, mn);
       if (HasFatalFailure()) return;

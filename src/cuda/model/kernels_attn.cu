@@ -23,9 +23,6 @@
 // ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
 //   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
 //   flight per warp at ~117 registers instead of one memory round trip per row; same rows, same order, same bits.
-// seq (attn15, DS_ATTN_SEQ; default when the batch's (kv head, token) blocks fill the GPU): one block per (kv head,
-//   token) walks the splits one after another with the ring running on across them, writes each split's partials
-//   to shared memory and merges them there as attn_combine does: the same bits, no partials in DRAM, no combine.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -187,8 +184,8 @@ __device__ __forceinline__ float merge_warps(int gi, int d, const float (&sm_m)[
 }
 
 // Split sp's merged (A[HD], M, L) per q head from the stashed warp states to base + (gi * ns + sp) * (HD + 2)
-// (attn_combine's layout: base = the partials of token t's heads g * G ..; in a.part or, attn15, in shared
-// memory); an empty split writes (0, -inf, 0).
+// (attn_combine's layout: base = the partials of token t's heads g * G .. in a.part); an empty split writes
+// (0, -inf, 0).
 template <int HPL, int kG>
 __device__ __forceinline__ void write_merged(float* base, int ns, int sp, int G, const float (&sm_m)[kAttnWarps][kG],
                                              const float (&sm_l)[kAttnWarps][kG],
@@ -207,8 +204,8 @@ __device__ __forceinline__ void write_merged(float* base, int ns, int sp, int G,
   }
 }
 
-// stash_warps + write_merged: the block's split written (attn_partial_kernel, attn_ring_kernel, attn_seq_kernel
-// and attn_fused_kernel's many-split path).
+// stash_warps + write_merged: the block's split written (attn_partial_kernel, attn_ring_kernel; attn_fused_kernel
+// calls the two parts itself, its one-split path between them).
 template <int HPL, int kG>
 __device__ __forceinline__ void write_split(float* base, int ns, int sp, int G, int warp, int lane,
                                             const float (&mx)[kG], const float (&l)[kG],
@@ -300,88 +297,6 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, a.scale,
                          mx, l, acc);
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
-}
-
-// attn15: the next row of a warp's stream through the splits in order (split sp's rows sp * chunk + warp, + kW,
-// ... below its end; the splits from n_used on are empty): the first such row >= p in split sp or a later one;
-// (sp, p) = (n_used, n_keys) once there is none.
-__device__ __forceinline__ void seq_next(int& sp, int& p, int chunk, int n_keys, int n_used, int warp) {
-  while (sp < n_used && p >= min((sp + 1) * chunk, n_keys)) {
-    sp++;
-    p = sp * chunk + warp;
-  }
-  if (sp >= n_used) p = n_keys;
-}
-
-// attn15: one block per (kv head, token) walking every split of the token's positions in order (the split
-// kernels' blocks, one after another): the warp's rows through one cp.async ring of kS slots that runs on across
-// the split boundaries, each split written by write_split into shared memory (not a.part), then merged as
-// attn_combine_kernel merges. The same rows per warp and split, the same arithmetic in the same order as
-// attn_ring_kernel + attn_combine_kernel: the same bits, without the partials' DRAM round trip (17 MB per layer at
-// 64 x 528 positions, 16 splits), the combine launch and a ring fill per split. For batches whose (kv head,
-// token) blocks fill the GPU (attn_seq_rule). Dynamic shared memory: the ring (kAttnWarps * kS * 2 * HD floats),
-// then the partials [G][n_splits][HD + 2] (splits from n_used on are empty: not written, skipped by the merge as
-// attn_combine skips their -inf maxima).
-template <int HPL, int kG, int kS>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_seq_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
-  constexpr int HD = 32 * HPL, kW = kAttnWarps;
-  extern __shared__ __align__(16) float attn_ring_smem[];
-  __shared__ float sm_m[kW][kG], sm_l[kW][kG];
-  __shared__ float sm_acc[kW][kG][HD];
-  const int g = blockIdx.x, t = blockIdx.y;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int nkv = a.n_head_kv, G = a.n_head / nkv, ns = a.n_splits;
-  pdl_wait();
-  pdl_trigger();
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG>(a, io, 0, g, t, lane, qv, acc, mx, l);
-  const float *Kc = r.Kc, *Vc = r.Vc;
-  const int n_keys = io->pos[t] + 1, chunk = (n_keys + ns - 1) / ns, n_used = (n_keys + chunk - 1) / chunk;
-  const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;
-  float* ring = attn_ring_smem + warp * kS * 2 * HD;
-  float* part = attn_ring_smem + kW * kS * 2 * HD;
-  int isp = 0, ip = warp;  // the next row to copy (n_keys: none left; its group is empty)
-  seq_next(isp, ip, chunk, n_keys, n_used, warp);
-#pragma unroll
-  for (int j = 0; j < kS; j++) {
-    ring_issue<HPL>(Kc, Vc, ip, n_keys, nkv, g, lane, al16, ring + j * 2 * HD);
-    ip += kW;
-    seq_next(isp, ip, chunk, n_keys, n_used, warp);
-  }
-  int j = 0;  // rows consumed: row j sits in slot j % kS
-  for (int sp = 0; sp < n_used; sp++) {
-    const int k1 = min((sp + 1) * chunk, n_keys);
-    for (int p = sp * chunk + warp; p < k1; p += kW, j++) {
-      attn_cp_wait<kS - 1>();  // this lane's copies of row j have landed
-      __syncwarp();            // ... and every lane's
-      float* slot = ring + (j % kS) * 2 * HD;
-      float kx[HPL], vx[HPL];
-#pragma unroll
-      for (int i = 0; i < HPL; i++) {
-        kx[i] = slot[lane + 32 * i];
-        vx[i] = slot[HD + lane + 32 * i];
-      }
-      __syncwarp();  // every lane has read the slot: refill it with row j + kS
-      ring_issue<HPL>(Kc, Vc, ip, n_keys, nkv, g, lane, al16, slot);
-      ip += kW;
-      seq_next(isp, ip, chunk, n_keys, n_used, warp);
-      attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
-    }
-    write_split<HPL, kG>(part, ns, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
-    __syncthreads();  // sm_* are read before the next split stashes into them; the last: every split is written
-#pragma unroll
-    for (int gi = 0; gi < kG; gi++) {  // split_begin's reset
-      mx[gi] = -INFINITY;
-      l[gi] = 0.f;
-#pragma unroll
-      for (int i = 0; i < HPL; i++) acc[gi][i] = 0.f;
-    }
-  }
-  attn_cp_wait<0>();  // only empty groups remain
-  for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-    const int gi = idx / HD, d = idx % HD;
-    store_gated(a, t, g * G + gi, d, combine_dim(part + (int64_t)gi * ns * (HD + 2), n_used, HD, d));
-  }
 }
 
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
@@ -785,85 +700,8 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
   }
 }
 
-// attn15: attn_seq_kernel's dynamic shared memory: the ring, then the partials of n_splits splits of G heads.
-template <int HPL, int kS>
-int seq_smem(int n_splits, int G) {
-  return (kAttnWarps * kS * 2 * 32 * HPL + n_splits * G * (32 * HPL + 2)) * (int)sizeof(float);
-}
-
-// Its function attributes (once): room for kMaxAttnSplits splits of kG heads; the largest shared-memory carveout
-// (at the 9B's shape, 113 KB per block: two blocks per SM only with it).
-template <int HPL, int kG, int kS>
-cudaError_t seq_setup() {
-  static const cudaError_t e = [] {
-    cudaError_t r = cudaFuncSetAttribute(attn_seq_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         seq_smem<HPL, kS>(kMaxAttnSplits, kG));
-    if (r == cudaSuccess)
-      r = cudaFuncSetAttribute(attn_seq_kernel<HPL, kG, kS>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    if (r != cudaSuccess) (void)cudaGetLastError();
-    return r;
-  }();
-  return e;
-}
-
-// Whether a level-0 launch with the ring takes attn_seq_kernel (any choice gives the same bits, so it may follow
-// the batch). DS_ATTN_SEQ=0 / 1: never / always (wherever the ring runs); attn_force_seq (tests) overrides. Default:
-// when the (kv head, token) blocks fill the GPU's block slots (SMs x blocks per SM) to >= kSeqMinFill percent over
-// their waves: the blocks are long (every split of a sequence), so a part-filled last wave idles SMs for a whole
-// block's time, where the split kernels' short blocks balance.
-constexpr int kSeqMinFill = 85;
-int forced_seq = -1;  // attn_force_seq: -1 = DS_ATTN_SEQ / the rule
-template <int HPL, int kG, int kS>
-bool seq_pick(const AttnArgs& a, int n_tokens) {
-  static const int env = [] {
-    const char* e = std::getenv("DS_ATTN_SEQ");
-    return e ? (std::atoi(e) ? 1 : 0) : -1;
-  }();
-  const int mode = forced_seq >= 0 ? forced_seq : env;
-  if (mode >= 0) return mode == 1;
-  if (seq_setup<HPL, kG, kS>() != cudaSuccess) return false;
-  static int last_smem = -1, per_sm = 0;  // blocks per SM at the last shape asked (one model: one shape)
-  const int smem = seq_smem<HPL, kS>(a.n_splits, a.n_head / a.n_head_kv);
-  if (smem != last_smem) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_seq_kernel<HPL, kG, kS>, 32 * kAttnWarps,
-                                                      smem) != cudaSuccess) {
-      (void)cudaGetLastError();
-      per_sm = 0;
-    }
-    last_smem = smem;
-  }
-  if (per_sm < 1) return false;
-  const int64_t items = (int64_t)n_tokens * a.n_head_kv, slots = (int64_t)::ds::cuda::sm_count() * per_sm;
-  const int64_t waves = (items + slots - 1) / slots;
-  return items * 100 >= waves * slots * kSeqMinFill;
-}
-
-// The ring rows of attn_seq_kernel in this launch; 0: the split kernels run.
-template <int HPL, int kG>
-int seq_rows(const AttnArgs& a, int n_tokens) {
-  if (attn_fused() >= 1 && (a.counters || a.n_splits == 1)) return 0;
-  switch (attn_ring_rows(n_tokens)) {
-    case 2: return seq_pick<HPL, kG, 2>(a, n_tokens) ? 2 : 0;
-    case 4: return seq_pick<HPL, kG, 4>(a, n_tokens) ? 4 : 0;
-    default: return 0;
-  }
-}
-
-template <int HPL, int kG, int kS>
-Status launch_seq(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  const cudaError_t attr = seq_setup<HPL, kG, kS>();
-  if (attr != cudaSuccess) return cu_err("cuda attention (seq): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  return launch_step(attn_seq_kernel<HPL, kG, kS>, dim3(a.n_head_kv, n_tokens), dim3(32 * kAttnWarps),
-                     seq_smem<HPL, kS>(a.n_splits, a.n_head / a.n_head_kv), stream, "attention (seq)", a, io);
-}
-
 template <int HPL, int kG>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  switch (seq_rows<HPL, kG>(a, n_tokens)) {
-    case 2: return launch_seq<HPL, kG, 2>(a, io, n_tokens, stream);
-    case 4: return launch_seq<HPL, kG, 4>(a, io, n_tokens, stream);
-    default: break;
-  }
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
   switch (attn_ring_rows(n_tokens)) {
     case 2: return fused ? launch_ring<HPL, kG, 2, true>(a, io, n_tokens, stream)
@@ -944,25 +782,6 @@ int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
-void attn_force_seq(int mode) { forced_seq = mode < 0 ? -1 : mode ? 1 : 0; }
-
-namespace {
-template <int HPL>
-int seq_rows_hd(const AttnArgs& a, int n_tokens) {
-  return attn_small_group(a.n_head / a.n_head_kv) ? seq_rows<HPL, 4>(a, n_tokens)
-                                                   : seq_rows<HPL, kMaxAttnGroup>(a, n_tokens);
-}
-}  // namespace
-
-int attn_seq(const AttnArgs& a, int n_tokens) {
-  if (!check_attention(a, n_tokens).ok()) return 0;
-  switch (a.head_dim / 32) {
-    case 1: return seq_rows_hd<1>(a, n_tokens);
-    case 2: return seq_rows_hd<2>(a, n_tokens);
-    case 4: return seq_rows_hd<4>(a, n_tokens);
-    default: return seq_rows_hd<8>(a, n_tokens);
-  }
-}
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {

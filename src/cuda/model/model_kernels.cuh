@@ -175,12 +175,5 @@ void set_attn_fused(int level);  // clamped to 0 .. 2
 int attn_ring(int n_tokens);
 void attn_force_ring(int rows);
 void attn_force_prefetch(int rows);
-// attn15: at fused level 0 with the ring, one block per (kv head, token) over all its splits (attn_seq_kernel: the
-// partials stay in shared memory, no combine launch; the same bits). Default: when those blocks fill the GPU
-// (64 sequences of 4 kv heads on an H200); DS_ATTN_SEQ = 0 / 1 never / wherever the ring runs. attn_seq: the ring
-// rows of attn_seq_kernel a launch of a with n_tokens would use (0: the split kernels); attn_force_seq (tests,
-// benches; -1 = the environment's / default, 0 off, 1 on) applies to the launches after it.
-int attn_seq(const AttnArgs& a, int n_tokens);
-void attn_force_seq(int mode);
 
 }  // namespace ds::cuda::mk
