@@ -142,16 +142,13 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
 }
 
-// The block's (max, sum, weighted V) per q head of its split from the warps' online-softmax states, written to
-// a.part (attn_combine's layout); an empty split writes (-inf, 0, 0). Reached by every thread of the block.
+// The warps' online-softmax states (max, sum, weighted V per q head) into the block's shared arrays, then
+// __syncthreads. Reached by every thread of the block.
 template <int HPL, int kG>
-__device__ __forceinline__ void write_split(const AttnArgs& a, int t, int g, int sp, int G, int warp, int lane,
-                                            const float (&mx)[kG], const float (&l)[kG],
+__device__ __forceinline__ void stash_warps(int G, int warp, int lane, const float (&mx)[kG], const float (&l)[kG],
                                             const float (&acc)[kG][HPL], float (&sm_m)[kAttnWarps][kG],
                                             float (&sm_l)[kAttnWarps][kG],
                                             float (&sm_acc)[kAttnWarps][kG][32 * HPL]) {
-  constexpr int HD = 32 * HPL;
-  const int nh = a.n_head;
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
     if (gi >= G) continue;
@@ -163,33 +160,91 @@ __device__ __forceinline__ void write_split(const AttnArgs& a, int t, int g, int
     for (int i = 0; i < HPL; i++) sm_acc[warp][gi][lane + 32 * i] = acc[gi][i];
   }
   __syncthreads();
+}
+
+// The block's (max M, sum L) of q head gi over the stashed warp states, in warp order; returns the weighted V
+// at dim d. M = -inf: an empty split (L, A not computed, returned 0).
+template <int HPL, int kG>
+__device__ __forceinline__ float merge_warps(int gi, int d, const float (&sm_m)[kAttnWarps][kG],
+                                             const float (&sm_l)[kAttnWarps][kG],
+                                             const float (&sm_acc)[kAttnWarps][kG][32 * HPL], float& M, float& L) {
+  M = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm_m[w][gi]);
+  L = 0.f;
+  float A = 0.f;
+  if (M == -INFINITY) return A;
+#pragma unroll
+  for (int w = 0; w < kAttnWarps; w++) {
+    const float e = expf(sm_m[w][gi] - M);
+    L += sm_l[w][gi] * e;
+    A += sm_acc[w][gi][d] * e;
+  }
+  return A;
+}
+
+// Split sp's merged (A[HD], M, L) per q head from the stashed warp states to base + (gi * ns + sp) * (HD + 2)
+// (attn_combine's layout: base = the partials of token t's heads g * G .. in a.part); an empty split writes
+// (0, -inf, 0).
+template <int HPL, int kG>
+__device__ __forceinline__ void write_merged(float* base, int ns, int sp, int G, const float (&sm_m)[kAttnWarps][kG],
+                                             const float (&sm_l)[kAttnWarps][kG],
+                                             const float (&sm_acc)[kAttnWarps][kG][32 * HPL]) {
+  constexpr int HD = 32 * HPL;
   for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
     const int gi = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm_m[w][gi]);
-    float* out = a.part + (((int64_t)t * nh + g * G + gi) * a.n_splits + sp) * (HD + 2);
-    if (M == -INFINITY) {  // an empty split
-      out[d] = 0.f;
-      if (d == 0) {
-        out[HD] = -INFINITY;
-        out[HD + 1] = 0.f;
-      }
-      continue;
-    }
-    float L = 0.f, A = 0.f;
-#pragma unroll
-    for (int w = 0; w < kAttnWarps; w++) {
-      const float e = expf(sm_m[w][gi] - M);
-      L += sm_l[w][gi] * e;
-      A += sm_acc[w][gi][d] * e;
-    }
+    float M, L;
+    const float A = merge_warps<HPL, kG>(gi, d, sm_m, sm_l, sm_acc, M, L);
+    float* out = base + ((int64_t)gi * ns + sp) * (HD + 2);
     out[d] = A;
     if (d == 0) {
       out[HD] = M;
       out[HD + 1] = L;
     }
   }
+}
+
+// stash_warps + write_merged: the block's split written (attn_partial_kernel, attn_ring_kernel; attn_fused_kernel
+// calls the two parts itself, its one-split path between them).
+template <int HPL, int kG>
+__device__ __forceinline__ void write_split(float* base, int ns, int sp, int G, int warp, int lane,
+                                            const float (&mx)[kG], const float (&l)[kG],
+                                            const float (&acc)[kG][HPL], float (&sm_m)[kAttnWarps][kG],
+                                            float (&sm_l)[kAttnWarps][kG],
+                                            float (&sm_acc)[kAttnWarps][kG][32 * HPL]) {
+  stash_warps<HPL, kG>(G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
+  write_merged<HPL, kG>(base, ns, sp, G, sm_m, sm_l, sm_acc);
+}
+
+// Token t's partials of kv group g in a.part ([T][nh][n_splits][HD + 2]).
+__device__ __forceinline__ float* part_base(const AttnArgs& a, int t, int g) {
+  const int G = a.n_head / a.n_head_kv;
+  return a.part + ((int64_t)t * a.n_head + (int64_t)g * G) * a.n_splits * (a.head_dim + 2);
+}
+
+// attn_combine's merge of one q head's ns splits (ph: split sp's (A[HD], M, L) at ph + sp * (HD + 2)) at dim d:
+// M = the max of the split maxima, then per split in order (empty ones, M = -inf, skipped) e = exp(m - M),
+// L += l e, O += A e; returns O / L (the pre-gate output).
+__device__ __forceinline__ float combine_dim(const float* ph, int ns, int HD, int d) {
+  float M = -INFINITY;
+  for (int sp = 0; sp < ns; sp++) M = fmaxf(M, ph[sp * (HD + 2) + HD]);
+  float L = 0.f, O = 0.f;
+  for (int sp = 0; sp < ns; sp++) {
+    const float m = ph[sp * (HD + 2) + HD];
+    if (m == -INFINITY) continue;
+    const float e = expf(m - M);
+    L += ph[sp * (HD + 2) + HD + 1] * e;
+    O += ph[sp * (HD + 2) + d] * e;
+  }
+  return O / L;
+}
+
+// The pre-gate output O of (token t, q head h, dim d) to a.dbg_core (if set) and O * sigmoid(gate) to a.out.
+__device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int d, float O) {
+  const int HD = a.head_dim;
+  const int64_t oi = (int64_t)t * a.n_head * HD + (int64_t)h * HD + d;
+  if (a.dbg_core) a.dbg_core[oi] = O;
+  a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
 // A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
@@ -241,7 +296,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const float *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, a.scale,
                          mx, l, acc);
-  write_split<HPL, kG>(a, t, g, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
+  write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 }
 
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
@@ -328,29 +383,15 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
       }
     }
   }
-  write_split<HPL, kG>(a, t, g, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
+  write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 }
 
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
-  const int HD = a.head_dim, ns = a.n_splits, nh = a.n_head;
+  const int HD = a.head_dim, ns = a.n_splits;
   pdl_wait();
   pdl_trigger();
-  const float* part = a.part + ((int64_t)t * nh + h) * ns * (HD + 2);
-  float M = -INFINITY;
-  for (int sp = 0; sp < ns; sp++) M = fmaxf(M, part[sp * (HD + 2) + HD]);
-  float L = 0.f, O = 0.f;
-  for (int sp = 0; sp < ns; sp++) {
-    const float m = part[sp * (HD + 2) + HD];
-    if (m == -INFINITY) continue;
-    const float e = expf(m - M);
-    L += part[sp * (HD + 2) + HD + 1] * e;
-    O += part[sp * (HD + 2) + d] * e;
-  }
-  O /= L;
-  const int64_t oi = (int64_t)t * nh * HD + (int64_t)h * HD + d;
-  if (a.dbg_core) a.dbg_core[oi] = O;
-  a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
+  store_gated(a, t, h, d, combine_dim(a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2), ns, HD, d));
 }
 
 // RMSNorm of one head row x (hd = 32 * HPL, lane holds dims lane + 32 i) by one warp, with qk_kernel's
@@ -509,67 +550,20 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
     attend_row<HPL, kG>(qv, kx, vx, G, a.scale, mx, l, acc);
   }
   }
-#pragma unroll
-  for (int gi = 0; gi < kG; gi++) {
-    if (gi >= G) continue;
-    if (lane == 0) {
-      sm_m[warp][gi] = mx[gi];
-      sm_l[warp][gi] = l[gi];
-    }
-#pragma unroll
-    for (int i = 0; i < HPL; i++) sm_acc[warp][gi][lane + 32 * i] = acc[gi][i];
-  }
-  __syncthreads();
+  stash_warps<HPL, kG>(G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 
   if (ns == 1) {  // attn_combine of one split: M = m, L = 0 + l * 1, O = (0 + A * 1) / L, i.e. A / L exactly
     for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-      const int gi = idx / HD, d = idx % HD, h = g * G + gi;
-      float M = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kW; w++) M = fmaxf(M, sm_m[w][gi]);
-      float L = 0.f, A = 0.f;
-#pragma unroll
-      for (int w = 0; w < kW; w++) {
-        const float e = expf(sm_m[w][gi] - M);
-        L += sm_l[w][gi] * e;
-        A += sm_acc[w][gi][d] * e;
-      }
-      const float O = A / L;
-      const int64_t oi = (int64_t)t * nh * HD + (int64_t)h * HD + d;
-      if (a.dbg_core) a.dbg_core[oi] = O;
-      a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
+      const int gi = idx / HD, d = idx % HD;
+      float M, L;
+      const float A = merge_warps<HPL, kG>(gi, d, sm_m, sm_l, sm_acc, M, L);
+      store_gated(a, t, g * G + gi, d, A / L);
     }
     return;
   }
 
   // This split's (max, sum, weighted V) per q head, as attn_partial_kernel writes them.
-  for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-    const int gi = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kW; w++) M = fmaxf(M, sm_m[w][gi]);
-    float* out = a.part + (((int64_t)t * nh + g * G + gi) * ns + sp) * (HD + 2);
-    if (M == -INFINITY) {  // an empty split
-      out[d] = 0.f;
-      if (d == 0) {
-        out[HD] = -INFINITY;
-        out[HD + 1] = 0.f;
-      }
-      continue;
-    }
-    float L = 0.f, A = 0.f;
-#pragma unroll
-    for (int w = 0; w < kW; w++) {
-      const float e = expf(sm_m[w][gi] - M);
-      L += sm_l[w][gi] * e;
-      A += sm_acc[w][gi][d] * e;
-    }
-    out[d] = A;
-    if (d == 0) {
-      out[HD] = M;
-      out[HD + 1] = L;
-    }
-  }
+  write_merged<HPL, kG>(part_base(a, t, g), ns, sp, G, sm_m, sm_l, sm_acc);
   // The last block of (kv head, token) to get here merges: each thread's partials are ordered before its
   // fence, the block's before thread 0's count; the merging block reads them from L2 after its own fence.
   __threadfence();
@@ -635,10 +629,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
         if (e < 0.f) continue;  // an empty split
         O += v[u][j] * e;
       }
-      O /= sm_L[gi];
-      const int64_t oi = (int64_t)t * nh * HD + (int64_t)h * HD + d;
-      if (a.dbg_core) a.dbg_core[oi] = O;
-      a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
+      store_gated(a, t, h, d, O / sm_L[gi]);
     }
   }
 }
