@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -101,6 +102,20 @@ struct MatvecStreamQ6Tune {
 // MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Per host thread: it
 // applies to launches from the thread that set it.
 void set_matvec_next(const void* w, size_t bytes);
+
+// Measurement (dec15; CudaMatvec.StreamTimeline): while a buffer of `stamps` uint64 is set, every launch of the two
+// streamed kernels takes grid x 8 of them (in launch order, until full) for per-CTA %globaltimer stamps (ns), in the
+// order of mvq::ProbeEvent (matvec_stream.cuh): CTA entry, first / last stage's copies issued, past
+// griddepcontrol.wait, x staged, first / last stage landed, last row group stored. The log names each launch's
+// region (offset in stamps). (nullptr, 0) turns it off and clears the log. Not for concurrent launches.
+struct MatvecProbeLaunch {
+  GgmlType type;
+  int64_t rows, cols;
+  int grid;
+  size_t offset;
+};
+void set_matvec_probe(uint64_t* buf, size_t stamps);
+std::vector<MatvecProbeLaunch> matvec_probe_log();
 
 MatvecStreamQ6Tune matvec_stream_q6_tune();
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);

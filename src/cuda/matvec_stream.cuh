@@ -71,7 +71,46 @@ struct Args {
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool arrive_lanes = false;  // every consumer lane arrives on a stage's empty barrier (Tune::arrive_lanes)
   bool xwait = false;         // the producer waits for x to be staged (Tune::xwait; without a prepared x)
+  int evict = 0;              // L2 hints of the weight copies / the prefetch (Tune::evict)
+  uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
+
+// dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
+// while a probe buffer is set, each launch takes kProbeN %globaltimer stamps (ns) per CTA at the points below, in
+// slots [blockIdx.x][event] of its own region. One thread writes each stamp; no stamp changes what the kernel does.
+constexpr int kProbeN = 8;
+enum ProbeEvent : int {
+  kPrEntry,      // the CTA starts (thread 0)
+  kPrFirstCopy,  // the producer has issued its first stage's copies
+  kPrLastCopy,   // ... its last stage's copies (its L2 prefetch of the next product follows)
+  kPrWaited,     // consumer warp 0 is past griddepcontrol.wait (the previous grid is complete)
+  kPrXStaged,    // ... x is staged (or the prepared x copied)
+  kPrFirstFull,  // ... its first stage's weights have landed
+  kPrLastFull,   // ... its last stage's weights have landed
+  kPrDone,       // ... its last row group is stored
+};
+__device__ __forceinline__ uint64_t gtimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void probe_at(uint64_t* p, int ev) {
+  if (p) p[blockIdx.x * kProbeN + ev] = gtimer();
+}
+// A stage's weights landed (consumer warp 0): the first stamp is kPrFirstFull, the last one is kept in t for probe_end.
+__device__ __forceinline__ void probe_full(uint64_t* p, uint64_t& t) {
+  const uint64_t now = gtimer();
+  if (!t) p[blockIdx.x * kProbeN + kPrFirstFull] = now;
+  t = now;
+}
+__device__ __forceinline__ void probe_end(uint64_t* p, uint64_t t) {
+  if (!p) return;
+  p[blockIdx.x * kProbeN + kPrLastFull] = t;
+  p[blockIdx.x * kProbeN + kPrDone] = gtimer();
+}
+// Host side: the region of the next launch of `grid` CTAs (nullptr when no probe is set or it is full) and a record of
+// the launch (matvec.cu).
+uint64_t* probe_take(int grid, int64_t rows, int64_t cols, bool q6);
 
 // Global buffers for x in the shared-memory layout (decode10; matvec.cu: two per device, kXgMax bytes each, taken
 // by alternate products (decode11, Tune::xprep_bufs): a product's xprep_kernel waits for the previous grid
@@ -101,12 +140,30 @@ inline uint32_t prefetch_per_cta(int prefetch_kb, int64_t grid) {
   const size_t total = std::min(n.bytes, (size_t)prefetch_kb * 1024);
   return (uint32_t)std::min<size_t>(total / (size_t)grid / 256 * 256, (size_t)1 << 30);
 }
-__device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta) {
+// L2 cache policies for the bulk copies (dec15, Tune::evict): the weights a kernel streams are read once, so they
+// may go first, leaving the next product's prefetched weights (and y / x) in L2.
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint64_t l2_evict_last() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+// evict_last: the prefetched lines with the evict_last policy (Tune::evict 2).
+__device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta, bool evict_last = false) {
   const int lane = threadIdx.x & 31;
   if (!pf || lane >= 16) return;
   const uint32_t piece = pf_cta / 16;
   const uint8_t* p = pf + (size_t)blockIdx.x * pf_cta + (size_t)lane * piece;
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(piece) : "memory");
+  if (evict_last)
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;\n" ::"l"(p), "r"(piece),
+                 "l"(l2_evict_last())
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(piece) : "memory");
 }
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
@@ -356,6 +413,21 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                : "memory");
 }
 
+// bulk_g2s with an L2 cache policy (l2_evict_first): the weight copies under Tune::evict.
+__device__ __forceinline__ void bulk_g2s_hint(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          su32(dst)),
+      "l"(src), "r"(bytes), "r"(su32(bar)), "l"(pol)
+      : "memory");
+}
+// A weight copy of the ring: with the policy when evict (warp-uniform).
+__device__ __forceinline__ void bulk_w(void* dst, const void* src, uint32_t bytes, uint64_t* bar, bool evict,
+                                       uint64_t pol) {
+  if (evict) bulk_g2s_hint(dst, src, bytes, bar, pol);
+  else bulk_g2s(dst, src, bytes, bar);
+}
+
 // Orders this thread's generic-proxy global accesses with its async-proxy (bulk copy) ones (decode11): x is
 // written by xprep_kernel with ordinary stores and read by the stream kernel's cp.async.bulk, a different proxy;
 // griddepcontrol.wait makes the prerequisite grid's writes visible to this grid's generic accesses, and the PTX
@@ -497,6 +569,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
+  if (threadIdx.x == 0) probe_at(a.probe, kPrEntry);
   init_ring(full, empty, &xfull, S, a.arrive_lanes);
 
   if (warp == kW) {  // producer
@@ -506,6 +579,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       producer_x<kW>(a, smem_raw, &xfull);
       x_done = true;
     };
+    const uint64_t pol = a.evict ? l2_evict_first() : 0;
     int j = 0;
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
       for (int c = 0; c < a.nchunk; c++, j++) {
@@ -518,16 +592,20 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
         __syncwarp();
         if (lane < 16) {
           const int row = min(rg * 16 + lane, a.t.rows - 1);
-          bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
-                   bytes, &full[s]);
+          bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
+                 bytes, &full[s], a.evict != 0, pol);
         }
+        if (j == 0 && lane == 0) probe_at(a.probe, kPrFirstCopy);
       }
+    if (lane == 0) probe_at(a.probe, kPrLastCopy);
     if (!x_done) x_part();
-    prefetch_next(a.pf, a.pf_cta);
+    prefetch_next(a.pf, a.pf_cta, a.evict == 2);
     return;
   }
 
   mvs::grid_dep_wait();
+  uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
+  probe_at(pr, kPrWaited);
   if (a.xg) {
     mbar_wait(&xfull, 0);
   } else {
@@ -539,6 +617,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     }
     if (a.xwait) x_staged_arrive<kW>();
   }
+  probe_at(pr, kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
@@ -547,12 +626,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
                            : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
   const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
   int j = 0, par = 0;
+  uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     for (int c = 0; c < a.nchunk; c++, j++) {
       if (kG > 1 && j % kG != grp) continue;  // the other group's stage
       const int s = j % S;
       mbar_wait(&full[s], (j / S) & 1);
+      if (pr) probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
       if (kI8 && a.math) {
@@ -575,6 +656,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
+  probe_end(pr, t_full);
 }
 
 // DS_MATVEC_STREAM=0 turns the kernel off (1 forces it wherever it fits); DS_MATVEC_STREAM_KC (super-blocks
@@ -637,6 +719,10 @@ struct Tune {
   // copies, prefetches the next product's weights while x is staged. H200 tg128 (sync13 call 1, same call): 9B
   // 393.3 / 393.5 tok/s vs 396.2 / 396.7 for main's binary (joined __syncthreads), 0.8B 1265.2 / 1269.1 vs 1247.4.
   bool xwait = false;
+  // dec15, both kernels: L2 cache hints (DS_MATVEC_STREAM_EVICT): 1 the weight copies evict_first (each weight byte is
+  // read once per step: it should not push the next product's prefetched weights out of L2), 2 also the prefetch of
+  // the next product's weights evict_last; 0 no hints (as before).
+  int evict = 0;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -657,6 +743,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_ARRIVE_LANES")) d.arrive_lanes = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XWAIT")) d.xwait = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
   return t;
@@ -773,8 +860,10 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = tune().stage2;
   a.arrive_lanes = tune().arrive_lanes;
   a.xwait = tune().xwait;
+  a.evict = tune().evict;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.probe = probe_take((int)grid, rows, cols, false);
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
   if (tune().i8 && xprep_takes(nb, false)) {
