@@ -58,9 +58,8 @@ struct Args {
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
-  bool arrive_lanes = false;  // mvq::Args::arrive_lanes
-  bool xwait = false;         // mvq::Args::xwait
-  int evict = 0;              // mvq::Args::evict
+  bool evict = false;         // mvq::Args::evict
+  bool prew = false;          // mvq::Args::prew
   uint64_t* probe = nullptr;  // mvq::Args::probe
 };
 
@@ -238,9 +237,8 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
-// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
-// yet run on a GPU: off by default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of
-// one parity), two per stage_q6_u call.
+// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2; decode7, default since dec15; same results
+// bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
 template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int warp = threadIdx.x >> 5;
@@ -402,7 +400,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
   if (threadIdx.x == 0) mvq::probe_at(a.probe, mvq::kPrEntry);
-  mvq::init_ring(full, empty, &xfull, S, a.arrive_lanes);
+  mvq::init_ring(full, empty, &xfull, S);
 
   // The producer and consumer loops follow mvq::kernel's; they stay written out in both kernels because as shared
   // templates taking the copy / the items as callbacks, kernel<true, 8> compiled to different code.
@@ -428,22 +426,23 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
         if (lane == 0) mvq::mbar_expect_tx(&full[s], total);
         __syncwarp();
         if (lane < 16)
-          mvq::bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s], a.evict != 0, pol);
+          mvq::bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s], a.evict, pol);
         if (j == 0 && lane == 0) mvq::probe_at(a.probe, mvq::kPrFirstCopy);
       }
     if (lane == 0) mvq::probe_at(a.probe, mvq::kPrLastCopy);
     if (!x_done) x_part();
-    mvq::prefetch_next(a.pf, a.pf_cta, a.evict == 2);
+    mvq::prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
+  if (a.prew && !a.xg) mvq::prefetch_norm_l1<kW>(a.t);
   mvs::grid_dep_wait();
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   mvq::probe_at(pr, mvq::kPrWaited);
   if (a.xg) mvq::mbar_wait(&xfull, 0);
   else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
   else stage_q6<kW>(a.t, bfr, cfr, inv_s);
-  if (!a.xg && a.xwait) mvq::x_staged_arrive<kW>();
+  if (!a.xg) mvq::x_staged_arrive<kW>();
   mvq::probe_at(pr, mvq::kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
@@ -477,7 +476,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
       }
-      mvq::release_stage(&empty[s], a.arrive_lanes);
+      mvq::release_stage(&empty[s]);
     }
     mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
@@ -607,9 +606,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.stage2 = mvq::tune().stage2;
-  a.arrive_lanes = mvq::tune().arrive_lanes;
-  a.xwait = mvq::tune().xwait;
   a.evict = mvq::tune().evict;
+  a.prew = mvq::tune().prew;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.probe = mvq::probe_take((int)grid, rows, cols, true);
