@@ -61,9 +61,9 @@ struct MatvecStreamTune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
-  // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (decode7; same bits; default
-  // since dec15; DS_MATVEC_STREAM_STAGE2=0: one at a time).
-  bool stage2 = true;
+  // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
+  // decode7; same bits; off by default: no gain measured, see matvec_stream.cuh Tune::stage2).
+  bool stage2 = false;
   // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
   // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
   int prefetch_kb = 8192;

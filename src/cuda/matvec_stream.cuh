@@ -311,8 +311,8 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
   mvt::stage_sync<kW, kStageBar>();
 }
 
-// stage_i8 with two super-blocks per warp in flight (Tune::stage2; decode7, default since dec15). Same results bit
-// for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
+// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
+// default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
 template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int warp = threadIdx.x >> 5;
@@ -661,10 +661,10 @@ struct Tune {
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
-  // kernel and the Q6_K one (decode7; same bits; DS_MATVEC_STREAM_STAGE2=0: one at a time). dec15: the default, since
-  // CudaMatvec.StreamTimeline showed x staging at 2.6-6.4 us of each short product's start, one dependent round
-  // trip per super-block per warp after the rms round (16-super-block rows: 2 per warp) under the ring's traffic.
-  bool stage2 = true;
+  // kernel and the Q6_K one (decode7; same bits): DS_MATVEC_STREAM_STAGE2=1. Off: session 6 measured no gain (9B
+  // 358.9 vs 357.1 tok/s); dec15 call 2 with it, EVICT and PREW on together: 9B 386.8 / 390.1 vs main's 390.2 / 393.6
+  // (each alone not measured: see bench/cuda/NOTES.md dec15).
+  bool stage2 = false;
   // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
   // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
   // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
@@ -701,13 +701,15 @@ struct Tune {
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
-  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=0: none). H200
-  // call 1 (before the defaults below): tg128 9B 398.54 tok/s vs 391.50 / 391.96 without; CudaMatvec.StreamTimeline
-  // 114.3 us per replay vs 118.7. With the prefetch of the next product's weights evict_last and 16 MB of it: 386.1.
-  bool evict = true;
+  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=1). H200 call 1
+  // (then without XWAIT / ARRIVE_LANES): tg128 9B 398.54 tok/s (one run) vs 391.50 / 391.96 without;
+  // CudaMatvec.StreamTimeline 114.3 us per replay vs 118.7. Together with PREW and stage2 (call 2) the 9B lost to
+  // main (386.8 / 390.1 vs 390.2 / 393.6): off until measured alone with the current forms. (An evict_last policy on
+  // the next product's prefetch with 16 MB of it lost in call 1, 386.1: removed.)
+  bool evict = false;
   // dec15, both kernels: the RMSNorm weights prefetched into L1 before griddepcontrol.wait (prefetch_norm_l1;
-  // DS_MATVEC_STREAM_PREW=0: off).
-  bool prew = true;
+  // DS_MATVEC_STREAM_PREW=1). Not measured alone (part of call 2's losing set above): off.
+  bool prew = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -719,15 +721,15 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP")) d.xprep = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_Q6K")) d.xprep_q6k = std::max(-1, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
     return d;
   }();
   return t;

@@ -237,8 +237,8 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
-// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2; decode7, default since dec15; same results
-// bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
+// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
+// default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
 template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int warp = threadIdx.x >> 5;

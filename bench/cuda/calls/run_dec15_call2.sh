@@ -70,5 +70,6 @@ tl stage2_off DS_MATVEC_STREAM_STAGE2=0
 tl prew_off DS_MATVEC_STREAM_PREW=0
 tg 27B new DS_DEFAULT=1; tg 27B base_d39a3ec X=$X0
 tl evict_off DS_MATVEC_STREAM_EVICT=0
+tg 9B pf12 DS_MATVEC_PREFETCH_KB=12288
 say done
 (cd "$OUT" && tar czf all.tgz --exclude all.tgz --exclude steps.log . && find . -type f ! -name all.tgz ! -name steps.log -delete)
