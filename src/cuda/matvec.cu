@@ -54,7 +54,35 @@ uint4* stream_x_buffer(int i) {
   }
   return ptr[dev] ? ptr[dev] + (i & 1) * (kXgMax / 16) : nullptr;
 }
+
+// The probe (dec15, set_matvec_probe): the buffer, its size in stamps and the launches that took regions of it.
+struct ProbeState {
+  uint64_t* buf = nullptr;
+  size_t cap = 0, used = 0;
+  std::vector<MatvecProbeLaunch> log;
+};
+ProbeState& probe_state() {
+  static ProbeState p;
+  return p;
+}
+uint64_t* probe_take(int grid, int64_t rows, int64_t cols, bool q6) {
+  ProbeState& p = probe_state();
+  const size_t n = (size_t)grid * kProbeN;
+  if (!p.buf || grid <= 0 || p.used + n > p.cap) return nullptr;
+  uint64_t* r = p.buf + p.used;
+  p.log.push_back({q6 ? GgmlType::Q6_K : GgmlType::Q4_K, rows, cols, grid, p.used});
+  p.used += n;
+  return r;
+}
 }  // namespace mvq
+
+void set_matvec_probe(uint64_t* buf, size_t stamps) {
+  mvq::ProbeState& p = mvq::probe_state();
+  p = {};
+  p.buf = buf;
+  p.cap = buf ? stamps : 0;
+}
+std::vector<MatvecProbeLaunch> matvec_probe_log() { return mvq::probe_state().log; }
 
 namespace {
 // The checks every path shares (the tile launcher repeats them).

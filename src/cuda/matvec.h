@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -61,7 +62,7 @@ struct MatvecStreamTune {
   int ctas_per_sm = 0;
   bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
   // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
-  // decode7, not yet run on a GPU: off by default).
+  // decode7; same bits; off by default: no gain measured, see matvec_stream.cuh Tune::stage2).
   bool stage2 = false;
   // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
   // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
@@ -101,6 +102,20 @@ struct MatvecStreamQ6Tune {
 // MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Per host thread: it
 // applies to launches from the thread that set it.
 void set_matvec_next(const void* w, size_t bytes);
+
+// Measurement (dec15; CudaMatvec.StreamTimeline): while a buffer of `stamps` uint64 is set, every launch of the two
+// streamed kernels takes grid x 8 of them (in launch order, until full) for per-CTA %globaltimer stamps (ns), in the
+// order of mvq::ProbeEvent (matvec_stream.cuh): CTA entry, first / last stage's copies issued, past
+// griddepcontrol.wait, x staged, first / last stage landed, last row group stored. The log names each launch's
+// region (offset in stamps). (nullptr, 0) turns it off and clears the log. Not for concurrent launches.
+struct MatvecProbeLaunch {
+  GgmlType type;
+  int64_t rows, cols;
+  int grid;
+  size_t offset;
+};
+void set_matvec_probe(uint64_t* buf, size_t stamps);
+std::vector<MatvecProbeLaunch> matvec_probe_log();
 
 MatvecStreamQ6Tune matvec_stream_q6_tune();
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);

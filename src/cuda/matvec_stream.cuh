@@ -46,9 +46,9 @@ constexpr int kBlockBytes = 144;
 // 1 a row group's partial sums (store_rows), 2 the staging of x (mvt::stage_sync; sync13: the producer warp used to
 // join the consumers' __syncthreads from its own call site, which compute-sanitizer's synccheck reports as
 // divergent threads: __syncthreads is the aligned bar.sync, whose threads must all execute the same instruction).
-// 3 (Tune::xwait only): the hand-off "x is staged" from the consumer warps (barrier.arrive) to the producer warp
-// (barrier.sync), both with the count of the whole CTA: the producer-consumer form of a named barrier, in which warps
-// arrive from different instructions.
+// 3: the hand-off "x is staged" from the consumer warps (barrier.arrive) to the producer warp (barrier.sync), both
+// with the count of the whole CTA: the producer-consumer form of a named barrier, in which warps arrive from
+// different instructions (producer_x; dec15 made it the only form).
 constexpr int kRowBar = 1, kStageBar = 2, kXBar = 3;
 static_assert(kCW == mvt::kWarps, "mvt::stage runs on the consumer warps");
 
@@ -69,9 +69,47 @@ struct Args {
   const uint4* xg = nullptr;
   uint32_t xg_bytes = 0;
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
-  bool arrive_lanes = false;  // every consumer lane arrives on a stage's empty barrier (Tune::arrive_lanes)
-  bool xwait = false;         // the producer waits for x to be staged (Tune::xwait; without a prepared x)
+  bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
+  bool prew = false;          // the norm weights prefetched into L1 before griddepcontrol.wait (Tune::prew)
+  uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
+
+// dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
+// while a probe buffer is set, each launch takes kProbeN %globaltimer stamps (ns) per CTA at the points below, in
+// slots [blockIdx.x][event] of its own region. One thread writes each stamp; no stamp changes what the kernel does.
+constexpr int kProbeN = 8;
+enum ProbeEvent : int {
+  kPrEntry,      // the CTA starts (thread 0)
+  kPrFirstCopy,  // the producer has issued its first stage's copies
+  kPrLastCopy,   // ... its last stage's copies (its L2 prefetch of the next product follows)
+  kPrWaited,     // consumer warp 0 is past griddepcontrol.wait (the previous grid is complete)
+  kPrXStaged,    // ... x is staged (or the prepared x copied)
+  kPrFirstFull,  // ... its first stage's weights have landed
+  kPrLastFull,   // ... its last stage's weights have landed
+  kPrDone,       // ... its last row group is stored
+};
+__device__ __forceinline__ uint64_t gtimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void probe_at(uint64_t* p, int ev) {
+  if (p) p[blockIdx.x * kProbeN + ev] = gtimer();
+}
+// A stage's weights landed (consumer warp 0): the first stamp is kPrFirstFull, the last one is kept in t for probe_end.
+__device__ __forceinline__ void probe_full(uint64_t* p, uint64_t& t) {
+  const uint64_t now = gtimer();
+  if (!t) p[blockIdx.x * kProbeN + kPrFirstFull] = now;
+  t = now;
+}
+__device__ __forceinline__ void probe_end(uint64_t* p, uint64_t t) {
+  if (!p) return;
+  p[blockIdx.x * kProbeN + kPrLastFull] = t;
+  p[blockIdx.x * kProbeN + kPrDone] = gtimer();
+}
+// Host side: the region of the next launch of `grid` CTAs (nullptr when no probe is set or it is full) and a record of
+// the launch (matvec.cu).
+uint64_t* probe_take(int grid, int64_t rows, int64_t cols, bool q6);
 
 // Global buffers for x in the shared-memory layout (decode10; matvec.cu: two per device, kXgMax bytes each, taken
 // by alternate products (decode11, Tune::xprep_bufs): a product's xprep_kernel waits for the previous grid
@@ -107,6 +145,23 @@ __device__ __forceinline__ void prefetch_next(const uint8_t* pf, uint32_t pf_cta
   const uint32_t piece = pf_cta / 16;
   const uint8_t* p = pf + (size_t)blockIdx.x * pf_cta + (size_t)lane * piece;
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(piece) : "memory");
+}
+// The L2 policy of the weight copies (dec15, Tune::evict): each weight byte is read once per step, so its lines may
+// go first, leaving the next product's prefetched weights (and x, y, the norm weights) in L2.
+__device__ __forceinline__ uint64_t l2_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+// dec15 (Tune::prew): the RMSNorm weights (model weights: no earlier kernel of the step writes them) pulled into L1
+// by the kW consumer warps before griddepcontrol.wait, one 128-byte line per thread per pass, so that the staging
+// after the wait finds them there instead of paying another round trip to L2 or DRAM behind the ring's copies
+// (CudaMatvec.StreamTimeline: x staging 5.5-6.4 us of the in_proj / ffn_gate_up products' start).
+template <int kW>
+__device__ __forceinline__ void prefetch_norm_l1(const mvt::Args& a) {
+  if (!a.pre.norm_w) return;
+  for (int i = threadIdx.x * 32; i < a.cols; i += 32 * 32 * kW)
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a.pre.norm_w + i));
 }
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
@@ -256,8 +311,8 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
   mvt::stage_sync<kW, kStageBar>();
 }
 
-// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT yet
-// run on a GPU: off by default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
+// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
+// default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
 template <int kW>
 __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
   const int warp = threadIdx.x >> 5;
@@ -356,6 +411,21 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                : "memory");
 }
 
+// bulk_g2s with an L2 cache policy (l2_evict_first): the weight copies under Tune::evict.
+__device__ __forceinline__ void bulk_g2s_hint(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          su32(dst)),
+      "l"(src), "r"(bytes), "r"(su32(bar)), "l"(pol)
+      : "memory");
+}
+// A weight copy of the ring: with the policy when evict (warp-uniform).
+__device__ __forceinline__ void bulk_w(void* dst, const void* src, uint32_t bytes, uint64_t* bar, bool evict,
+                                       uint64_t pol) {
+  if (evict) bulk_g2s_hint(dst, src, bytes, bar, pol);
+  else bulk_g2s(dst, src, bytes, bar);
+}
+
 // Orders this thread's generic-proxy global accesses with its async-proxy (bulk copy) ones (decode11): x is
 // written by xprep_kernel with ordinary stores and read by the stream kernel's cp.async.bulk, a different proxy;
 // griddepcontrol.wait makes the prerequisite grid's writes visible to this grid's generic accesses, and the PTX
@@ -380,13 +450,13 @@ __device__ __forceinline__ void copy_xg(const uint4* xg, uint32_t bytes, void* d
 }
 
 // The ring's barriers (both stream kernels), set up by thread 0 before any thread uses them: full[s] takes the
-// producer's arrival and its copies' bytes, empty[s] the kCW consumer warps of the group that read stage s (lanes:
-// their 32 kCW lanes, release_stage), xfull the copy of a prepared x.
-__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages, bool lanes) {
+// producer's arrival and its copies' bytes, empty[s] the 32 kCW lanes of the consumer group that reads stage s
+// (release_stage), xfull the copy of a prepared x.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint64_t* xfull, int stages) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; s++) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], lanes ? 32 * kCW : kCW);
+      mbar_init(&empty[s], 32 * kCW);
     }
     mbar_init(xfull, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -395,39 +465,32 @@ __device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, uint6
 }
 
 // The producer warp's part in x once the first stages are in flight: with a prepared x (a.xg) it copies x and lets
-// the dependent grid launch. Without one, nothing: the consumer warps stage x behind their named barrier
-// (kStageBar) and trigger the dependents themselves once it is staged (as the producer did after joining them).
-// With a.xwait (DS_MATVEC_STREAM_XWAIT=1) the producer instead waits until the consumers have staged x (kXBar), as it
-// did while it joined their __syncthreads (before sync13): its next copies and its L2 prefetch of the next product
-// then start when they did before.
+// the dependent grid launch. Without one, it waits until the consumer warps have staged x (kXBar; they trigger the
+// dependents themselves), as it did while it joined their __syncthreads before sync13: its next copies and its L2
+// prefetch of the next product start after the staging. dec15 (DS_MATVEC_STREAM_XWAIT=1 of sync13 made the only
+// form): H200 tg128, with ARRIVE_LANES as below, 9B 394.72 / 394.25 tok/s vs 391.50 / 391.96 without either, 27B
+// 134.44 / 134.38 vs 133.32 / 133.46, 0.8B 1254.1 / 1259.9 vs 1262.1 / 1259.4 (noise level); XWAIT alone 9B 395.3.
 template <int kW, class A>
 __device__ __forceinline__ void producer_x(const A& a, void* smem, uint64_t* xfull) {
   if (!a.xg) {
-    if (a.xwait) asm volatile("barrier.sync %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
+    asm volatile("barrier.sync %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
     return;
   }
   copy_xg(a.xg, a.xg_bytes, smem, xfull, a.xfence);
   mvs::grid_dep_trigger();
 }
-// The consumer warps' half of that hand-off, once x is staged (a.xwait, no prepared x).
+// The consumer warps' half of that hand-off, once x is staged (no prepared x).
 template <int kW>
 __device__ __forceinline__ void x_staged_arrive() {
   asm volatile("barrier.arrive %0, %1;\n" ::"n"(kXBar), "n"(32 * (kW + 1)) : "memory");
 }
 
-// A consumer warp done with stage s: its reads of the stage ordered before the producer's next bulk copy into it.
-// Default: the warp's lanes meet at __syncwarp and lane 0 arrives (empty[s] counts warps); lanes
-// (DS_MATVEC_STREAM_ARRIVE_LANES=1, sync13): every lane arrives after its own reads (empty[s] counts lanes), the
-// form in which each read is followed by its own thread's release, for race checkers that do not carry
-// __syncwarp's ordering over to lane 0's arrival.
-__device__ __forceinline__ void release_stage(uint64_t* empty, bool lanes) {
-  if (lanes) {
-    mbar_arrive(empty);
-  } else {
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(empty);
-  }
-}
+// A consumer lane done with stage s: its reads of the stage ordered before the producer's next bulk copy into it by
+// its own arrival (empty[s] counts lanes). sync13's DS_MATVEC_STREAM_ARRIVE_LANES=1, the only form since dec15: the
+// per-warp form (__syncwarp, lane 0 arrives) is correct too, but compute-sanitizer racecheck does not carry
+// __syncwarp's ordering over to lane 0's arrival and reported the ring's write-after-read pairs; with every lane's
+// arrival racecheck reports 0 hazards on all CudaMatvec.Stream* (dec15 call 1) and tg128 is not slower (above).
+__device__ __forceinline__ void release_stage(uint64_t* empty) { mbar_arrive(empty); }
 
 // A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
 // alternate row groups, so that one barrier per row group suffices) and warp 0 writes the 16 rows.
@@ -497,7 +560,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  init_ring(full, empty, &xfull, S, a.arrive_lanes);
+  if (threadIdx.x == 0) probe_at(a.probe, kPrEntry);
+  init_ring(full, empty, &xfull, S);
 
   if (warp == kW) {  // producer
     // Its part in x (producer_x) after the first `S` stages are in flight.
@@ -506,6 +570,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       producer_x<kW>(a, smem_raw, &xfull);
       x_done = true;
     };
+    const uint64_t pol = a.evict ? l2_evict_first() : 0;
     int j = 0;
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
       for (int c = 0; c < a.nchunk; c++, j++) {
@@ -518,16 +583,21 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
         __syncwarp();
         if (lane < 16) {
           const int row = min(rg * 16 + lane, a.t.rows - 1);
-          bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
-                   bytes, &full[s]);
+          bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
+                 bytes, &full[s], a.evict, pol);
         }
+        if (j == 0 && lane == 0) probe_at(a.probe, kPrFirstCopy);
       }
+    if (lane == 0) probe_at(a.probe, kPrLastCopy);
     if (!x_done) x_part();
     prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
+  if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
   mvs::grid_dep_wait();
+  uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
+  probe_at(pr, kPrWaited);
   if (a.xg) {
     mbar_wait(&xfull, 0);
   } else {
@@ -537,8 +607,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     } else {
       mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
     }
-    if (a.xwait) x_staged_arrive<kW>();
+    x_staged_arrive<kW>();
   }
+  probe_at(pr, kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
@@ -547,12 +618,14 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
                            : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
   const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
   int j = 0, par = 0;
+  uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     for (int c = 0; c < a.nchunk; c++, j++) {
       if (kG > 1 && j % kG != grp) continue;  // the other group's stage
       const int s = j % S;
       mbar_wait(&full[s], (j / S) & 1);
+      if (pr) probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
       if (kI8 && a.math) {
@@ -570,11 +643,12 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           q = qn;
         }
       }
-      release_stage(&empty[s], a.arrive_lanes);
+      release_stage(&empty[s]);
     }
     store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
+  probe_end(pr, t_full);
 }
 
 // DS_MATVEC_STREAM=0 turns the kernel off (1 forces it wherever it fits); DS_MATVEC_STREAM_KC (super-blocks
@@ -587,7 +661,9 @@ struct Tune {
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
   // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
-  // kernel and the Q6_K one: DS_MATVEC_STREAM_STAGE2=1 (decode7; not yet run on a GPU, off by default).
+  // kernel and the Q6_K one (decode7; same bits): DS_MATVEC_STREAM_STAGE2=1. Off: session 6 measured no gain (9B
+  // 358.9 vs 357.1 tok/s); dec15 call 2 with it, EVICT and PREW on together: 9B 386.8 / 390.1 vs main's 390.2 / 393.6
+  // (each alone not measured: see bench/cuda/NOTES.md dec15).
   bool stage2 = false;
   // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
   // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
@@ -625,18 +701,15 @@ struct Tune {
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
-  // Both kernels: every consumer lane arrives on a stage's empty barrier instead of lane 0 after __syncwarp
-  // (release_stage; DS_MATVEC_STREAM_ARRIVE_LANES=1, sync13). H200 (sync13 call 1): racecheck reports the ring's
-  // write-after-read pairs (the producer's bulk copy into a stage vs the consumers' earlier reads) with the per-warp
-  // arrive and none with this one (StreamWideSmall, StreamXprepOrdering); tg128 9B 395.1 tok/s vs 393.3 / 393.5,
-  // 0.8B 1273.7 vs 1265.2 / 1269.1 (single lines). Off until the whole stream test set has run with it.
-  bool arrive_lanes = false;
-  // Both kernels, without a prepared x: the producer warp waits at a named barrier until the consumers have staged x
-  // (producer_x; DS_MATVEC_STREAM_XWAIT=1, sync13, NOT yet run on a GPU), the timing of the producer before sync13.
-  // Without it (default) the producer goes on to its next stage's empty barrier and, where it has issued all its
-  // copies, prefetches the next product's weights while x is staged. H200 tg128 (sync13 call 1, same call): 9B
-  // 393.3 / 393.5 tok/s vs 396.2 / 396.7 for main's binary (joined __syncthreads), 0.8B 1265.2 / 1269.1 vs 1247.4.
-  bool xwait = false;
+  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=1). H200 call 1
+  // (then without XWAIT / ARRIVE_LANES): tg128 9B 398.54 tok/s (one run) vs 391.50 / 391.96 without;
+  // CudaMatvec.StreamTimeline 114.3 us per replay vs 118.7. Together with PREW and stage2 (call 2) the 9B lost to
+  // main (386.8 / 390.1 vs 390.2 / 393.6): off until measured alone with the current forms. (An evict_last policy on
+  // the next product's prefetch with 16 MB of it lost in call 1, 386.1: removed.)
+  bool evict = false;
+  // dec15, both kernels: the RMSNorm weights prefetched into L1 before griddepcontrol.wait (prefetch_norm_l1;
+  // DS_MATVEC_STREAM_PREW=1). Not measured alone (part of call 2's losing set above): off.
+  bool prew = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -655,8 +728,8 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_ARRIVE_LANES")) d.arrive_lanes = e[0] == '1';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_XWAIT")) d.xwait = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
     return d;
   }();
   return t;
@@ -771,10 +844,11 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.xbytes = p.xbytes;
   a.math = tune().math;
   a.stage2 = tune().stage2;
-  a.arrive_lanes = tune().arrive_lanes;
-  a.xwait = tune().xwait;
+  a.evict = tune().evict;
+  a.prew = tune().prew;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.probe = probe_take((int)grid, rows, cols, false);
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
   if (tune().i8 && xprep_takes(nb, false)) {

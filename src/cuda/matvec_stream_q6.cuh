@@ -58,8 +58,9 @@ struct Args {
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
-  bool arrive_lanes = false;  // mvq::Args::arrive_lanes
-  bool xwait = false;         // mvq::Args::xwait
+  bool evict = false;         // mvq::Args::evict
+  bool prew = false;          // mvq::Args::prew
+  uint64_t* probe = nullptr;  // mvq::Args::probe
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -236,9 +237,8 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
-// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, NOT
-// yet run on a GPU: off by default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of
-// one parity), two per stage_q6_u call.
+// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
+// default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
 template <int kW>
 __device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
   const int warp = threadIdx.x >> 5;
@@ -399,7 +399,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   __shared__ float red[2][kW][16];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
-  mvq::init_ring(full, empty, &xfull, S, a.arrive_lanes);
+  if (threadIdx.x == 0) mvq::probe_at(a.probe, mvq::kPrEntry);
+  mvq::init_ring(full, empty, &xfull, S);
 
   // The producer and consumer loops follow mvq::kernel's; they stay written out in both kernels because as shared
   // templates taking the copy / the items as callbacks, kernel<true, 8> compiled to different code.
@@ -409,6 +410,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       mvq::producer_x<kW>(a, smem_raw, &xfull);
       x_done = true;
     };
+    const uint64_t pol = a.evict ? mvq::l2_evict_first() : 0;
     int j = 0;
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
       for (int c = 0; c < a.nchunk; c++, j++) {
@@ -423,18 +425,25 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
         const uint32_t total = __reduce_add_sync(0xffffffffu, lane < 16 ? bytes : 0u);
         if (lane == 0) mvq::mbar_expect_tx(&full[s], total);
         __syncwarp();
-        if (lane < 16) mvq::bulk_g2s(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s]);
+        if (lane < 16)
+          mvq::bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (src - o), bytes, &full[s], a.evict, pol);
+        if (j == 0 && lane == 0) mvq::probe_at(a.probe, mvq::kPrFirstCopy);
       }
+    if (lane == 0) mvq::probe_at(a.probe, mvq::kPrLastCopy);
     if (!x_done) x_part();
     mvq::prefetch_next(a.pf, a.pf_cta);
     return;
   }
 
+  if (a.prew && !a.xg) mvq::prefetch_norm_l1<kW>(a.t);
   mvs::grid_dep_wait();
+  uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
+  mvq::probe_at(pr, mvq::kPrWaited);
   if (a.xg) mvq::mbar_wait(&xfull, 0);
   else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
   else stage_q6<kW>(a.t, bfr, cfr, inv_s);
-  if (!a.xg && a.xwait) mvq::x_staged_arrive<kW>();
+  if (!a.xg) mvq::x_staged_arrive<kW>();
+  mvq::probe_at(pr, mvq::kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
@@ -443,6 +452,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const uint2* bbase = bfr + (g & 3) * 4 + t;
   const int2* cbase = cfr + t;
   int j = 0, par = 0;
+  uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
@@ -450,6 +460,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       if (kG > 1 && j % kG != grp) continue;  // the other group's stage
       const int s = j % S;
       mvq::mbar_wait(&full[s], (j / S) & 1);
+      if (pr) mvq::probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       if (kMath) {
         const uint8_t* st = ring + s * stage_bytes;
@@ -465,11 +476,12 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
       }
-      mvq::release_stage(&empty[s], a.arrive_lanes);
+      mvq::release_stage(&empty[s]);
     }
     mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
+  mvq::probe_end(pr, t_full);
 }
 
 // DS_MATVEC_STREAM_Q6K=0 turns the kernel off, =1 forces it wherever it fits (default: by shape, takes());
@@ -594,10 +606,11 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.stage2 = mvq::tune().stage2;
-  a.arrive_lanes = mvq::tune().arrive_lanes;
-  a.xwait = mvq::tune().xwait;
+  a.evict = mvq::tune().evict;
+  a.prew = mvq::tune().prew;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
+  a.probe = mvq::probe_take((int)grid, rows, cols, true);
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
   if (mvq::xprep_takes(nb, true)) {

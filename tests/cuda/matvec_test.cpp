@@ -163,6 +163,15 @@ std::vector<Shape> stream_shapes(std::vector<Shape> v) {
   return v;
 }
 
+// DS_TEST_STREAM_PART=k/n: only the variants i with i % n == k of StreamQ4KVariants / StreamQ6KVariants, so that a
+// device run can spread the two long tests over n processes (dec15); unset: every variant.
+bool stream_part_takes(int i) {
+  const char* e = std::getenv("DS_TEST_STREAM_PART");
+  int k = 0, n = 1;
+  if (!e || std::sscanf(e, "%d/%d", &k, &n) != 2 || n < 1) return true;
+  return i % n == k;
+}
+
 TEST(CudaMatvec, MatchesCpuDotRow) {
   DS_REQUIRE_GPU();
   uint64_t seed = 100;
@@ -408,7 +417,9 @@ TEST(CudaMatvec, StreamQ4KVariants) {
                   {16, 0, 1, 3, true, false, false}, {8, 0, 0, 3, true, false, false},  // 8 consumer warps
                   {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, stage2
   uint64_t seed = 9700;
+  int vi = 0;
   for (const V& v : vs) {
+    if (!stream_part_takes(vi++)) continue;
     cuda::MatvecTcTune tc = keep.tc;
     tc.on = true;
     tc.terms = v.terms;
@@ -456,7 +467,9 @@ TEST(CudaMatvec, StreamQ6KVariants) {
                   {0, 0, 0, false, false}, {16, 0, 1, false, false},  // 8 consumer warps
                   {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, stage2
   uint64_t seed = 9900;
+  int vi = 0;
   for (const V& v : vs) {
+    if (!stream_part_takes(vi++)) continue;
     cuda::MatvecStreamTune q4 = keep.q4;
     q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
@@ -759,6 +772,160 @@ TEST(CudaMatvec, StreamXprepOrdering) {
               (long long)bad, worst);
   for (const auto& [key, n] : bad_by) std::printf("[xprep ordering]   %s: %lld\n", key.c_str(), (long long)n);
   EXPECT_EQ(bad, 0) << "prepared-x products over the tolerance (stale prepared x?)";
+}
+
+// dec15: where the time of the short batch-1 products goes. Two 9B layers' products (in_proj [8192 x 4096] RMSNorm,
+// ssm_out [4096 x 4096], ffn_gate_up [24576 x 4096] RMSNorm, ffn_down [4096 x 12288] SwiGLU, Q6_K in the first layer
+// and Q4_K in the second; 239 MB of weights, past L2) in the forward's launch order with its prefetch hints, captured
+// into a graph with the launches' PDL edges, replayed; set_matvec_probe's stamps of the last replay give per product
+// (medians over CTAs, us): the CTAs' start relative to the previous product's last store, griddepcontrol.wait, x
+// staging, the first / last stage's landing, the tail (last landing to the store), and the span at TB/s. The stamps
+// must be complete and ordered, and every product must match the CPU reference. DS_TEST_TIMELINE_REPS: replays (20).
+TEST(CudaMatvec, StreamTimeline) {
+  DS_REQUIRE_GPU();
+  struct P { GgmlType type; Shape s; int pro; };  // pro 0 plain, 1 RMSNorm, 2 SwiGLU
+  const P ps[] = {{GgmlType::Q4_K, {8192, 4096, "in_proj"}, 1},     {GgmlType::Q4_K, {4096, 4096, "ssm_out"}, 0},
+                  {GgmlType::Q4_K, {24576, 4096, "ffn_gate_up"}, 1}, {GgmlType::Q6_K, {4096, 12288, "ffn_down q6"}, 2},
+                  {GgmlType::Q4_K, {8192, 4096, "in_proj"}, 1},     {GgmlType::Q4_K, {4096, 4096, "ssm_out"}, 0},
+                  {GgmlType::Q4_K, {24576, 4096, "ffn_gate_up"}, 1}, {GgmlType::Q4_K, {4096, 12288, "ffn_down q4"}, 2}};
+  constexpr int kN = 8;
+  const float eps = 1e-6f;
+  std::vector<std::vector<uint8_t>> w(kN);
+  std::vector<std::vector<float>> xt(kN);  // the transformed input (reference)
+  std::vector<cuda::DeviceBuffer> dw, dx, daux, dy;
+  auto scratch_r = cuda::DeviceBuffer::alloc(12288 * 4);
+  ASSERT_TRUE(scratch_r.ok());
+  cuda::DeviceBuffer scratch = std::move(*scratch_r);
+  double bytes_all = 0;
+  uint64_t seed = 15100;
+  for (int i = 0; i < kN; i++) {
+    const P& p = ps[i];
+    w[i] = test::random_weights(p.type, p.s.rows * p.s.cols, seed += 7);
+    bytes_all += (double)w[i].size();
+    const auto x = test::random_floats(p.s.cols, seed + 1, p.pro == 2 ? 1.f : 5.f);
+    const auto aux = test::random_floats(p.s.cols, seed + 2, p.pro == 2 ? 4.f : 1.f);
+    xt[i].resize(p.s.cols);
+    if (p.pro == 2) cpu::swiglu(ops::SwigluParams{1, p.s.cols}, aux.data(), x.data(), xt[i].data());
+    else if (p.pro == 1) cpu::rms_norm(ops::RmsNormParams::packed(1, p.s.cols, eps), x.data(), aux.data(), xt[i].data());
+    else xt[i] = x;
+    dw.push_back(test::to_device(w[i]));
+    dx.push_back(test::to_device(x));
+    daux.push_back(test::to_device(aux));
+    auto y = cuda::DeviceBuffer::alloc(p.s.rows * 4);
+    ASSERT_TRUE(y.ok());
+    dy.push_back(std::move(*y));
+  }
+  const size_t stamps = 8u << 20;
+  auto probe = cuda::DeviceBuffer::alloc(stamps * 8);
+  ASSERT_TRUE(probe.ok());
+  ASSERT_EQ(cudaMemset(probe->data(), 0, stamps * 8), cudaSuccess);
+  cudaStream_t st;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+  const auto launch_all = [&]() -> Status {
+    for (int i = 0; i < kN; i++) {
+      const int n = (i + 1) % kN;
+      cuda::set_matvec_next(dw[n].data(), w[n].size());
+      cuda::MatvecInput in{dx[i].as<float>()};
+      if (ps[i].pro == 2) in.gate = daux[i].as<float>();
+      if (ps[i].pro == 1) { in.norm_w = daux[i].as<float>(); in.eps = eps; }
+      Status r = cuda::matvec_fused(ps[i].type, dw[i].data(), ps[i].s.rows, ps[i].s.cols, in, dy[i].as<float>(),
+                                    scratch.as<float>(), st, false);
+      cuda::set_matvec_next(nullptr, 0);
+      if (!r.ok()) return r;
+    }
+    return {};
+  };
+  ASSERT_TRUE(launch_all().ok());  // warm-up (module load, attributes) outside the capture
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  cuda::set_matvec_probe(probe->as<uint64_t>(), stamps);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status cap = launch_all();
+  ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+  ASSERT_TRUE(cap.ok()) << cap.error().message;
+  const auto log = cuda::matvec_probe_log();
+  cuda::set_matvec_probe(nullptr, 0);
+  ASSERT_EQ(log.size(), (size_t)kN) << "every product on a streamed kernel";
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  const char* re = std::getenv("DS_TEST_TIMELINE_REPS");
+  const int reps = re ? std::max(2, std::atoi(re)) : 20;
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e0, st), cudaSuccess);
+  for (int r = 1; r < reps; r++) ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(e1, st), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+  const double us_rep = 1e3 * ms / (reps - 1);
+  std::printf("[timeline] %d products, %.1f MB: %.2f us per replay = %.2f TB/s (graph, %d replays)\n", kN,
+              bytes_all / 1e6, us_rep, bytes_all / (us_rep * 1e-6) / 1e12, reps - 1);
+  const auto stv = test::to_host<uint64_t>(*probe, stamps);
+  const auto med = [](std::vector<double> v) {
+    if (v.empty()) return (double)NAN;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  // A stamp multiple of 1000 ns everywhere: the timer ticks in microseconds (then single stamps mean little).
+  size_t whole_us = 0, n_st = 0;
+  uint64_t prev_end = 0, t0 = 0;
+  std::printf("[timeline] us; medians over CTAs unless said; start = first CTA entry - previous product's last store;"
+              " wait/x/first/last/done relative to each CTA's entry; tail = done - last landing; span = first entry .. last"
+              " store\n");
+  for (int i = 0; i < kN; i++) {
+    const auto& L = log[i];
+    std::vector<double> waited, xst, first, last, done, tail, copy0;
+    uint64_t kmin = UINT64_MAX, kmax = 0, emax = 0;
+    for (int c = 0; c < L.grid; c++) {
+      const uint64_t* q = stv.data() + L.offset + (size_t)c * 8;
+      for (int k = 0; k < 8; k++) {
+        ASSERT_NE(q[k], 0u) << "stamp " << k << " of CTA " << c << " of product " << i;
+        n_st++;
+        whole_us += q[k] % 1000 == 0;
+      }
+      EXPECT_LE(q[0], q[3]);
+      EXPECT_LE(q[3], q[4]);
+      EXPECT_LE(q[5], q[6]);
+      EXPECT_LE(q[6], q[7]);
+      kmin = std::min(kmin, q[0]);
+      emax = std::max(emax, q[0]);
+      kmax = std::max(kmax, q[7]);
+      copy0.push_back(1e-3 * (double)(q[1] - q[0]));
+      waited.push_back(1e-3 * (double)(q[3] - q[0]));
+      xst.push_back(1e-3 * (double)(q[4] - q[3]));
+      first.push_back(1e-3 * (double)(q[5] - q[0]));
+      last.push_back(1e-3 * (double)(q[6] - q[0]));
+      done.push_back(1e-3 * (double)(q[7] - q[0]));
+      tail.push_back(1e-3 * (double)(q[7] - q[6]));
+    }
+    if (i == 0) t0 = kmin;
+    const double span = 1e-3 * (double)(kmax - kmin);
+    std::vector<double> ends;
+    for (int c = 0; c < L.grid; c++) ends.push_back(1e-3 * (double)(stv[L.offset + (size_t)c * 8 + 7] - kmin));
+    std::sort(ends.begin(), ends.end());
+    std::printf("[timeline] %-12s %s [%5lld x %5lld] grid %3d at %7.2f: start %+6.2f (entries spread %5.2f) copy0 %5.2f"
+                " wait %5.2f x %5.2f first %5.2f last %6.2f done %6.2f tail %5.2f | ends min %6.2f med %6.2f max %6.2f"
+                " | span %6.2f = %.2f TB/s\n",
+                ps[i].s.what, cuda::type_cstr(L.type), (long long)L.rows, (long long)L.cols, L.grid,
+                1e-3 * (double)(kmin - t0), i ? 1e-3 * ((double)kmin - (double)prev_end) : 0.0,
+                1e-3 * (double)(emax - kmin), med(copy0), med(waited), med(xst), med(first), med(last), med(done),
+                med(tail), ends.front(), ends[ends.size() / 2], ends.back(), span, (double)w[i].size() / (span * 1e-6) / 1e12);
+    prev_end = kmax;
+  }
+  std::printf("[timeline] stamps that are whole microseconds: %zu of %zu\n", whole_us, n_st);
+  for (int i = 0; i < kN; i++) {
+    const auto y = test::to_host<float>(dy[i], ps[i].s.rows);
+    check_rows(ps[i].type, w[i], ps[i].s.rows, ps[i].s.cols, xt[i].data(), y.data(), nullptr, 7,
+               std::string("timeline ") + ps[i].s.what);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(st);
 }
 
 TEST(CudaMatvec, FusedOutputHeadVocabRows) {  // 0.8B output after the final norm: 248320 x 1024 Q6_K
