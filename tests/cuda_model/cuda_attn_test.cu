@@ -4,6 +4,8 @@
 // pre-gate core) at every head dim and group size the kernels take, with empty splits, one split, multi-token
 // chunks and caches that are not 16-byte aligned (the ring's 4-byte copies); and match a float64 evaluation of
 // softmax(q K^T * scale) V * sigmoid(gate). A sequence's rows are the same alone as in a batch of 64.
+// DS_ATTN_EXP2=1 (attn16's form: scores in log2 units, ex2.approx, the group's dot products reduced together)
+// must pass the same checks (run the binary with it set).
 // AttnBench.* (only with DS_ATTN_BENCH=1): time per launch of each loader at the 9B's shape (Time), one launch
 // of each for Nsight Compute (Profile).
 #include <cuda_runtime.h>
@@ -89,6 +91,14 @@ struct Problem {
     kc.resize((size_t)S * cache_floats()), vc.resize(kc.size());
     for (auto& x : kc) x = U(g);
     for (auto& x : vc) x = U(g);
+  }
+
+  // Key rows of position p scaled by 1 + p * per_row (scores grow with the position: the running max moves at
+  // many rows, in both directions per head, and the exponentials span a wide range).
+  void ramp_keys(float per_row) {
+    for (int s = 0; s < S; s++)
+      for (int p = 0; p < max_ctx; p++)
+        for (int i = 0; i < nkv * hd; i++) kc[(size_t)s * cache_floats() + (size_t)p * nkv * hd + i] *= 1.f + p * per_row;
   }
 
   bool upload() {
@@ -263,6 +273,9 @@ TEST(AttnRing, SameBitsSmallShapes) {
   check_variants(p, "G 4, hd 256, one split");
   p.init(16, 2, 128, 2048, 16, {{63}, {64}, {65}, {1023}}, 512, 7);
   check_variants(p, "G 8, hd 128, split edges");
+  p.init(16, 4, 256, 1024, 16, {{40}, {333}, {700}}, 512, 12);
+  p.ramp_keys(0.02f);
+  check_variants(p, "G 4, hd 256, keys growing with the position (scores up to ~15x)");
 }
 
 // The 9B's serving shape: 64 sequences at 512-600 positions of a 1024 context (16 splits); one sequence alone
