@@ -6,7 +6,7 @@
 // softmax(q K^T * scale) V * sigmoid(gate). A sequence's rows are the same alone as in a batch of 64.
 // DS_ATTN_EXP2=1 (attn16's form: scores in log2 units, ex2.approx, the group's dot products reduced together)
 // must pass the same checks (run the binary with it set).
-// AttnBench.* (only with DS_ATTN_BENCH=1): time per launch of each loader at the 9B's shape (Time), one launch
+// AttnBench.* (only with DS_ATTN_BENCH=1, or 2 for the default loaders only): time per launch of each loader at the 9B's shape (Time), one launch
 // of each for Nsight Compute (Profile).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -309,7 +309,12 @@ TEST(AttnRing, SameBitsNineBBatch) {
 namespace {
 bool bench_on() {
   const char* e = std::getenv("DS_ATTN_BENCH");
-  return e && e[0] == '1';
+  return e && (e[0] == '1' || e[0] == '2');
+}
+// DS_ATTN_BENCH=2: only the loaders the default rule picks (register loop pf2, ring 4; level 0), no split plans.
+bool bench_short() {
+  const char* e = std::getenv("DS_ATTN_BENCH");
+  return e && e[0] == '2';
 }
 
 // Median and min time per launch (us) of variant v over 7 runs of 10 back-to-back launches.
@@ -355,6 +360,7 @@ TEST(AttnBench, Time) {
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
     for (const Variant& v : kVariants) {
+      if (bench_short() && !(v.level == 0 && v.pf == 2 && (v.ring == 0 || v.ring == 4))) continue;
       float med = 0, mn = 0;
       time_variant(p, v, e0, e1, med, mn);
       if (HasFatalFailure()) return;
@@ -366,6 +372,7 @@ TEST(AttnBench, Time) {
   }
   // Fewer splits at B = 64, 528 positions (other bits: the split plan; A/B of the plan only).
   for (int ns : {8, 4}) {
+    if (bench_short()) break;
     Problem p;
     p.init(16, 4, 256, 1024, ns, std::vector<std::vector<int>>(64, {528}), 512, 10);
     ASSERT_TRUE(p.upload());

@@ -60,8 +60,8 @@ __device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const flo
 
 // attn16 (DS_ATTN_EXP2=1): scores in log2 units (q pre-multiplied by scale * log2(e) in the prologue), so every
 // exponential is one ex2.approx; the kG dot products reduced together (warp_sums); one exponential per head and
-// row: when the score does not raise the running max (a warp-uniform branch: every lane has the same score)
-// only p = 2^(s - m) is needed, else the state is rescaled by 2^(m_old - s) and p = 1.
+// row while no score raises its running max (a warp-uniform branch: every lane has the same scores): only
+// p = 2^(s - m); else first the state is rescaled by 2^(m_old - m_new).
 constexpr float kLog2e = 1.4426950408889634f;
 
 // 2^x by the SFU (PTX ex2.approx.ftz: ~2^-22 relative error; 2^-inf = 0).
@@ -108,16 +108,27 @@ __device__ __forceinline__ void attend_row_e2(const float (&qv)[kG][HPL], const 
     for (int i = 0; i < HPL; i++) dot[gi] += qv[gi][i] * kx[i];
   }
   warp_sums<kG>(dot, lane, sc);
+  bool moved = false;
 #pragma unroll
-  for (int gi = 0; gi < kG; gi++) {
-    if (gi >= G) continue;  // uniform over the warp
-    if (sc[gi] > mx[gi]) {  // uniform too (the same score in every lane); rare once the max has settled
-      const float corr = ex2(mx[gi] - sc[gi]);  // 0 while mx is -inf
+  for (int gi = 0; gi < kG; gi++) moved |= gi < G && sc[gi] > mx[gi];
+  // Uniform over the warp (every lane has the same scores); rare once the maxima have settled. One branch for
+  // the group (a block the compiler keeps as a branch, not predicated): heads whose max did not move get
+  // corr = 2^0 = 1 exactly.
+  if (moved) {
+#pragma unroll
+    for (int gi = 0; gi < kG; gi++) {
+      if (gi >= G) continue;
+      const float mn = fmaxf(mx[gi], sc[gi]);
+      const float corr = ex2(mx[gi] - mn);  // 0 while mx is -inf
       l[gi] *= corr;
 #pragma unroll
       for (int i = 0; i < HPL; i++) acc[gi][i] *= corr;
-      mx[gi] = sc[gi];
+      mx[gi] = mn;
     }
+  }
+#pragma unroll
+  for (int gi = 0; gi < kG; gi++) {
+    if (gi >= G) continue;  // uniform over the warp
     const float pe = ex2(sc[gi] - mx[gi]);
     l[gi] += pe;
 #pragma unroll
