@@ -4,10 +4,10 @@
 // pre-gate core) at every head dim and group size the kernels take, with empty splits, one split, multi-token
 // chunks and caches that are not 16-byte aligned (the ring's 4-byte copies); and match a float64 evaluation of
 // softmax(q K^T * scale) V * sigmoid(gate). A sequence's rows are the same alone as in a batch of 64.
-// DS_ATTN_EXP2=1 (attn16's form: scores in log2 units, ex2.approx, the group's dot products reduced together)
-// must pass the same checks (run the binary with it set).
-// AttnBench.* (only with DS_ATTN_BENCH=1, or 2 for the default loaders only): time per launch of each loader at the 9B's shape (Time), one launch
-// of each for Nsight Compute (Profile).
+// attn16's form (scores in log2 units, ex2.approx, the group's dot products reduced together, one exponential per
+// row) is checked against float64 also with keys that grow with the position (the running max moves often).
+// AttnBench.* (only with DS_ATTN_BENCH=1, or 2 for the default loaders only): time per launch of each loader at
+// the 9B's shape (Time), one launch of each for Nsight Compute (Profile).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -98,7 +98,8 @@ struct Problem {
   void ramp_keys(float per_row) {
     for (int s = 0; s < S; s++)
       for (int p = 0; p < max_ctx; p++)
-        for (int i = 0; i < nkv * hd; i++) kc[(size_t)s * cache_floats() + (size_t)p * nkv * hd + i] *= 1.f + p * per_row;
+        for (int i = 0; i < nkv * hd; i++)
+          kc[(size_t)s * cache_floats() + (size_t)p * nkv * hd + i] *= 1.f + p * per_row;
   }
 
   bool upload() {

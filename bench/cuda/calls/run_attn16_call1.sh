@@ -68,10 +68,10 @@ if [ -e "$W/m9B.ok" ]; then
 else say "no 9B model"; fi
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for f in new old new5; do
-  if [ $(el) -lt $((LIM + 12)) ]; then
+  if [ $(el) -lt $((LIM + 10)) ]; then
     [ $f = new ] && e="$NEW"; [ $f = old ] && e="$OLD"; [ $f = new5 ] && e="$NEW5"
     say "== ncu $f"
-    env $e DS_ATTN_BENCH=1 timeout 30 "$NCU" --clock-control none -k 'regex:attn_(ring_kernel|combine)' -s 4 -c 4 \
+    env $e DS_ATTN_BENCH=1 timeout 20 "$NCU" --clock-control none -k 'regex:attn_(ring_kernel|combine)' -s 4 -c 4 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
       --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum \
       "$TM" --gtest_filter='AttnBench.Profile' > "$OUT/ncu_$f.txt" 2>&1 < /dev/null; say "ncu $f rc=$?"

@@ -22,7 +22,11 @@
 //     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
 // ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
 //   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
-//   flight per warp at ~117 registers instead of one memory round trip per row; same rows, same order, same bits.
+//   flight per warp at ~120 registers instead of one memory round trip per row; same rows, same order, same bits.
+// attn16: fewer instructions per row (the kernels are issue-bound at B = 64): scores in log2 units with ex2.approx,
+//   the group's dot products by one multi-value butterfly, one exponential per head and row (the rescale only when
+//   a max moves), the merges' weights once per block / per (q head, token). Every kernel shares attend_row and the
+//   merges, so a sequence's bits do not depend on the loader or the batch.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -35,34 +39,11 @@ namespace {
 
 constexpr int kAttnWarps = 4;
 
-// One key row's step of the online softmax for the G q heads of a kv group (lane holds dims lane + 32 i):
-// score, running max, sum and weighted V, in the CPU reference's per-position order.
-template <int HPL, int kG>
-__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
-                                           int G, float scale, float (&mx)[kG], float (&l)[kG],
-                                           float (&acc)[kG][HPL]) {
-#pragma unroll
-  for (int gi = 0; gi < kG; gi++) {
-    if (gi >= G) continue;  // uniform over the warp
-    float dot = 0.f;
-#pragma unroll
-    for (int i = 0; i < HPL; i++) dot += qv[gi][i] * kx[i];
-    const float sc = warp_sum(dot) * scale;
-    const float mn = fmaxf(mx[gi], sc);
-    const float corr = expf(mx[gi] - mn);  // 0 while mx is -inf
-    const float pe = expf(sc - mn);
-    l[gi] = l[gi] * corr + pe;
-#pragma unroll
-    for (int i = 0; i < HPL; i++) acc[gi][i] = acc[gi][i] * corr + pe * vx[i];
-    mx[gi] = mn;
-  }
-}
-
-// attn16 (DS_ATTN_EXP2=1): scores in log2 units (q pre-multiplied by scale * log2(e) in the prologue), so every
-// exponential is one ex2.approx; the kG dot products reduced together (warp_sums); one exponential per head and
-// row while no score raises its running max (a warp-uniform branch: every lane has the same scores): only
-// p = 2^(s - m); else first the state is rescaled by 2^(m_old - m_new).
+// attn16: scores in log2 units (q pre-multiplied by scale * log2(e) in each kernel's prologue), so every
+// exponential of the online softmax and of the merges is one ex2.approx; the split maxima M in the partials are
+// log2 units too.
 constexpr float kLog2e = 1.4426950408889634f;
+static_assert(kMaxAttnSplits <= 32, "split_weights: one split per lane");
 
 // 2^x by the SFU (PTX ex2.approx.ftz: ~2^-22 relative error; 2^-inf = 0).
 __device__ __forceinline__ float ex2(float x) {
@@ -95,11 +76,15 @@ __device__ __forceinline__ void warp_sums(float (&v)[kG], int lane, float (&s)[k
   for (int j = 0; j < kG; j++) s[j] = __shfl_sync(0xffffffffu, v[0], j * (32 / kG));
 }
 
-// attend_row's step in the attn16 form (qv pre-scaled: the scores are log2 units; mx too).
+// One key row's step of the online softmax for the G q heads of a kv group (lane holds dims lane + 32 i):
+// score, running max, sum and weighted V, in the CPU reference's per-position order (qv pre-scaled: scores and
+// mx in log2 units). attn16: the kG dot products reduced together (warp_sums); one exponential per head and
+// row while no score raises its running max (a warp-uniform branch: every lane has the same scores): only
+// p = 2^(s - m); else first the state is rescaled by 2^(m_old - m_new).
 template <int HPL, int kG>
-__device__ __forceinline__ void attend_row_e2(const float (&qv)[kG][HPL], const float (&kx)[HPL],
-                                              const float (&vx)[HPL], int G, int lane, float (&mx)[kG],
-                                              float (&l)[kG], float (&acc)[kG][HPL]) {
+__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
+                                           int G, int lane, float (&mx)[kG], float (&l)[kG],
+                                           float (&acc)[kG][HPL]) {
   float dot[kG], sc[kG];
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {  // heads gi >= G have q = 0: summed, not used
@@ -134,15 +119,6 @@ __device__ __forceinline__ void attend_row_e2(const float (&qv)[kG][HPL], const 
 #pragma unroll
     for (int i = 0; i < HPL; i++) acc[gi][i] = fmaf(pe, vx[i], acc[gi][i]);
   }
-}
-
-// The row step of the form kE2 selects (scale: the old form's; the new one's is in qv).
-template <int HPL, int kG, bool kE2>
-__device__ __forceinline__ void attend(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
-                                       int G, float scale, int lane, float (&mx)[kG], float (&l)[kG],
-                                       float (&acc)[kG][HPL]) {
-  if constexpr (kE2) attend_row_e2<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
-  else attend_row<HPL, kG>(qv, kx, vx, G, scale, mx, l, acc);
 }
 
 // A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
@@ -202,10 +178,10 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
-template <int HPL, int kG, int kS, bool kE2>
+template <int HPL, int kG, int kS>
 __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
                                           int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
-                                          float scale, float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
+                                          float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
   const int p0 = k0 + warp;
@@ -224,7 +200,7 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
     ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD);
-    attend<HPL, kG, kE2>(qv, kx, vx, G, scale, lane, mx, l, acc);
+    attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
 }
@@ -249,30 +225,10 @@ __device__ __forceinline__ void stash_warps(int G, int warp, int lane, const flo
   __syncthreads();
 }
 
-// The block's (max M, sum L) of q head gi over the stashed warp states, in warp order; returns the weighted V
-// at dim d. M = -inf: an empty split (L, A not computed, returned 0).
-template <int HPL, int kG>
-__device__ __forceinline__ float merge_warps(int gi, int d, const float (&sm_m)[kAttnWarps][kG],
-                                             const float (&sm_l)[kAttnWarps][kG],
-                                             const float (&sm_acc)[kAttnWarps][kG][32 * HPL], float& M, float& L) {
-  M = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kAttnWarps; w++) M = fmaxf(M, sm_m[w][gi]);
-  L = 0.f;
-  float A = 0.f;
-  if (M == -INFINITY) return A;
-#pragma unroll
-  for (int w = 0; w < kAttnWarps; w++) {
-    const float e = expf(sm_m[w][gi] - M);
-    L += sm_l[w][gi] * e;
-    A += sm_acc[w][gi][d] * e;
-  }
-  return A;
-}
-
-// attn16: merge_warps' M, weights and L once per (block, q head) instead of once per (head, dim) item: thread
-// gi < G writes sm_w[w][gi] = 2^(m_w - M) (0 for a warp without rows; all 0 for an empty split), sm_w[kW][gi] = M
-// and sm_w[kW + 1][gi] = L (warp order), then __syncthreads (reached by every thread of the block).
+// The block's merge of the stashed warp states, per q head: M = the max of the warps' maxima, the weights and L
+// once per (block, q head) (attn16; they were computed per (head, dim) item): thread gi < G writes sm_w[w][gi] =
+// 2^(m_w - M) (0 for a warp without rows; all 0 for an empty split), sm_w[kW][gi] = M and sm_w[kW + 1][gi] = L
+// (warp order), then __syncthreads (reached by every thread of the block).
 template <int kG>
 __device__ __forceinline__ void warp_weights(int G, const float (&sm_m)[kAttnWarps][kG],
                                              const float (&sm_l)[kAttnWarps][kG],
@@ -307,24 +263,18 @@ __device__ __forceinline__ float merged_acc(int gi, int d, const float (&sm_acc)
 
 // Split sp's merged (A[HD], M, L) per q head from the stashed warp states to base + (gi * ns + sp) * (HD + 2)
 // (attn_combine's layout: base = the partials of token t's heads g * G .. in a.part); an empty split writes
-// (0, -inf, 0). kE2: through warp_weights (sm_w; its __syncthreads is reached by every thread).
-template <int HPL, int kG, bool kE2>
+// (0, -inf, 0). warp_weights' __syncthreads is reached by every thread.
+template <int HPL, int kG>
 __device__ __forceinline__ void write_merged(float* base, int ns, int sp, int G, const float (&sm_m)[kAttnWarps][kG],
                                              const float (&sm_l)[kAttnWarps][kG],
                                              const float (&sm_acc)[kAttnWarps][kG][32 * HPL],
                                              float (&sm_w)[kAttnWarps + 2][kG]) {
   constexpr int HD = 32 * HPL;
-  if constexpr (kE2) warp_weights<kG>(G, sm_m, sm_l, sm_w);
+  warp_weights<kG>(G, sm_m, sm_l, sm_w);
   for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
     const int gi = idx / HD, d = idx % HD;
-    float M, L, A;
-    if constexpr (kE2) {
-      A = merged_acc<HPL, kG>(gi, d, sm_acc, sm_w);
-      M = sm_w[kAttnWarps][gi];
-      L = sm_w[kAttnWarps + 1][gi];
-    } else {
-      A = merge_warps<HPL, kG>(gi, d, sm_m, sm_l, sm_acc, M, L);
-    }
+    const float A = merged_acc<HPL, kG>(gi, d, sm_acc, sm_w);
+    const float M = sm_w[kAttnWarps][gi], L = sm_w[kAttnWarps + 1][gi];
     float* out = base + ((int64_t)gi * ns + sp) * (HD + 2);
     out[d] = A;
     if (d == 0) {
@@ -336,7 +286,7 @@ __device__ __forceinline__ void write_merged(float* base, int ns, int sp, int G,
 
 // stash_warps + write_merged: the block's split written (attn_partial_kernel, attn_ring_kernel; attn_fused_kernel
 // calls the two parts itself, its one-split path between them).
-template <int HPL, int kG, bool kE2>
+template <int HPL, int kG>
 __device__ __forceinline__ void write_split(float* base, int ns, int sp, int G, int warp, int lane,
                                             const float (&mx)[kG], const float (&l)[kG],
                                             const float (&acc)[kG][HPL], float (&sm_m)[kAttnWarps][kG],
@@ -344,7 +294,7 @@ __device__ __forceinline__ void write_split(float* base, int ns, int sp, int G, 
                                             float (&sm_acc)[kAttnWarps][kG][32 * HPL],
                                             float (&sm_w)[kAttnWarps + 2][kG]) {
   stash_warps<HPL, kG>(G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
-  write_merged<HPL, kG, kE2>(base, ns, sp, G, sm_m, sm_l, sm_acc, sm_w);
+  write_merged<HPL, kG>(base, ns, sp, G, sm_m, sm_l, sm_acc, sm_w);
 }
 
 // Token t's partials of kv group g in a.part ([T][nh][n_splits][HD + 2]).
@@ -353,26 +303,11 @@ __device__ __forceinline__ float* part_base(const AttnArgs& a, int t, int g) {
   return a.part + ((int64_t)t * a.n_head + (int64_t)g * G) * a.n_splits * (a.head_dim + 2);
 }
 
-// attn_combine's merge of one q head's ns splits (ph: split sp's (A[HD], M, L) at ph + sp * (HD + 2)) at dim d:
-// M = the max of the split maxima, then per split in order (empty ones, M = -inf, skipped) e = exp(m - M),
-// L += l e, O += A e; returns O / L (the pre-gate output).
-__device__ __forceinline__ float combine_dim(const float* ph, int ns, int HD, int d) {
-  float M = -INFINITY;
-  for (int sp = 0; sp < ns; sp++) M = fmaxf(M, ph[sp * (HD + 2) + HD]);
-  float L = 0.f, O = 0.f;
-  for (int sp = 0; sp < ns; sp++) {
-    const float m = ph[sp * (HD + 2) + HD];
-    if (m == -INFINITY) continue;
-    const float e = expf(m - M);
-    L += ph[sp * (HD + 2) + HD + 1] * e;
-    O += ph[sp * (HD + 2) + d] * e;
-  }
-  return O / L;
-}
-
-// attn16's combine weights of one q head's ns <= 32 splits (ph as in combine_dim) by one warp: M = the max of the
-// split maxima, e[sp] = 2^(m - M) (0 for an empty split: its A and l are 0), L = the warp sum of l e; every
-// lane returns L, lanes < ns write e[lane]. Then O = sum over sp in order of A e (combine_e2).
+// attn_combine's weights of one q head's ns <= 32 splits (ph: split sp's (A[HD], M, L) at ph + sp * (HD + 2)) by
+// one warp (attn16; every thread computed them for itself before): M = the max of the split maxima, e[sp] =
+// 2^(m - M) (0 for an empty split: its A and l are 0), L = the warp sum of l e; every lane returns L, lanes < ns
+// write e[lane]. Then O = the sum over sp in order of A e, the output O / L (attn_combine_kernel, and
+// attn_fused_kernel's last block).
 __device__ __forceinline__ float split_weights(const float* ph, int ns, int HD, int lane, float* e) {
   const float m = lane < ns ? __ldcg(ph + lane * (HD + 2) + HD) : -INFINITY;
   const float l = lane < ns ? __ldcg(ph + lane * (HD + 2) + HD + 1) : 0.f;
@@ -398,7 +333,7 @@ struct SplitRange {
   const float* Kc;
   const float* Vc;
 };
-template <int HPL, int kG, bool kE2>
+template <int HPL, int kG>
 __device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
                                                   int t, int lane, float (&qv)[kG][HPL], float (&acc)[kG][HPL],
                                                   float (&mx)[kG], float (&l)[kG]) {
@@ -407,7 +342,7 @@ __device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepI
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
-  const float qs = kE2 ? a.scale * kLog2e : 1.f;  // attn16: the scores in log2 units
+  const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
     mx[gi] = -INFINITY;
@@ -423,37 +358,33 @@ __device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepI
 
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
 // DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats (ring_smem_floats).
-// kE2 (attn16): the warp states are stashed into the ring's memory once every warp is done with it (16 KB less
-// per block at the 9B's shape: shared memory no longer limits the blocks per SM).
-template <int HPL, int kG, int kS, bool kE2>
+// attn16: the warp states are stashed into the ring's memory once every warp is done with it (16 KB less per
+// block at the 9B's shape: shared memory no longer limits the blocks per SM; registers do, 4 at ~122: 5 blocks
+// at <= 96 registers with __launch_bounds__ measured slower, 88.5 vs 85.0 us per op at B = 64 x 528).
+template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
-  return kAttnWarps * 32 * HPL * (kE2 ? std::max(2 * kS, kG) : 2 * kS);
+  return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-// kMinB: __launch_bounds__' blocks per SM (DS_ATTN_MINB=5 at hd 256, G <= 4: <= 102 registers; A/B).
-template <int HPL, int kG, int kS, bool kE2, int kMinB = 1>
-__global__ void __launch_bounds__(32 * kAttnWarps, kMinB)
-    attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+template <int HPL, int kG, int kS>
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
   __shared__ float sm_w[kAttnWarps + 2][kG];
-  __shared__ float sm_acc_own[kE2 ? 1 : kAttnWarps][kG][HD];
-  using AccArr = float[kAttnWarps][kG][HD];
-  AccArr& sm_acc = kE2 ? *reinterpret_cast<AccArr*>(attn_ring_smem) : *reinterpret_cast<AccArr*>(&sm_acc_own[0]);
+  auto& sm_acc = *reinterpret_cast<float (*)[kAttnWarps][kG][HD]>(attn_ring_smem);
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG, kE2>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
   const int k0 = r.k0, k1 = r.k1;
   const float *Kc = r.Kc, *Vc = r.Vc;
-  ring_rows<HPL, kG, kS, kE2>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G,
-                              a.scale, mx, l, acc);
-  if constexpr (kE2) __syncthreads();  // every warp is done with its ring: the stash may overwrite it
-  write_split<HPL, kG, kE2>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc,
-                            sm_w);
+  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
+                         acc);
+  __syncthreads();  // every warp is done with its ring: the stash may overwrite it
+  write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
 
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
@@ -502,7 +433,7 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
 // HPL: head dims per lane (hd = 32 * HPL); kG: q heads per kv head the registers and shared arrays hold (>= G;
 // the heads gi >= G are skipped, so any kG >= G gives the same bits); kPF: rows a warp loads ahead (1 or 2; the
 // same rows in the same order either way, so the same bits).
-template <int HPL, int kG, int kPF, bool kE2>
+template <int HPL, int kG, int kPF>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
   constexpr int HD = 32 * HPL;
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -514,7 +445,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   pdl_wait();
   pdl_trigger();
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG, kE2>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
   const int k0 = r.k0, k1 = r.k1;
   const float *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
@@ -527,7 +458,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   for (int p = k0 + warp; p < k1; p += kAttnWarps) {
     float kn[HPL], vn[HPL];
     if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, nkv, g, lane, kn, vn);
-    attend<HPL, kG, kE2>(qv, kx, vx, G, a.scale, lane, mx, l, acc);
+    attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
       if (kPF == 2) {
@@ -541,37 +472,31 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
       }
     }
   }
-  write_split<HPL, kG, kE2>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc,
-                            sm_w);
+  write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
 
-// kE2 (attn16): the split weights once per block (split_weights by warp 0), then each thread's sum over the splits
-// (loads independent of each other instead of a chain through M and the weights).
-template <bool kE2>
+// The split weights once per block (split_weights by warp 0; attn16), then each thread's sum over the splits
+// (loads independent of each other instead of a chain through M and the weights: 13.7 -> 8.4 us per layer).
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
+  __shared__ float sm_e[kMaxAttnSplits], sm_L;
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
   const int HD = a.head_dim, ns = a.n_splits;
   pdl_wait();
   pdl_trigger();
   const float* ph = a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2);
-  if constexpr (kE2) {
-    __shared__ float sm_e[kMaxAttnSplits], sm_L;
-    if (d < 32) {
-      const float L = split_weights(ph, ns, HD, d, sm_e);
-      if (d == 0) sm_L = L;
-    }
-    __syncthreads();
-    float v[kMaxAttnSplits];
-#pragma unroll
-    for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
-    float O = 0.f;
-#pragma unroll
-    for (int sp = 0; sp < kMaxAttnSplits; sp++)
-      if (sp < ns) O += v[sp] * sm_e[sp];
-    store_gated(a, t, h, d, O / sm_L);
-  } else {
-    store_gated(a, t, h, d, combine_dim(ph, ns, HD, d));
+  if (d < 32) {  // head_dim >= 32: warp 0 is whole
+    const float L = split_weights(ph, ns, HD, d, sm_e);
+    if (d == 0) sm_L = L;
   }
+  __syncthreads();
+  float v[kMaxAttnSplits];
+#pragma unroll
+  for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  float O = 0.f;
+#pragma unroll
+  for (int sp = 0; sp < kMaxAttnSplits; sp++)
+    if (sp < ns) O += v[sp] * sm_e[sp];
+  store_gated(a, t, h, d, O / sm_L);
 }
 
 // RMSNorm of one head row x (hd = 32 * HPL, lane holds dims lane + 32 i) by one warp, with qk_kernel's
@@ -624,8 +549,7 @@ __device__ __forceinline__ void warp_rope_row(float (&y)[HPL], float* row, int l
 // See the file comment. QK: level 2 (q from the projection, this step's k / v rows computed and stored);
 // else q from a.q and every row from the caches (qk_kernel ran before).
 // kR > 0 (attn13, level 1 only): the rows through ring_rows (a ring of kR rows per warp in dynamic shared memory).
-// kE2: attn16's form (scores in log2 units, one exponential per head and row, weights once per block).
-template <int HPL, bool QK, int kG, bool kE2, int kR = 0>
+template <int HPL, bool QK, int kG, int kR = 0>
 __global__ void __launch_bounds__(32 * kAttnWarps)
     attn_fused_kernel(const QkArgs qa, const AttnArgs a, const StepIO* __restrict__ io) {
   static_assert(kR == 0 || !QK, "the ring reads every row from the caches");
@@ -634,7 +558,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   __shared__ float sm_acc[kW][kG][HD];  // QK: sm_acc[0] holds the roped q heads before the position loop
   __shared__ float sm_row[QK ? kW : 1][HD];            // QK: a warp's row for the RoPE pairs
   __shared__ float sm_cos[QK ? HD / 2 : 1], sm_sin[QK ? HD / 2 : 1];  // QK: RoPE at pos[t]
-  __shared__ float sm_e[kG][kS], sm_ps[kG][kS], sm_L[kG];            // the merge's split weights
+  __shared__ float sm_e[kG][kS], sm_L[kG];                           // the merge's split weights
   __shared__ bool sm_last;
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -658,7 +582,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   float* Kc = state_ptr(io, s, a.k_off);
   float* Vc = state_ptr(io, s, a.v_off);
 
-  const float qs = kE2 ? a.scale * kLog2e : 1.f;  // attn16: the scores in log2 units
+  const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
@@ -699,8 +623,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 
   if constexpr (kR > 0) {
     extern __shared__ __align__(16) float attn_ring_smem[];
-    ring_rows<HPL, kG, kR, kE2>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G,
-                                a.scale, mx, l, acc);
+    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
+                           acc);
   } else {
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
@@ -729,29 +653,22 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
         }
       }
     }
-    attend<HPL, kG, kE2>(qv, kx, vx, G, a.scale, lane, mx, l, acc);
+    attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   }
   stash_warps<HPL, kG>(G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc);
 
   if (ns == 1) {  // attn_combine of one split: M = m, L = 0 + l * 1, O = (0 + A * 1) / L, i.e. A / L exactly
-    if constexpr (kE2) warp_weights<kG>(G, sm_m, sm_l, sm_w);
+    warp_weights<kG>(G, sm_m, sm_l, sm_w);
     for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
       const int gi = idx / HD, d = idx % HD;
-      float M, L, A;
-      if constexpr (kE2) {
-        A = merged_acc<HPL, kG>(gi, d, sm_acc, sm_w);
-        L = sm_w[kW + 1][gi];
-      } else {
-        A = merge_warps<HPL, kG>(gi, d, sm_m, sm_l, sm_acc, M, L);
-      }
-      store_gated(a, t, g * G + gi, d, A / L);
+      store_gated(a, t, g * G + gi, d, merged_acc<HPL, kG>(gi, d, sm_acc, sm_w) / sm_w[kW + 1][gi]);
     }
     return;
   }
 
   // This split's (max, sum, weighted V) per q head, as attn_partial_kernel writes them.
-  write_merged<HPL, kG, kE2>(part_base(a, t, g), ns, sp, G, sm_m, sm_l, sm_acc, sm_w);
+  write_merged<HPL, kG>(part_base(a, t, g), ns, sp, G, sm_m, sm_l, sm_acc, sm_w);
   // The last block of (kv head, token) to get here merges: each thread's partials are ordered before its
   // fence, the block's before thread 0's count; the merging block reads them from L2 after its own fence.
   __threadfence();
@@ -766,35 +683,12 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   __syncthreads();
   if (!sm_last) return;
 
-  // attn_combine_kernel's merge: per q head M = max of the split maxima in split order, then per split in
-  // order (empty ones skipped) e = exp(m - M), L += l e, O += A e; O /= L. M, e and L per head once (the same
-  // values every thread of attn_combine computes for itself).
+  // attn_combine_kernel's merge: split_weights per q head (one warp each), then per (head, dim) item
+  // O = the sum over the splits in order of A e, O / L.
   const float* part = a.part + ((int64_t)t * nh + g * G) * ns * (HD + 2);
   for (int gi = warp; gi < G; gi += kW) {
-    const float* ph = part + (int64_t)gi * ns * (HD + 2);
-    if constexpr (kE2) {  // attn_combine_kernel<true>'s weights
-      const float L = split_weights(ph, ns, HD, lane, sm_e[gi]);
-      if (lane == 0) sm_L[gi] = L;
-      continue;
-    }
-    if (lane < ns) sm_ps[gi][lane] = __ldcg(ph + lane * (HD + 2) + HD);
-    __syncwarp();
-    if (lane == 0) {
-      float M = -INFINITY;
-      for (int j = 0; j < ns; j++) M = fmaxf(M, sm_ps[gi][j]);
-      float L = 0.f;
-      for (int j = 0; j < ns; j++) {
-        const float m = sm_ps[gi][j];
-        if (m == -INFINITY) {
-          sm_e[gi][j] = -1.f;  // skipped
-          continue;
-        }
-        const float e = expf(m - M);
-        L += __ldcg(ph + j * (HD + 2) + HD + 1) * e;
-        sm_e[gi][j] = e;
-      }
-      sm_L[gi] = L;
-    }
+    const float L = split_weights(part + (int64_t)gi * ns * (HD + 2), ns, HD, lane, sm_e[gi]);
+    if (lane == 0) sm_L[gi] = L;
   }
   __syncthreads();
   // Two (head, dim) items per thread at a time, every split's value loaded before the sums (up to 2 x 16 L2
@@ -818,9 +712,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 #pragma unroll
       for (int j = 0; j < kS; j++) {
         if (j >= ns) break;
-        const float e = sm_e[gi][j];
-        if (!kE2 && e < 0.f) continue;  // an empty split (kE2: e = 0, A = 0)
-        O += v[u][j] * e;
+        O += v[u][j] * sm_e[gi][j];  // an empty split: e = 0, A = 0
       }
       store_gated(a, t, h, d, O / sm_L[gi]);
     }
@@ -871,91 +763,57 @@ int attn_ring_rows(int n_tokens) {
   return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
-// attn16's form of every decode attention kernel (DS_ATTN_EXP2=1; 0 = the form before). The same form for every
-// loader and batch, so a sequence's bits stay independent of the batch. Read once.
-bool attn_exp2() {
-  static const bool on = [] {
-    const char* e = std::getenv("DS_ATTN_EXP2");
-    return e && std::atoi(e) == 1;
-  }();
-  return on;
-}
-
-int attn_min_blocks() {
-  static const int n = [] {
-    const char* e = std::getenv("DS_ATTN_MINB");
-    return e ? std::atoi(e) : 1;
-  }();
-  return n;
-}
-
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
-template <int HPL, int kG, int kS, bool kFused, bool kE2>
+template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if constexpr (kFused) {
     constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
-    static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kE2, kS>,
+    static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    return launch_step(attn_fused_kernel<HPL, false, kG, kE2, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+    return launch_step(attn_fused_kernel<HPL, false, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
-    constexpr int kSmem = ring_smem_floats<HPL, kG, kS, kE2>() * (int)sizeof(float);
-    if constexpr (kE2 && HPL == 8 && kG == 4) {
-      if (attn_min_blocks() == 5) {
-        static const cudaError_t attr5 = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kE2, 5>,
-                                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-        if (attr5 != cudaSuccess)
-          return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr5));
-        DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS, kE2, 5>, grid, dim3(32 * kAttnWarps), kSmem, stream,
-                           "attention (ring partial)", a, io));
-        return launch_step(attn_combine_kernel<kE2>, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                           "attention (combine)", a);
-      }
-    }
-    static const cudaError_t attr = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kE2>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS, kE2>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring partial)", a, io));
-    return launch_step(attn_combine_kernel<kE2>, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+    return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                        "attention (combine)", a);
   }
 }
 
-template <int HPL, int kG, bool kE2>
+template <int HPL, int kG>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
   switch (attn_ring_rows(n_tokens)) {
-    case 2: return fused ? launch_ring<HPL, kG, 2, true, kE2>(a, io, n_tokens, stream)
-                         : launch_ring<HPL, kG, 2, false, kE2>(a, io, n_tokens, stream);
-    case 4: return fused ? launch_ring<HPL, kG, 4, true, kE2>(a, io, n_tokens, stream)
-                         : launch_ring<HPL, kG, 4, false, kE2>(a, io, n_tokens, stream);
+    case 2: return fused ? launch_ring<HPL, kG, 2, true>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 2, false>(a, io, n_tokens, stream);
+    case 4: return fused ? launch_ring<HPL, kG, 4, true>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 4, false>(a, io, n_tokens, stream);
     default: break;
   }
   if (fused)
-    return launch_step(attn_fused_kernel<HPL, false, kG, kE2>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+    return launch_step(attn_fused_kernel<HPL, false, kG>, dim3(a.n_splits, a.n_head_kv, n_tokens),
                        dim3(32 * kAttnWarps), 0, stream, "attention (fused combine)", QkArgs{}, a, io);
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if (attn_prefetch_rows() == 2)
-    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2, kE2>, grid, dim3(32 * kAttnWarps), 0, stream,
-                       "attention (partial)", a, io));
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
+                       a, io));
   else
-    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1, kE2>, grid, dim3(32 * kAttnWarps), 0, stream,
-                       "attention (partial)", a, io));
-  return launch_step(attn_combine_kernel<kE2>, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
+                       a, io));
+  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                      "attention (combine)", a);
 }
 
 template <int HPL>
 Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  const bool small = attn_small_group(a.n_head / a.n_head_kv);
-  if (attn_exp2())
-    return small ? launch_attention_g<HPL, 4, true>(a, io, n_tokens, stream)
-                 : launch_attention_g<HPL, kMaxAttnGroup, true>(a, io, n_tokens, stream);
-  return small ? launch_attention_g<HPL, 4, false>(a, io, n_tokens, stream)
-               : launch_attention_g<HPL, kMaxAttnGroup, false>(a, io, n_tokens, stream);
+  if (attn_small_group(a.n_head / a.n_head_kv)) return launch_attention_g<HPL, 4>(a, io, n_tokens, stream);
+  return launch_attention_g<HPL, kMaxAttnGroup>(a, io, n_tokens, stream);
 }
 
 }  // namespace
@@ -994,20 +852,14 @@ int& attn_fused_level() {
   return level;
 }
 
-template <int HPL, bool kE2>
-Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
-                           cudaStream_t stream) {
-  if (attn_small_group(a.n_head / a.n_head_kv))
-    return launch_step(attn_fused_kernel<HPL, true, 4, kE2>, dim3(a.n_splits, a.n_head_kv, n_tokens),
-                       dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
-  return launch_step(attn_fused_kernel<HPL, true, kMaxAttnGroup, kE2>, dim3(a.n_splits, a.n_head_kv, n_tokens),
-                     dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
-}
 template <int HPL>
 Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
                            cudaStream_t stream) {
-  return attn_exp2() ? launch_attention_qk<HPL, true>(q, a, io, n_tokens, stream)
-                     : launch_attention_qk<HPL, false>(q, a, io, n_tokens, stream);
+  if (attn_small_group(a.n_head / a.n_head_kv))
+    return launch_step(attn_fused_kernel<HPL, true, 4>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                       dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
+  return launch_step(attn_fused_kernel<HPL, true, kMaxAttnGroup>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                     dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
 }
 
 }  // namespace
