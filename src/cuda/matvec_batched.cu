@@ -87,10 +87,8 @@ int& fold_setting() {
 // 37.6 / 37.8 vs 38.3 / 38.2; 9B step 8.334 / 8.314 vs 8.437 / 8.419 ms at 64, 8.964 vs 9.074 at 512+ positions, 7.124
 // vs 7.208 at 32; float64 worst 2.03e-7 of sum|w x| (12: 2.05e-7). Other bits than 12 (sums over 32 elements, hi + lo
 // in one product), the same plan (column independent of B).
-// 15 (mvb16): 13 with the mins' mma.sync at the start of each block (wgb::block_kernel's kEarly): the bits of 13.
-// (14, two row tiles per CTA, was removed in mvb15: slower.)
-constexpr int kWgDefault = 13, kWgMax = 15;
-bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11 && n != 14; }
+constexpr int kWgDefault = 13, kWgMax = 13;
+bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
@@ -151,9 +149,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2), 15 (13, kEarly)
-          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9,
-                             wg_setting() == 13 || wg_setting() == 15, wg_setting() == 15);
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2)
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() == 13);
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());

@@ -13,7 +13,9 @@
 // (Removed in q6k13: DS_MVB_RED=3, the splits of a row tile as one cluster summed through distributed shared memory,
 // no step gain in splitk11. Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG
 // 8 / 10 / 11, slower than no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring
-// forms measured in splitk11, slower too: bench/cuda/NOTES.md.)
+// forms measured in splitk11, slower too: bench/cuda/NOTES.md. Removed in mvb16: DS_MVB_WG=15, 13 with the mins' mma.sync at
+// the start of each block (same bits): ffn_gate_up 51.4 vs 52.0 us but the 2-warpgroup shapes 3-5% slower, 9B step at 64
+// 8.435 vs 8.356 ms; commit 092d8e3.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -113,11 +115,7 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
 // which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
 // are over 32 elements, hi + lo in one product), within float64 tolerance.
-// kEarly (DS_MVB_WG=15, mvb16; with kMin2): the mins' mma.sync at the start of each block, applied to acc at once, instead
-// of while the last quarter's wgmmas run: the same products and acc order (acc + dmin term, then + d·sums), so the bits
-// of 13; the mma.sync no longer compete with the block's own last wgmmas for the tensor pipe, their latency overlaps the
-// first quarter's A build, and amin / dm are dead during the quarters (fewer live registers in the 3-warpgroup form).
-template <int kWG, bool kN64, bool kMin2 = false, bool kEarly = false>
+template <int kWG, bool kN64, bool kMin2 = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -204,42 +202,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
         amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
       }
     }
-    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh)
-    auto mins = [&]() {
-#pragma unroll
-      for (int n = 0; n < 8; n++) {
-        float cm[4] = {0.f, 0.f, 0.f, 0.f};
-        if constexpr (kMin2) {
-          const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
-          fold::mma_f16(cm, amin, xv.x, xv.y);
-        } else {
-          const uint4 xv = xms[n * 32 + lane];
-          fold::mma_f16(cm, amin, xv.x, xv.y);
-          fold::mma_f16(cm, amin, xv.z, xv.w);
-        }
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
-      }
-    };
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
-    if constexpr (kEarly) {
-      float cm[8][4];
-#pragma unroll
-      for (int n = 0; n < 8; n++) {
-#pragma unroll
-        for (int r = 0; r < 4; r++) cm[n][r] = 0.f;
-        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
-        fold::mma_f16(cm[n], amin, xv.x, xv.y);
-      }
-      build_q(wslot, rbase, 0, t, u, af0);  // while the mma.sync run
-#pragma unroll
-      for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[n][r], acc[n][r]);
-    } else {
-      build_q(wslot, rbase, 0, t, u, af0);
-    }
+    build_q(wslot, rbase, 0, t, u, af0);
     mma_q<kN64>(c, af0, xslot, 0, true);
     build_q(wslot, rbase, 1, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 1, false);
@@ -249,7 +214,21 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     wg_wait1();
     build_q(wslot, rbase, 3, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 3, false);
-    if constexpr (!kEarly) mins();  // while the last wgmmas run
+    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      float cm[4] = {0.f, 0.f, 0.f, 0.f};
+      if constexpr (kMin2) {
+        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+      } else {
+        const uint4 xv = xms[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+        fold::mma_f16(cm, amin, xv.z, xv.w);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+    }
     wg::wg_wait0();
     wg::keep(c);
 #pragma unroll
@@ -280,32 +259,29 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2 = false, bool kEarly = false>
+template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kEarly>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kEarly>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-// n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums); early (with
-// min2): kEarly (the mins at the start of each block).
+// n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64, bool min2 = false, bool early = false) {
+                     cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   min2 = min2 && !n64;
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
-  if (min2 && early)
-    return n_wg == 3 ? launch_block<3, false, true, true>(a, grid, stream) : launch_block<2, false, true, true>(a, grid, stream);
   if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
