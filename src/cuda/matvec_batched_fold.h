@@ -33,6 +33,10 @@ void set_matvec_batched_wgmma_q6k(int variant);
 // reduce_splits (every load of a pass issued first; the default), 0 = the serial loop, 2 = reduce_splits with one
 // acq_rel fence by thread 0 instead of __threadfence in every thread. The same bits in every mode. (3, split-K
 // clusters through distributed shared memory, was removed in q6k13: no step gain.)
+// The Q4_K wgmma kernels' x preparation (DS_MVB_PREP_REG; matvec_wgmma.cuh): true = wg::prep_reg_kernel (each thread's
+// loads issued at once, kept in registers across the column maximum), false = wg::prep_kernel. The same bits either way.
+bool matvec_batched_prep_reg();
+void set_matvec_batched_prep_reg(bool on);
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

@@ -157,6 +157,141 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
       reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
     }
 }
+// prep_reg_kernel (mvb16, DS_MVB_PREP_REG): prep_kernel's outputs, the same bits, in fewer dependent trips to L2. The
+// wgmma kernels wait for the prep (griddepcontrol.wait) after their prologue, so its latency is on every product's critical
+// path (batched11: prep work added there showed 1:1 in the products' time). prep_kernel reads the column for its maximum
+// with scalar loads in a loop (cols / 256 loads per thread, a few in flight at a time: ~cols / 1024 round trips, 4 at
+// 4096 columns, 12 at 12288), then again for the split. Here each thread issues the float4 loads of its split items (up to
+// kR) at once, keeps them in registers for the split after the column maximum (exact in any order: the same scale);
+// items past kR (cols > 1024·kR) are read 4 per thread at a time, and again for the split. 72 registers (kSums 2): a
+// prep CTA still fits beside a 2-warpgroup block kernel CTA (180 x 256) on one SM, so the PDL overlap stays. The block sums (kSums) read the column once
+// more as in prep_kernel (L1 hits by then).
+constexpr int kPrepR = 8;
+__device__ __forceinline__ int64_t prep_elem0(int kLay, int64_t it) {
+  const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+  const int64_t blk = it >> 6;
+  const int i = kk >> 1, h = kk & 1;
+  return kLay == kLayQ6KSub ? 256 * blk + 128 * s + 16 * kk + 4 * t
+         : kLay == kLayQ6K  ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                            : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+}
+template <int kLay, int kSums>
+__global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                       float* __restrict__ scale, float* __restrict__ inv,
+                                                       uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
+  const int b = blockIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);  // as prep_kernel
+#endif
+  const int64_t nblk = cols / 256, n_it = nblk * 64;
+  const float* xb = x + (int64_t)b * cols;
+  const bool live = b < batch;  // uniform per CTA
+  float4 v[kPrepR];
+  float m = 0.f;
+#pragma unroll
+  for (int j = 0; j < kPrepR; j++) {
+    const int64_t it = threadIdx.x + 256 * j;
+    v[j] = live && it < n_it ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it)))
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int j = 0; j < kPrepR; j++)
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+  if (live)  // items past kPrepR: 4 loads in flight at a time (read again for the split below)
+    for (int64_t it0 = threadIdx.x + 256 * kPrepR; it0 < n_it; it0 += 4 * 256) {
+      float4 f[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int64_t it = it0 + 256 * k;
+        f[k] = it < n_it ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it))) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(f[k].x), fabsf(f[k].y)), fmaxf(fabsf(f[k].z), fabsf(f[k].w))));
+    }
+  // gemm::col_scale_block's scale from the column maximum (s = 2^(14 - E), max|x| < 2^E)
+  __shared__ float red[8];
+  __shared__ float sc_sh;
+  float sc = 0.f;
+  if (live) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]);
+      int e = 0;
+      if (m > 0.f && m <= 3.0e38f) frexpf(m, &e);
+      e = max(-100, min(e, 120));
+      sc_sh = ldexpf(1.f, 14 - e);
+      scale[b] = sc_sh;
+      inv[b] = ldexpf(1.f, e - 14);
+    }
+    __syncthreads();
+    sc = sc_sh;
+  }
+  const int in = (b % 8) * 4;
+  auto put = [&](int64_t it, const float4 f) {  // prep_kernel's split of item it
+    const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+    const int64_t blk = it >> 6;
+    float w[4] = {0.f, 0.f, 0.f, 0.f};
+    if (live) {
+      w[0] = f.x * sc; w[1] = f.z * sc; w[2] = f.y * sc; w[3] = f.w * sc;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    gemm::split2(w[0], w[1], hi0, lo0);
+    gemm::split2(w[2], w[3], hi1, lo1);
+    uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
+    base[(b / 8) * 64 + in + t] = hi0;
+    base[(b / 8) * 64 + 32 + in + t] = hi1;
+    base[(8 + b / 8) * 64 + in + t] = lo0;
+    base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
+  };
+#pragma unroll
+  for (int j = 0; j < kPrepR; j++) {
+    const int64_t it = threadIdx.x + 256 * j;
+    if (it < n_it) put(it, v[j]);
+  }
+  for (int64_t it = threadIdx.x + 256 * kPrepR; it < n_it; it += 256)
+    put(it, live ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it))) : make_float4(0.f, 0.f, 0.f, 0.f));
+  if constexpr (kSums == 1)
+    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
+      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+  if constexpr (kSums == 2)
+    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256) {
+      const int t = (int)(it & 3);
+      const int64_t blk = it >> 2;
+      uint32_t o[2];
+#pragma unroll
+      for (int q = 0; q < 2; q++) {
+        float sum = 0.f;
+        if (live) {
+          const float4* p = reinterpret_cast<const float4*>(xb + 256 * blk + 128 * q + 32 * t);
+#pragma unroll
+          for (int i = 0; i < 8; i++) {
+            const float4 f = p[i];
+            sum += f.x * sc;
+            sum += f.y * sc;
+            sum += f.z * sc;
+            sum += f.w * sc;
+          }
+        }
+        const float vs = sum * 0.0625f;
+        const __half hv = __float2half_rn(vs);
+        o[q] = gemm::h2u(__halves2half2(hv, __float2half_rn(vs - __half2float(hv))));
+      }
+      reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
+    }
+}
+// DS_MVB_PREP_REG=1: the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits either way.
+constexpr bool kPrepRegDefault = false;
+inline bool& prep_reg_setting() {
+  static bool v = [] {
+    const char* e = std::getenv("DS_MVB_PREP_REG");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] == '1' : kPrepRegDefault;
+  }();
+  return v;
+}
 using gemm::prep_fused;
 
 // ---- the kernel -------------------------------------------------------------------------------------
@@ -537,10 +672,12 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
-    prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    if (prep_reg_setting()) prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    else prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else if (prep_fused()) {
-    prep_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    if (prep_reg_setting()) prep_reg_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    else prep_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

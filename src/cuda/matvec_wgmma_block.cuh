@@ -13,7 +13,9 @@
 // (Removed in q6k13: DS_MVB_RED=3, the splits of a row tile as one cluster summed through distributed shared memory,
 // no step gain in splitk11. Removed in splitk11: x multicast to clusters of 2 or 4 consecutive row tiles, DS_MVB_WG
 // 8 / 10 / 11, slower than no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring
-// forms measured in splitk11, slower too: bench/cuda/NOTES.md.)
+// forms measured in splitk11, slower too: bench/cuda/NOTES.md. Removed in mvb16: DS_MVB_WG=15, 13 with the mins' mma.sync at
+// the start of each block (same bits): ffn_gate_up 51.4 vs 52.0 us but the 2-warpgroup shapes 3-5% slower, 9B step at 64
+// 8.435 vs 8.356 ms; commit 092d8e3.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on

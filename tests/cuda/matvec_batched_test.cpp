@@ -513,5 +513,66 @@ TEST(CudaMatvecBatched, RejectsBadBatch) {
   EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q4_K, nullptr, 16, 256, nullptr, nullptr, 65, nullptr).ok());
 }
 
+// mvb16: the Q4_K x preparation by prep_reg_kernel (set_matvec_batched_prep_reg, DS_MVB_PREP_REG) writes the same xw,
+// scales and block sums as prep_kernel: the same output bits for 13 (block sums of kSums 2) and 12 (fold's sums), on the
+// 9B's 3-warpgroup ffn_gate_up (no split), 4-split ffn_down (cols 12288: 12 prep items per thread, 4 past the
+// registers), a one-block row, few long rows (17408 and 32768 columns: the prep's overflow loop), a partial tile; B = 25,
+// 33, 64 (columns >= B zero), accumulate on and off; also with the serial split reduction (DS_MVB_RED=0).
+TEST(CudaMatvecBatched, PrepRegSameBits) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const int wg0 = cuda::matvec_batched_wgmma(), red0 = cuda::matvec_batched_split_reduce();
+  const bool prep0 = cuda::matvec_batched_prep_reg();
+  const Case cases[] = {{24576, 4096, "9B ffn_gate_up"}, {4096, 12288, "9B ffn_down: 4 splits"}, {77, 256, "one block"},
+                        {21, 17408, "few long rows"}, {64, 32768, "widest rows"}, {4161, 4096, "z + ba + 1 row"}};
+  const GgmlType t = GgmlType::Q4_K;
+  uint64_t seed = 16100;
+  for (const Case& c : cases) {
+    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
+    const auto x = test::random_floats(64 * c.cols, seed + 1);
+    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    for (int batch : {25, 33, 64})
+      for (bool accumulate : {false, true}) {
+        auto run = [&](int wg, bool prep_reg, int red) {
+          cuda::set_matvec_batched_wgmma(wg);
+          cuda::set_matvec_batched_prep_reg(prep_reg);
+          cuda::set_matvec_batched_split_reduce(red);
+          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
+                                           nullptr, accumulate).ok());
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return test::to_host<float>(*dy, batch * c.rows);
+        };
+        const std::string what = "[" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
+                                 std::to_string(batch) + (accumulate ? " accumulate" : "");
+        auto same = [&](const std::vector<float>& a, const std::vector<float>& ref, const char* label) {
+          size_t bad = 0, first = 0;
+          for (size_t i = 0; i < a.size(); i++)
+            if (!(a[i] == ref[i]) && bad++ == 0) first = i;
+          EXPECT_EQ(bad, 0u) << label << " " << what << ": first at row " << first % c.rows << " batch "
+                             << first / c.rows << ": " << a[first] << " vs " << ref[first];
+        };
+        const auto ref13 = run(13, false, 1);
+        size_t moved = 0, finite = 0;
+        for (size_t i = 0; i < ref13.size(); i++) {
+          moved += !(ref13[i] == y0[i]);
+          finite += std::isfinite(ref13[i]);
+        }
+        EXPECT_GT(moved, ref13.size() / 2) << "outputs were not written " << what;
+        EXPECT_EQ(finite, ref13.size()) << what;
+        same(run(13, true, 1), ref13, "13 prep_reg vs 13");
+        same(run(13, true, 0), ref13, "13 prep_reg serial reduction vs 13");
+        same(run(12, true, 1), run(12, false, 1), "12 prep_reg vs 12");
+      }
+  }
+  cuda::set_matvec_batched_wgmma(wg0);
+  cuda::set_matvec_batched_split_reduce(red0);
+  cuda::set_matvec_batched_prep_reg(prep0);
+}
+
 }  // namespace
 }  // namespace ds
