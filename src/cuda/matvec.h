@@ -81,6 +81,10 @@ struct MatvecStreamTune {
   int xprep = 32;
   // The Q6_K stream kernel's threshold (-1: xprep; DS_MATVEC_STREAM_XPREP_Q6K; decode11).
   int xprep_q6k = -1;
+  // x staged in one dependent round of loads after griddepcontrol.wait (the RMSNorm weights loaded before it), both
+  // stream kernels, rows of <= 3 x the consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1;
+  // b1x16; same bits).
+  bool xone = false;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

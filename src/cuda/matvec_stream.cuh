@@ -71,6 +71,7 @@ struct Args {
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
   bool prew = false;          // the norm weights prefetched into L1 before griddepcontrol.wait (Tune::prew)
+  bool xone = false;          // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
 
@@ -230,22 +231,38 @@ __device__ __forceinline__ void store_digits(uint2* dst, const int (&dg)[4][8]) 
                             pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
 }
 
-// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
-// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
-// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
-template <int kU>
-__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
-                                           uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  float v[kU][8], m[kU], sg[kU];
-  bool fin[kU];  // fmaxf skips NaN: test every element
+// b1x16 (Tune::xone): the digits of the lane's 8 elements straight from the rounded int32s r (|r| < 2^30): with
+// u = r + 0x808080 (128 added to each of the three low bytes, carries included) bytes 0..2 of u are the low digits +
+// 128 and byte 3 the top digit (|d0| <= 64), i.e. the digits of split_s8 (each digit in -128..127 makes them unique):
+// digit k's byte = byte 3 - k of u, ^ 0x80 for k > 0. Four elements' bytes are gathered into one word by PRMT (two
+// per element pair, one per word): ~16 PRMT + 8 IADD + 3 LOP per 8 elements instead of split_s8's ~9 integer
+// instructions per element plus pack_s8's shifts and masks. Same words as store_digits(split_digits(...)).
+__device__ __forceinline__ void store_digits_r(uint2* dst, const int (&r)[8]) {
+  uint32_t w[2][4];  // [element quad][digit k]
 #pragma unroll
-  for (int u = 0; u < kU; u++) {
-    const int e = bs[u] * 256 + 8 * lane;
-    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
-    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
-    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+  for (int h = 0; h < 2; h++) {
+    const uint32_t u0 = (uint32_t)r[4 * h] + 0x808080u, u1 = (uint32_t)r[4 * h + 1] + 0x808080u;
+    const uint32_t u2 = (uint32_t)r[4 * h + 2] + 0x808080u, u3 = (uint32_t)r[4 * h + 3] + 0x808080u;
+    const uint32_t a_lo = __byte_perm(u0, u1, 0x5140), a_hi = __byte_perm(u0, u1, 0x7362);  // (u0.b0 u1.b0 u0.b1 u1.b1)
+    const uint32_t b_lo = __byte_perm(u2, u3, 0x5140), b_hi = __byte_perm(u2, u3, 0x7362);
+    w[h][3] = __byte_perm(a_lo, b_lo, 0x5410) ^ 0x80808080u;  // byte 0 of each: the lowest digit
+    w[h][2] = __byte_perm(a_lo, b_lo, 0x7632) ^ 0x80808080u;
+    w[h][1] = __byte_perm(a_hi, b_hi, 0x5410) ^ 0x80808080u;
+    w[h][0] = __byte_perm(a_hi, b_hi, 0x7632);  // byte 3: the top digit
   }
+#pragma unroll
+  for (int k = 0; k < 4; k++) dst[k * 4] = make_uint2(w[0][k], w[1][k]);
+}
+
+// The second half of stage_i8_u for kU super-blocks whose x' (the lane's 8 elements each) are in v: max / Sx / finite
+// reductions, then digits, Sx and 2^(e - 34) stored where st[u]. kR: the digits by store_digits_r (Tune::xone) instead
+// of split_digits + store_digits (same words).
+template <int kU, bool kR = false>
+__device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU],
+                                            uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  float m[kU], sg[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
 #pragma unroll
   for (int u = 0; u < kU; u++) {
     m[u] = fmaxf(fmaxf(fmaxf(fabsf(v[u][0]), fabsf(v[u][1])), fmaxf(fabsf(v[u][2]), fabsf(v[u][3]))),
@@ -271,10 +288,36 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
     const int ex = block_exp(m[u]);
     const float s = ldexpf(1.f, 30 - ex);
     if (lane == 0 && st[u]) inv_s[b] = digit_factor(fin[u], ex - 34);
-    int dg[4][8];  // [digit][element]
-    split_digits(v[u], s, fin[u], dg);
-    if (st[u]) store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
+    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+    if constexpr (kR) {
+      int r[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) r[i] = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+      if (st[u]) store_digits_r(dst, r);
+    } else {
+      int dg[4][8];  // [digit][element]
+      split_digits(v[u], s, fin[u], dg);
+      if (st[u]) store_digits(dst, dg);
+    }
   }
+}
+
+// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
+// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
+// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
+template <int kU>
+__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
+                                           uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  float v[kU][8];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    const int e = bs[u] * 256 + 8 * lane;
+    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
+    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+  }
+  digits_i8_u<kU>(v, bs, st, bfr, sx, inv_s);
 }
 
 // Same prologue (RMSNorm / SwiGLU) as mvt::stage, its barriers the named kStageBar among the kW staging warps (in
@@ -325,6 +368,120 @@ __device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, fl
     const bool st[2] = {true, v1};
     stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
+  mvt::stage_sync<kW, kStageBar>();
+}
+
+// b1x16 (Tune::xone, DS_MATVEC_STREAM_XONE=1): x staged in ONE dependent round of global loads after
+// griddepcontrol.wait, for rows of up to kU x kW super-blocks (kU <= 3: the warp's super-blocks w, w + kW, w + 2 kW).
+// CudaMatvec.StreamTimeline (dec15): 5.4-6.4 us from the wait to x staged on the RMSNorm products (the x^2 round,
+// a barrier, then per super-block x + the norm weights, the latter from DRAM), 2.6-3.6 us on the plain ones (one
+// round per super-block), while the CTA's weight ring is already full. Here
+//   - before the wait: the norm weights of the lane's elements into registers (model weights: no kernel of the step
+//     writes them) and the zero super-block (this CTA's own shared memory);
+//   - after it, issued together: x (and the SwiGLU gate) of all the warp's super-blocks and rms_scale's loads of x
+//     (thread i: float4 i, i + 32 kW, ...; the same partition and order as mvt::rms_scale, so the same factor);
+//   - then the x^2 reduction (one barrier), the prologue's formulas of mvt::load_x4 and digits_i8_u with the digits
+//     by PRMT (store_digits_r). The same bits as stage_i8 (CudaMatvec.StreamXoneSameBits).
+// The lane's 8 elements of super-block b of p: p[256 b + 8 lane .. + 7].
+__device__ __forceinline__ void load8(const float* p, int b, float (&v)[8]) {
+  const int e = b * 256 + 8 * (threadIdx.x & 31);
+  const float4 lo = __ldg(reinterpret_cast<const float4*>(p + e)), hi = __ldg(reinterpret_cast<const float4*>(p + e + 4));
+  v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+  v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+}
+// mvt::rms_scale's loads of x for kW staging warps over at most kR float4 per thread (zero past the end).
+template <int kW, int kR>
+__device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
+  const float4* x4 = reinterpret_cast<const float4*>(a.x);
+#pragma unroll
+  for (int i = 0; i < kR; i++) {
+    const int f = threadIdx.x + i * 32 * kW;
+    r[i] = f < a.cols / 4 ? __ldg(x4 + f) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+// mvt::rms_scale's sum and factor from those loads (the same expressions in the same order: the same bits).
+template <int kW, int kR>
+__device__ __forceinline__ float rms_finish(const mvt::Args& a, const float4 (&r)[kR], float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; i++) {
+    const float4 v = r[i];
+    if (threadIdx.x + i * 32 * kW < a.cols / 4) ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) red[warp] = ss;
+  mvt::stage_sync<kW, kStageBar>();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < kW; i++) tot += red[i];
+  return 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+}
+// mvt::load_x4's prologue on 8 loaded elements: SwiGLU silu(gate) x, RMSNorm x scale w (aux: gate or norm weights).
+__device__ __forceinline__ void prologue8(const mvt::Args& a, float (&v)[8], const float (&aux)[8], float scale) {
+  if (a.pre.gate) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = mvs::silu(aux[i]) * v[i];
+  } else if (a.pre.norm_w) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = v[i] * scale * aux[i];
+  }
+}
+// The super-blocks of the calling warp: bs[u] = warp + u kW where st[u] (b < nb), else warp (not stored).
+template <int kW, int kU>
+__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU]) {
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    st[u] = warp + u * kW < nb;
+    bs[u] = st[u] ? warp + u * kW : warp;
+  }
+}
+// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply.
+__host__ __device__ constexpr int xone_units(int nb, int kW) { return nb <= 3 * kW ? (nb + kW - 1) / kW : 0; }
+
+// rms_finish's kW floats, one array per kW for every kU (the 16-warp kernel's static shared memory is tight).
+template <int kW>
+__device__ __forceinline__ float* xone_red() {
+  __shared__ float red[kW];
+  return red;
+}
+
+// The whole consumer side of x for Tune::xone, griddepcontrol.wait included (pr: the probe's kPrWaited stamp).
+template <int kW, int kU>
+__device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, uint64_t* pr) {
+  float* red = xone_red<kW>();
+  int bs[kU];
+  bool st[kU];
+  xone_blocks<kW, kU>(a.nb, bs, st);
+  float v[kU][8], aux[kU][8];
+  if (a.pre.norm_w) {
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+      if (st[u]) load8(a.pre.norm_w, bs[u], aux[u]);
+  }
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  mvs::grid_dep_wait();
+  probe_at(pr, kPrWaited);
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    if (st[u]) {
+      load8(a.x, bs[u], v[u]);
+      if (a.pre.gate) load8(a.pre.gate, bs[u], aux[u]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[u][i] = aux[u][i] = 0.f;
+    }
+  }
+  float scale = 1.f;
+  if (a.pre.norm_w) {
+    float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
+    rms_load<kW, 2 * kU>(a, r);
+    scale = rms_finish<kW, 2 * kU>(a, r, red);
+  }
+#pragma unroll
+  for (int u = 0; u < kU; u++) prologue8(a, v[u], aux[u], scale);
+  digits_i8_u<kU, true>(v, bs, st, bfr, sx, inv_s);
   mvt::stage_sync<kW, kStageBar>();
 }
 
@@ -594,16 +751,28 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     return;
   }
 
-  if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
-  mvs::grid_dep_wait();
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
-  probe_at(pr, kPrWaited);
+  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
+  if constexpr (kI8) {
+    if (xu == 1) stage_i8_one<kW, 1>(a.t, bfr, sx, inv_s, pr);
+    else if (xu == 2) stage_i8_one<kW, 2>(a.t, bfr, sx, inv_s, pr);
+    else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr);
+  }
+  if (!xu) {
+    if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
+    mvs::grid_dep_wait();
+    probe_at(pr, kPrWaited);
+  }
   if (a.xg) {
     mbar_wait(&xfull, 0);
   } else {
     if constexpr (kI8) {
-      if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
-      else stage_i8<kW>(a.t, bfr, sx, inv_s);
+      if (xu) {
+      } else if (a.stage2) {
+        stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
+      } else {
+        stage_i8<kW>(a.t, bfr, sx, inv_s);
+      }
     } else {
       mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
     }
@@ -710,6 +879,10 @@ struct Tune {
   // dec15, both kernels: the RMSNorm weights prefetched into L1 before griddepcontrol.wait (prefetch_norm_l1;
   // DS_MATVEC_STREAM_PREW=1). Not measured alone (part of call 2's losing set above): off.
   bool prew = false;
+  // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
+  // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
+  // consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1).
+  bool xone = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -730,6 +903,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = e[0] == '1';
     return d;
   }();
   return t;
@@ -846,6 +1020,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stage2 = tune().stage2;
   a.evict = tune().evict;
   a.prew = tune().prew;
+  a.xone = tune().xone;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.probe = probe_take((int)grid, rows, cols, false);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -651,6 +652,90 @@ TEST(CudaMatvec, StreamXprep) {
         EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
       }
     }
+  }
+}
+
+// b1x16: the one-round staging of x (DS_MATVEC_STREAM_XONE, both stream kernels: norm weights loaded before
+// griddepcontrol.wait, x / gate / x^2 loads issued together, Q4_K digits by PRMT) gives the bits of the staging it
+// replaces: every product twice, xone off and on, y compared bit for bit, and the xone result against the CPU.
+// 1 .. 48 super-blocks per row (1, 2 and 3 per consumer warp; 48 on 16 warps with the prepared x off), plain /
+// RMSNorm / SwiGLU, accumulate, the default plans and one CTA x 16 warps forced; the wide-range x case (zero
+// super-block, outliers, NaN) under xone.
+TEST(CudaMatvec, StreamXoneSameBits) {
+  DS_REQUIRE_GPU();
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{1027, 256, "1 super-block"}, {333, 1024, "4 super-blocks"},
+                                                   {77, 2560, "10 super-blocks"}, {250, 3584, "14 super-blocks"},
+                                                   {60, 4096, "16 super-blocks"}, {4097, 4096, "odd rows, 9B width"},
+                                                   {100, 5120, "20 super-blocks"}, {130, 6144, "24 super-blocks"},
+                                                   {77, 12288, "48 super-blocks"}});
+  const float eps = 1e-6f;
+  const auto set_xone = [&](bool on, int ctas) {
+    cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, ctas, true);
+    q4.i8 = true;
+    q4.xprep = 0;  // x staged in the kernel at every width
+    q4.xone = on;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1, 0, 0, ctas, true});
+  };
+  uint64_t seed = 16100;
+  size_t products = 0, differ = 0;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const Shape& s : shapes) {
+      set_xone(false, 0);
+      if (type == GgmlType::Q6_K && !cuda::matvec_stream_q6_takes(s.rows, s.cols)) continue;  // odd super-blocks
+      const auto w = test::random_weights(type, s.rows * s.cols, seed += 7);
+      const auto x = test::random_floats(s.cols, seed + 1, 5.f);
+      const auto norm_w = test::random_floats(s.cols, seed + 2);
+      const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
+      const auto y0 = test::random_floats(s.rows, seed + 4);
+      std::vector<float> xn(s.cols), xg(s.cols);
+      cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
+      cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+      auto dw = test::to_device(w);
+      auto dx = test::to_device(x);
+      auto dn = test::to_device(norm_w);
+      auto dg = test::to_device(gate);
+      auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+      ASSERT_TRUE(dy.ok());
+      for (int ctas : {0, 1})
+        for (int pro = 0; pro < 3; pro++)
+          for (bool acc : {false, true}) {
+            std::vector<float> ys[2];
+            for (int on = 0; on < 2; on++) {
+              set_xone(on, ctas);
+              ASSERT_TRUE(dy->upload(acc ? y0.data() : std::vector<float>(s.rows, NAN).data(), s.rows * 4).ok());
+              cuda::MatvecInput in{dx.as<float>()};
+              if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
+              if (pro == 2) in.gate = dg.as<float>();
+              const Status st =
+                  cuda::matvec_fused(type, dw.data(), s.rows, s.cols, in, dy->as<float>(), nullptr, nullptr, acc);
+              ASSERT_TRUE(st.ok()) << st.error().message;
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              ys[on] = test::to_host<float>(*dy, s.rows);
+            }
+            const std::string what = std::string(cuda::type_cstr(type)) + " xone ctas " + std::to_string(ctas) +
+                                     (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
+                                     (acc ? " accumulate " : " ") + s.what;
+            products++;
+            const bool same = std::memcmp(ys[0].data(), ys[1].data(), s.rows * 4) == 0;
+            differ += !same;
+            EXPECT_TRUE(same) << what << ": xone on / off differ";
+            check_rows(type, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(), ys[1].data(),
+                       acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1, what);
+          }
+    }
+  std::printf("[stream xone] %zu products, %zu not bit-identical to the staging they replace\n", products, differ);
+  EXPECT_GT(products, 0u);
+  cuda::MatvecStreamTune q4 = keep.q4;
+  q4.mode = 1;
+  q4.xone = true;
+  cuda::set_matvec_stream_tune(q4);
+  cuda::set_matvec_stream_q6_tune({1});
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const double e = wide_range_case(type, 85, "wide-range x, xone", true);
+    std::printf("[stream xone] %s wide-range x: worst %.3g\n", cuda::type_cstr(type), e);
+    EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
   }
 }
 
