@@ -180,7 +180,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().one_cta_nb = std::max(0, t.one_cta_nb);
   mvq::tune().xprep = std::max(0, t.xprep);
   mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
-  mvq::tune().xone = t.xone;
+  mvq::tune().xone = std::clamp(t.xone, 0, 2);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

@@ -83,8 +83,8 @@ struct MatvecStreamTune {
   int xprep_q6k = -1;
   // x staged in one dependent round of loads after griddepcontrol.wait (the RMSNorm weights loaded before it), both
   // stream kernels, rows of <= 3 x the consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1;
-  // b1x16; same bits).
-  bool xone = false;
+  // b1x16; same bits). 2: the RMSNorm factor from the staging's own loads of x (one load of x; not the same bits).
+  int xone = 0;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

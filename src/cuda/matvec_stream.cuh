@@ -71,7 +71,7 @@ struct Args {
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
   bool prew = false;          // the norm weights prefetched into L1 before griddepcontrol.wait (Tune::prew)
-  bool xone = false;          // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
+  int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
 
@@ -399,16 +399,10 @@ __device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
     r[i] = f < a.cols / 4 ? __ldg(x4 + f) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
-// mvt::rms_scale's sum and factor from those loads (the same expressions in the same order: the same bits).
-template <int kW, int kR>
-__device__ __forceinline__ float rms_finish(const mvt::Args& a, const float4 (&r)[kR], float* red) {
+// mvt::rms_scale's tail: the staging threads' partial sums of x^2 (ss) reduced, the factor 1 / sqrt(mean + eps).
+template <int kW>
+__device__ __forceinline__ float rms_tail(const mvt::Args& a, float ss, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < kR; i++) {
-    const float4 v = r[i];
-    if (threadIdx.x + i * 32 * kW < a.cols / 4) ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-  }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) red[warp] = ss;
   mvt::stage_sync<kW, kStageBar>();
@@ -416,6 +410,30 @@ __device__ __forceinline__ float rms_finish(const mvt::Args& a, const float4 (&r
 #pragma unroll
   for (int i = 0; i < kW; i++) tot += red[i];
   return 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+}
+// mvt::rms_scale's sum and factor from rms_load's loads (the same expressions in the same order: the same bits).
+template <int kW, int kR>
+__device__ __forceinline__ float rms_finish(const mvt::Args& a, const float4 (&r)[kR], float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; i++) {
+    const float4 v = r[i];
+    if (threadIdx.x + i * 32 * kW < a.cols / 4) ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+  }
+  return rms_tail<kW>(a, ss, red);
+}
+// Tune::xone 2: the factor from the staging's own loads of x (each element once over the kW warps; a different
+// summation order than mvt::rms_scale: not the same bits, within fp32 rounding of it). Elements of super-blocks
+// that are not the warp's (beyond nb) are 0.
+template <int kW, int kU>
+__device__ __forceinline__ float rms_own(const mvt::Args& a, const float (&v)[kU][8], float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int u = 0; u < kU; u++)
+#pragma unroll
+    for (int h = 0; h < 8; h += 4)
+      ss += (v[u][h] * v[u][h] + v[u][h + 1] * v[u][h + 1]) + (v[u][h + 2] * v[u][h + 2] + v[u][h + 3] * v[u][h + 3]);
+  return rms_tail<kW>(a, ss, red);
 }
 // mvt::load_x4's prologue on 8 loaded elements: SwiGLU silu(gate) x, RMSNorm x scale w (aux: gate or norm weights).
 __device__ __forceinline__ void prologue8(const mvt::Args& a, float (&v)[8], const float (&aux)[8], float scale) {
@@ -447,9 +465,11 @@ __device__ __forceinline__ float* xone_red() {
   return red;
 }
 
-// The whole consumer side of x for Tune::xone, griddepcontrol.wait included (pr: the probe's kPrWaited stamp).
+// The whole consumer side of x for Tune::xone, griddepcontrol.wait included (pr: the probe's kPrWaited stamp; own:
+// the RMSNorm factor by rms_own, Tune::xone 2).
 template <int kW, int kU>
-__device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, uint64_t* pr) {
+__device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, uint64_t* pr,
+                                             bool own) {
   float* red = xone_red<kW>();
   int bs[kU];
   bool st[kU];
@@ -474,7 +494,9 @@ __device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, flo
     }
   }
   float scale = 1.f;
-  if (a.pre.norm_w) {
+  if (a.pre.norm_w && own) {
+    scale = rms_own<kW, kU>(a, v, red);
+  } else if (a.pre.norm_w) {
     float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
     rms_load<kW, 2 * kU>(a, r);
     scale = rms_finish<kW, 2 * kU>(a, r, red);
@@ -754,9 +776,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
   if constexpr (kI8) {
-    if (xu == 1) stage_i8_one<kW, 1>(a.t, bfr, sx, inv_s, pr);
-    else if (xu == 2) stage_i8_one<kW, 2>(a.t, bfr, sx, inv_s, pr);
-    else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr);
+    if (xu == 1) stage_i8_one<kW, 1>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
+    else if (xu == 2) stage_i8_one<kW, 2>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
+    else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
   }
   if (!xu) {
     if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
@@ -881,8 +903,9 @@ struct Tune {
   bool prew = false;
   // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
   // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
-  // consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1).
-  bool xone = false;
+  // consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1). 2: the RMSNorm factor from the
+  // staging's own loads of x (rms_own: no second load of x, a different summation order: not the same bits).
+  int xone = 0;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -903,7 +926,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
   return t;

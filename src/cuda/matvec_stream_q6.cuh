@@ -60,7 +60,7 @@ struct Args {
   bool xfence = false;  // mvq::Args::xfence
   bool evict = false;         // mvq::Args::evict
   bool prew = false;          // mvq::Args::prew
-  bool xone = false;          // mvq::Args::xone
+  int xone = 0;               // mvq::Args::xone
   uint64_t* probe = nullptr;  // mvq::Args::probe
 };
 
@@ -287,7 +287,8 @@ __device__ __forceinline__ void load8_q6(const float* p, int b, float (&v)[8]) {
 // The consumer side of x for mvq::Tune::xone, griddepcontrol.wait included: the warp's super-blocks w, w + kW, ...
 // (kW even: all of the warp's parity).
 template <int kW, int kU>
-__device__ __forceinline__ void stage_q6_one(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, uint64_t* pr) {
+__device__ __forceinline__ void stage_q6_one(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, uint64_t* pr,
+                                             bool own) {
   float* red = mvq::xone_red<kW>();
   int bs[kU];
   bool st[kU];
@@ -311,7 +312,9 @@ __device__ __forceinline__ void stage_q6_one(const mvt::Args& a, uint2* bfr, int
     }
   }
   float scale = 1.f;
-  if (a.pre.norm_w) {
+  if (a.pre.norm_w && own) {
+    scale = mvq::rms_own<kW, kU>(a, v, red);
+  } else if (a.pre.norm_w) {
     float4 r[2 * kU];
     mvq::rms_load<kW, 2 * kU>(a, r);
     scale = mvq::rms_finish<kW, 2 * kU>(a, r, red);
@@ -507,9 +510,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   // Three super-blocks per warp only with 16 warps: with 8, kernel<true, 8> then spilled (4 bytes; ptxas, b1x16).
   const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
-  if (xu == 1) stage_q6_one<kW, 1>(a.t, bfr, cfr, inv_s, pr);
-  else if (xu == 2) stage_q6_one<kW, 2>(a.t, bfr, cfr, inv_s, pr);
-  else if (kW > kCW && xu == 3) stage_q6_one<kW, 3>(a.t, bfr, cfr, inv_s, pr);
+  if (xu == 1) stage_q6_one<kW, 1>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  else if (xu == 2) stage_q6_one<kW, 2>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  else if (kW > kCW && xu == 3) stage_q6_one<kW, 3>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
   if (!xu) {
     if (a.prew && !a.xg) mvq::prefetch_norm_l1<kW>(a.t);
     mvs::grid_dep_wait();

@@ -656,11 +656,12 @@ TEST(CudaMatvec, StreamXprep) {
 }
 
 // b1x16: the one-round staging of x (DS_MATVEC_STREAM_XONE, both stream kernels: norm weights loaded before
-// griddepcontrol.wait, x / gate / x^2 loads issued together, Q4_K digits by PRMT) gives the bits of the staging it
-// replaces: every product twice, xone off and on, y compared bit for bit, and the xone result against the CPU.
-// 1 .. 48 super-blocks per row (1, 2 and 3 per consumer warp; 48 on 16 warps with the prepared x off), plain /
-// RMSNorm / SwiGLU, accumulate, the default plans and one CTA x 16 warps forced; the wide-range x case (zero
-// super-block, outliers, NaN) under xone.
+// griddepcontrol.wait, x / gate / x^2 loads issued together, Q4_K digits by PRMT) against the staging it replaces:
+// every product with xone 0, 1 and 2; xone 1 must give the same bits, xone 2 too except with RMSNorm (its factor from
+// the staging's own loads, another summation order: the largest |y2 - y0| / sum|w x| is printed); xone 1 and 2 against
+// the CPU. 1 .. 48 super-blocks per row (1, 2 and 3 per consumer warp; 48 on 16 warps with the prepared x off),
+// plain / RMSNorm / SwiGLU, accumulate, the default plans and one CTA x 16 warps forced; the wide-range x case (zero
+// super-block, outliers, NaN) under xone 1 and 2. DS_TEST_STREAM_PART shards the (type, shape) pairs.
 TEST(CudaMatvec, StreamXoneSameBits) {
   DS_REQUIRE_GPU();
   const KeepMatvecSettings keep;
@@ -670,19 +671,22 @@ TEST(CudaMatvec, StreamXoneSameBits) {
                                                    {100, 5120, "20 super-blocks"}, {130, 6144, "24 super-blocks"},
                                                    {77, 12288, "48 super-blocks"}});
   const float eps = 1e-6f;
-  const auto set_xone = [&](bool on, int ctas) {
+  const auto set_xone = [&](int mode, int ctas) {
     cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, ctas, true);
     q4.i8 = true;
     q4.xprep = 0;  // x staged in the kernel at every width
-    q4.xone = on;
+    q4.xone = mode;
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, 0, 0, ctas, true});
   };
   uint64_t seed = 16100;
   size_t products = 0, differ = 0;
+  double worst_rms2 = 0;  // xone 2 with RMSNorm: the largest |y2 - y0| / sum|w x|
+  int part = 0;
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
     for (const Shape& s : shapes) {
-      set_xone(false, 0);
+      if (!stream_part_takes(part++)) continue;
+      set_xone(0, 0);
       if (type == GgmlType::Q6_K && !cuda::matvec_stream_q6_takes(s.rows, s.cols)) continue;  // odd super-blocks
       const auto w = test::random_weights(type, s.rows * s.cols, seed += 7);
       const auto x = test::random_floats(s.cols, seed + 1, 5.f);
@@ -692,19 +696,26 @@ TEST(CudaMatvec, StreamXoneSameBits) {
       std::vector<float> xn(s.cols), xg(s.cols);
       cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
       cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+      std::vector<double> mag(s.rows);  // sum |w x'| per row with RMSNorm
+      {
+        std::vector<float> scratch;
+        const uint64_t rb = ggml_row_bytes(*ggml_type_info(type), s.cols);
+        for (int64_t r = 0; r < s.rows; r++) mag[r] = ref_row(type, w.data() + r * rb, xn.data(), s.cols, scratch).second;
+      }
       auto dw = test::to_device(w);
       auto dx = test::to_device(x);
       auto dn = test::to_device(norm_w);
       auto dg = test::to_device(gate);
       auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
       ASSERT_TRUE(dy.ok());
+      const std::vector<float> nans(s.rows, NAN);
       for (int ctas : {0, 1})
         for (int pro = 0; pro < 3; pro++)
           for (bool acc : {false, true}) {
-            std::vector<float> ys[2];
-            for (int on = 0; on < 2; on++) {
-              set_xone(on, ctas);
-              ASSERT_TRUE(dy->upload(acc ? y0.data() : std::vector<float>(s.rows, NAN).data(), s.rows * 4).ok());
+            std::vector<float> ys[3];
+            for (int mode = 0; mode < 3; mode++) {
+              set_xone(mode, ctas);
+              ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
               cuda::MatvecInput in{dx.as<float>()};
               if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
               if (pro == 2) in.gate = dg.as<float>();
@@ -712,30 +723,38 @@ TEST(CudaMatvec, StreamXoneSameBits) {
                   cuda::matvec_fused(type, dw.data(), s.rows, s.cols, in, dy->as<float>(), nullptr, nullptr, acc);
               ASSERT_TRUE(st.ok()) << st.error().message;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-              ys[on] = test::to_host<float>(*dy, s.rows);
+              ys[mode] = test::to_host<float>(*dy, s.rows);
             }
-            const std::string what = std::string(cuda::type_cstr(type)) + " xone ctas " + std::to_string(ctas) +
+            const std::string what = std::string(cuda::type_cstr(type)) + " ctas " + std::to_string(ctas) +
                                      (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
                                      (acc ? " accumulate " : " ") + s.what;
-            products++;
-            const bool same = std::memcmp(ys[0].data(), ys[1].data(), s.rows * 4) == 0;
-            differ += !same;
-            EXPECT_TRUE(same) << what << ": xone on / off differ";
-            check_rows(type, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(), ys[1].data(),
-                       acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1, what);
+            for (int mode = 1; mode < 3; mode++) {
+              products++;
+              const bool same = std::memcmp(ys[0].data(), ys[mode].data(), s.rows * 4) == 0;
+              differ += !same;
+              if (mode == 1 || pro != 1) EXPECT_TRUE(same) << what << ": xone " << mode << " and 0 differ";
+              if (mode == 2 && pro == 1)
+                for (int64_t r = 0; r < s.rows; r++)
+                  worst_rms2 = std::max(worst_rms2, std::fabs((double)ys[2][r] - ys[0][r]) / std::max(mag[r], 1e-30));
+              check_rows(type, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
+                         ys[mode].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
+                         what + " xone " + std::to_string(mode));
+            }
           }
     }
-  std::printf("[stream xone] %zu products, %zu not bit-identical to the staging they replace\n", products, differ);
-  EXPECT_GT(products, 0u);
-  cuda::MatvecStreamTune q4 = keep.q4;
-  q4.mode = 1;
-  q4.xone = true;
-  cuda::set_matvec_stream_tune(q4);
-  cuda::set_matvec_stream_q6_tune({1});
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const double e = wide_range_case(type, 85, "wide-range x, xone", true);
-    std::printf("[stream xone] %s wide-range x: worst %.3g\n", cuda::type_cstr(type), e);
-    EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
+  std::printf("[stream xone] %zu products (xone 1 and 2), %zu not bit-identical to xone 0; xone 2 with RMSNorm: "
+              "worst |y2 - y0| / sum|w x| = %.3g\n", products, differ, worst_rms2);
+  for (int mode = 1; mode < 3; mode++) {
+    cuda::MatvecStreamTune q4 = keep.q4;
+    q4.mode = 1;
+    q4.xone = mode;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1});
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const double e = wide_range_case(type, 85, "wide-range x, xone " + std::to_string(mode), true);
+      std::printf("[stream xone] %s xone %d wide-range x: worst %.3g\n", cuda::type_cstr(type), mode, e);
+      EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
+    }
   }
 }
 
