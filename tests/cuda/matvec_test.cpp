@@ -661,7 +661,8 @@ TEST(CudaMatvec, StreamXprep) {
 // the staging's own loads, another summation order: the largest |y2 - y0| / sum|w x| is printed); xone 1 and 2 against
 // the CPU. 1 .. 48 super-blocks per row (1, 2 and 3 per consumer warp; 48 on 16 warps with the prepared x off),
 // plain / RMSNorm / SwiGLU, accumulate, the default plans and one CTA x 16 warps forced; the wide-range x case (zero
-// super-block, outliers, NaN) under xone 1 and 2. DS_TEST_STREAM_PART shards the (type, shape) pairs.
+// super-block, outliers, NaN) under xone 1 and 2. DS_TEST_STREAM_PART shards the (type, shape) pairs and the two
+// wide-range runs.
 TEST(CudaMatvec, StreamXoneSameBits) {
   DS_REQUIRE_GPU();
   const KeepMatvecSettings keep;
@@ -745,6 +746,7 @@ TEST(CudaMatvec, StreamXoneSameBits) {
   std::printf("[stream xone] %zu products (xone 1 and 2), %zu not bit-identical to xone 0; xone 2 with RMSNorm: "
               "worst |y2 - y0| / sum|w x| = %.3g\n", products, differ, worst_rms2);
   for (int mode = 1; mode < 3; mode++) {
+    if (!stream_part_takes(part++)) continue;
     cuda::MatvecStreamTune q4 = keep.q4;
     q4.mode = 1;
     q4.xone = mode;
