@@ -12,7 +12,8 @@
 //     its `empty` mbarrier has seen all consumer warps: `stages` x ~18-37 KB stay in flight per CTA;
 //   - the first stages are issued before griddepcontrol.wait (weights do not depend on the previous
 //     kernel), x is staged after it (mvt::stage, by the consumer warps behind their own named barrier
-//     kStageBar; the producer warp takes no part, sync13);
+//     kStageBar; the producer warp takes no part, sync13; in the integer form rows of <= 3 x the consumer warps
+//     super-blocks in one dependent round of loads, stage_i8_one, b1x16);
 //   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
 //     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
 //     behind a named barrier at the end of each row group.
@@ -60,7 +61,6 @@ struct Args {
   int stages;
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
-  bool stage2;     // stage_i8_pair (Tune::stage2)
   const uint8_t* pf = nullptr;  // next product's weights: this CTA prefetches [pf + blockIdx.x pf_cta, + pf_cta)
   uint32_t pf_cta = 0;          // into L2 once its own copies are issued (decode8; prefetch_next())
   // decode10 (Tune::xprep): x already in this kernel's shared-memory layout in global memory (xprep_kernel, the
@@ -70,7 +70,6 @@ struct Args {
   uint32_t xg_bytes = 0;
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
-  bool prew = false;          // the norm weights prefetched into L1 before griddepcontrol.wait (Tune::prew)
   int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
@@ -153,16 +152,6 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
   uint64_t p;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   return p;
-}
-// dec15 (Tune::prew): the RMSNorm weights (model weights: no earlier kernel of the step writes them) pulled into L1
-// by the kW consumer warps before griddepcontrol.wait, one 128-byte line per thread per pass, so that the staging
-// after the wait finds them there instead of paying another round trip to L2 or DRAM behind the ring's copies
-// (CudaMatvec.StreamTimeline: x staging 5.5-6.4 us of the in_proj / ffn_gate_up products' start).
-template <int kW>
-__device__ __forceinline__ void prefetch_norm_l1(const mvt::Args& a) {
-  if (!a.pre.norm_w) return;
-  for (int i = threadIdx.x * 32; i < a.cols; i += 32 * 32 * kW)
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a.pre.norm_w + i));
 }
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
@@ -254,9 +243,9 @@ __device__ __forceinline__ void store_digits_r(uint2* dst, const int (&r)[8]) {
   for (int k = 0; k < 4; k++) dst[k * 4] = make_uint2(w[0][k], w[1][k]);
 }
 
-// The second half of stage_i8_u for kU super-blocks whose x' (the lane's 8 elements each) are in v: max / Sx / finite
-// reductions, then digits, Sx and 2^(e - 34) stored where st[u]. kR: the digits by store_digits_r (Tune::xone) instead
-// of split_digits + store_digits (same words).
+// kU super-blocks bs[] of a warp whose x' (the lane's 8 elements each) are in v, their dependent chains (max / Sx /
+// finite reductions) interleaved: digits, Sx and 2^(e - 34) stored where st[u] (stage_i8's values). kR: the digits by
+// store_digits_r (Tune::xone) instead of split_digits + store_digits (same words).
 template <int kU, bool kR = false>
 __device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU],
                                             uint2* bfr, float* sx, float* inv_s) {
@@ -302,24 +291,6 @@ __device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (
   }
 }
 
-// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
-// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
-// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
-template <int kU>
-__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
-                                           uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  float v[kU][8];
-#pragma unroll
-  for (int u = 0; u < kU; u++) {
-    const int e = bs[u] * 256 + 8 * lane;
-    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
-    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
-    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
-  }
-  digits_i8_u<kU>(v, bs, st, bfr, sx, inv_s);
-}
-
 // Same prologue (RMSNorm / SwiGLU) as mvt::stage, its barriers the named kStageBar among the kW staging warps (in
 // xprep_kernel all of its CTA); one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4,
 // t = lane % 4.
@@ -350,23 +321,6 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
     int dg[4][8];  // [digit][element]
     split_digits(v, s, fin, dg);
     store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
-  }
-  mvt::stage_sync<kW, kStageBar>();
-}
-
-// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
-// default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
-template <int kW>
-__device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
-  const int warp = threadIdx.x >> 5;
-  __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW, kStageBar>(a, red);
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += 2 * kW) {
-    const bool v1 = b + kW < a.nb;
-    const int bs[2] = {b, v1 ? b + kW : b};
-    const bool st[2] = {true, v1};
-    stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
   }
   mvt::stage_sync<kW, kStageBar>();
 }
@@ -781,7 +735,6 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
   }
   if (!xu) {
-    if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
     mvs::grid_dep_wait();
     probe_at(pr, kPrWaited);
   }
@@ -789,12 +742,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     mbar_wait(&xfull, 0);
   } else {
     if constexpr (kI8) {
-      if (xu) {
-      } else if (a.stage2) {
-        stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
-      } else {
-        stage_i8<kW>(a.t, bfr, sx, inv_s);
-      }
+      if (!xu) stage_i8<kW>(a.t, bfr, sx, inv_s);
     } else {
       mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
     }
@@ -851,11 +799,6 @@ struct Tune {
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
-  // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
-  // kernel and the Q6_K one (decode7; same bits): DS_MATVEC_STREAM_STAGE2=1. Off: session 6 measured no gain (9B
-  // 358.9 vs 357.1 tok/s); dec15 call 2 with it, EVICT and PREW on together: 9B 386.8 / 390.1 vs main's 390.2 / 393.6
-  // (each alone not measured: see bench/cuda/NOTES.md dec15).
-  bool stage2 = false;
   // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
   // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
   // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
@@ -892,20 +835,23 @@ struct Tune {
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
-  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=1). H200 call 1
-  // (then without XWAIT / ARRIVE_LANES): tg128 9B 398.54 tok/s (one run) vs 391.50 / 391.96 without;
-  // CudaMatvec.StreamTimeline 114.3 us per replay vs 118.7. Together with PREW and stage2 (call 2) the 9B lost to
-  // main (386.8 / 390.1 vs 390.2 / 393.6): off until measured alone with the current forms. (An evict_last policy on
-  // the next product's prefetch with 16 MB of it lost in call 1, 386.1: removed.)
-  bool evict = false;
-  // dec15, both kernels: the RMSNorm weights prefetched into L1 before griddepcontrol.wait (prefetch_norm_l1;
-  // DS_MATVEC_STREAM_PREW=1). Not measured alone (part of call 2's losing set above): off.
-  bool prew = false;
+  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=0: without; an
+  // evict_last policy on the next product's prefetch with 16 MB of it lost in dec15 call 1, 386.1: removed). b1x16
+  // call 1 (H200, each alone against the old default, interleaved): tg128 9B 386.89 / 387.00 tok/s vs 369.25 / 369.76,
+  // 27B 133.98 / 133.99 vs 129.27 / 129.14, 0.8B 1228.7 / 1229.9 vs 1222.6 / 1222.7: on. Its combination with xone
+  // below was NOT measured (dec15 call 2's losing set EVICT + PREW + stage2: PREW and stage2 lost alone, removed).
+  bool evict = true;
   // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
   // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
-  // consumer warps super-blocks without a prepared x (DS_MATVEC_STREAM_XONE=1). 2: the RMSNorm factor from the
-  // staging's own loads of x (rms_own: no second load of x, a different summation order: not the same bits).
-  int xone = 0;
+  // consumer warps super-blocks without a prepared x. DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
+  // barrier, one round per super-block). 2: the RMSNorm factor from the staging's own loads of x (rms_own: no second
+  // load of x; another summation order: |y2 - y0| <= 3.6e-8 of sum|w x| in CudaMatvec.StreamXoneSameBits).
+  // H200 b1x16 call 1, tg128 (interleaved, EVICT off): 9B 413.54 / 412.80 tok/s (2: 414.42 / 413.85) vs 369.25 / 369.76,
+  // 27B 136.11 / 136.13 (2: 136.37 / 136.35) vs 129.27 / 129.14, 0.8B 1294.98 / 1294.13 (2: 1299.27 / 1298.38) vs
+  // 1222.61 / 1222.67; CudaMatvec.StreamTimeline (x staging, first / second layer) in_proj 8.67 / 8.35 -> 4.42 / 3.55
+  // us, ffn_gate_up 5.60 / 5.89 -> 3.17 / 3.55, ssm_out 2.82 / 2.85 -> 2.50 / 2.34; 112.0 vs 126.2 us per replay.
+  // 1 is the default (the same bits as 0); 2 gained another 0.2-0.3% (not the same bits).
+  int xone = 1;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -917,15 +863,13 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP")) d.xprep = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_Q6K")) d.xprep_q6k = std::max(-1, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
@@ -1040,9 +984,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.math = tune().math;
-  a.stage2 = tune().stage2;
   a.evict = tune().evict;
-  a.prew = tune().prew;
   a.xone = tune().xone;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());

@@ -52,14 +52,12 @@ struct Args {
   int pitch;    // shared-memory bytes per row of a stage (16 mod 32)
   int stages;
   int xbytes;   // offset of the ring in dynamic shared memory
-  bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
   const uint8_t* pf = nullptr;  // L2 prefetch of the next product's weights (mvq::prefetch_next)
   uint32_t pf_cta = 0;
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
   bool evict = false;         // mvq::Args::evict
-  bool prew = false;          // mvq::Args::prew
   int xone = 0;               // mvq::Args::xone
   uint64_t* probe = nullptr;  // mvq::Args::probe
 };
@@ -102,7 +100,8 @@ __device__ __forceinline__ void split_digits_q6(const float (&v)[8], float s, bo
   }
 }
 
-// The second half of stage_q6_u: kU super-blocks of parity kOdd whose x' (the lane's 8 elements each) are in v.
+// kU super-blocks bs[] of parity kOdd of a warp whose x' (the lane's 8 elements each, in stage_q6's order) are in v,
+// their dependent chains (max reduction, digit sums) interleaved; stores only where st[u] (stage_q6's values).
 template <bool kOdd, int kU>
 __device__ __forceinline__ void digits_q6_u(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU],
                                             uint2* bfr, int2* cfr, float* inv_s) {
@@ -156,34 +155,6 @@ __device__ __forceinline__ void digits_q6_u(const float (&v)[kU][8], const int (
     const int c0 = (int)(int16_t)(pk & 0xFFFF), c1 = (pk - c0) / 65536;
     if (st[u]) cfr[(bs[u] * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
   }
-}
-
-// kU super-blocks bs[] of one parity per call, their dependent chains (x loads, max reduction, digit sums)
-// interleaved: the staging is latency-bound (every CTA stages all of x before its first item), one
-// super-block at a time left the SM idle between L2 loads and shuffle chains. Stores only where st[u].
-// One warp per super-block; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
-// and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
-template <bool kOdd, int kU>
-__device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
-                                           uint2* bfr, int2* cfr, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  const int m = lane >> 2, t = lane & 3, p0 = 4 * t + (kOdd ? 2 : 0), p1 = p0 + 16;
-  float v[kU][8];
-#pragma unroll
-  for (int u = 0; u < kU; u++) {
-    const int base = bs[u] * 256 + 32 * m;
-    if (!kOdd) {
-      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
-      v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
-      v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
-    } else {
-      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
-      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
-      v[u][0] = a0.x; v[u][1] = a0.y; v[u][2] = a1.x; v[u][3] = a1.y;
-      v[u][4] = b0.x; v[u][5] = b0.y; v[u][6] = b1.x; v[u][7] = b1.y;
-    }
-  }
-  digits_q6_u<kOdd, kU>(v, bs, st, bfr, cfr, inv_s);
 }
 
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the named mvq::kStageBar among the kW staging
@@ -243,23 +214,6 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
           c1 = sum[hh][k + 1];
         }
     cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
-  }
-  mvt::stage_sync<kW, mvq::kStageBar>();
-}
-
-// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
-// default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
-template <int kW>
-__device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
-  const int warp = threadIdx.x >> 5;
-  __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW, mvq::kStageBar>(a, red);
-  for (int b = warp; b < a.nb; b += 2 * kW) {  // kW even: b and b + kW have the warp's parity
-    const bool v1 = b + kW < a.nb;
-    const int bs[2] = {b, v1 ? b + kW : b};
-    const bool st[2] = {true, v1};
-    if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
-    else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
   }
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
@@ -514,14 +468,11 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   else if (xu == 2) stage_q6_one<kW, 2>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
   else if (kW > kCW && xu == 3) stage_q6_one<kW, 3>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
   if (!xu) {
-    if (a.prew && !a.xg) mvq::prefetch_norm_l1<kW>(a.t);
     mvs::grid_dep_wait();
     mvq::probe_at(pr, mvq::kPrWaited);
   }
   if (a.xg) mvq::mbar_wait(&xfull, 0);
-  else if (xu) {
-  } else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
-  else stage_q6<kW>(a.t, bfr, cfr, inv_s);
+  else if (!xu) stage_q6<kW>(a.t, bfr, cfr, inv_s);
   if (!a.xg) mvq::x_staged_arrive<kW>();
   mvq::probe_at(pr, mvq::kPrXStaged);
   mvs::grid_dep_trigger();
@@ -685,9 +636,7 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.pitch = p.pitch;
   a.stages = p.stages;
   a.xbytes = p.xbytes;
-  a.stage2 = mvq::tune().stage2;
   a.evict = mvq::tune().evict;
-  a.prew = mvq::tune().prew;
   a.xone = mvq::tune().xone;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());

@@ -410,13 +410,15 @@ TEST(CudaMatvec, StreamQ4KVariants) {
   });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (the int8 form:
   // 101 / 68 super-blocks by default, every shape with ctas 1); wide false: 8 there.
-  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false, wide = true; };
+  // xoff: the staging of x before b1x16 (DS_MATVEC_STREAM_XONE=0; xone, the default, stages rows of <= 24 / 48
+  // super-blocks in one round).
+  struct V { int kc, stages, ctas, terms; bool i8, xoff = false, wide = true; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
                   {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
-                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged two super-blocks at a time
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged as before xone
                   {8, 0, -1, 3, true}, {3, 2, -1, 3, true},  // one CTA per SM in half its shared memory
                   {16, 0, 1, 3, true, false, false}, {8, 0, 0, 3, true, false, false},  // 8 consumer warps
-                  {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, stage2
+                  {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, xoff
   uint64_t seed = 9700;
   int vi = 0;
   for (const V& v : vs) {
@@ -428,9 +430,9 @@ TEST(CudaMatvec, StreamQ4KVariants) {
     // one_cta_nb / xprep as set outside (default or env: the prepared x on the >= 32-super-block shapes)
     cuda::MatvecStreamTune q4 = q4_ring(keep.q4, v.kc, v.stages, v.ctas, v.wide);
     q4.i8 = v.i8;
-    q4.stage2 = v.stage2;
+    if (v.xoff) q4.xone = 0;
     cuda::set_matvec_stream_tune(q4);
-    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
+    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.xoff ? " xone off" : "") +
                              (v.wide ? "" : " 8 warps") +
                              " kc " + std::to_string(v.kc) +
                              " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
@@ -462,20 +464,20 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (by default the
   // 12288 / 17408 / 25600-wide rows; every shape with ctas 1); wide false: 8 there.
-  struct V { int kc, stages, ctas; bool stage2 = false, wide = true; };
+  struct V { int kc, stages, ctas; bool xoff = false, wide = true; };  // xoff: DS_MATVEC_STREAM_XONE=0's staging
   const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true},
                   {0, 0, -1}, {2, 2, -1},  // ctas -1: one CTA per SM in half its shared memory (decode8)
                   {0, 0, 0, false, false}, {16, 0, 1, false, false},  // 8 consumer warps
-                  {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, stage2
+                  {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, xoff
   uint64_t seed = 9900;
   int vi = 0;
   for (const V& v : vs) {
     if (!stream_part_takes(vi++)) continue;
     cuda::MatvecStreamTune q4 = keep.q4;
-    q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
+    if (v.xoff) q4.xone = 0;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
-    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + (v.wide ? "" : " 8 warps") + " kc " +
+    const std::string name = std::string("stream Q6_K") + (v.xoff ? " xone off" : "") + (v.wide ? "" : " 8 warps") + " kc " +
                              std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
                              std::to_string(v.ctas);
     g_worst_seen = 0;
