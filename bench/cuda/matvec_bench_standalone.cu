@@ -287,13 +287,13 @@ LaunchFn stream6_path(int64_t rows, int64_t cols, int kc, int stages = 0, int ct
     return st;
   };
 }
-// fn with x staged two super-blocks per warp at a time in the stream kernels (DS_MATVEC_STREAM_STAGE2; decode7).
-LaunchFn with_stage2(LaunchFn fn) {
+// fn with x staged as before b1x16 in the stream kernels (DS_MATVEC_STREAM_XONE=0; the stage2 form went in b1x16).
+LaunchFn with_xone0(LaunchFn fn) {
   return [=](const void* w, const float* x, float* y, bool acc) {
-    const bool keep = cuda::mvq::tune().stage2;
-    cuda::mvq::tune().stage2 = true;
+    const int keep = cuda::mvq::tune().xone;
+    cuda::mvq::tune().xone = 0;
     auto st = fn(w, x, y, acc);
-    cuda::mvq::tune().stage2 = keep;
+    cuda::mvq::tune().xone = keep;
     return st;
   };
 }
@@ -416,14 +416,14 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
         if (!cuda::mvq::plan(v.terms, (int)(cols / 256), tn, pl)) continue;
         time_path(model, tensor, v.name, T, rows, cols, W, x, y, stream_path(rows, cols, v.kc, v.stages, v.ctas, v.math, v.terms, v.i8));
       }
-      time_path(model, tensor, "stream_stage2", T, rows, cols, W, x, y, with_stage2(stream_path(rows, cols, 8)));
+      time_path(model, tensor, "stream_xone0", T, rows, cols, W, x, y, with_xone0(stream_path(rows, cols, 8)));
     } else if (q6 && g_stream6) {
       float* scratch;
       CK(cudaMalloc(&scratch, cols * 4));
       time_path(model, tensor, "swiglu_q6stream_off", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, true, 0));
       time_path(model, tensor, "swiglu_q6stream_on", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, true, 1));
-      time_path(model, tensor, "swiglu_q6stream_on_stage2", T, rows, cols, W, x, y,
-                with_stage2(fused6_path(T, rows, cols, scratch, true, 1)));
+      time_path(model, tensor, "swiglu_q6stream_on_xone0", T, rows, cols, W, x, y,
+                with_xone0(fused6_path(T, rows, cols, scratch, true, 1)));
       time_path(model, tensor, "rms_q6stream_off", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, false, 0));
       CK(cudaFree(scratch));
       time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
@@ -431,7 +431,7 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
       const V vs[] = {{"stream6", 0, 0, 0, true},      {"stream6_kc4", 4, 0, 0, true},   {"stream6_kc16", 16, 0, 0, true},
                       {"stream6_c1", 8, 0, 1, true},   {"stream6_c2_kc4", 4, 0, 2, true}, {"stream6_c1_kc16", 16, 0, 1, true},
                       {"stream6_s3", 8, 3, 0, true},   {"stream6_nomath", 0, 0, 0, false}};
-      time_path(model, tensor, "stream6_stage2", T, rows, cols, W, x, y, with_stage2(stream6_path(rows, cols, 0)));
+      time_path(model, tensor, "stream6_xone0", T, rows, cols, W, x, y, with_xone0(stream6_path(rows, cols, 0)));
       for (const V& v : vs) {
         cuda::mvq6::Plan pl;
         cuda::mvq6::Tune tn;
@@ -522,7 +522,7 @@ void verify_type(uint64_t& seed) {
           verify("stream_kc4_s2", T, rows, cols, stream_path(rows, cols, 4, 2), seed++);
           verify("stream_kc16_c1", T, rows, cols, stream_path(rows, cols, 16, 0, 1), seed++);
           verify("stream_kc3_c2", T, rows, cols, stream_path(rows, cols, 3, 0, 2), seed++);
-          verify("stream_stage2", T, rows, cols, with_stage2(stream_path(rows, cols, 8)), seed++);
+          verify("stream_xone0", T, rows, cols, with_xone0(stream_path(rows, cols, 8)), seed++);
           verify("stream_f16", T, rows, cols, stream_path(rows, cols, 8, 0, 0, true, 3, false), seed++);
           verify("stream_f16_kc3_c2_t2", T, rows, cols, stream_path(rows, cols, 3, 0, 2, true, 2, false), seed++);
         }
@@ -538,7 +538,7 @@ void verify_type(uint64_t& seed) {
             verify(v.name, T, rows, cols, stream6_path(rows, cols, v.kc, v.stages, v.ctas), seed++);
         }
         if (cuda::mvq6::plan((int)(cols / 256), cuda::mvq6::Tune{}, pl))
-          verify("stream6_stage2", T, rows, cols, with_stage2(stream6_path(rows, cols, 0)), seed++);
+          verify("stream6_xone0", T, rows, cols, with_xone0(stream6_path(rows, cols, 0)), seed++);
       }
       if (g_stream || g_stream6) continue;
     }

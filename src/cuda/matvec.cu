@@ -165,8 +165,8 @@ void set_matvec_next(const void* w, size_t bytes) {
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.stage2, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep,
-          t.xprep_q6k};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep, t.xprep_q6k,
+          t.xone};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -174,12 +174,12 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().stages = t.stages;
   mvq::tune().ctas_per_sm = t.ctas_per_sm;
   mvq::tune().i8 = t.i8;
-  mvq::tune().stage2 = t.stage2;
   mvq::tune().prefetch_kb = std::max(0, t.prefetch_kb);
   mvq::tune().wide = t.wide;
   mvq::tune().one_cta_nb = std::max(0, t.one_cta_nb);
   mvq::tune().xprep = std::max(0, t.xprep);
   mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
+  mvq::tune().xone = std::clamp(t.xone, 0, 2);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

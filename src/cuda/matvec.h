@@ -61,9 +61,6 @@ struct MatvecStreamTune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool i8 = true;  // integer form (x in 4 int8 digits, m16n8k32 u8 x s8); false: matvec_tc's fp16 form
-  // x staged two super-blocks per warp at a time, here and in the Q6_K stream kernel (DS_MATVEC_STREAM_STAGE2=1;
-  // decode7; same bits; off by default: no gain measured, see matvec_stream.cuh Tune::stage2).
-  bool stage2 = false;
   // L2 prefetch by the streamed kernels (Q4_K and Q6_K) of the first prefetch_kb KB of the weights named by
   // set_matvec_next (DS_MATVEC_PREFETCH_KB; decode8; default 8 MB). 0: off.
   int prefetch_kb = 8192;
@@ -81,6 +78,11 @@ struct MatvecStreamTune {
   int xprep = 32;
   // The Q6_K stream kernel's threshold (-1: xprep; DS_MATVEC_STREAM_XPREP_Q6K; decode11).
   int xprep_q6k = -1;
+  // x staged in one dependent round of loads after griddepcontrol.wait (the RMSNorm weights loaded before it), both
+  // stream kernels, rows of <= 3 x the consumer warps super-blocks without a prepared x (b1x16; same bits; default;
+  // DS_MATVEC_STREAM_XONE=0: the staging before it). 2: the RMSNorm factor from the staging's own loads of x (one
+  // load of x; not the same bits).
+  int xone = 1;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -12,7 +12,8 @@
 //     its `empty` mbarrier has seen all consumer warps: `stages` x ~18-37 KB stay in flight per CTA;
 //   - the first stages are issued before griddepcontrol.wait (weights do not depend on the previous
 //     kernel), x is staged after it (mvt::stage, by the consumer warps behind their own named barrier
-//     kStageBar; the producer warp takes no part, sync13);
+//     kStageBar; the producer warp takes no part, sync13; in the integer form rows of <= 3 x the consumer warps
+//     super-blocks in one dependent round of loads, stage_i8_one, b1x16);
 //   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
 //     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
 //     behind a named barrier at the end of each row group.
@@ -60,7 +61,6 @@ struct Args {
   int stages;
   int xbytes;      // offset of the ring in dynamic shared memory
   bool math;       // false: a probe that only streams (no loads from shared memory, y = 0)
-  bool stage2;     // stage_i8_pair (Tune::stage2)
   const uint8_t* pf = nullptr;  // next product's weights: this CTA prefetches [pf + blockIdx.x pf_cta, + pf_cta)
   uint32_t pf_cta = 0;          // into L2 once its own copies are issued (decode8; prefetch_next())
   // decode10 (Tune::xprep): x already in this kernel's shared-memory layout in global memory (xprep_kernel, the
@@ -70,7 +70,7 @@ struct Args {
   uint32_t xg_bytes = 0;
   bool xfence = false;  // fence.proxy.async.global between griddepcontrol.wait and the bulk copies (Tune::xprep_fence)
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
-  bool prew = false;          // the norm weights prefetched into L1 before griddepcontrol.wait (Tune::prew)
+  int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
 };
 
@@ -153,16 +153,6 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
   return p;
 }
-// dec15 (Tune::prew): the RMSNorm weights (model weights: no earlier kernel of the step writes them) pulled into L1
-// by the kW consumer warps before griddepcontrol.wait, one 128-byte line per thread per pass, so that the staging
-// after the wait finds them there instead of paying another round trip to L2 or DRAM behind the ring's copies
-// (CudaMatvec.StreamTimeline: x staging 5.5-6.4 us of the in_proj / ffn_gate_up products' start).
-template <int kW>
-__device__ __forceinline__ void prefetch_norm_l1(const mvt::Args& a) {
-  if (!a.pre.norm_w) return;
-  for (int i = threadIdx.x * 32; i < a.cols; i += 32 * 32 * kW)
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a.pre.norm_w + i));
-}
 
 // kI8: x digits in shared memory, per sub-block (32 elements) 16 uint2 = [digit g][t]: elements 8t .. 8t + 7
 // of the sub-block as b0 (4 bytes) and b1 (4 bytes) of the m16n8k32 B fragment of column g; then one zero
@@ -230,22 +220,38 @@ __device__ __forceinline__ void store_digits(uint2* dst, const int (&dg)[4][8]) 
                             pack_s8(dg[k][4], dg[k][5], dg[k][6], dg[k][7]));
 }
 
-// kU super-blocks bs[] per call with their dependent chains (x loads, max / Sx reductions) interleaved (decode7:
-// the staging is latency-bound, one super-block at a time left the SM idle); stores only where st[u].
-// One warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4, t = lane % 4.
-template <int kU>
-__device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
-                                           uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  float v[kU][8], m[kU], sg[kU];
-  bool fin[kU];  // fmaxf skips NaN: test every element
+// b1x16 (Tune::xone): the digits of the lane's 8 elements straight from the rounded int32s r (|r| < 2^30): with
+// u = r + 0x808080 (128 added to each of the three low bytes, carries included) bytes 0..2 of u are the low digits +
+// 128 and byte 3 the top digit (|d0| <= 64), i.e. the digits of split_s8 (each digit in -128..127 makes them unique):
+// digit k's byte = byte 3 - k of u, ^ 0x80 for k > 0. Four elements' bytes are gathered into one word by PRMT (two
+// per element pair, one per word): ~16 PRMT + 8 IADD + 3 LOP per 8 elements instead of split_s8's ~9 integer
+// instructions per element plus pack_s8's shifts and masks. Same words as store_digits(split_digits(...)).
+__device__ __forceinline__ void store_digits_r(uint2* dst, const int (&r)[8]) {
+  uint32_t w[2][4];  // [element quad][digit k]
 #pragma unroll
-  for (int u = 0; u < kU; u++) {
-    const int e = bs[u] * 256 + 8 * lane;
-    const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
-    v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
-    v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
+  for (int h = 0; h < 2; h++) {
+    const uint32_t u0 = (uint32_t)r[4 * h] + 0x808080u, u1 = (uint32_t)r[4 * h + 1] + 0x808080u;
+    const uint32_t u2 = (uint32_t)r[4 * h + 2] + 0x808080u, u3 = (uint32_t)r[4 * h + 3] + 0x808080u;
+    const uint32_t a_lo = __byte_perm(u0, u1, 0x5140), a_hi = __byte_perm(u0, u1, 0x7362);  // (u0.b0 u1.b0 u0.b1 u1.b1)
+    const uint32_t b_lo = __byte_perm(u2, u3, 0x5140), b_hi = __byte_perm(u2, u3, 0x7362);
+    w[h][3] = __byte_perm(a_lo, b_lo, 0x5410) ^ 0x80808080u;  // byte 0 of each: the lowest digit
+    w[h][2] = __byte_perm(a_lo, b_lo, 0x7632) ^ 0x80808080u;
+    w[h][1] = __byte_perm(a_hi, b_hi, 0x5410) ^ 0x80808080u;
+    w[h][0] = __byte_perm(a_hi, b_hi, 0x7632);  // byte 3: the top digit
   }
+#pragma unroll
+  for (int k = 0; k < 4; k++) dst[k * 4] = make_uint2(w[0][k], w[1][k]);
+}
+
+// kU super-blocks bs[] of a warp whose x' (the lane's 8 elements each) are in v, their dependent chains (max / Sx /
+// finite reductions) interleaved: digits, Sx and 2^(e - 34) stored where st[u] (stage_i8's values). kR: the digits by
+// store_digits_r (Tune::xone) instead of split_digits + store_digits (same words).
+template <int kU, bool kR = false>
+__device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU],
+                                            uint2* bfr, float* sx, float* inv_s) {
+  const int lane = threadIdx.x & 31;
+  float m[kU], sg[kU];
+  bool fin[kU];  // fmaxf skips NaN: test every element
 #pragma unroll
   for (int u = 0; u < kU; u++) {
     m[u] = fmaxf(fmaxf(fmaxf(fabsf(v[u][0]), fabsf(v[u][1])), fmaxf(fabsf(v[u][2]), fabsf(v[u][3]))),
@@ -271,9 +277,17 @@ __device__ __forceinline__ void stage_i8_u(const mvt::Args& a, const int (&bs)[k
     const int ex = block_exp(m[u]);
     const float s = ldexpf(1.f, 30 - ex);
     if (lane == 0 && st[u]) inv_s[b] = digit_factor(fin[u], ex - 34);
-    int dg[4][8];  // [digit][element]
-    split_digits(v[u], s, fin[u], dg);
-    if (st[u]) store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
+    uint2* dst = bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3);
+    if constexpr (kR) {
+      int r[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) r[i] = fin[u] ? __float2int_rn(v[u][i] * s) : 0;
+      if (st[u]) store_digits_r(dst, r);
+    } else {
+      int dg[4][8];  // [digit][element]
+      split_digits(v[u], s, fin[u], dg);
+      if (st[u]) store_digits(dst, dg);
+    }
   }
 }
 
@@ -311,20 +325,139 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
   mvt::stage_sync<kW, kStageBar>();
 }
 
-// stage_i8 with two super-blocks per warp in flight (Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
-// default). Same results bit for bit; warp w stages w, w + 8, ..., two per stage_i8_u call.
-template <int kW>
-__device__ __forceinline__ void stage_i8_pair(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s) {
-  const int warp = threadIdx.x >> 5;
-  __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW, kStageBar>(a, red);
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  for (int b = warp; b < a.nb; b += 2 * kW) {
-    const bool v1 = b + kW < a.nb;
-    const int bs[2] = {b, v1 ? b + kW : b};
-    const bool st[2] = {true, v1};
-    stage_i8_u<2>(a, bs, st, scale, bfr, sx, inv_s);
+// b1x16 (Tune::xone, DS_MATVEC_STREAM_XONE=1): x staged in ONE dependent round of global loads after
+// griddepcontrol.wait, for rows of up to kU x kW super-blocks (kU <= 3: the warp's super-blocks w, w + kW, w + 2 kW).
+// CudaMatvec.StreamTimeline (dec15): 5.4-6.4 us from the wait to x staged on the RMSNorm products (the x^2 round,
+// a barrier, then per super-block x + the norm weights, the latter from DRAM), 2.6-3.6 us on the plain ones (one
+// round per super-block), while the CTA's weight ring is already full. Here
+//   - before the wait: the norm weights of the lane's elements into registers (model weights: no kernel of the step
+//     writes them) and the zero super-block (this CTA's own shared memory);
+//   - after it, issued together: x (and the SwiGLU gate) of all the warp's super-blocks and rms_scale's loads of x
+//     (thread i: float4 i, i + 32 kW, ...; the same partition and order as mvt::rms_scale, so the same factor);
+//   - then the x^2 reduction (one barrier), the prologue's formulas of mvt::load_x4 and digits_i8_u with the digits
+//     by PRMT (store_digits_r). The same bits as stage_i8 (CudaMatvec.StreamXoneSameBits).
+// The lane's 8 elements of super-block b of p: p[256 b + 8 lane .. + 7].
+__device__ __forceinline__ void load8(const float* p, int b, float (&v)[8]) {
+  const int e = b * 256 + 8 * (threadIdx.x & 31);
+  const float4 lo = __ldg(reinterpret_cast<const float4*>(p + e)), hi = __ldg(reinterpret_cast<const float4*>(p + e + 4));
+  v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+  v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+}
+// mvt::rms_scale's loads of x for kW staging warps over at most kR float4 per thread (zero past the end).
+template <int kW, int kR>
+__device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
+  const float4* x4 = reinterpret_cast<const float4*>(a.x);
+#pragma unroll
+  for (int i = 0; i < kR; i++) {
+    const int f = threadIdx.x + i * 32 * kW;
+    r[i] = f < a.cols / 4 ? __ldg(x4 + f) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
+}
+// mvt::rms_scale's tail: the staging threads' partial sums of x^2 (ss) reduced, the factor 1 / sqrt(mean + eps).
+template <int kW>
+__device__ __forceinline__ float rms_tail(const mvt::Args& a, float ss, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) red[warp] = ss;
+  mvt::stage_sync<kW, kStageBar>();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < kW; i++) tot += red[i];
+  return 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+}
+// mvt::rms_scale's sum and factor from rms_load's loads (the same expressions in the same order: the same bits).
+template <int kW, int kR>
+__device__ __forceinline__ float rms_finish(const mvt::Args& a, const float4 (&r)[kR], float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kR; i++) {
+    const float4 v = r[i];
+    if (threadIdx.x + i * 32 * kW < a.cols / 4) ss += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+  }
+  return rms_tail<kW>(a, ss, red);
+}
+// Tune::xone 2: the factor from the staging's own loads of x (each element once over the kW warps; a different
+// summation order than mvt::rms_scale: not the same bits, within fp32 rounding of it). Elements of super-blocks
+// that are not the warp's (beyond nb) are 0.
+template <int kW, int kU>
+__device__ __forceinline__ float rms_own(const mvt::Args& a, const float (&v)[kU][8], float* red) {
+  float ss = 0.f;
+#pragma unroll
+  for (int u = 0; u < kU; u++)
+#pragma unroll
+    for (int h = 0; h < 8; h += 4)
+      ss += (v[u][h] * v[u][h] + v[u][h + 1] * v[u][h + 1]) + (v[u][h + 2] * v[u][h + 2] + v[u][h + 3] * v[u][h + 3]);
+  return rms_tail<kW>(a, ss, red);
+}
+// mvt::load_x4's prologue on 8 loaded elements: SwiGLU silu(gate) x, RMSNorm x scale w (aux: gate or norm weights).
+__device__ __forceinline__ void prologue8(const mvt::Args& a, float (&v)[8], const float (&aux)[8], float scale) {
+  if (a.pre.gate) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = mvs::silu(aux[i]) * v[i];
+  } else if (a.pre.norm_w) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = v[i] * scale * aux[i];
+  }
+}
+// The super-blocks of the calling warp: bs[u] = warp + u kW where st[u] (b < nb), else warp (not stored).
+template <int kW, int kU>
+__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU]) {
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    st[u] = warp + u * kW < nb;
+    bs[u] = st[u] ? warp + u * kW : warp;
+  }
+}
+// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply.
+__host__ __device__ constexpr int xone_units(int nb, int kW) { return nb <= 3 * kW ? (nb + kW - 1) / kW : 0; }
+
+// rms_finish's kW floats, one array per kW for every kU (the 16-warp kernel's static shared memory is tight).
+template <int kW>
+__device__ __forceinline__ float* xone_red() {
+  __shared__ float red[kW];
+  return red;
+}
+
+// The whole consumer side of x for Tune::xone, griddepcontrol.wait included (pr: the probe's kPrWaited stamp; own:
+// the RMSNorm factor by rms_own, Tune::xone 2).
+template <int kW, int kU>
+__device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, uint64_t* pr,
+                                             bool own) {
+  float* red = xone_red<kW>();
+  int bs[kU];
+  bool st[kU];
+  xone_blocks<kW, kU>(a.nb, bs, st);
+  float v[kU][8], aux[kU][8];
+  if (a.pre.norm_w) {
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+      if (st[u]) load8(a.pre.norm_w, bs[u], aux[u]);
+  }
+  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
+  mvs::grid_dep_wait();
+  probe_at(pr, kPrWaited);
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    if (st[u]) {
+      load8(a.x, bs[u], v[u]);
+      if (a.pre.gate) load8(a.pre.gate, bs[u], aux[u]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[u][i] = aux[u][i] = 0.f;
+    }
+  }
+  float scale = 1.f;
+  if (a.pre.norm_w && own) {
+    scale = rms_own<kW, kU>(a, v, red);
+  } else if (a.pre.norm_w) {
+    float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
+    rms_load<kW, 2 * kU>(a, r);
+    scale = rms_finish<kW, 2 * kU>(a, r, red);
+  }
+#pragma unroll
+  for (int u = 0; u < kU; u++) prologue8(a, v[u], aux[u], scale);
+  digits_i8_u<kU, true>(v, bs, st, bfr, sx, inv_s);
   mvt::stage_sync<kW, kStageBar>();
 }
 
@@ -594,16 +727,22 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     return;
   }
 
-  if (a.prew && !a.xg) prefetch_norm_l1<kW>(a.t);
-  mvs::grid_dep_wait();
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
-  probe_at(pr, kPrWaited);
+  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
+  if constexpr (kI8) {
+    if (xu == 1) stage_i8_one<kW, 1>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
+    else if (xu == 2) stage_i8_one<kW, 2>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
+    else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
+  }
+  if (!xu) {
+    mvs::grid_dep_wait();
+    probe_at(pr, kPrWaited);
+  }
   if (a.xg) {
     mbar_wait(&xfull, 0);
   } else {
     if constexpr (kI8) {
-      if (a.stage2) stage_i8_pair<kW>(a.t, bfr, sx, inv_s);
-      else stage_i8<kW>(a.t, bfr, sx, inv_s);
+      if (!xu) stage_i8<kW>(a.t, bfr, sx, inv_s);
     } else {
       mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
     }
@@ -660,11 +799,6 @@ struct Tune {
   int ctas_per_sm = 0;  // 0: 2 where >= 3 stages fit in half the SM, else 1; -1: 1 in half the SM (plan())
   bool math = true;     // false: streaming probe (mvbench only)
   bool i8 = true;       // the integer form (DS_MATVEC_STREAM_I8=0: the fp16 form of matvec_tc)
-  // x staged two super-blocks per warp at a time (stage_i8_pair, matvec_stream_q6's stage_q6_pair), for this
-  // kernel and the Q6_K one (decode7; same bits): DS_MATVEC_STREAM_STAGE2=1. Off: session 6 measured no gain (9B
-  // 358.9 vs 357.1 tok/s); dec15 call 2 with it, EVICT and PREW on together: 9B 386.8 / 390.1 vs main's 390.2 / 393.6
-  // (each alone not measured: see bench/cuda/NOTES.md dec15).
-  bool stage2 = false;
   // L2 prefetch of the next product's weights (Next; DS_MATVEC_PREFETCH_KB, 0 = off), both kernels. 8 MB: H200
   // tg128 9B 362.4 / 363.9 tok/s vs 357.9 / 358.6 without, 27B 123.8 vs 123.5, 0.8B 1134.9 vs 1131.5; 4 MB
   // 9B 362.5; 16 MB 354.8, 32 MB 345.0 (the prefetch then competes with the kernel's own stream). decode8.
@@ -701,15 +835,23 @@ struct Tune {
   bool xprep_fence = true;
   int xprep_bufs = 2;
   bool xprep_pdl = true;
-  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=1). H200 call 1
-  // (then without XWAIT / ARRIVE_LANES): tg128 9B 398.54 tok/s (one run) vs 391.50 / 391.96 without;
-  // CudaMatvec.StreamTimeline 114.3 us per replay vs 118.7. Together with PREW and stage2 (call 2) the 9B lost to
-  // main (386.8 / 390.1 vs 390.2 / 393.6): off until measured alone with the current forms. (An evict_last policy on
-  // the next product's prefetch with 16 MB of it lost in call 1, 386.1: removed.)
-  bool evict = false;
-  // dec15, both kernels: the RMSNorm weights prefetched into L1 before griddepcontrol.wait (prefetch_norm_l1;
-  // DS_MATVEC_STREAM_PREW=1). Not measured alone (part of call 2's losing set above): off.
-  bool prew = false;
+  // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=0: without; an
+  // evict_last policy on the next product's prefetch with 16 MB of it lost in dec15 call 1, 386.1: removed). b1x16
+  // call 1 (H200, each alone against the old default, interleaved): tg128 9B 386.89 / 387.00 tok/s vs 369.25 / 369.76,
+  // 27B 133.98 / 133.99 vs 129.27 / 129.14, 0.8B 1228.7 / 1229.9 vs 1222.6 / 1222.7: on. Its combination with xone
+  // below was NOT measured (dec15 call 2's losing set EVICT + PREW + stage2: PREW and stage2 lost alone, removed).
+  bool evict = true;
+  // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
+  // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
+  // consumer warps super-blocks without a prepared x. DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
+  // barrier, one round per super-block). 2: the RMSNorm factor from the staging's own loads of x (rms_own: no second
+  // load of x; another summation order: |y2 - y0| <= 3.6e-8 of sum|w x| in CudaMatvec.StreamXoneSameBits).
+  // H200 b1x16 call 1, tg128 (interleaved, EVICT off): 9B 413.54 / 412.80 tok/s (2: 414.42 / 413.85) vs 369.25 / 369.76,
+  // 27B 136.11 / 136.13 (2: 136.37 / 136.35) vs 129.27 / 129.14, 0.8B 1294.98 / 1294.13 (2: 1299.27 / 1298.38) vs
+  // 1222.61 / 1222.67; CudaMatvec.StreamTimeline (x staging, first / second layer) in_proj 8.67 / 8.35 -> 4.42 / 3.55
+  // us, ffn_gate_up 5.60 / 5.89 -> 3.17 / 3.55, ssm_out 2.82 / 2.85 -> 2.50 / 2.34; 112.0 vs 126.2 us per replay.
+  // 1 is the default (the same bits as 0); 2 gained another 0.2-0.3% (not the same bits).
+  int xone = 1;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -721,15 +863,14 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_CTAS")) d.ctas_per_sm = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_I8")) d.i8 = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_STAGE2")) d.stage2 = e[0] == '1';
     if (const char* e = std::getenv("DS_MATVEC_PREFETCH_KB")) d.prefetch_kb = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP")) d.xprep = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_Q6K")) d.xprep_q6k = std::max(-1, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_FENCE")) d.xprep_fence = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_BUFS")) d.xprep_bufs = std::atoi(e) == 1 ? 1 : 2;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] == '1';
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_PREW")) d.prew = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
   return t;
@@ -843,9 +984,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.stages = p.stages;
   a.xbytes = p.xbytes;
   a.math = tune().math;
-  a.stage2 = tune().stage2;
   a.evict = tune().evict;
-  a.prew = tune().prew;
+  a.xone = tune().xone;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.probe = probe_take((int)grid, rows, cols, false);

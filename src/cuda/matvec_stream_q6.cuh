@@ -52,14 +52,13 @@ struct Args {
   int pitch;    // shared-memory bytes per row of a stage (16 mod 32)
   int stages;
   int xbytes;   // offset of the ring in dynamic shared memory
-  bool stage2;  // stage_q6_pair (mvq::Tune::stage2)
   const uint8_t* pf = nullptr;  // L2 prefetch of the next product's weights (mvq::prefetch_next)
   uint32_t pf_cta = 0;
   const uint4* xg = nullptr;  // x prepared by xprep_kernel (mvq::Args::xg, decode10); nullptr: staged here
   uint32_t xg_bytes = 0;
   bool xfence = false;  // mvq::Args::xfence
   bool evict = false;         // mvq::Args::evict
-  bool prew = false;          // mvq::Args::prew
+  int xone = 0;               // mvq::Args::xone
   uint64_t* probe = nullptr;  // mvq::Args::probe
 };
 
@@ -101,31 +100,13 @@ __device__ __forceinline__ void split_digits_q6(const float (&v)[8], float s, bo
   }
 }
 
-// kU super-blocks bs[] of one parity per call, their dependent chains (x loads, max reduction, digit sums)
-// interleaved: the staging is latency-bound (every CTA stages all of x before its first item), one
-// super-block at a time left the SM idle between L2 loads and shuffle chains. Stores only where st[u].
-// One warp per super-block; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
-// and (p1 .. p1 + 3) mod 32 (slot 1) of group m, p0 = 4t + 2 (b & 1), p1 = p0 + 16.
+// kU super-blocks bs[] of parity kOdd of a warp whose x' (the lane's 8 elements each, in stage_q6's order) are in v,
+// their dependent chains (max reduction, digit sums) interleaved; stores only where st[u] (stage_q6's values).
 template <bool kOdd, int kU>
-__device__ __forceinline__ void stage_q6_u(const mvt::Args& a, const int (&bs)[kU], const bool (&st)[kU], float scale,
-                                           uint2* bfr, int2* cfr, float* inv_s) {
+__device__ __forceinline__ void digits_q6_u(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU],
+                                            uint2* bfr, int2* cfr, float* inv_s) {
   const int lane = threadIdx.x & 31;
   const int m = lane >> 2, t = lane & 3, p0 = 4 * t + (kOdd ? 2 : 0), p1 = p0 + 16;
-  float v[kU][8];
-#pragma unroll
-  for (int u = 0; u < kU; u++) {
-    const int base = bs[u] * 256 + 32 * m;
-    if (!kOdd) {
-      const float4 lo = mvt::load_x4(a, base + p0, scale), hi = mvt::load_x4(a, base + p1, scale);
-      v[u][0] = lo.x; v[u][1] = lo.y; v[u][2] = lo.z; v[u][3] = lo.w;
-      v[u][4] = hi.x; v[u][5] = hi.y; v[u][6] = hi.z; v[u][7] = hi.w;
-    } else {
-      const float2 a0 = load_x2(a, base + p0, scale), a1 = load_x2(a, base + p0 + 2, scale);
-      const float2 b0 = load_x2(a, base + (p1 & 31), scale), b1 = load_x2(a, base + ((p1 + 2) & 31), scale);
-      v[u][0] = a0.x; v[u][1] = a0.y; v[u][2] = a1.x; v[u][3] = a1.y;
-      v[u][4] = b0.x; v[u][5] = b0.y; v[u][6] = b1.x; v[u][7] = b1.y;
-    }
-  }
   float mx[kU];
   bool fin[kU];  // fmaxf skips NaN: test every element
 #pragma unroll
@@ -237,20 +218,65 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
-// stage_q6 with two super-blocks per warp in flight (mvq::Tune::stage2, DS_MATVEC_STREAM_STAGE2=1; decode7, off by
-// default; same results bit for bit). Warp w stages super-blocks w, w + 8, ... (all of one parity), two per stage_q6_u call.
-template <int kW>
-__device__ __forceinline__ void stage_q6_pair(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s) {
-  const int warp = threadIdx.x >> 5;
-  __shared__ float red[kW];
-  const float scale = mvt::rms_scale<kW, mvq::kStageBar>(a, red);
-  for (int b = warp; b < a.nb; b += 2 * kW) {  // kW even: b and b + kW have the warp's parity
-    const bool v1 = b + kW < a.nb;
-    const int bs[2] = {b, v1 ? b + kW : b};
-    const bool st[2] = {true, v1};
-    if (warp & 1) stage_q6_u<true, 2>(a, bs, st, scale, bfr, cfr, inv_s);
-    else stage_q6_u<false, 2>(a, bs, st, scale, bfr, cfr, inv_s);
+// b1x16 (mvq::Tune::xone): mvq::stage_i8_one's one-round staging for this kernel's element order (the digits by
+// split_digits_q6 as in stage_q6: its digit sums need each digit). The lane's 8 elements of super-block b of p, in
+// stage_q6's order: slot 0 at p0 = 4t + 2 (b & 1), slot 1 at (p0 + 16) mod 32 of group m = lane / 4.
+__device__ __forceinline__ void load8_q6(const float* p, int b, float (&v)[8]) {
+  const int lane = threadIdx.x & 31, m = lane >> 2, t = lane & 3, odd = b & 1;
+  const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
+  if (!odd) {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(p + base + p0));
+    const float4 hi = __ldg(reinterpret_cast<const float4*>(p + base + p1));
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  } else {
+    const float2 a0 = __ldg(reinterpret_cast<const float2*>(p + base + p0));
+    const float2 a1 = __ldg(reinterpret_cast<const float2*>(p + base + p0 + 2));
+    const float2 b0 = __ldg(reinterpret_cast<const float2*>(p + base + (p1 & 31)));
+    const float2 b1 = __ldg(reinterpret_cast<const float2*>(p + base + ((p1 + 2) & 31)));
+    v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
+    v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
   }
+}
+// The consumer side of x for mvq::Tune::xone, griddepcontrol.wait included: the warp's super-blocks w, w + kW, ...
+// (kW even: all of the warp's parity).
+template <int kW, int kU>
+__device__ __forceinline__ void stage_q6_one(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, uint64_t* pr,
+                                             bool own) {
+  float* red = mvq::xone_red<kW>();
+  int bs[kU];
+  bool st[kU];
+  mvq::xone_blocks<kW, kU>(a.nb, bs, st);
+  float v[kU][8], aux[kU][8];
+  if (a.pre.norm_w) {
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+      if (st[u]) load8_q6(a.pre.norm_w, bs[u], aux[u]);
+  }
+  mvs::grid_dep_wait();
+  mvq::probe_at(pr, mvq::kPrWaited);
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    if (st[u]) {
+      load8_q6(a.x, bs[u], v[u]);
+      if (a.pre.gate) load8_q6(a.pre.gate, bs[u], aux[u]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[u][i] = aux[u][i] = 0.f;
+    }
+  }
+  float scale = 1.f;
+  if (a.pre.norm_w && own) {
+    scale = mvq::rms_own<kW, kU>(a, v, red);
+  } else if (a.pre.norm_w) {
+    float4 r[2 * kU];
+    mvq::rms_load<kW, 2 * kU>(a, r);
+    scale = mvq::rms_finish<kW, 2 * kU>(a, r, red);
+  }
+#pragma unroll
+  for (int u = 0; u < kU; u++) mvq::prologue8(a, v[u], aux[u], scale);
+  if ((threadIdx.x >> 5) & 1) digits_q6_u<true, kU>(v, bs, st, bfr, cfr, inv_s);
+  else digits_q6_u<false, kU>(v, bs, st, bfr, cfr, inv_s);
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
@@ -435,13 +461,18 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     return;
   }
 
-  if (a.prew && !a.xg) mvq::prefetch_norm_l1<kW>(a.t);
-  mvs::grid_dep_wait();
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
-  mvq::probe_at(pr, mvq::kPrWaited);
+  // Three super-blocks per warp only with 16 warps: with 8, kernel<true, 8> then spilled (4 bytes; ptxas, b1x16).
+  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
+  if (xu == 1) stage_q6_one<kW, 1>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  else if (xu == 2) stage_q6_one<kW, 2>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  else if (kW > kCW && xu == 3) stage_q6_one<kW, 3>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  if (!xu) {
+    mvs::grid_dep_wait();
+    mvq::probe_at(pr, mvq::kPrWaited);
+  }
   if (a.xg) mvq::mbar_wait(&xfull, 0);
-  else if (a.stage2) stage_q6_pair<kW>(a.t, bfr, cfr, inv_s);
-  else stage_q6<kW>(a.t, bfr, cfr, inv_s);
+  else if (!xu) stage_q6<kW>(a.t, bfr, cfr, inv_s);
   if (!a.xg) mvq::x_staged_arrive<kW>();
   mvq::probe_at(pr, mvq::kPrXStaged);
   mvs::grid_dep_trigger();
@@ -605,9 +636,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.pitch = p.pitch;
   a.stages = p.stages;
   a.xbytes = p.xbytes;
-  a.stage2 = mvq::tune().stage2;
   a.evict = mvq::tune().evict;
-  a.prew = mvq::tune().prew;
+  a.xone = mvq::tune().xone;
   const int64_t nrg = (rows + 15) / 16;
   const int64_t grid = std::min<int64_t>(nrg, (int64_t)p.ctas_per_sm * sm_count());
   a.probe = mvq::probe_take((int)grid, rows, cols, true);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -409,13 +410,15 @@ TEST(CudaMatvec, StreamQ4KVariants) {
   });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (the int8 form:
   // 101 / 68 super-blocks by default, every shape with ctas 1); wide false: 8 there.
-  struct V { int kc, stages, ctas, terms; bool i8, stage2 = false, wide = true; };
+  // xoff: the staging of x before b1x16 (DS_MATVEC_STREAM_XONE=0; xone, the default, stages rows of <= 24 / 48
+  // super-blocks in one round).
+  struct V { int kc, stages, ctas, terms; bool i8, xoff = false, wide = true; };
   const V vs[] = {{8, 0, 0, 3, true},  {3, 2, 0, 3, true},  {1, 3, 2, 3, true}, {16, 0, 1, 3, true},
                   {8, 0, 0, 3, false}, {3, 2, 0, 2, false}, {16, 0, 1, 3, false},
-                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged two super-blocks at a time
+                  {8, 0, 0, 3, true, true}, {3, 2, 0, 3, true, true},  // x staged as before xone
                   {8, 0, -1, 3, true}, {3, 2, -1, 3, true},  // one CTA per SM in half its shared memory
                   {16, 0, 1, 3, true, false, false}, {8, 0, 0, 3, true, false, false},  // 8 consumer warps
-                  {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, stage2
+                  {3, 2, 1, 3, true}, {1, 3, 1, 3, true, true}};  // 16 warps: odd stage counts, kc 1, xoff
   uint64_t seed = 9700;
   int vi = 0;
   for (const V& v : vs) {
@@ -427,9 +430,9 @@ TEST(CudaMatvec, StreamQ4KVariants) {
     // one_cta_nb / xprep as set outside (default or env: the prepared x on the >= 32-super-block shapes)
     cuda::MatvecStreamTune q4 = q4_ring(keep.q4, v.kc, v.stages, v.ctas, v.wide);
     q4.i8 = v.i8;
-    q4.stage2 = v.stage2;
+    if (v.xoff) q4.xone = 0;
     cuda::set_matvec_stream_tune(q4);
-    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.stage2 ? " stage2" : "") +
+    const std::string name = std::string(v.i8 ? "stream int8" : "stream fp16") + (v.xoff ? " xone off" : "") +
                              (v.wide ? "" : " 8 warps") +
                              " kc " + std::to_string(v.kc) +
                              " stages " + std::to_string(v.stages) + " ctas " + std::to_string(v.ctas) +
@@ -461,20 +464,20 @@ TEST(CudaMatvec, StreamQ6KVariants) {
   });
   // wide (decode9, default): 16 consumer warps where the plan has one CTA per SM in the full SM (by default the
   // 12288 / 17408 / 25600-wide rows; every shape with ctas 1); wide false: 8 there.
-  struct V { int kc, stages, ctas; bool stage2 = false, wide = true; };
+  struct V { int kc, stages, ctas; bool xoff = false, wide = true; };  // xoff: DS_MATVEC_STREAM_XONE=0's staging
   const V vs[] = {{0, 0, 0}, {2, 2, 0}, {6, 3, 0}, {16, 0, 1}, {4, 0, 2}, {0, 0, 0, true}, {2, 2, 0, true},
                   {0, 0, -1}, {2, 2, -1},  // ctas -1: one CTA per SM in half its shared memory (decode8)
                   {0, 0, 0, false, false}, {16, 0, 1, false, false},  // 8 consumer warps
-                  {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, stage2
+                  {2, 3, 1}, {6, 0, 1, true}, {0, 0, 1}};  // 16 warps: odd stage count, kc 6, xoff
   uint64_t seed = 9900;
   int vi = 0;
   for (const V& v : vs) {
     if (!stream_part_takes(vi++)) continue;
     cuda::MatvecStreamTune q4 = keep.q4;
-    q4.stage2 = v.stage2;  // the staging switch is shared with the Q4_K stream kernel
+    if (v.xoff) q4.xone = 0;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
     cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
-    const std::string name = std::string("stream Q6_K") + (v.stage2 ? " stage2" : "") + (v.wide ? "" : " 8 warps") + " kc " +
+    const std::string name = std::string("stream Q6_K") + (v.xoff ? " xone off" : "") + (v.wide ? "" : " 8 warps") + " kc " +
                              std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
                              std::to_string(v.ctas);
     g_worst_seen = 0;
@@ -650,6 +653,111 @@ TEST(CudaMatvec, StreamXprep) {
         std::printf("[stream xprep] %s wide-range x: worst %.3g\n", cuda::type_cstr(type), e);
         EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
       }
+    }
+  }
+}
+
+// b1x16: the one-round staging of x (DS_MATVEC_STREAM_XONE, both stream kernels: norm weights loaded before
+// griddepcontrol.wait, x / gate / x^2 loads issued together, Q4_K digits by PRMT) against the staging it replaces:
+// every product with xone 0, 1 and 2; xone 1 must give the same bits, xone 2 too except with RMSNorm (its factor from
+// the staging's own loads, another summation order: the largest |y2 - y0| / sum|w x| is printed); xone 1 and 2 against
+// the CPU. 1 .. 48 super-blocks per row (1, 2 and 3 per consumer warp; 48 on 16 warps with the prepared x off),
+// plain / RMSNorm / SwiGLU, accumulate, the default plans and one CTA x 16 warps forced; the wide-range x case (zero
+// super-block, outliers, NaN) under xone 1 and 2. DS_TEST_STREAM_PART shards the (type, shape) pairs and the two
+// wide-range runs.
+TEST(CudaMatvec, StreamXoneSameBits) {
+  DS_REQUIRE_GPU();
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{1027, 256, "1 super-block"}, {333, 1024, "4 super-blocks"},
+                                                   {77, 2560, "10 super-blocks"}, {250, 3584, "14 super-blocks"},
+                                                   {60, 4096, "16 super-blocks"}, {4097, 4096, "odd rows, 9B width"},
+                                                   {100, 5120, "20 super-blocks"}, {130, 6144, "24 super-blocks"},
+                                                   {77, 12288, "48 super-blocks"}});
+  const float eps = 1e-6f;
+  const auto set_xone = [&](int mode, int ctas) {
+    cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, ctas, true);
+    q4.i8 = true;
+    q4.xprep = 0;  // x staged in the kernel at every width
+    q4.xone = mode;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1, 0, 0, ctas, true});
+  };
+  uint64_t seed = 16100;
+  size_t products = 0, differ = 0;
+  double worst_rms2 = 0;  // xone 2 with RMSNorm: the largest |y2 - y0| / sum|w x|
+  int part = 0;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const Shape& s : shapes) {
+      if (!stream_part_takes(part++)) continue;
+      set_xone(0, 0);
+      if (type == GgmlType::Q6_K && !cuda::matvec_stream_q6_takes(s.rows, s.cols)) continue;  // odd super-blocks
+      const auto w = test::random_weights(type, s.rows * s.cols, seed += 7);
+      const auto x = test::random_floats(s.cols, seed + 1, 5.f);
+      const auto norm_w = test::random_floats(s.cols, seed + 2);
+      const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
+      const auto y0 = test::random_floats(s.rows, seed + 4);
+      std::vector<float> xn(s.cols), xg(s.cols);
+      cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
+      cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+      std::vector<double> mag(s.rows);  // sum |w x'| per row with RMSNorm
+      {
+        std::vector<float> scratch;
+        const uint64_t rb = ggml_row_bytes(*ggml_type_info(type), s.cols);
+        for (int64_t r = 0; r < s.rows; r++) mag[r] = ref_row(type, w.data() + r * rb, xn.data(), s.cols, scratch).second;
+      }
+      auto dw = test::to_device(w);
+      auto dx = test::to_device(x);
+      auto dn = test::to_device(norm_w);
+      auto dg = test::to_device(gate);
+      auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+      ASSERT_TRUE(dy.ok());
+      const std::vector<float> nans(s.rows, NAN);
+      for (int ctas : {0, 1})
+        for (int pro = 0; pro < 3; pro++)
+          for (bool acc : {false, true}) {
+            std::vector<float> ys[3];
+            for (int mode = 0; mode < 3; mode++) {
+              set_xone(mode, ctas);
+              ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
+              cuda::MatvecInput in{dx.as<float>()};
+              if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
+              if (pro == 2) in.gate = dg.as<float>();
+              const Status st =
+                  cuda::matvec_fused(type, dw.data(), s.rows, s.cols, in, dy->as<float>(), nullptr, nullptr, acc);
+              ASSERT_TRUE(st.ok()) << st.error().message;
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              ys[mode] = test::to_host<float>(*dy, s.rows);
+            }
+            const std::string what = std::string(cuda::type_cstr(type)) + " ctas " + std::to_string(ctas) +
+                                     (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
+                                     (acc ? " accumulate " : " ") + s.what;
+            for (int mode = 1; mode < 3; mode++) {
+              products++;
+              const bool same = std::memcmp(ys[0].data(), ys[mode].data(), s.rows * 4) == 0;
+              differ += !same;
+              if (mode == 1 || pro != 1) EXPECT_TRUE(same) << what << ": xone " << mode << " and 0 differ";
+              if (mode == 2 && pro == 1)
+                for (int64_t r = 0; r < s.rows; r++)
+                  worst_rms2 = std::max(worst_rms2, std::fabs((double)ys[2][r] - ys[0][r]) / std::max(mag[r], 1e-30));
+              check_rows(type, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
+                         ys[mode].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
+                         what + " xone " + std::to_string(mode));
+            }
+          }
+    }
+  std::printf("[stream xone] %zu products (xone 1 and 2), %zu not bit-identical to xone 0; xone 2 with RMSNorm: "
+              "worst |y2 - y0| / sum|w x| = %.3g\n", products, differ, worst_rms2);
+  for (int mode = 1; mode < 3; mode++) {
+    if (!stream_part_takes(part++)) continue;
+    cuda::MatvecStreamTune q4 = keep.q4;
+    q4.mode = 1;
+    q4.xone = mode;
+    cuda::set_matvec_stream_tune(q4);
+    cuda::set_matvec_stream_q6_tune({1});
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      const double e = wide_range_case(type, 85, "wide-range x, xone " + std::to_string(mode), true);
+      std::printf("[stream xone] %s xone %d wide-range x: worst %.3g\n", cuda::type_cstr(type), mode, e);
+      EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
     }
   }
 }
