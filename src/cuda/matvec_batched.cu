@@ -104,15 +104,15 @@ int& wg_setting() {
 // 6; its block form (one n64 sum per block): 8; its sub-block form (A = q − 32, x in sub-block k order, d·sc applied
 // per k-step in fp32; half the tensor work, q6k13): 9. (5 / 7, x multicast to clusters of 2 / 4, were removed in
 // splitk11: slower; they now mean the default.) Its scaled-A form (q6k16; A = fp16(sc·(q − 32)) and its exact remainder,
-// three n64 wgmmas per sub-block into one sum per block, d once per block: no fp32 work per k-step): 11.
-// DS_MVB_WG_Q6K = 0 .. 4, 6, 8, 9, 11.
+// three n64 wgmmas per sub-block into one sum per block, d once per block: no fp32 work per k-step): 11; 12 the same
+// with three A sets in flight (same bits). DS_MVB_WG_Q6K = 0 .. 4, 6, 8, 9, 11, 12.
 // Default 9 (q6k13, H200, B = 64 vs 6: output 690 vs 875 us, ffn_gate_up-sized 77 vs 95, ffn_down 55.2 vs 58.0,
 // attn_qkv 36.5 vs 38.7; 9B step 8.70 vs 8.95 ms at 64, 7.34 vs 7.60 at 32, 7.10 vs 7.35 at 25; float64 worst in the
 // tests 1.03e-7 / 1.22e-7 as 6, extremes 3.0e-8 vs 3.2e-8). 6 (batched9: vs 1, ffn_down 71.7 vs 87.1 us, output 882 vs
 // 1034; the same products in the same order as variant 1, float64 worst 1.03e-7) stays behind the switch, as 8 (block
 // form, worst 1.74e-7; slower than 9 on every shape).
 constexpr int kWgQ6kDefault = 9;
-bool wg_q6k_valid(long v) { return v >= 0 && v <= 11 && v != 5 && v != 7 && v != 10; }
+bool wg_q6k_valid(long v) { return v >= 0 && v <= 12 && v != 5 && v != 7 && v != 10; }
 int& wg_q6k_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K");
@@ -162,9 +162,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
       if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))
       {
-        if (wg_q6k_setting() >= 5 && wg6r::supports(cols))  // ring 6, block form 8, sub-block form 9, scaled-A 11
+        if (wg_q6k_setting() >= 5 && wg6r::supports(cols))  // ring 6, block form 8, sub-block form 9, scaled-A 11 / 12
           return wg6r::launch(w, rows, cols, x, y, batch, stream, accumulate,
-                              wg_q6k_setting() == 11 ? 3 : wg_q6k_setting() == 9 ? 2 : wg_q6k_setting() == 8 ? 1 : 0);
+                              wg_q6k_setting() >= 11 ? wg_q6k_setting() - 8 : wg_q6k_setting() == 9 ? 2 : wg_q6k_setting() == 8 ? 1 : 0);
         return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting() >= 5 ? 1 : wg_q6k_setting());
       }
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)

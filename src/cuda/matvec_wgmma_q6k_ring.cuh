@@ -80,15 +80,17 @@ __device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
 // |P| > 2048, and E = P − A (one HFMA2, exact: 0 or ±1) is the remainder. Per k-step three m64n64k16 into one sum for
 // the whole block: A·hi + A·lo + E·hi = P·x − E·lo, the dropped E·lo below 2^-22 of that term; d is applied once per
 // block (32 FMAs). 1.5x form 2's tensor work, about half its instructions per k-step. sc of both rows as one half2
-// (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2.
-constexpr int kScBuf = 2;  // kForm 3: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
+// (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. kForm 4 (=12): the
+// same with three A fragment sets in flight instead of two (wait_group 2: more of each warpgroup's wgmmas queued while
+// another one is at its block boundary). Same products in the same order: the same bits as kForm 3.
 template <int kWG, bool kPipe, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
-  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm == 3;
+  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm >= 3;
+  constexpr int kScBuf = kForm == 4 ? 3 : 2;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -415,7 +417,7 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
 // Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form (kForm).
+// 2 the sub-block form, 3 the scaled-A form, 4 the same with 3 A sets in flight (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
@@ -439,6 +441,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
+  if (form == 4) return n_wg == 3 ? launch_ring<3, false, 4>(a, grid, stream) : launch_ring<2, false, 4>(a, grid, stream);
   if (form == 3) return n_wg == 3 ? launch_ring<3, false, 3>(a, grid, stream) : launch_ring<2, false, 3>(a, grid, stream);
   if (form == 2) return n_wg == 3 ? launch_ring<3, false, 2>(a, grid, stream) : launch_ring<2, false, 2>(a, grid, stream);
   if (form == 1) return n_wg == 3 ? launch_ring<3, false, 1>(a, grid, stream) : launch_ring<2, false, 1>(a, grid, stream);
