@@ -1,7 +1,8 @@
 // Batched Q6_K matvec, 25 <= B <= 64 (min_batch()). kForm 0 (DS_MVB_WG_Q6K=6): wg6::q6k_kernel's arithmetic (same
 // products in the same order for the same warpgroup count, pipelining and split plan; same float64 worst error in
-// tests/cuda, bit equality not checked); kForm 1 (=8) block form; kForm 2 (=9, the default since q6k13) sub-block form
-// with half the tensor work (see ring_kernel); kForm 3 (=11, q6k16) scaled-A form: no fp32 work per k-step. All with the Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
+// tests/cuda, bit equality not checked); kForm 1 (=8) block form; kForm 2 (=9, the default q6k13 .. q6k16) sub-block form
+// with half the tensor work (see ring_kernel); kForm 3 (=11, the default since q6k16) scaled-A form: no fp32 work per
+// k-step. All with the Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
 // empty mbarriers, no __syncthreads in the loop, programmatic dependent launch (weights of the first two blocks before
 // griddepcontrol.wait). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
 // batched9: removed in splitk11; DS_MVB_RED=3's split-K clusters, no step gain in splitk11: removed in q6k13.) Include from
@@ -28,11 +29,6 @@ template <int kWG>
 constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// 4 bytes from a 2-byte-aligned shared-memory address.
-__device__ __forceinline__ uint32_t ld4_a2(const uint8_t* p) {
-  const uint32_t* b = reinterpret_cast<const uint32_t*>((uintptr_t)p & ~(uintptr_t)3);
-  return __funnelshift_r(b[0], b[1], ((uint32_t)(uintptr_t)p & 3u) * 8u);
-}
 // A fragment of sub-block form k-step K = sub-block K (kSub below) for rows rbase (+8): q − 32 as exact fp16 integers
 // (1024 + q from LOP3, then one HADD2); ql / qh: the words at byte 4t of the sub-block's 16-byte ql / qh chunks.
 // Bytes 0, 2 of the 4 codes go to k-slots 2t, 2t + 1 and bytes 1, 3 to 2t + 8, 2t + 9 (wg::prep_kernel<kLayQ6KSub>).
@@ -80,9 +76,10 @@ __device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
 // |P| > 2048, and E = P − A (one HFMA2, exact: 0 or ±1) is the remainder. Per k-step three m64n64k16 into one sum for
 // the whole block: A·hi + A·lo + E·hi = P·x − E·lo, the dropped E·lo below 2^-22 of that term; d is applied once per
 // block (32 FMAs). 1.5x form 2's tensor work, about half its instructions per k-step. sc of both rows as one half2
-// (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. kForm 4 (=12): the
-// same with three A fragment sets in flight instead of two (wait_group 2: more of each warpgroup's wgmmas queued while
-// another one is at its block boundary). Same products in the same order: the same bits as kForm 3.
+// (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. Three A fragment
+// sets in flight (wait_group 2: call 1 measured two sets 1-2% slower on the output head, 6% on ffn_down: more of each
+// warpgroup's wgmmas stay queued while another warpgroup is at its block boundary). kForm 4 (=12): four sets; the same
+// products in the same order: the same bits as kForm 3.
 template <int kWG, bool kPipe, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -90,7 +87,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
   constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm >= 3;
-  constexpr int kScBuf = kForm == 4 ? 3 : 2;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
+  constexpr int kScBuf = kForm == 4 ? 4 : 3;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -159,6 +156,16 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
       rp[h] = wslot + (rbase + 8 * h) * kBox + off;
       dd[h] = __half2float(*reinterpret_cast<const __half*>(rp[h] + 208));
     }
+    // 4-byte words at byte c (a multiple of 4) of row h's block, for the sub-block forms: two LDS from the shared array by
+    // word index (immediate offsets) and one funnel shift. Every such word sits at the same misalignment off & 3 (rows
+    // kBox = 224 bytes apart). (The generic-pointer form before, (uintptr_t)p & ~3, lost the shared space: LD.E with
+    // 64-bit address arithmetic, ~350 instructions per warp and block for the 32 words in kForm 3's SASS.)
+    const uint32_t* s32 = reinterpret_cast<const uint32_t*>(smem);
+    const uint32_t wsh = (uint32_t)(off & 3) * 8u;
+    int wb[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) wb[h] = (slot * kStage + kXBlock + (rbase + 8 * h) * kBox + (off & ~3)) >> 2;
+    auto word = [&](int h, int c) { return __funnelshift_r(s32[wb[h] + (c >> 2)], s32[wb[h] + (c >> 2) + 1], wsh); };
     // wg6::q6k_kernel's rounds (same operations, same order)
     auto build = [&](int R, uint32_t (&af)[4][2][4]) {
       const int s = R >> 1, rd = R & 1;
@@ -217,7 +224,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
       uint32_t iw[8];
 #pragma unroll
       for (int m = 0; m < 4; m++) {
-        const uint32_t s0 = ld4_a2(rp[0] + 192 + 4 * m) ^ 0x80808080u, s1 = ld4_a2(rp[1] + 192 + 4 * m) ^ 0x80808080u;
+        const uint32_t s0 = word(0, 192 + 4 * m) ^ 0x80808080u, s1 = word(1, 192 + 4 * m) ^ 0x80808080u;
         iw[2 * m] = __byte_perm(s0, s1, 0x5140u);
         iw[2 * m + 1] = __byte_perm(s0, s1, 0x7362u);
       }
@@ -227,9 +234,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
 #pragma unroll
         for (int h = 0; h < 2; h++) {
 #pragma unroll
-          for (int m = 0; m < 4; m++) ql[s][m][h] = ld4_a2(rp[h] + 64 * s + 16 * m + 4 * t);
+          for (int m = 0; m < 4; m++) ql[s][m][h] = word(h, 64 * s + 16 * m + 4 * t);
 #pragma unroll
-          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = ld4_a2(rp[h] + 128 + 32 * s + 16 * hf + 4 * t);
+          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = word(h, 128 + 32 * s + 16 * hf + 4 * t);
         }
       // the block's x descriptor; k-step K's hi terms at + (K / 8)·kXStep + (K % 8)·4096 bytes, lo terms + 2048
       const uint64_t d0 = desc_for(xslot, 128u, 256u);
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
 #pragma unroll
       for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int m = 0; m < 4; m++) sw[h][m] = ld4_a2(rp[h] + 192 + 4 * m) ^ 0x80808080u;
+        for (int m = 0; m < 4; m++) sw[h][m] = word(h, 192 + 4 * m) ^ 0x80808080u;
       // ql / qh words of half block s for sub-blocks 8s + 2seg + hf: ql at 64s + 16(2(seg & 1) + hf) + 4t (nibble
       // seg / 2), qh at 128 + 32s + 16hf + 4t (bits 2seg)
       uint32_t ql[2][4][2], qh[2][2][2];
@@ -285,9 +292,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
 #pragma unroll
         for (int h = 0; h < 2; h++) {
 #pragma unroll
-          for (int m = 0; m < 4; m++) ql[s][m][h] = ld4_a2(rp[h] + 64 * s + 16 * m + 4 * t);
+          for (int m = 0; m < 4; m++) ql[s][m][h] = word(h, 64 * s + 16 * m + 4 * t);
 #pragma unroll
-          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = ld4_a2(rp[h] + 128 + 32 * s + 16 * hf + 4 * t);
+          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = word(h, 128 + 32 * s + 16 * hf + 4 * t);
         }
       };
       auto build_k = [&](int K, uint32_t (&af)[4]) {
@@ -417,7 +424,7 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
 // Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form, 4 the same with 3 A sets in flight (kForm).
+// 2 the sub-block form, 3 the scaled-A form, 4 the same with 4 A sets in flight (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());

@@ -47,10 +47,10 @@ struct Config {
                  // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32), 11 = scaled-A
                  // form (A = fp16(sc·(q − 32)) + its exact remainder, one sum per block)
 };
-// The block kernels' defaults (Q4_K 13, Q6_K 9) run in the default config; config 9 (n64), 12 (the Q4_K default before
+// The block kernels' defaults (Q4_K 13, Q6_K 11) run in the default config; config 9 (n64), 12 (the Q4_K default before
 // mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block
-// form) are listed, and the defaults 13 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only:
-// DS_TEST_MVB_WG=13,q9 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
+// form), 9 (sub-block form, the default before q6k16) are listed, and the defaults 13 / Q6_K 11 once more as configs of
+// their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=13,q11 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
 // were removed in splitk11.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -557,7 +557,7 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   cuda::set_matvec_batched_wgmma_q6k(wg60);
 }
 
-// DS_MVB_WG_Q6K=12 (three A sets in flight) issues the same wgmmas in the same order as 11: the same bits, on the 9B's
+// DS_MVB_WG_Q6K=12 (four A sets in flight) issues the same wgmmas in the same order as 11 (three): the same bits, on the 9B's
 // Q6_K shapes (3 and 2 warpgroups, 1, 2 and 4 splits), a partial row tile, accumulate on and off, B = 25, 41 and 64.
 TEST(CudaMatvecBatched, Q6KScaledADepthSameBits) {
   DS_REQUIRE_GPU();
