@@ -77,17 +77,16 @@ __device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
 // the whole block: A·hi + A·lo + E·hi = P·x − E·lo, the dropped E·lo below 2^-22 of that term; d is applied once per
 // block (32 FMAs). 1.5x form 2's tensor work, about half its instructions per k-step. sc of both rows as one half2
 // (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. Three A fragment
-// sets in flight (wait_group 2: call 1 measured two sets 1-2% slower on the output head, 6% on ffn_down: more of each
-// warpgroup's wgmmas stay queued while another warpgroup is at its block boundary). kForm 4 (=12): four sets; the same
-// products in the same order: the same bits as kForm 3.
+// sets in flight (wait_group 2; q6k16's call 1: two sets 1-2% slower on the output head, 6% on ffn_down, as more of each
+// warpgroup's wgmmas stay queued while another warpgroup is at its block boundary; call 2: four sets the same step time).
 template <int kWG, bool kPipe, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
-  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm >= 3;
-  constexpr int kScBuf = kForm == 4 ? 4 : 3;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
+  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm == 3;
+  constexpr int kScBuf = 3;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -424,7 +423,7 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
 // Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form, 4 the same with 4 A sets in flight (kForm).
+// 2 the sub-block form, 3 the scaled-A form (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
@@ -448,7 +447,6 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (form == 4) return n_wg == 3 ? launch_ring<3, false, 4>(a, grid, stream) : launch_ring<2, false, 4>(a, grid, stream);
   if (form == 3) return n_wg == 3 ? launch_ring<3, false, 3>(a, grid, stream) : launch_ring<2, false, 3>(a, grid, stream);
   if (form == 2) return n_wg == 3 ? launch_ring<3, false, 2>(a, grid, stream) : launch_ring<2, false, 2>(a, grid, stream);
   if (form == 1) return n_wg == 3 ? launch_ring<3, false, 1>(a, grid, stream) : launch_ring<2, false, 1>(a, grid, stream);
