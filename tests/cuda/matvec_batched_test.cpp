@@ -44,12 +44,13 @@ struct Config {
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
-                 // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32)
+                 // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32), 11 = scaled-A
+                 // form (A = fp16(sc·(q − 32)) + its exact remainder, one sum per block)
 };
-// The block kernels' defaults (Q4_K 13, Q6_K 9) run in the default config; config 9 (n64), 12 (the Q4_K default before
+// The block kernels' defaults (Q4_K 13, Q6_K 11) run in the default config; config 9 (n64), 12 (the Q4_K default before
 // mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block
-// form) are listed, and the defaults 13 / Q6_K 9 once more as configs of their own (Q4_K / Q6_K only:
-// DS_TEST_MVB_WG=13,q9 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
+// form), 9 (sub-block form, the default before q6k16) are listed, and the defaults 13 / Q6_K 11 once more as configs of
+// their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=13,q11 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
 // were removed in splitk11.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
@@ -72,7 +73,8 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 6},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 9}};
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 9},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 11}};
 
 // DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "2,9"; "-1": the configs that force neither switch) and
 // qN for wg6 value N (e.g. "q8"): only the configs with those (a shorter run, e.g. under compute-sanitizer); unset:
@@ -452,7 +454,7 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
 
 // The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
 // sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
-// first kernel 1; 13, its sub-block-sum mins) and Q6_K (ring 6, its sub-block form 9 and kernel 1) on shapes with 2, 4 and more splits, partial row
+// first kernel 1; 13, its sub-block-sum mins) and Q6_K (ring 6, its sub-block form 9, scaled-A form 11 and kernel 1) on shapes with 2, 4 and more splits, partial row
 // tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
   DS_REQUIRE_GPU();
@@ -464,7 +466,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
                         {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9700;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 1};
+    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 11, 1};
     for (const Case& c : cases) {
       const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
       const auto x = test::random_floats(64 * c.cols, seed + 1);
@@ -572,6 +574,48 @@ TEST(CudaMatvecBatched, PrepRegSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
   cuda::set_matvec_batched_split_reduce(red0);
   cuda::set_matvec_batched_prep_reg(prep0);
+}
+
+// ---- q6k16: the Q6_K scaled-A form (DS_MVB_WG_Q6K=11) ----
+// A = fp16(sc·(q − 32)) is inexact exactly where sc·(q − 32) is odd and above 2048 in magnitude (odd |sc| >= 67); the
+// remainder (0 or ±1) goes through a third wgmma with x's hi terms. Weights made mostly of those cases (odd scales
+// 67..127 of both signs, odd codes with |q − 32| in 17..31, so |sc·(q − 32)| in 1139..3937; d = 2^-8) on the ring's
+// shapes, B = 25 / 64, forms 9 and 11: within 1e-6 of float64 (the forms measure ~1e-7; A rounded to fp16 without the
+// remainder would be off by up to 2^-12 of these terms).
+TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma_q6k() == 0) GTEST_SKIP() << "no wgmma Q6_K kernel on this device / build";
+  const int wg60 = cuda::matvec_batched_wgmma_q6k();
+  auto shape = [](std::vector<uint8_t>& w) {
+    for (size_t b = 0; b + 210 <= w.size(); b += 210) {
+      uint8_t* p = &w[b];
+      const size_t blk = b / 210;
+      for (int i = 0; i < 128; i++) p[i] = (uint8_t)(((blk + i) % 8) * 0x22 + 0x11);  // both nibbles odd: 1, 3, .. 15
+      for (int i = 128; i < 192; i++) p[i] = (uint8_t)((blk * 7 + i) % 3 == 0 ? 0x00 : 0xFF);  // high bits 00 / 11
+      for (int j = 0; j < 16; j++) {
+        const int m = 67 + 2 * (int)((blk * 5 + 3 * j) % 31);  // odd, 67..127
+        p[192 + j] = (uint8_t)(int8_t)((blk + j) % 2 ? -m : m);
+      }
+      p[208] = 0x00;  // d = 2^-8 (fp16 0x1C00)
+      p[209] = 0x1C;
+    }
+  };
+  const Case cases[] = {{333, 4096, "333 rows"}, {200, 12288, "K split"}, {4161, 4096, "z + ba + 1 row"}};
+  uint64_t seed = 9900;
+  for (const Case& c : cases)
+    for (int batch : {25, 64}) {
+      for (int kind : {9, 11}) {
+        cuda::set_matvec_batched_wgmma_q6k(kind);
+        std::string where;
+        const double e = run_case(GgmlType::Q6_K, c, batch, false, seed, where, nullptr, nullptr, shape);
+        EXPECT_LE(e, 1e-6) << "kind " << kind << " [" << c.rows << " x " << c.cols << "] B " << batch << ": worst "
+                           << where;
+        std::printf("matvec_batched Q6_K odd large scales kind %d [%lld x %lld] B %d: worst %.3g of sum|w x|\n", kind,
+                    (long long)c.rows, (long long)c.cols, batch, e);
+      }
+      seed += 3;
+    }
+  cuda::set_matvec_batched_wgmma_q6k(wg60);
 }
 
 }  // namespace
