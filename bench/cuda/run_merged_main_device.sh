@@ -23,17 +23,30 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 "$X" --version | tee -a "$OUT/steps.log"
 python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
 ( for s in ${SIZES:-9B 0.8B 27B 4B}; do "$X" synth --size $s --type Q4_K_M --vocab "$W/vocab.gguf" --threads 12 -o "$W/m$s.gguf" >/dev/null 2>&1 && touch "$W/m$s.ok"; done ) &
+# sanitize.txt: one "TOOL ENV BINARY FILTER" per line (compute-sanitizer memcheck / racecheck / synccheck on any test
+# binary). SAN_EARLY=1: run them alongside the test_cuda shards (no timing runs yet), each in its own log.
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+sanitize() { [ -n "$CS" ] && [ -e "$D/sanitize.txt" ] && while read -r tool e b f; do [ $(el) -lt $(( LIM + 60 )) ] || { say "skip $tool $b $f"; continue; }
+  step "$tool $e $b $f" 120 "$OUT/sanitizer.log" env ${e//,/ } "$CS" --tool "$tool" --error-exitcode 1 "$B/$b" --gtest_brief=1 --gtest_filter="$f"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1 | tee -a "$OUT/steps.log"; done < "$D/sanitize.txt"; }
+# SAN_EARLY: every line at once (its own log, 150 s each), while test_cuda's shards run.
+sanitize_early() { local n=0 P=(); while read -r tool e b f; do n=$((n+1))
+    ( step "$tool $e $b $f" 150 "$OUT/sanitizer$n.log" env ${e//,/ } "$CS" --tool "$tool" --error-exitcode 1 "$B/$b" --gtest_brief=1 --gtest_filter="$f" ) & P+=($!)
+  done < "$D/sanitize.txt"; wait "${P[@]}"; cat "$OUT"/sanitizer[0-9]*.log >> "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[0-9]*.log
+  grep -E "^====|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tee -a "$OUT/steps.log"; }
+SANPID=; [ -n "$CS" ] && [ -e "$D/sanitize.txt" ] && [ -n "${SAN_EARLY:-}" ] && { sanitize_early & SANPID=$!; }
 # test_cuda in SHARDS (default 4) processes at once on the one GPU: most of its time is host-side float64 references.
 say "== test_cuda (${SHARDS:-4} shards)"
 for i in $(seq 0 $(( ${SHARDS:-4} - 1 ))); do
-  GTEST_TOTAL_SHARDS=${SHARDS:-4} GTEST_SHARD_INDEX=$i timeout 200 "$B/test_cuda" --gtest_brief=1 --gtest_filter="${TC_FILTER:-*}" > "$OUT/tc$i.log" 2>&1 < /dev/null &
-done; wait
+  GTEST_TOTAL_SHARDS=${SHARDS:-4} GTEST_SHARD_INDEX=$i timeout 200 "$B/test_cuda" --gtest_brief=1 --gtest_filter="${TC_FILTER:-*}" > "$OUT/tc$i.log" 2>&1 < /dev/null & TCP="${TCP:-} $!"
+done; wait $TCP
 for i in $(seq 0 $(( ${SHARDS:-4} - 1 ))); do echo "==== test_cuda shard $i" >> "$OUT/tests.log"; cat "$OUT/tc$i.log" >> "$OUT/tests.log"; rm -f "$OUT/tc$i.log"; done
 say "== test_cuda done"; grep -E "PASSED|FAILED|tests ran" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 grep -E '^\[(tc|stream|stream q6)\]|^matvec_batched|worst' "$OUT/tests.log" | head -60 > "$OUT/errors.txt"
 step test_cuda_model 60 "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
 step test_cuda_prefill 40 "$OUT/tests.log" "$B/test_cuda_prefill" --gtest_brief=1
 grep -E "FAILED|PASSED|tests ran|worst" "$OUT/tests.log" | tee -a "$OUT/steps.log"
+[ -n "$SANPID" ] && { wait $SANPID; say "== early sanitizers done"; }
 bench() { [ $(el) -lt $LIM ] || { say "skip $1 $2"; return; }
   step "bench $1 $2" 40 "$OUT/bench.log" env $2 "$X" bench -m "$W/m$1.gguf" --backend cuda -p 0 -n 128 -r 3 --json
   grep '^{' "$OUT/bench.log" | tail -1 | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['label']=sys.argv[1]; print(json.dumps(d))" "$2" >> "$OUT/bench.jsonl"
@@ -64,9 +77,6 @@ if [ -n "$CS" ] && [ -n "${MEMCHECK:-}" ] && [ $(el) -lt $LIM ]; then
   step "memcheck $MEMCHECK" $(( LIM + 60 - $(el) )) "$OUT/sanitizer.log" "$CS" --tool memcheck --leak-check no --error-exitcode 1 "$B/test_cuda" --gtest_brief=1 --gtest_filter="$MEMCHECK"
   grep -E "ERROR SUMMARY" "$OUT/sanitizer.log" | tee -a "$OUT/steps.log"
 fi
-# sanitize.txt: one "TOOL ENV BINARY FILTER" per line (compute-sanitizer memcheck / racecheck / synccheck on any test binary).
-[ -n "$CS" ] && [ -e "$D/sanitize.txt" ] && while read -r tool e b f; do [ $(el) -lt $(( LIM + 60 )) ] || { say "skip $tool $b $f"; continue; }
-  step "$tool $e $b $f" 90 "$OUT/sanitizer.log" env ${e//,/ } "$CS" --tool "$tool" --error-exitcode 1 "$B/$b" --gtest_brief=1 --gtest_filter="$f"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tail -1 | tee -a "$OUT/steps.log"; done < "$D/sanitize.txt"
+[ -z "${SAN_EARLY:-}" ] && sanitize
 say done
 (cd "$OUT" && tar czf all.tgz --exclude all.tgz . && find . -type f ! -name all.tgz ! -name steps.log -delete)
