@@ -34,7 +34,8 @@ void set_matvec_batched_wgmma_q6k(int variant);
 // acq_rel fence by thread 0 instead of __threadfence in every thread. The same bits in every mode. (3, split-K
 // clusters through distributed shared memory, was removed in q6k13: no step gain.)
 // The Q4_K wgmma kernels' x preparation (DS_MVB_PREP_REG; matvec_wgmma.cuh): true = wg::prep_reg_kernel (each thread's
-// loads issued at once, kept in registers across the column maximum), false = wg::prep_kernel. The same bits either way.
+// loads issued at once, kept in registers across the column maximum; the default), false = wg::prep_kernel. The same
+// bits either way.
 bool matvec_batched_prep_reg();
 void set_matvec_batched_prep_reg(bool on);
 int matvec_batched_split_reduce();

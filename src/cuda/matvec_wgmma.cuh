@@ -283,8 +283,11 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__
       reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
     }
 }
-// DS_MVB_PREP_REG=1: the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits either way.
-constexpr bool kPrepRegDefault = false;
+// DS_MVB_PREP_REG=1 (default): the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits
+// either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
+// step at B = 64, one run each: 7.865 vs 7.932 ms short, 8.473 vs 8.532 at 512+ positions; mvb16: 8.304 vs 8.356).
+// The Q6_K launch sites still use prep_kernel.
+constexpr bool kPrepRegDefault = true;
 inline bool& prep_reg_setting() {
   static bool v = [] {
     const char* e = std::getenv("DS_MVB_PREP_REG");
