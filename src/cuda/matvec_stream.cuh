@@ -838,8 +838,9 @@ struct Tune {
   // dec15, both kernels: the weight copies with the L2 evict_first policy (DS_MATVEC_STREAM_EVICT=0: without; an
   // evict_last policy on the next product's prefetch with 16 MB of it lost in dec15 call 1, 386.1: removed). b1x16
   // call 1 (H200, each alone against the old default, interleaved): tg128 9B 386.89 / 387.00 tok/s vs 369.25 / 369.76,
-  // 27B 133.98 / 133.99 vs 129.27 / 129.14, 0.8B 1228.7 / 1229.9 vs 1222.6 / 1222.7: on. Its combination with xone
-  // below was NOT measured (dec15 call 2's losing set EVICT + PREW + stage2: PREW and stage2 lost alone, removed).
+  // 27B 133.98 / 133.99 vs 129.27 / 129.14, 0.8B 1228.7 / 1229.9 vs 1222.6 / 1222.7: on. With xone 1 (session 13's
+  // final call, main f0059f1): 9B 428.15 / 429.35 vs 416.12 with EVICT=0, 27B 142.06 vs 138.83, 0.8B 1,319.15 vs
+  // 1,305.54. (dec15 call 2's losing set EVICT + PREW + stage2: PREW and stage2 lost alone, removed.)
   bool evict = true;
   // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
   // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
@@ -850,7 +851,8 @@ struct Tune {
   // 27B 136.11 / 136.13 (2: 136.37 / 136.35) vs 129.27 / 129.14, 0.8B 1294.98 / 1294.13 (2: 1299.27 / 1298.38) vs
   // 1222.61 / 1222.67; CudaMatvec.StreamTimeline (x staging, first / second layer) in_proj 8.67 / 8.35 -> 4.42 / 3.55
   // us, ffn_gate_up 5.60 / 5.89 -> 3.17 / 3.55, ssm_out 2.82 / 2.85 -> 2.50 / 2.34; 112.0 vs 126.2 us per replay.
-  // 1 is the default (the same bits as 0); 2 gained another 0.2-0.3% (not the same bits).
+  // 1 is the default (the same bits as 0); 2 gained another 0.2-0.3% (not the same bits) in b1x16's call and nothing
+  // clear in session 13's final call (9B 428.63 vs 428.15 / 429.35; xone 0: 399.35): still to decide.
   int xone = 1;
 };
 inline Tune& tune() {

@@ -92,43 +92,42 @@ __global__ void __launch_bounds__(256) split_kernel(const float* __restrict__ x,
 // (hi, lo) pair, so the mins product is one m16n8k16 per n-tile (k-slots 2t, 2t+1 = hi, lo of sub-block t; 2t+8, 2t+9
 // of t + 4) instead of two (16-element sums in 16 slots, hi and lo in separate products). |sum| / 16 < 2^15: fp16 range.
 constexpr int kLayQ4K = 0, kLayQ6K = 1, kLayQ6KSub = 2;
-template <int kLay, int kSums>
-__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
-                                                   float* __restrict__ scale, float* __restrict__ inv,
-                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
-  const int b = blockIdx.x;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
-  // they prefetch weights, then wait for this grid to complete before reading anything it writes
-  asm volatile("griddepcontrol.launch_dependents;\n" :::);
-#endif
-  const int64_t nblk = cols / 256;
-  const float* xb = x + (int64_t)b * cols;
-  const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
-  // xw: items (blk, s, kk, t) of column b
+// The first element of xw item it (t, kk, s, blk) of a column in layout kLay.
+__device__ __forceinline__ int64_t prep_elem0(int kLay, int64_t it) {
+  const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+  const int64_t blk = it >> 6;
+  const int i = kk >> 1, h = kk & 1;
+  return kLay == kLayQ6KSub ? 256 * blk + 128 * s + 16 * kk + 4 * t
+         : kLay == kLayQ6K  ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
+                            : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
+}
+// xw item it of column b from its 4 elements f (scaled by sc, split into fp16 hi / lo; zeros where !live).
+__device__ __forceinline__ void prep_put(uint32_t* __restrict__ xw, int b, int64_t it, const float4 f, float sc,
+                                         bool live) {
+  const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
+  const int64_t blk = it >> 6;
   const int in = (b % 8) * 4;
-  for (int64_t it = threadIdx.x; it < nblk * 64; it += 256) {
-    const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
-    const int64_t blk = it >> 6;
-    const int i = kk >> 1, h = kk & 1;
-    const int64_t e0 = kLay == kLayQ6KSub ? 256 * blk + 128 * s + 16 * kk + 4 * t
-                       : kLay == kLayQ6K  ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
-                                          : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (b < batch) {
-      const float4 f = *reinterpret_cast<const float4*>(xb + e0);
-      v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
-    }
-    uint32_t hi0, lo0, hi1, lo1;
-    gemm::split2(v[0], v[1], hi0, lo0);
-    gemm::split2(v[2], v[3], hi1, lo1);
-    uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
-    base[(b / 8) * 64 + in + t] = hi0;
-    base[(b / 8) * 64 + 32 + in + t] = hi1;
-    base[(8 + b / 8) * 64 + in + t] = lo0;
-    base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  if (live) {
+    v[0] = f.x * sc; v[1] = f.z * sc; v[2] = f.y * sc; v[3] = f.w * sc;
   }
-  if constexpr (kSums == 1)  // xm: items (blk, t) of column b = 8n + g: lane 4g + t of n-tile n
+  uint32_t hi0, lo0, hi1, lo1;
+  gemm::split2(v[0], v[1], hi0, lo0);
+  gemm::split2(v[2], v[3], hi1, lo1);
+  uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
+  base[(b / 8) * 64 + in + t] = hi0;
+  base[(b / 8) * 64 + 32 + in + t] = hi1;
+  base[(8 + b / 8) * 64 + in + t] = lo0;
+  base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
+}
+// The block sums of column b (kSums 1: fold's items (blk, t), lane 4g + t of n-tile n for b = 8n + g; kSums 2: the
+// sub-block sums of kMin2, see above); the calling CTA's 256 threads.
+template <int kSums>
+__device__ __forceinline__ void prep_sums(const float* __restrict__ x, int64_t cols, int batch, int b, float sc,
+                                          uint4* __restrict__ xm) {
+  const int64_t nblk = cols / 256;
+  [[maybe_unused]] const float* xb = x + (int64_t)b * cols;
+  if constexpr (kSums == 1)
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
       fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
   if constexpr (kSums == 2)
@@ -157,6 +156,25 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
       reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
     }
 }
+template <int kLay, int kSums>
+__global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, int64_t cols, int batch,
+                                                   float* __restrict__ scale, float* __restrict__ inv,
+                                                   uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
+  const int b = blockIdx.x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
+  // they prefetch weights, then wait for this grid to complete before reading anything it writes
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+  const int64_t nblk = cols / 256;
+  const float* xb = x + (int64_t)b * cols;
+  const float sc = b < batch ? gemm::col_scale_block(xb, cols, b, scale, inv) : 0.f;
+  // xw: items (blk, s, kk, t) of column b
+  for (int64_t it = threadIdx.x; it < nblk * 64; it += 256)
+    prep_put(xw, b, it, b < batch ? *reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it)) : float4{}, sc,
+             b < batch);
+  prep_sums<kSums>(x, cols, batch, b, sc, xm);
+}
 // prep_reg_kernel (mvb16, DS_MVB_PREP_REG): prep_kernel's outputs, the same bits, in fewer dependent trips to L2. The
 // wgmma kernels wait for the prep (griddepcontrol.wait) after their prologue, so its latency is on every product's critical
 // path (batched11: prep work added there showed 1:1 in the products' time). prep_kernel reads the column for its maximum
@@ -167,14 +185,6 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
 // prep CTA still fits beside a 2-warpgroup block kernel CTA (180 x 256) on one SM, so the PDL overlap stays. The block sums (kSums) read the column once
 // more as in prep_kernel (L1 hits by then).
 constexpr int kPrepR = 8;
-__device__ __forceinline__ int64_t prep_elem0(int kLay, int64_t it) {
-  const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
-  const int64_t blk = it >> 6;
-  const int i = kk >> 1, h = kk & 1;
-  return kLay == kLayQ6KSub ? 256 * blk + 128 * s + 16 * kk + 4 * t
-         : kLay == kLayQ6K  ? 256 * blk + 128 * s + 64 * h + 32 * (t >> 1) + 16 * (t & 1) + 4 * i
-                            : 256 * blk + 64 * (2 * s + (t >> 1)) + 32 * h + 16 * (t & 1) + 4 * i;
-}
 template <int kLay, int kSums>
 __global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__ x, int64_t cols, int batch,
                                                        float* __restrict__ scale, float* __restrict__ inv,
@@ -230,23 +240,7 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__
     __syncthreads();
     sc = sc_sh;
   }
-  const int in = (b % 8) * 4;
-  auto put = [&](int64_t it, const float4 f) {  // prep_kernel's split of item it
-    const int t = (int)(it & 3), kk = (int)((it >> 2) & 7), s = (int)((it >> 5) & 1);
-    const int64_t blk = it >> 6;
-    float w[4] = {0.f, 0.f, 0.f, 0.f};
-    if (live) {
-      w[0] = f.x * sc; w[1] = f.z * sc; w[2] = f.y * sc; w[3] = f.w * sc;
-    }
-    uint32_t hi0, lo0, hi1, lo1;
-    gemm::split2(w[0], w[1], hi0, lo0);
-    gemm::split2(w[2], w[3], hi1, lo1);
-    uint32_t* base = xw + ((blk * 2 + s) * 8 + kk) * 1024;
-    base[(b / 8) * 64 + in + t] = hi0;
-    base[(b / 8) * 64 + 32 + in + t] = hi1;
-    base[(8 + b / 8) * 64 + in + t] = lo0;
-    base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
-  };
+  auto put = [&](int64_t it, const float4 f) { prep_put(xw, b, it, f, sc, live); };
 #pragma unroll
   for (int j = 0; j < kPrepR; j++) {
     const int64_t it = threadIdx.x + 256 * j;
@@ -254,34 +248,7 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__
   }
   for (int64_t it = threadIdx.x + 256 * kPrepR; it < n_it; it += 256)
     put(it, live ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it))) : make_float4(0.f, 0.f, 0.f, 0.f));
-  if constexpr (kSums == 1)
-    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
-      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
-  if constexpr (kSums == 2)
-    for (int64_t it = threadIdx.x; it < nblk * 4; it += 256) {
-      const int t = (int)(it & 3);
-      const int64_t blk = it >> 2;
-      uint32_t o[2];
-#pragma unroll
-      for (int q = 0; q < 2; q++) {
-        float sum = 0.f;
-        if (live) {
-          const float4* p = reinterpret_cast<const float4*>(xb + 256 * blk + 128 * q + 32 * t);
-#pragma unroll
-          for (int i = 0; i < 8; i++) {
-            const float4 f = p[i];
-            sum += f.x * sc;
-            sum += f.y * sc;
-            sum += f.z * sc;
-            sum += f.w * sc;
-          }
-        }
-        const float vs = sum * 0.0625f;
-        const __half hv = __float2half_rn(vs);
-        o[q] = gemm::h2u(__halves2half2(hv, __float2half_rn(vs - __half2float(hv))));
-      }
-      reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
-    }
+  prep_sums<kSums>(x, cols, batch, b, sc, xm);
 }
 // DS_MVB_PREP_REG=1 (default): the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
