@@ -53,19 +53,19 @@ struct Session {
   std::unique_ptr<ds::tokenizer::Tokenizer> tok;
   ds::SequenceState state;     // cpu
   int64_t max_ctx = 0;
-  std::vector<int32_t> fed;    // tokens in the state, in order
-  std::vector<float> logits;   // [V]: the prediction after the last fed token
+  std::vector<int32_t> fed{};  // tokens in the state, in order
+  std::vector<float> logits{}; // [V]: the prediction after the last fed token
   bool add_bos = false;
   // Interactive mode: a copy of the state right after the last prompt. A re-rendered conversation may
   // not reproduce the generated tokens exactly (re-tokenization, templates that drop old reasoning), but
   // it nearly always extends the previous prompt; the recurrent state cannot be rolled back otherwise.
   bool keep_snapshot = false;
-  ds::SequenceState snap;
-  std::vector<int32_t> snap_tokens;
+  ds::SequenceState snap{};
+  std::vector<int32_t> snap_tokens{};
 #if DS_HAVE_CUDA
-  std::unique_ptr<ds::cuda::CudaModel> gpu;  // set with --backend cuda
-  std::unique_ptr<ds::cuda::CudaSeqState> gstate;
-  std::unique_ptr<ds::cuda::CudaSnapshot> gsnap;
+  std::unique_ptr<ds::cuda::CudaModel> gpu{};  // set with --backend cuda
+  std::unique_ptr<ds::cuda::CudaSeqState> gstate{};
+  std::unique_ptr<ds::cuda::CudaSnapshot> gsnap{};
 #endif
 
   bool on_gpu() const {

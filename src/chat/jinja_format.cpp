@@ -51,7 +51,7 @@ std::string pad_to(const std::string& sign, const std::string& body, const Spec&
 }
 
 std::string c_format(const char* conv, int64_t prec, double v) {
-  char fmt[16], buf[512];
+  char fmt[32], buf[512];
   std::snprintf(fmt, sizeof fmt, "%%.%d%s", static_cast<int>(std::min<int64_t>(prec, 300)), conv);
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;

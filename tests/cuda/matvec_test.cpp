@@ -735,7 +735,9 @@ TEST(CudaMatvec, StreamXoneSameBits) {
               products++;
               const bool same = std::memcmp(ys[0].data(), ys[mode].data(), s.rows * 4) == 0;
               differ += !same;
-              if (mode == 1 || pro != 1) EXPECT_TRUE(same) << what << ": xone " << mode << " and 0 differ";
+              if (mode == 1 || pro != 1) {
+                EXPECT_TRUE(same) << what << ": xone " << mode << " and 0 differ";
+              }
               if (mode == 2 && pro == 1)
                 for (int64_t r = 0; r < s.rows; r++)
                   worst_rms2 = std::max(worst_rms2, std::fabs((double)ys[2][r] - ys[0][r]) / std::max(mag[r], 1e-30));

@@ -66,7 +66,9 @@ std::vector<sampler::RowSummary> select_on_device(const std::vector<float>& rows
 void expect_same(const sampler::RowSummary& got, const sampler::RowSummary& want, bool lse, const std::string& what) {
   EXPECT_EQ(got.argmax, want.argmax) << what;
   EXPECT_EQ(got.max, want.max) << what;
-  if (lse) EXPECT_NEAR(got.lse, want.lse, 1e-12 * std::max(1.0, std::fabs(want.lse))) << what;
+  if (lse) {
+    EXPECT_NEAR(got.lse, want.lse, 1e-12 * std::max(1.0, std::fabs(want.lse))) << what;
+  }
   ASSERT_EQ(got.top.size(), want.top.size()) << what;
   for (size_t j = 0; j < want.top.size(); j++) {
     EXPECT_EQ(got.top[j].token, want.top[j].token) << what << " candidate " << j;
