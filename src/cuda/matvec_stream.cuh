@@ -13,7 +13,7 @@
 //   - the first stages are issued before griddepcontrol.wait (weights do not depend on the previous
 //     kernel), x is staged after it (mvt::stage, by the consumer warps behind their own named barrier
 //     kStageBar; the producer warp takes no part, sync13; in the integer form rows of <= 3 x the consumer warps
-//     super-blocks in one dependent round of loads, stage_i8_one, b1x16);
+//     super-blocks in one dependent round of loads, stage_one, b1x16);
 //   - 8 consumer warps: warp w takes super-blocks w, w + 8, ... of each chunk (16 rows x 256 weights per
 //     item, read from shared memory with three 16-byte loads per row), partial sums meet in shared memory
 //     behind a named barrier at the end of each row group.
@@ -401,16 +401,22 @@ __device__ __forceinline__ void prologue8(const mvt::Args& a, float (&v)[8], con
 }
 // The super-blocks of the calling warp: bs[u] = warp + u kW where st[u] (b < nb), else warp (not stored).
 template <int kW, int kU>
-__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU]) {
+__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU], int u0 = 0) {
   const int warp = threadIdx.x >> 5;
 #pragma unroll
   for (int u = 0; u < kU; u++) {
-    st[u] = warp + u * kW < nb;
-    bs[u] = st[u] ? warp + u * kW : warp;
+    st[u] = warp + (u0 + u) * kW < nb;
+    bs[u] = st[u] ? warp + (u0 + u) * kW : warp;
   }
 }
-// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply.
-__host__ __device__ constexpr int xone_units(int nb, int kW) { return nb <= 3 * kW ? (nb + kW - 1) / kW : 0; }
+// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply: up to 3 per
+// warp; with 16 consumer warps and no RMSNorm up to kXoneMaxWide (b1x17: the 27B ffn_down, 68 super-blocks, SwiGLU),
+// those in two rounds (3, then the rest: x and the gate of 4-5 super-blocks in flight at once need 64-80 registers,
+// and the kernels' cap is 96, 5 warps on one SM sub-partition: ptxas spilled in both 16-warp kernels).
+constexpr int kXoneMaxWide = 5;
+__host__ __device__ constexpr int xone_units(int nb, int kW, bool norm) {
+  return nb <= 3 * kW || (kW > kCW && !norm && nb <= kXoneMaxWide * kW) ? (nb + kW - 1) / kW : 0;
+}
 
 // rms_finish's kW floats, one array per kW for every kU (the 16-warp kernel's static shared memory is tight).
 template <int kW>
@@ -419,46 +425,95 @@ __device__ __forceinline__ float* xone_red() {
   return red;
 }
 
-// The whole consumer side of x for Tune::xone, griddepcontrol.wait included (pr: the probe's kPrWaited stamp; own:
-// the RMSNorm factor by rms_own, Tune::xone 2).
-template <int kW, int kU>
-__device__ __forceinline__ void stage_i8_one(const mvt::Args& a, uint2* bfr, float* sx, float* inv_s, uint64_t* pr,
-                                             bool own) {
+// The one-round staging's format of x in shared memory (F of stage_one): this kernel's (digits, Sx, 2^(e - 34) and
+// the zero super-block) and mvq6::XoneQ6's. F::load: the lane's 8 elements of a super-block of a float array in the
+// order F's digits take them; F::before_wait: shared-memory work that does not depend on x; F::digits<kU>: the
+// warp's super-blocks from their x' (stored where st[u]).
+struct XoneI8 {
+  uint2* bfr;
+  float* sx;
+  float* inv_s;
+  __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8(p, b, v); }
+  template <int kW>
+  __device__ __forceinline__ void before_wait(int nb) const {
+    for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[nb * 8 * 16 + i] = make_uint2(0, 0);
+  }
+  template <int kU>
+  __device__ __forceinline__ void digits(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU]) const {
+    digits_i8_u<kU, true>(v, bs, st, bfr, sx, inv_s);
+  }
+};
+
+// The whole consumer side of x for Tune::xone, griddepcontrol.wait included, both kernels (F: XoneI8 or mvq6::XoneQ6;
+// b1x17: one template for b1x16's stage_i8_one / mvq6::stage_q6_one, which differed only in the loader and the
+// digits; pr: the probe's kPrWaited stamp; own: the RMSNorm factor by rms_own, Tune::xone 2). kU0 > 0: the second
+// round of a row of more than 3 super-blocks per warp (the warp's super-blocks from w + kU0 kW; no RMSNorm, after the
+// wait), kSync: the staging barrier at the end (the last round).
+template <int kW, int kU, class F, int kU0 = 0, bool kSync = true>
+__device__ __forceinline__ void stage_one(const mvt::Args& a, const F& f, uint64_t* pr, bool own) {
+  static_assert(kU <= 3, "x and the gate of <= 3 super-blocks per round (registers)");
   float* red = xone_red<kW>();
   int bs[kU];
   bool st[kU];
-  xone_blocks<kW, kU>(a.nb, bs, st);
+  xone_blocks<kW, kU>(a.nb, bs, st, kU0);
   float v[kU][8], aux[kU][8];
-  if (a.pre.norm_w) {
+  if constexpr (kU0 == 0) {
+    if (a.pre.norm_w) {
 #pragma unroll
-    for (int u = 0; u < kU; u++)
-      if (st[u]) load8(a.pre.norm_w, bs[u], aux[u]);
+      for (int u = 0; u < kU; u++)
+        if (st[u]) F::load(a.pre.norm_w, bs[u], aux[u]);
+    }
+    f.template before_wait<kW>(a.nb);
+    mvs::grid_dep_wait();
+    probe_at(pr, kPrWaited);
   }
-  for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[a.nb * 8 * 16 + i] = make_uint2(0, 0);
-  mvs::grid_dep_wait();
-  probe_at(pr, kPrWaited);
 #pragma unroll
   for (int u = 0; u < kU; u++) {
     if (st[u]) {
-      load8(a.x, bs[u], v[u]);
-      if (a.pre.gate) load8(a.pre.gate, bs[u], aux[u]);
+      F::load(a.x, bs[u], v[u]);
+      if (a.pre.gate) F::load(a.pre.gate, bs[u], aux[u]);
     } else {
 #pragma unroll
       for (int i = 0; i < 8; i++) v[u][i] = aux[u][i] = 0.f;
     }
   }
   float scale = 1.f;
-  if (a.pre.norm_w && own) {
-    scale = rms_own<kW, kU>(a, v, red);
-  } else if (a.pre.norm_w) {
-    float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
-    rms_load<kW, 2 * kU>(a, r);
-    scale = rms_finish<kW, 2 * kU>(a, r, red);
+  if constexpr (kU0 == 0) {
+    if (a.pre.norm_w && own) {
+      scale = rms_own<kW, kU>(a, v, red);
+    } else if (a.pre.norm_w) {
+      float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
+      rms_load<kW, 2 * kU>(a, r);
+      scale = rms_finish<kW, 2 * kU>(a, r, red);
+    }
   }
 #pragma unroll
   for (int u = 0; u < kU; u++) prologue8(a, v[u], aux[u], scale);
-  digits_i8_u<kU, true>(v, bs, st, bfr, sx, inv_s);
-  mvt::stage_sync<kW, kStageBar>();
+  f.template digits<kU>(v, bs, st);
+  if constexpr (kSync) mvt::stage_sync<kW, kStageBar>();
+}
+
+// 4 or 5 super-blocks per warp: 3, then the rest. Not inlined: inlined into the 16-warp kernels (96 registers) it
+// made ptxas spill in their main loops' register allocation; as a call only its own frame is at stake.
+template <int kW, class F>
+__device__ __noinline__ void stage_one_long(int xu, const mvt::Args a, const F f, uint64_t* pr) {
+  stage_one<kW, 3, F, 0, false>(a, f, pr, false);
+  if (xu == 4) stage_one<kW, 1, F, 3>(a, f, pr, false);
+  else stage_one<kW, 2, F, 3>(a, f, pr, false);
+}
+
+// The kernels' choice among stage_one's instantiations: xu super-blocks per warp (xone_units; 0: none taken), at most
+// kMaxU (the instantiations a kernel holds: the Q6_K kernel with 8 consumer warps spilled with 3, b1x16); 4 and 5 in
+// two rounds, 3 + the rest (no RMSNorm there: xone_units).
+template <int kW, int kMaxU, class F>
+__device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, const F& f, uint64_t* pr, bool own) {
+  static_assert(kMaxU >= 1 && kMaxU <= kXoneMaxWide, "1 .. kXoneMaxWide super-blocks per warp");
+  if (xu == 1) stage_one<kW, 1>(a, f, pr, own);
+  if constexpr (kMaxU >= 2) if (xu == 2) stage_one<kW, 2>(a, f, pr, own);
+  if constexpr (kMaxU >= 3) if (xu == 3) stage_one<kW, 3>(a, f, pr, own);
+  if constexpr (kMaxU >= 4) {
+    if (xu >= 4) stage_one_long<kW>(xu, a, f, pr);
+  }
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -728,12 +783,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   }
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
-  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
-  if constexpr (kI8) {
-    if (xu == 1) stage_i8_one<kW, 1>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
-    else if (xu == 2) stage_i8_one<kW, 2>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
-    else if (xu == 3) stage_i8_one<kW, 3>(a.t, bfr, sx, inv_s, pr, a.xone == 2);
-  }
+  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW, a.t.pre.norm_w != nullptr) : 0;
+  if constexpr (kI8) stage_one_units<kW, kW == kCW ? 3 : kXoneMaxWide>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
   if (!xu) {
     mvs::grid_dep_wait();
     probe_at(pr, kPrWaited);
@@ -842,9 +893,10 @@ struct Tune {
   // final call, main f0059f1): 9B 428.15 / 429.35 vs 416.12 with EVICT=0, 27B 142.06 vs 138.83, 0.8B 1,319.15 vs
   // 1,305.54. (dec15 call 2's losing set EVICT + PREW + stage2: PREW and stage2 lost alone, removed.)
   bool evict = true;
-  // b1x16, both kernels: x staged in one dependent round (stage_i8_one / mvq6::stage_q6_one: the norm weights loaded
+  // b1x16, both kernels: x staged in one dependent round (stage_one with XoneI8 / mvq6::XoneQ6: the norm weights loaded
   // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
-  // consumer warps super-blocks without a prepared x. DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
+  // consumer warps super-blocks without a prepared x (b1x17: with 16 warps and no RMSNorm up to 5 x 16 in two rounds,
+  // xone_units: the 27B ffn_down where xprep is 0). DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
   // barrier, one round per super-block). 2: the RMSNorm factor from the staging's own loads of x (rms_own: no second
   // load of x; another summation order: |y2 - y0| <= 3.6e-8 of sum|w x| in CudaMatvec.StreamXoneSameBits).
   // H200 b1x16 call 1, tg128 (interleaved, EVICT off): 9B 413.54 / 412.80 tok/s (2: 414.42 / 413.85) vs 369.25 / 369.76,

@@ -218,7 +218,7 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
 
-// b1x16 (mvq::Tune::xone): mvq::stage_i8_one's one-round staging for this kernel's element order (the digits by
+// b1x16 (mvq::Tune::xone): the one-round staging (mvq::stage_one) in this kernel's element order (the digits by
 // split_digits_q6 as in stage_q6: its digit sums need each digit). The lane's 8 elements of super-block b of p, in
 // stage_q6's order: slot 0 at p0 = 4t + 2 (b & 1), slot 1 at (p0 + 16) mod 32 of group m = lane / 4.
 __device__ __forceinline__ void load8_q6(const float* p, int b, float (&v)[8]) {
@@ -238,47 +238,21 @@ __device__ __forceinline__ void load8_q6(const float* p, int b, float (&v)[8]) {
     v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
   }
 }
-// The consumer side of x for mvq::Tune::xone, griddepcontrol.wait included: the warp's super-blocks w, w + kW, ...
-// (kW even: all of the warp's parity).
-template <int kW, int kU>
-__device__ __forceinline__ void stage_q6_one(const mvt::Args& a, uint2* bfr, int2* cfr, float* inv_s, uint64_t* pr,
-                                             bool own) {
-  float* red = mvq::xone_red<kW>();
-  int bs[kU];
-  bool st[kU];
-  mvq::xone_blocks<kW, kU>(a.nb, bs, st);
-  float v[kU][8], aux[kU][8];
-  if (a.pre.norm_w) {
-#pragma unroll
-    for (int u = 0; u < kU; u++)
-      if (st[u]) load8_q6(a.pre.norm_w, bs[u], aux[u]);
+// mvq::stage_one's format of x for this kernel (mvq::XoneI8's counterpart): warp w takes super-blocks w, w + kW, ...
+// (kW even: all of the warp's parity); nothing to do before griddepcontrol.wait (no zero super-block).
+struct XoneQ6 {
+  uint2* bfr;
+  int2* cfr;
+  float* inv_s;
+  __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8_q6(p, b, v); }
+  template <int kW>
+  __device__ __forceinline__ void before_wait(int) const {}
+  template <int kU>
+  __device__ __forceinline__ void digits(const float (&v)[kU][8], const int (&bs)[kU], const bool (&st)[kU]) const {
+    if ((threadIdx.x >> 5) & 1) digits_q6_u<true, kU>(v, bs, st, bfr, cfr, inv_s);
+    else digits_q6_u<false, kU>(v, bs, st, bfr, cfr, inv_s);
   }
-  mvs::grid_dep_wait();
-  mvq::probe_at(pr, mvq::kPrWaited);
-#pragma unroll
-  for (int u = 0; u < kU; u++) {
-    if (st[u]) {
-      load8_q6(a.x, bs[u], v[u]);
-      if (a.pre.gate) load8_q6(a.pre.gate, bs[u], aux[u]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; i++) v[u][i] = aux[u][i] = 0.f;
-    }
-  }
-  float scale = 1.f;
-  if (a.pre.norm_w && own) {
-    scale = mvq::rms_own<kW, kU>(a, v, red);
-  } else if (a.pre.norm_w) {
-    float4 r[2 * kU];
-    mvq::rms_load<kW, 2 * kU>(a, r);
-    scale = mvq::rms_finish<kW, 2 * kU>(a, r, red);
-  }
-#pragma unroll
-  for (int u = 0; u < kU; u++) mvq::prologue8(a, v[u], aux[u], scale);
-  if ((threadIdx.x >> 5) & 1) digits_q6_u<true, kU>(v, bs, st, bfr, cfr, inv_s);
-  else digits_q6_u<false, kU>(v, bs, st, bfr, cfr, inv_s);
-  mvt::stage_sync<kW, mvq::kStageBar>();
-}
+};
 
 __device__ __forceinline__ void imma_c(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1, int2 cc) {
@@ -463,10 +437,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   // Three super-blocks per warp only with 16 warps: with 8, kernel<true, 8> then spilled (4 bytes; ptxas, b1x16).
-  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
-  if (xu == 1) stage_q6_one<kW, 1>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
-  else if (xu == 2) stage_q6_one<kW, 2>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
-  else if (kW > kCW && xu == 3) stage_q6_one<kW, 3>(a.t, bfr, cfr, inv_s, pr, a.xone == 2);
+  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW, a.t.pre.norm_w != nullptr) : 0;
+  const int xu = kW == kCW && xu0 > 2 ? 0 : xu0;
+  mvq::stage_one_units<kW, kW == kCW ? 2 : mvq::kXoneMaxWide>(xu, a.t, XoneQ6{bfr, cfr, inv_s}, pr, a.xone == 2);
   if (!xu) {
     mvs::grid_dep_wait();
     mvq::probe_at(pr, mvq::kPrWaited);
