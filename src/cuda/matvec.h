@@ -79,10 +79,10 @@ struct MatvecStreamTune {
   // The Q6_K stream kernel's threshold (-1: xprep; DS_MATVEC_STREAM_XPREP_Q6K; decode11).
   int xprep_q6k = -1;
   // x staged in one dependent round of loads after griddepcontrol.wait (the RMSNorm weights loaded before it), both
-  // stream kernels, rows of <= 3 x the consumer warps super-blocks without a prepared x (b1x16; same bits; default;
-  // DS_MATVEC_STREAM_XONE=0: the staging before it). 2: the RMSNorm factor from the staging's own loads of x (one
-  // load of x; not the same bits).
-  int xone = 1;
+  // stream kernels, rows of <= 3 x the consumer warps super-blocks without a prepared x (b1x16; DS_MATVEC_STREAM_XONE=0:
+  // the staging before it). 2 (default, b1x17): the RMSNorm factor from the staging's own loads of x (one load of x;
+  // not the same bits as 0, within fp32 rounding of the factor); 1: mvt::rms_scale's loads (the same bits as 0).
+  int xone = 2;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -401,22 +401,18 @@ __device__ __forceinline__ void prologue8(const mvt::Args& a, float (&v)[8], con
 }
 // The super-blocks of the calling warp: bs[u] = warp + u kW where st[u] (b < nb), else warp (not stored).
 template <int kW, int kU>
-__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU], int u0 = 0) {
+__device__ __forceinline__ void xone_blocks(int nb, int (&bs)[kU], bool (&st)[kU]) {
   const int warp = threadIdx.x >> 5;
 #pragma unroll
   for (int u = 0; u < kU; u++) {
-    st[u] = warp + (u0 + u) * kW < nb;
-    bs[u] = st[u] ? warp + (u0 + u) * kW : warp;
+    st[u] = warp + u * kW < nb;
+    bs[u] = st[u] ? warp + u * kW : warp;
   }
 }
-// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply: up to 3 per
-// warp; with 16 consumer warps and no RMSNorm up to kXoneMaxWide (b1x17: the 27B ffn_down, 68 super-blocks, SwiGLU),
-// those in two rounds (3, then the rest: x and the gate of 4-5 super-blocks in flight at once need 64-80 registers,
-// and the kernels' cap is 96, 5 warps on one SM sub-partition: ptxas spilled in both 16-warp kernels).
-constexpr int kXoneMaxWide = 5;
-__host__ __device__ constexpr int xone_units(int nb, int kW, bool norm) {
-  return nb <= 3 * kW || (kW > kCW && !norm && nb <= kXoneMaxWide * kW) ? (nb + kW - 1) / kW : 0;
-}
+// Super-blocks per warp of the one-round staging (Tune::xone) for rows of nb, 0 where it does not apply. b1x17: 4-5 per
+// warp on 16 warps (the 27B ffn_down's 68 super-blocks, in two rounds) with the prepared x off lost on the H200
+// (DS_MATVEC_STREAM_XPREP=0: tg128 27B 131.2 vs 142.6 tok/s; 9B, 3 per warp, 408 vs 427): removed.
+__host__ __device__ constexpr int xone_units(int nb, int kW) { return nb <= 3 * kW ? (nb + kW - 1) / kW : 0; }
 
 // rms_finish's kW floats, one array per kW for every kU (the 16-warp kernel's static shared memory is tight).
 template <int kW>
@@ -446,27 +442,22 @@ struct XoneI8 {
 
 // The whole consumer side of x for Tune::xone, griddepcontrol.wait included, both kernels (F: XoneI8 or mvq6::XoneQ6;
 // b1x17: one template for b1x16's stage_i8_one / mvq6::stage_q6_one, which differed only in the loader and the
-// digits; pr: the probe's kPrWaited stamp; own: the RMSNorm factor by rms_own, Tune::xone 2). kU0 > 0: the second
-// round of a row of more than 3 super-blocks per warp (the warp's super-blocks from w + kU0 kW; no RMSNorm, after the
-// wait), kSync: the staging barrier at the end (the last round).
-template <int kW, int kU, class F, int kU0 = 0, bool kSync = true>
+// digits; pr: the probe's kPrWaited stamp; own: the RMSNorm factor by rms_own, Tune::xone 2).
+template <int kW, int kU, class F>
 __device__ __forceinline__ void stage_one(const mvt::Args& a, const F& f, uint64_t* pr, bool own) {
-  static_assert(kU <= 3, "x and the gate of <= 3 super-blocks per round (registers)");
   float* red = xone_red<kW>();
   int bs[kU];
   bool st[kU];
-  xone_blocks<kW, kU>(a.nb, bs, st, kU0);
+  xone_blocks<kW, kU>(a.nb, bs, st);
   float v[kU][8], aux[kU][8];
-  if constexpr (kU0 == 0) {
-    if (a.pre.norm_w) {
+  if (a.pre.norm_w) {
 #pragma unroll
-      for (int u = 0; u < kU; u++)
-        if (st[u]) F::load(a.pre.norm_w, bs[u], aux[u]);
-    }
-    f.template before_wait<kW>(a.nb);
-    mvs::grid_dep_wait();
-    probe_at(pr, kPrWaited);
+    for (int u = 0; u < kU; u++)
+      if (st[u]) F::load(a.pre.norm_w, bs[u], aux[u]);
   }
+  f.template before_wait<kW>(a.nb);
+  mvs::grid_dep_wait();
+  probe_at(pr, kPrWaited);
 #pragma unroll
   for (int u = 0; u < kU; u++) {
     if (st[u]) {
@@ -478,42 +469,27 @@ __device__ __forceinline__ void stage_one(const mvt::Args& a, const F& f, uint64
     }
   }
   float scale = 1.f;
-  if constexpr (kU0 == 0) {
-    if (a.pre.norm_w && own) {
-      scale = rms_own<kW, kU>(a, v, red);
-    } else if (a.pre.norm_w) {
-      float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
-      rms_load<kW, 2 * kU>(a, r);
-      scale = rms_finish<kW, 2 * kU>(a, r, red);
-    }
+  if (a.pre.norm_w && own) {
+    scale = rms_own<kW, kU>(a, v, red);
+  } else if (a.pre.norm_w) {
+    float4 r[2 * kU];  // 64 nb float4 <= 2 kU per staging thread
+    rms_load<kW, 2 * kU>(a, r);
+    scale = rms_finish<kW, 2 * kU>(a, r, red);
   }
 #pragma unroll
   for (int u = 0; u < kU; u++) prologue8(a, v[u], aux[u], scale);
   f.template digits<kU>(v, bs, st);
-  if constexpr (kSync) mvt::stage_sync<kW, kStageBar>();
-}
-
-// 4 or 5 super-blocks per warp: 3, then the rest. Not inlined: inlined into the 16-warp kernels (96 registers) it
-// made ptxas spill in their main loops' register allocation; as a call only its own frame is at stake.
-template <int kW, class F>
-__device__ __noinline__ void stage_one_long(int xu, const mvt::Args a, const F f, uint64_t* pr) {
-  stage_one<kW, 3, F, 0, false>(a, f, pr, false);
-  if (xu == 4) stage_one<kW, 1, F, 3>(a, f, pr, false);
-  else stage_one<kW, 2, F, 3>(a, f, pr, false);
+  mvt::stage_sync<kW, kStageBar>();
 }
 
 // The kernels' choice among stage_one's instantiations: xu super-blocks per warp (xone_units; 0: none taken), at most
-// kMaxU (the instantiations a kernel holds: the Q6_K kernel with 8 consumer warps spilled with 3, b1x16); 4 and 5 in
-// two rounds, 3 + the rest (no RMSNorm there: xone_units).
+// kMaxU (the instantiations a kernel holds: the Q6_K kernel with 8 consumer warps spilled with 3, b1x16).
 template <int kW, int kMaxU, class F>
 __device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, const F& f, uint64_t* pr, bool own) {
-  static_assert(kMaxU >= 1 && kMaxU <= kXoneMaxWide, "1 .. kXoneMaxWide super-blocks per warp");
+  static_assert(kMaxU >= 1 && kMaxU <= 3, "1 .. 3 super-blocks per warp");
   if (xu == 1) stage_one<kW, 1>(a, f, pr, own);
   if constexpr (kMaxU >= 2) if (xu == 2) stage_one<kW, 2>(a, f, pr, own);
   if constexpr (kMaxU >= 3) if (xu == 3) stage_one<kW, 3>(a, f, pr, own);
-  if constexpr (kMaxU >= 4) {
-    if (xu >= 4) stage_one_long<kW>(xu, a, f, pr);
-  }
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -783,8 +759,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   }
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
-  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW, a.t.pre.norm_w != nullptr) : 0;
-  if constexpr (kI8) stage_one_units<kW, kW == kCW ? 3 : kXoneMaxWide>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
+  const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
+  if constexpr (kI8) stage_one_units<kW, 3>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
   if (!xu) {
     mvs::grid_dep_wait();
     probe_at(pr, kPrWaited);
@@ -895,17 +871,18 @@ struct Tune {
   bool evict = true;
   // b1x16, both kernels: x staged in one dependent round (stage_one with XoneI8 / mvq6::XoneQ6: the norm weights loaded
   // before griddepcontrol.wait, x, the gate and the x^2 loads issued together; same bits) for rows of <= 3 x the
-  // consumer warps super-blocks without a prepared x (b1x17: with 16 warps and no RMSNorm up to 5 x 16 in two rounds,
-  // xone_units: the 27B ffn_down where xprep is 0). DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
+  // consumer warps super-blocks without a prepared x. DS_MATVEC_STREAM_XONE=0: stage_i8 / stage_q6 (x^2 round,
   // barrier, one round per super-block). 2: the RMSNorm factor from the staging's own loads of x (rms_own: no second
   // load of x; another summation order: |y2 - y0| <= 3.6e-8 of sum|w x| in CudaMatvec.StreamXoneSameBits).
   // H200 b1x16 call 1, tg128 (interleaved, EVICT off): 9B 413.54 / 412.80 tok/s (2: 414.42 / 413.85) vs 369.25 / 369.76,
   // 27B 136.11 / 136.13 (2: 136.37 / 136.35) vs 129.27 / 129.14, 0.8B 1294.98 / 1294.13 (2: 1299.27 / 1298.38) vs
   // 1222.61 / 1222.67; CudaMatvec.StreamTimeline (x staging, first / second layer) in_proj 8.67 / 8.35 -> 4.42 / 3.55
   // us, ffn_gate_up 5.60 / 5.89 -> 3.17 / 3.55, ssm_out 2.82 / 2.85 -> 2.50 / 2.34; 112.0 vs 126.2 us per replay.
-  // 1 is the default (the same bits as 0); 2 gained another 0.2-0.3% (not the same bits) in b1x16's call and nothing
-  // clear in session 13's final call (9B 428.63 vs 428.15 / 429.35; xone 0: 399.35): still to decide.
-  int xone = 1;
+  // 2 gained another 0.2-0.3% in b1x16's call, nothing clear in session 13's final call (9B 428.63 vs 428.15 / 429.35),
+  // and in b1x17's call (H200, three interleaved pairs each) 9B 427.76 / 428.23 / 431.73 vs 427.88 / 425.40 / 426.57,
+  // 27B 142.89 / 142.91 / 142.94 vs 142.58 / 142.65 / 142.65, 0.8B 1323.85 / 1324.15 / 1323.10 vs 1315.34 / 1316.10 /
+  // 1313.57 (all nine pairs faster): 2 is the default since b1x17; 1 stays for A/B (the same bits as 0).
+  int xone = 2;
 };
 inline Tune& tune() {
   static Tune t = [] {

@@ -437,9 +437,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   // Three super-blocks per warp only with 16 warps: with 8, kernel<true, 8> then spilled (4 bytes; ptxas, b1x16).
-  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW, a.t.pre.norm_w != nullptr) : 0;
-  const int xu = kW == kCW && xu0 > 2 ? 0 : xu0;
-  mvq::stage_one_units<kW, kW == kCW ? 2 : mvq::kXoneMaxWide>(xu, a.t, XoneQ6{bfr, cfr, inv_s}, pr, a.xone == 2);
+  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
+  mvq::stage_one_units<kW, kW == kCW ? 2 : 3>(xu, a.t, XoneQ6{bfr, cfr, inv_s}, pr, a.xone == 2);
   if (!xu) {
     mvs::grid_dep_wait();
     mvq::probe_at(pr, mvq::kPrWaited);
