@@ -87,10 +87,8 @@ int& fold_setting() {
 // 37.6 / 37.8 vs 38.3 / 38.2; 9B step 8.334 / 8.314 vs 8.437 / 8.419 ms at 64, 8.964 vs 9.074 at 512+ positions, 7.124
 // vs 7.208 at 32; float64 worst 2.03e-7 of sum|w x| (12: 2.05e-7). Other bits than 12 (sums over 32 elements, hi + lo
 // in one product), the same plan (column independent of B).
-// 16 (mvb17): 13, with the 2-warpgroup shapes (the split products) by wgb::hl_kernel: 4 warpgroups per 128-row tile, x's hi
-// and lo terms in separate warpgroups (other bits than 13, the same plan).
-constexpr int kWgDefault = 13, kWgMax = 16;
-bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11 && n != 14 && n != 15; }
+constexpr int kWgDefault = 13, kWgMax = 13;
+bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
@@ -158,9 +156,8 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched: y {} is not 4-byte aligned", (const void*)y);
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
-        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2), 16 (13 + hl)
-          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() >= 13,
-                             wg_setting() == 16);
+        if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2)
+          return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() == 13);
         if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
           return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());
@@ -206,8 +203,6 @@ int matvec_batched_wgmma_min_batch(GgmlType type) {
 }
 bool matvec_batched_prep_reg() { return wg::prep_reg_setting(); }
 void set_matvec_batched_prep_reg(bool on) { wg::prep_reg_setting() = on; }
-bool matvec_batched_blk_pre() { return wgb::pre_setting(); }
-void set_matvec_batched_blk_pre(bool on) { wgb::pre_setting() = on; }
 int matvec_batched_split_reduce() { return wg::red_setting(); }
 void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 2 ? mode : 1; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = wg_q6k_valid(v) ? v : 0; }

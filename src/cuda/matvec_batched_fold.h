@@ -19,9 +19,8 @@ void set_matvec_batched_fold_mode(int mode);
 // only; the fold kernel otherwise): 1 on (warpgroups per CTA chosen per shape), 2 or 3 warpgroups
 // forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2
 // warpgroups overlapped; its block form (matvec_wgmma_block.cuh, by shape): 9 n64, 12 n128, 13 n128 with the mins on
-// sub-block sums (one mma.sync per n-tile instead of two; other bits, float64 tolerance; the default), 16 = 13 with the
-// 2-warpgroup shapes by 4 warpgroups per tile (hi / lo terms apart; other bits); 8, 10, 11, 14, 15 (removed forms) are
-// refused (0). The getter says 0 where the kernel is unavailable.
+// sub-block sums (one mma.sync per n-tile instead of two; other bits, float64 tolerance; the default); 8, 10, 11
+// (removed x-cluster forms) are refused (0). The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 25 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
@@ -39,9 +38,6 @@ void set_matvec_batched_wgmma_q6k(int variant);
 // bits either way.
 bool matvec_batched_prep_reg();
 void set_matvec_batched_prep_reg(bool on);
-// The Q4_K block kernel's next-block prebuild (DS_MVB_BLK_PRE; matvec_wgmma_block.cuh kPre; forms 13 / 16): the same bits.
-bool matvec_batched_blk_pre();
-void set_matvec_batched_blk_pre(bool on);
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

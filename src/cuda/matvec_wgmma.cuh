@@ -386,16 +386,14 @@ __device__ __forceinline__ void reduce_splits(const A& a, int tile, int64_t row0
 // y = acc · inv[b] (or y +=). Several: the CTA's partial sums go to a.part, and the last CTA of the tile to arrive
 // (threadfence + counter) sums the splits in split order, stores, and resets the tile's counter for the next call
 // (stream order). A: wg::Args or wg6::Args (the same fields). Called by every thread of the CTA (kThreads).
-// n_lo .. n_hi − 1: the n-tiles this thread stores (wgb::hl_kernel: each of a warpgroup pair holds half of them).
 template <int kRows, int kThreads, class A>
 __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], int tile, int split, int64_t row0,
-                                          int rbase, int t, int n_lo = 0, int n_hi = 8) {
+                                          int rbase, int t) {
   if (a.splits == 1) {
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
       for (int r = 0; r < 4; r++) {
-        if (n < n_lo || n >= n_hi) continue;
         const int64_t row = row0 + rbase + 8 * (r >> 1);
         const int b = 8 * n + 2 * t + (r & 1);
         if (row >= a.rows || b >= a.batch) continue;
@@ -409,8 +407,7 @@ __device__ __forceinline__ void store_acc(const A& a, const float (&acc)[8][4], 
 #pragma unroll
   for (int n = 0; n < 8; n++)
 #pragma unroll
-    for (int r = 0; r < 4; r++)
-      if (n >= n_lo && n < n_hi) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
+    for (int r = 0; r < 4; r++) part[(8 * n + 2 * t + (r & 1)) * kRows + rbase + 8 * (r >> 1)] = acc[n][r];
   __shared__ int is_last;
   if (a.red == 2) {  // CTA barrier, then one release at gpu scope (cumulative over the CTA's stores) and the count
     __syncthreads();

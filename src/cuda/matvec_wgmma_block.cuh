@@ -15,7 +15,11 @@
 // 8 / 10 / 11, slower than no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring
 // forms measured in splitk11, slower too: bench/cuda/NOTES.md. Removed in mvb16: DS_MVB_WG=15, 13 with the mins' mma.sync at
 // the start of each block (same bits): ffn_gate_up 51.4 vs 52.0 us but the 2-warpgroup shapes 3-5% slower, 9B step at 64
-// 8.435 vs 8.356 ms; commit 092d8e3.)
+// 8.435 vs 8.356 ms; commit 092d8e3. Removed in mvb17 (commit fee9d42): DS_MVB_WG=16, hl_kernel, the 2-warpgroup shapes
+// with 4 warpgroups per 128-row tile (x's hi and lo terms in separate warpgroups, m64n64k16): more eligible warps but
+// twice the instructions for the same tensor-pipe time, ffn_down 48.7 vs 37.6 us, 9B step 8.446 vs 7.882 ms at 64;
+// DS_MVB_BLK_PRE=1, the next block's first A quarter built during the last quarter (same bits): ffn_gate_up 54.0 vs
+// 51.8 us, step 7.986 vs 7.882 ms.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -115,11 +119,7 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
 // which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
 // are over 32 elements, hi + lo in one product), within float64 tolerance.
-// kPre (DS_MVB_BLK_PRE=1, mvb17: splitk11's prebuild on 13's registers; kMin2 only): the first A quarter of block i + 1
-// is built while block i's last quarter runs (after its wgmma.wait_group 1: quarter 2's set is free), before block i's
-// mins and epilogue; the same operations into the same sums: 13's bits. ptxas: <3> 168 registers, 8 bytes of stack (13:
-// the same), <2> 182 (13: 180).
-template <int kWG, bool kN64, bool kMin2 = false, bool kPre = false>
+template <int kWG, bool kN64, bool kMin2 = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -176,12 +176,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #pragma unroll
     for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
   const int rbase = 16 * warp + g;
-  uint32_t af0[4][4], af1[4][4];
-  if constexpr (kPre)
-    if (n_my > 0) {
-      wgr::bar_wait(&full[0], 0u);
-      build_q(smem + wg::kXBlock + kXm, rbase, 0, t, u, af0);
-    }
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
@@ -191,7 +185,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       issue_w(i + 1);
       issue_x(i + 1);
     }
-    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));  // kPre: done already (a finished phase's parity)
+    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
     const uint8_t* xslot = smem + slot * kStage;
     const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
     const uint8_t* wslot = xslot + wg::kXBlock + kXm;
@@ -213,7 +207,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       }
     }
     float c[kC];
-    if constexpr (!kPre) build_q(wslot, rbase, 0, t, u, af0);
+    uint32_t af0[4][4], af1[4][4];
+    build_q(wslot, rbase, 0, t, u, af0);
     mma_q<kN64>(c, af0, xslot, 0, true);
     build_q(wslot, rbase, 1, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 1, false);
@@ -223,12 +218,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     wg_wait1();
     build_q(wslot, rbase, 3, t, u, af1);
     mma_q<kN64>(c, af1, xslot, 3, false);
-    if constexpr (kPre)
-      if (i + 1 < n_my) {  // block i + 1's first quarter into af0 (quarter 2's wgmmas done)
-        wg_wait1();
-        wgr::bar_wait(&full[slot ^ 1], (unsigned)(((i + 1) >> 1) & 1));
-        build_q(smem + (slot ^ 1) * kStage + wg::kXBlock + kXm, rbase, 0, t, u, af0);
-      }
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
 #pragma unroll
     for (int n = 0; n < 8; n++) {
@@ -265,227 +254,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #endif
 }
 
-// ---- hl_kernel (mvb17, DS_MVB_WG=16): the 128-row tiles with 4 warpgroups --------------------------------------
-// The 2-warpgroup products (the split ones: ffn_down, attn_qkv, ssm_out, z + ba) are latency-chain bound (mvb15 / mvb16:
-// eligible 0.40 warps per scheduler, tensor pipe 44%): more warps per SM, not less traffic. Here each 64-row group of the
-// tile has two warpgroups: h = 0 multiplies the block's A by x's hi terms, h = 1 by its lo terms (one m64n64k16 per
-// k-step each, x's layout puts the 64 hi columns in the first 2 KB of each 4 KB k-step and the lo columns in the
-// second), so 16 warps per SM each with half of today's accumulators (c: 32 registers, acc: 32; the 128-register cap of
-// 512 threads). Both build the same A fragments (the dequantisation runs twice: issue slots were 25% busy); the mins'
-// mma.sync are split: h = 0 adds n-tiles 0..3, h = 1 n-tiles 4..7. A sets of kG k-steps, two in flight.
-// Summation: per warpgroup and block one chain of 16 k-steps (hi or lo), acc_h += d·c (and += dmin·mins for its n-tiles),
-// then y = (acc_0 + acc_1)·inv (acc_0 + acc_1 == acc_1 + acc_0 in IEEE arithmetic: the pair sums through shared memory,
-// each warpgroup finishing and storing 4 n-tiles). Other bits than 13 (hi and lo summed apart over the blocks), the
-// same plan (2-warpgroup tiles and splits by shape): a column's bits do not depend on B. Same data path as
-// block_kernel<2, false, true> (the ring of 2 stages, warp 0 issues, 16 warps arrive on "empty").
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A fragments of k-step group j (kG k-steps) of this thread's rows rbase, rbase + 8: build_q's dequantisation.
-template <int kG>
-__device__ __forceinline__ void build_g(const uint8_t* wslot, int rbase, int j, int t, int u, uint32_t (&af)[kG][4]) {
-  constexpr int kPerHalf = 8 / kG;
-  const int s = j / kPerHalf, p = j % kPerHalf;
-  uint32_t qw[2][kG / 2];
-  __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const uint8_t* rp = wslot + (rbase + 8 * h) * kWPitch;
-    const uint8_t* qp = rp + 16 + 64 * s + 16 * t + 2 * kG * p;
-    if constexpr (kG == 4) {
-      const uint2 v = *reinterpret_cast<const uint2*>(qp);
-      qw[h][0] = v.x;
-      qw[h][1] = v.y;
-    } else {
-      qw[h][0] = *reinterpret_cast<const uint32_t*>(qp);
-    }
-    const uint4 hd = *reinterpret_cast<const uint4*>(rp);
-    const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
-    const __half2 sp = fold::byte_pair(scs, u);
-    mul_lo[h] = __low2half2(sp);
-    add_lo[h] = __hmul2(mul_lo[h], __float2half2_rn(-1024.f));
-    mul_hi[h] = __hmul2(__high2half2(sp), __float2half2_rn(0.0625f));
-    add_hi[h] = __hmul2(mul_hi[h], __float2half2_rn(-1024.f));
-  }
-#pragma unroll
-  for (int kl = 0; kl < kG; kl++) {
-    const int wi = kl >> 1, hn = kl & 1;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const uint32_t w = qw[h][wi];
-      const uint32_t mask = hn ? 0x00F000F0u : 0x000F000Fu;
-      const __half2 mu = hn ? mul_hi[h] : mul_lo[h], ad = hn ? add_hi[h] : add_lo[h];
-      af[kl][h] = gemm::h2u(__hfma2(gemm::u2h((w & mask) | 0x64006400u), mu, ad));
-      af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(((w >> 8) & mask) | 0x64006400u), mu, ad));
-    }
-  }
-}
-// The kG k-steps of group j into c (x's hi columns at xh = the k-step + 0, lo at + 2048), committed as one group.
-template <int kG>
-__device__ __forceinline__ void mma_g(float (&c)[32], const uint32_t (&af)[kG][4], const uint8_t* xh, int j) {
-  constexpr int kPerHalf = 8 / kG;
-  const uint8_t* xs = xh + (j / kPerHalf) * wg::kXStep + (j % kPerHalf) * kG * 4096;
-  wg::wg_fence();
-#pragma unroll
-  for (int kl = 0; kl < kG; kl++) wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), j == 0 && kl == 0 ? 0 : 1);
-  wg::wg_commit();
-}
-// acc[kN0 + i] += dmin·(m · S/16) for n-tiles kN0 .. kN0 + 3 (block_kernel's kMin2 product).
-template <int kN0>
-__device__ __forceinline__ void mins4(float (&acc)[8][4], const uint32_t (&amin)[4], const float (&dm)[2],
-                                      const uint2* xms, int lane) {
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    float cm[4] = {0.f, 0.f, 0.f, 0.f};
-    const uint2 xv = xms[(kN0 + i) * 32 + lane];
-    fold::mma_f16(cm, amin, xv.x, xv.y);
-#pragma unroll
-    for (int r = 0; r < 4; r++) acc[kN0 + i][r] = fmaf(dm[r >> 1], cm[r], acc[kN0 + i][r]);
-  }
-}
-// Pair exchange: n-tiles kGive .. +3 out to shared memory (buf: this warpgroup's 16 x 128 floats), or in and added.
-template <int kN0>
-__device__ __forceinline__ void put4(const float (&acc)[8][4], float* buf, int tid) {
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) buf[(4 * i + r) * 128 + tid] = acc[kN0 + i][r];
-}
-template <int kN0>
-__device__ __forceinline__ void add4(float (&acc)[8][4], const float* buf, int tid) {
-#pragma unroll
-  for (int i = 0; i < 4; i++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) acc[kN0 + i][r] += buf[(4 * i + r) * 128 + tid];
-}
-#endif
-
-template <int kG>
-__global__ void __launch_bounds__(512, 1) hl_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kRows = 128, kThreads = 512, kStage = stage_bytes<2>();
-  constexpr int kXmB = kXm / 2;  // kMin2's block sums
-  constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
-  constexpr int kNG = 16 / kG;  // k-step groups per block
-  extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
-  uint64_t* empty = full + 2;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int u = 2 * (t >> 1);
-  const int h = (warp >> 2) & 1, rg = warp >> 3;  // warpgroup 2 rg + h: x's hi (h = 0) / lo terms of rows 64 rg ..
-  const int tile = blockIdx.x, split = blockIdx.y;
-  const int64_t row0 = (int64_t)tile * kRows;
-  const int64_t nblk = a.cols / 256;
-  const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
-  const int n_my = (int)(bk1 - bk0);
-  if (threadIdx.x == 0) {
-    wgr::bar_init(&full[0], 1);
-    wgr::bar_init(&full[1], 1);
-    wgr::bar_init(&empty[0], 16);
-    wgr::bar_init(&empty[1], 16);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  auto issue_w = [&](int i) {
-    const int slot = i & 1;
-    if (lane == 0) {
-      wgr::bar_expect(&full[slot], kTx);
-      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
-                          &full[slot]);
-    }
-  };
-  auto issue_x = [&](int i) {
-    const int slot = i & 1;
-    uint8_t* dst = smem + slot * kStage;
-    const int64_t blk = bk0 + i;
-    if (lane == 0) {
-      wgr::bulk_copy(dst, reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock, wg::kXBlock, &full[slot]);
-      wgr::bulk_copy(dst + wg::kXBlock, reinterpret_cast<const uint8_t*>(a.xm) + blk * kXmB, kXmB, &full[slot]);
-    }
-  };
-  if (warp == 0)
-    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
-  wgr::grid_wait();
-  if (warp == 0)
-    for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
-
-  float acc[8][4];
-#pragma unroll
-  for (int n = 0; n < 8; n++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
-  const int rbase = 64 * rg + 16 * (warp & 3) + g;
-
-#pragma unroll 1
-  for (int i = 0; i < n_my; i++) {
-    const int slot = i & 1;
-    if (warp == 0 && i >= 1 && i + 1 < n_my) {
-      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));
-      issue_w(i + 1);
-      issue_x(i + 1);
-    }
-    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
-    const uint8_t* xslot = smem + slot * kStage;
-    const uint8_t* wslot = xslot + wg::kXBlock + kXm;
-    float c[32];
-    uint32_t af0[kG][4], af1[kG][4];
-    const uint8_t* xh = xslot + 2048 * h;
-    build_g<kG>(wslot, rbase, 0, t, u, af0);
-    mma_g<kG>(c, af0, xh, 0);
-    build_g<kG>(wslot, rbase, 1, t, u, af1);
-    mma_g<kG>(c, af1, xh, 1);
-#pragma unroll
-    for (int j = 2; j < kNG; j++) {
-      wg_wait1();  // group j − 2 done: its A set is free
-      if (j & 1) {
-        build_g<kG>(wslot, rbase, j, t, u, af1);
-        mma_g<kG>(c, af1, xh, j);
-      } else {
-        build_g<kG>(wslot, rbase, j, t, u, af0);
-        mma_g<kG>(c, af0, xh, j);
-      }
-    }
-    // d, dmin and the mins' A (block_kernel's kMin2) while the last wgmmas run
-    float dd[2], dm[2];
-    uint32_t amin[4];
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * hh) * kWPitch);
-      const __half2 dh = gemm::u2h(hd.x);
-      dd[hh] = __low2float(dh);
-      dm[hh] = -16.f * __high2float(dh);
-      const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
-      amin[hh] = gemm::h2u(byte_dup(m03, t));
-      amin[2 + hh] = gemm::h2u(byte_dup(m47, t));
-    }
-    const uint2* xms = reinterpret_cast<const uint2*>(xslot + wg::kXBlock);
-    if (h == 0) mins4<0>(acc, amin, dm, xms, lane);
-    else mins4<4>(acc, amin, dm, xms, lane);
-    wg::wg_wait0();
-    wg::keep(c);
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
-    __syncwarp();
-    if (lane == 0) wgr::bar_arrive(&empty[slot]);
-  }
-
-  // the pair's sums: each warpgroup gives the other's 4 n-tiles away through stage 0 (free: every copy has landed and
-  // every wgmma has been waited), then finishes and stores its own 4
-  wg::fence_async_smem();
-  __syncthreads();
-  float* xb = reinterpret_cast<float*>(smem);
-  const int tid = threadIdx.x & 127;
-  float* mine = xb + (2 * rg + h) * 16 * 128;
-  const float* other = xb + (2 * rg + (h ^ 1)) * 16 * 128;
-  if (h == 0) put4<4>(acc, mine, tid);
-  else put4<0>(acc, mine, tid);
-  __syncthreads();
-  if (h == 0) add4<0>(acc, other, tid);
-  else add4<4>(acc, other, tid);
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t, 4 * h, 4 * h + 4);
-#endif
-}
-
 // DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
 inline int wg_force() {
   static const int v = [] {
@@ -495,63 +263,29 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2 = false, bool kPre = false>
+template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kPre>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kPre>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
 }
 
-template <int kG>
-Status launch_hl(wg::Args a, dim3 grid, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<2>();
-  static const cudaError_t e = cudaFuncSetAttribute(hl_kernel<kG>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma hl): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
-  CUtensorMap map;
-  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 128, map));
-  const cudaError_t le = launch_pdl(hl_kernel<kG>, grid, dim3(512), kSmem, stream, wgr::pdl_setting(), a, map);
-  if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma hl): launch: {}", cudaGetErrorString(le));
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma hl)", stream);
-  return {};
-}
-// DS_MVB_BLK_PRE=1: block_kernel's kPre for the min2 forms (13, and 16's 3-warpgroup shapes); same bits.
-inline bool& pre_setting() {
-  static bool v = [] {
-    const char* e = std::getenv("DS_MVB_BLK_PRE");
-    return e && e[0] == '1' && !e[1];
-  }();
-  return v;
-}
-// DS_MVB_HL_G = 2 | 4: k-steps per A set of hl_kernel (default 2).
-inline int hl_group() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_MVB_HL_G");
-    return e && e[0] == '4' && !e[1] ? 4 : 2;
-  }();
-  return v;
-}
-
-// n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums); hl
-// (DS_MVB_WG=16, with min2): the 2-warpgroup shapes by hl_kernel (4 warpgroups on the same 128-row tiles); the other
-// min2 launches with block_kernel's kPre where pre_setting() (DS_MVB_BLK_PRE=1).
+// n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, bool n64, bool min2 = false, bool hl = false) {
+                     cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
   const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   min2 = min2 && !n64;
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
-  if (min2 && hl && n_wg == 2) return hl_group() == 4 ? launch_hl<4>(a, grid, stream) : launch_hl<2>(a, grid, stream);
-  if (min2 && pre_setting())
-    return n_wg == 3 ? launch_block<3, false, true, true>(a, grid, stream) : launch_block<2, false, true, true>(a, grid, stream);
   if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);

@@ -40,8 +40,7 @@ struct Config {
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
               // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
               // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128, 13 n128
-              // with the mins on sub-block sums (one mma.sync per n-tile); 16 = 13 with the 2-warpgroup shapes by
-              // hl_kernel (4 warpgroups per tile, hi / lo terms apart);
+              // with the mins on sub-block sums (one mma.sync per n-tile);
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
@@ -67,7 +66,6 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 9},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 12},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 13},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, 16},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 0},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
@@ -501,7 +499,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
                         {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9700;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 16, 1} : std::vector<int>{6, 9, 11, 1};
+    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 11, 1};
     for (const Case& c : cases) {
       BitsProduct pr(t, c, seed += 3);
       for (int kind : kinds)
@@ -610,53 +608,6 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
       seed += 3;
     }
   cuda::set_matvec_batched_wgmma_q6k(wg60);
-}
-
-// ---- mvb17: hl_kernel (DS_MVB_WG=16) and block_kernel's prebuild (DS_MVB_BLK_PRE) ----
-// The prebuild changes when the next block's first A quarter is built, not what is summed: 13's bits with it on, for
-// 13 on 3- and 2-warpgroup shapes and for 16 (whose 3-warpgroup shapes run block_kernel), with one block per CTA (77 x
-// 256: 3 warpgroups, no prebuild), 2 and 4 splits, few long rows, a partial tile; B = 25, 33, 64, accumulate on and off.
-// 16 runs 13's kernel on the 3-warpgroup shapes (13's bits on ffn_gate_up); on the 2-warpgroup ones hl_kernel's own
-// bits, within 1e-5 of the largest output of 13's (float64 checks: config 16 in kConfigs), run to run identical.
-TEST(CudaMatvecBatched, HlAndPrebuildBits) {
-  DS_REQUIRE_GPU();
-  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma();
-  const bool pre0 = cuda::matvec_batched_blk_pre();
-  const Case cases[] = {{24576, 4096, "9B ffn_gate_up: 3 warpgroups"}, {4096, 12288, "9B ffn_down: 4 splits"},
-                        {8192, 4096, "9B attn_qkv: 2 splits"}, {77, 256, "one block"}, {21, 17408, "few long rows"},
-                        {4161, 4096, "z + ba + 1 row"}};
-  uint64_t seed = 17100;
-  for (const Case& c : cases) {
-    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
-    const bool three = c.rows == 24576;  // wg::choose_wg: 3 warpgroups, no split
-    for (int batch : {25, 33, 64})
-      for (bool accumulate : {false, true}) {
-        auto run = [&](int wg, bool pre) {
-          cuda::set_matvec_batched_wgmma(wg);
-          cuda::set_matvec_batched_blk_pre(pre);
-          return pr.run(batch, accumulate);
-        };
-        const std::string what = pr.what(batch, accumulate);
-        const auto ref13 = run(13, false), hl = run(16, false);
-        pr.expect_written(ref13, "13 " + what);
-        pr.expect_written(hl, "16 " + what);
-        EXPECT_EQ(pr.diff(run(13, true), ref13), "") << "13 prebuild vs 13 " << what;
-        EXPECT_EQ(pr.diff(run(16, true), hl), "") << "16 prebuild vs 16 " << what;
-        EXPECT_EQ(pr.diff(run(16, false), hl), "") << "16 run to run " << what;
-        if (three) {
-          EXPECT_EQ(pr.diff(hl, ref13), "") << "16 vs 13 on a 3-warpgroup shape " << what;
-        } else {
-          float scale = 0;
-          for (float v : ref13) scale = std::max(scale, std::fabs(v));
-          size_t far = 0;
-          for (size_t i = 0; i < hl.size(); i++) far += !(std::fabs(hl[i] - ref13[i]) <= 1e-5f * scale);
-          EXPECT_EQ(far, 0u) << "16 vs 13 " << what;
-        }
-      }
-  }
-  cuda::set_matvec_batched_wgmma(wg0);
-  cuda::set_matvec_batched_blk_pre(pre0);
 }
 
 }  // namespace
