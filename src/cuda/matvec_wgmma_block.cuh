@@ -15,7 +15,11 @@
 // 8 / 10 / 11, slower than no cluster in every measurement of batched9 / batched10; the prebuild and deep weight-ring
 // forms measured in splitk11, slower too: bench/cuda/NOTES.md. Removed in mvb16: DS_MVB_WG=15, 13 with the mins' mma.sync at
 // the start of each block (same bits): ffn_gate_up 51.4 vs 52.0 us but the 2-warpgroup shapes 3-5% slower, 9B step at 64
-// 8.435 vs 8.356 ms; commit 092d8e3.)
+// 8.435 vs 8.356 ms; commit 092d8e3. Removed in mvb17 (commit fee9d42): DS_MVB_WG=16, hl_kernel, the 2-warpgroup shapes
+// with 4 warpgroups per 128-row tile (x's hi and lo terms in separate warpgroups, m64n64k16): more eligible warps but
+// twice the instructions for the same tensor-pipe time, ffn_down 48.7 vs 37.6 us, 9B step 8.446 vs 7.882 ms at 64;
+// DS_MVB_BLK_PRE=1, the next block's first A quarter built during the last quarter (same bits): ffn_gate_up 54.0 vs
+// 51.8 us, step 7.986 vs 7.882 ms.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on

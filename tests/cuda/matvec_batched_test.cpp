@@ -400,6 +400,55 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   }
 }
 
+// The same-bits tests' product: weights, 64 columns of x and y0 on the device (seed: weights, + 1: x, + 2: y0); run() under
+// the caller's switches starts y from y0 (the accumulate input; without accumulate every output must be overwritten).
+struct BitsProduct {
+  GgmlType t;
+  Case c;
+  std::vector<float> y0;
+  cuda::DeviceBuffer dw, dx;
+  Result<cuda::DeviceBuffer> dy;
+  BitsProduct(GgmlType type, const Case& cs, uint64_t seed)
+      : t(type), c(cs), y0(test::random_floats(64 * cs.rows, seed + 2)),
+        dw(test::to_device(test::random_weights(type, cs.rows * cs.cols, seed))),
+        dx(test::to_device(test::random_floats(64 * cs.cols, seed + 1))), dy(cuda::DeviceBuffer::alloc(64 * cs.rows * 4)) {
+    EXPECT_TRUE(dy.ok());
+  }
+  std::vector<float> run(int batch, bool accumulate) {
+    if (!dy.ok()) return {};
+    EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+    const auto st = cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch, nullptr,
+                                         accumulate);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return test::to_host<float>(*dy, (size_t)batch * c.rows);
+  }
+  std::string what(int batch, bool accumulate) const {
+    return std::string(ggml_type_name(t)) + " [" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
+           std::to_string(batch) + (accumulate ? " accumulate" : "");
+  }
+  // "" when a and ref hold the same bits (and the same length), else how many differ and the first.
+  std::string diff(const std::vector<float>& a, const std::vector<float>& ref) const {
+    if (a.size() != ref.size()) return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(ref.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < a.size(); i++)
+      if (!(a[i] == ref[i]) && bad++ == 0) first = i;
+    if (!bad) return "";
+    return std::to_string(bad) + " differ, first at row " + std::to_string(first % c.rows) + " batch " +
+           std::to_string(first / c.rows) + ": " + std::to_string(a[first]) + " vs " + std::to_string(ref[first]);
+  }
+  // Outputs that are finite and moved off y0 (over half of them: the product wrote its outputs).
+  void expect_written(const std::vector<float>& y, const std::string& label) const {
+    size_t moved = 0, finite = 0;
+    for (size_t i = 0; i < y.size(); i++) {
+      moved += !(y[i] == y0[i]);
+      finite += std::isfinite(y[i]);
+    }
+    EXPECT_GT(moved, y.size() / 2) << "outputs were not written: " << label;
+    EXPECT_EQ(finite, y.size()) << label;
+  }
+};
+
 // The ring form of the Q4_K wgmma kernel (matvec_wgmma_ring.cuh, DS_MVB_WG 4..7) computes the same products in the
 // same order as the kernel it replaces with the same warpgroup count (4 vs 1, 5 and 7 vs 2, 6 vs 3): the same bits,
 // on shapes with partial row tiles (rows past the end come zero-filled from the tensor copy), split K (1..several
@@ -413,39 +462,23 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
   const Case cases[] = {{77, 256, "one block, partial tile"}, {515, 4096, "9B hidden"}, {300, 12288, "K split"},
                         {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"}, {24576, 4096, "9B ffn_gate_up"}};
   uint64_t seed = 9100;
-  const GgmlType t = GgmlType::Q4_K;
   for (const Case& c : cases) {
-    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-    const auto x = test::random_floats(64 * c.cols, seed + 1);
-    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-    ASSERT_TRUE(dy.ok());
+    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
     for (int batch : {33, 40, 64})
       for (bool accumulate : {false, true}) {
         auto run = [&](int v) {
           cuda::set_matvec_batched_wgmma(v);
-          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
-                                           nullptr, accumulate).ok());
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return test::to_host<float>(*dy, batch * c.rows);
+          return pr.run(batch, accumulate);
         };
         static const int kPairs[][2] = {{4, 1}, {5, 2}, {6, 3}, {7, 2}};
         for (const auto& p : kPairs) {
           const auto ring = run(p[0]), ref = run(p[1]);
-          size_t bad = 0, first = 0;
-          bool finite = true;
-          for (size_t i = 0; i < ring.size(); i++) {
-            finite = finite && std::isfinite(ring[i]);
-            if (!(ring[i] == ref[i]) && bad++ == 0) first = i;
-          }
-          EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " ring " << p[0] << " vs " << p[1] << " [" << c.rows << " x "
-                             << c.cols << "] B " << batch << (accumulate ? " accumulate" : "") << ": first at row "
-                             << first % c.rows << " batch " << first / c.rows << ": " << ring[first] << " vs "
-                             << ref[first];
-          EXPECT_TRUE(finite) << ggml_type_name(t) << " ring " << p[0];
+          const std::string label = "ring " + std::to_string(p[0]) + " vs " + std::to_string(p[1]) + " " +
+                                    pr.what(batch, accumulate);
+          EXPECT_EQ(pr.diff(ring, ref), "") << label;
+          size_t finite = 0;
+          for (float v : ring) finite += std::isfinite(v);
+          EXPECT_EQ(finite, ring.size()) << label;
         }
       }
   }
@@ -468,13 +501,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
     const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 11, 1};
     for (const Case& c : cases) {
-      const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-      const auto x = test::random_floats(64 * c.cols, seed + 1);
-      const auto y0 = test::random_floats(64 * c.rows, seed + 2);
-      auto dw = test::to_device(w);
-      auto dx = test::to_device(x);
-      auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-      ASSERT_TRUE(dy.ok());
+      BitsProduct pr(t, c, seed += 3);
       for (int kind : kinds)
         for (int batch : {25, 33, 64})
           for (bool accumulate : {false, true}) {
@@ -482,25 +509,14 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
               if (t == GgmlType::Q4_K) cuda::set_matvec_batched_wgmma(kind);
               else cuda::set_matvec_batched_wgmma_q6k(kind);
               cuda::set_matvec_batched_split_reduce(red);
-              EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-              EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
-                                               nullptr, accumulate).ok());
-              EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-              return test::to_host<float>(*dy, batch * c.rows);
+              return pr.run(batch, accumulate);
             };
             const auto fast = run(1), ref = run(0), again = run(1), fence1 = run(2);
-            size_t bad = 0, first = 0, moved = 0;
-            for (size_t i = 0; i < fast.size(); i++) {
-              if (!(fast[i] == ref[i]) && bad++ == 0) first = i;
-              if (!(fast[i] == y0[i])) moved++;
-            }
-            EXPECT_EQ(fence1, ref) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols
-                                   << "] B " << batch << (accumulate ? " accumulate" : "") << ": mode 2 vs 0";
-            EXPECT_EQ(bad, 0u) << ggml_type_name(t) << " kind " << kind << " [" << c.rows << " x " << c.cols << "] B "
-                               << batch << (accumulate ? " accumulate" : "") << ": first at row " << first % c.rows
-                               << " batch " << first / c.rows << ": " << fast[first] << " vs " << ref[first];
-            EXPECT_EQ(fast, again) << ggml_type_name(t) << " kind " << kind << " run to run";
-            EXPECT_GT(moved, fast.size() / 2) << "outputs were not written";
+            const std::string label = "kind " + std::to_string(kind) + " " + pr.what(batch, accumulate);
+            EXPECT_EQ(pr.diff(fence1, ref), "") << label << ": mode 2 vs 0";
+            EXPECT_EQ(pr.diff(fast, ref), "") << label << ": mode 1 vs 0";
+            EXPECT_EQ(pr.diff(fast, again), "") << label << ": run to run";
+            pr.expect_written(fast, label);
           }
     }
   }
@@ -527,48 +543,24 @@ TEST(CudaMatvecBatched, PrepRegSameBits) {
   const bool prep0 = cuda::matvec_batched_prep_reg();
   const Case cases[] = {{24576, 4096, "9B ffn_gate_up"}, {4096, 12288, "9B ffn_down: 4 splits"}, {77, 256, "one block"},
                         {21, 17408, "few long rows"}, {64, 32768, "widest rows"}, {4161, 4096, "z + ba + 1 row"}};
-  const GgmlType t = GgmlType::Q4_K;
   uint64_t seed = 16100;
   for (const Case& c : cases) {
-    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-    const auto x = test::random_floats(64 * c.cols, seed + 1);
-    const auto y0 = test::random_floats(64 * c.rows, seed + 2);
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-    ASSERT_TRUE(dy.ok());
+    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
     for (int batch : {25, 33, 64})
       for (bool accumulate : {false, true}) {
         auto run = [&](int wg, bool prep_reg, int red) {
           cuda::set_matvec_batched_wgmma(wg);
           cuda::set_matvec_batched_prep_reg(prep_reg);
           cuda::set_matvec_batched_split_reduce(red);
-          EXPECT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-          EXPECT_TRUE(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dx.as<float>(), dy->as<float>(), batch,
-                                           nullptr, accumulate).ok());
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return test::to_host<float>(*dy, batch * c.rows);
+          return pr.run(batch, accumulate);
         };
-        const std::string what = "[" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
-                                 std::to_string(batch) + (accumulate ? " accumulate" : "");
-        auto same = [&](const std::vector<float>& a, const std::vector<float>& ref, const char* label) {
-          size_t bad = 0, first = 0;
-          for (size_t i = 0; i < a.size(); i++)
-            if (!(a[i] == ref[i]) && bad++ == 0) first = i;
-          EXPECT_EQ(bad, 0u) << label << " " << what << ": first at row " << first % c.rows << " batch "
-                             << first / c.rows << ": " << a[first] << " vs " << ref[first];
-        };
+        const std::string what = pr.what(batch, accumulate);
         const auto ref13 = run(13, false, 1);
-        size_t moved = 0, finite = 0;
-        for (size_t i = 0; i < ref13.size(); i++) {
-          moved += !(ref13[i] == y0[i]);
-          finite += std::isfinite(ref13[i]);
-        }
-        EXPECT_GT(moved, ref13.size() / 2) << "outputs were not written " << what;
-        EXPECT_EQ(finite, ref13.size()) << what;
-        same(run(13, true, 1), ref13, "13 prep_reg vs 13");
-        same(run(13, true, 0), ref13, "13 prep_reg serial reduction vs 13");
-        same(run(12, true, 1), run(12, false, 1), "12 prep_reg vs 12");
+        pr.expect_written(ref13, what);
+        EXPECT_EQ(pr.diff(run(13, true, 1), ref13), "") << "13 prep_reg vs 13 " << what;
+        EXPECT_EQ(pr.diff(run(13, true, 0), ref13), "") << "13 prep_reg serial reduction vs 13 " << what;
+        const auto ref12 = run(12, false, 1);
+        EXPECT_EQ(pr.diff(run(12, true, 1), ref12), "") << "12 prep_reg vs 12 " << what;
       }
   }
   cuda::set_matvec_batched_wgmma(wg0);
