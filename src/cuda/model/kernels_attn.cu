@@ -325,23 +325,36 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
   a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
-// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
-// caches; qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The
-// prologue of attn_partial_kernel and attn_ring_kernel (the same loads, so the same bits).
+// Positions per split of a token with n_keys keys: the context cut into ns equal chunks. attn17 (DS_ATTN_LONG =
+// long_rows > 0): from kLongKeys keys on, ceil(n_keys / long_rows) splits (at most ns) of equal size, the rest
+// empty: fewer, longer splits where a batch's blocks are many (each block's prologue, merge and partials are
+// paid per split). A function of the sequence's own length and the context's split count, not of the batch.
+constexpr int kLongKeys = 256;
+__device__ __forceinline__ int split_chunk(int n_keys, int ns, int long_rows) {
+  if (long_rows > 0 && n_keys >= kLongKeys) ns = min(ns, (n_keys + long_rows - 1) / long_rows);
+  return (n_keys + ns - 1) / ns;
+}
+
+// A split's positions k0 .. k1 - 1 of token t's sequence (split_chunk) and its caches.
 struct SplitRange {
   int k0, k1;
   const float* Kc;
   const float* Vc;
 };
+__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
+  const int s = io->seq[t], n_keys = io->pos[t] + 1;
+  const int chunk = split_chunk(n_keys, a.n_splits, a.long_rows);
+  const int k0 = sp * chunk;
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+}
+
+// qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
+// of attn_partial_kernel and attn_ring_kernel (the same loads, so the same bits).
 template <int HPL, int kG>
-__device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
-                                                  int t, int lane, float (&qv)[kG][HPL], float (&acc)[kG][HPL],
-                                                  float (&mx)[kG], float (&l)[kG]) {
+__device__ __forceinline__ void split_begin(const AttnArgs& a, int g, int t, int lane, float (&qv)[kG][HPL],
+                                            float (&acc)[kG][HPL], float (&mx)[kG], float (&l)[kG]) {
   constexpr int HD = 32 * HPL;
   const int nh = a.n_head, G = nh / a.n_head_kv;
-  const int s = io->seq[t], n_keys = io->pos[t] + 1;
-  const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
-  const int k0 = sp * chunk;
   const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
@@ -353,7 +366,16 @@ __device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepI
       acc[gi][i] = 0.f;
     }
   }
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+}
+
+// An empty split's partials (A = 0, M = -inf, L = 0 per q head: what write_merged writes for a split without
+// rows, so the same bits) without its prologue and merge (attn17: DS_ATTN_LONG leaves many splits empty).
+// Block-uniform: called by every thread instead of the rest of the kernel.
+__device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, int HD) {
+  for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
+    const int gi = idx / (HD + 2), d = idx % (HD + 2);
+    base[((int64_t)gi * ns + sp) * (HD + 2) + d] = d == HD ? -INFINITY : 0.f;
+  }
 }
 
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
@@ -365,8 +387,10 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-template <int HPL, int kG, int kS>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+// kMinB (attn17, DS_ATTN_MINB=5; the 9B's shape only): blocks per SM for __launch_bounds__ (5: <= 96 registers);
+// its launch asks for the largest shared-memory carveout (the driver's 164 KB holds 4 blocks of 33 KB).
+template <int HPL, int kG, int kS, int kMinB = 1>
+__global__ void __launch_bounds__(32 * kAttnWarps, kMinB) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -377,9 +401,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
+  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
                          acc);
@@ -444,9 +470,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
+  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
@@ -577,7 +605,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   const int p_step = QK ? io->pos[t_first] : n_keys;
   pdl_wait();
   pdl_trigger();
-  const int chunk = (n_keys + ns - 1) / ns;
+  const int chunk = split_chunk(n_keys, ns, a.long_rows);
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
   float* Kc = state_ptr(io, s, a.k_off);
   float* Vc = state_ptr(io, s, a.v_off);
@@ -763,11 +791,44 @@ int attn_ring_rows(int n_tokens) {
   return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
+// attn17's A/B switches (see model_kernels.cuh): DS_ATTN_LONG (rows per split from kLongKeys keys on; 0 = off)
+// and DS_ATTN_MINB (5 = the 5-blocks-per-SM ring kernel).
+int forced_long = -1, forced_minb = -1;
+int env_int(const char* name) {
+  const char* e = std::getenv(name);
+  return e ? std::max(0, std::atoi(e)) : 0;
+}
+int attn_long_rows() {
+  static const int env = env_int("DS_ATTN_LONG");
+  return forced_long >= 0 ? forced_long : env;
+}
+bool attn_minb5() {
+  static const int env = env_int("DS_ATTN_MINB");
+  return (forced_minb >= 0 ? forced_minb : env) == 5;
+}
+
+// The ring kernel and its attributes (dynamic shared memory; kMinB > 1: the largest carveout).
+template <int HPL, int kG, int kS, int kMinB>
+Status launch_ring_kernel(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
+  static const cudaError_t attr = [] {
+    cudaError_t e = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kMinB>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (e == cudaSuccess && kMinB > 1)
+      e = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kMinB>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               (int)cudaSharedmemCarveoutMaxShared);
+    return e;
+  }();
+  if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+  return launch_step(attn_ring_kernel<HPL, kG, kS, kMinB>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                     dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io);
+}
+
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if constexpr (kFused) {
+    const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
     constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
     static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -775,12 +836,12 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
     return launch_step(attn_fused_kernel<HPL, false, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
-    constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
-                       "attention (ring partial)", a, io));
+    if constexpr (HPL == 8 && kG == 4 && kS == 4) {
+      if (attn_minb5()) DS_TRY((launch_ring_kernel<HPL, kG, kS, 5>(a, io, n_tokens, stream)));
+      else DS_TRY((launch_ring_kernel<HPL, kG, kS, 1>(a, io, n_tokens, stream)));
+    } else {
+      DS_TRY((launch_ring_kernel<HPL, kG, kS, 1>(a, io, n_tokens, stream)));
+    }
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                        "attention (combine)", a);
   }
@@ -869,8 +930,12 @@ void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : r
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
+void attn_force_long(int rows) { forced_long = rows < 0 ? -1 : rows; }
+void attn_force_minb(int blocks) { forced_minb = blocks < 0 ? -1 : blocks; }
 
-Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+Status attention(const AttnArgs& a_in, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  AttnArgs a = a_in;
+  a.long_rows = attn_long_rows();
   DS_TRY(check_attention(a, n_tokens));
   switch (a.head_dim / 32) {
     case 1: return launch_attention<1>(a, io, n_tokens, stream);
@@ -880,7 +945,9 @@ Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t
   }
 }
 
-Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+Status attention_qk(const QkArgs& q, const AttnArgs& a_in, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  AttnArgs a = a_in;
+  a.long_rows = attn_long_rows();
   DS_TRY(check_attention(a, n_tokens));
   if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
       q.v_off != a.v_off)
