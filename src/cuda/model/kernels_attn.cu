@@ -335,17 +335,24 @@ __device__ __forceinline__ int split_chunk(int n_keys, int ns, int long_rows) {
   return (n_keys + ns - 1) / ns;
 }
 
-// A split's positions k0 .. k1 - 1 of token t's sequence (split_chunk) and its caches.
+// A split's positions k0 .. k1 - 1 of token t's sequence (split_chunk). StepIO only: may be read before pdl_wait.
+// A block of an empty split (k0 >= k1) returns at once, before pdl_wait: attn_combine_kernel reads only the
+// splits that have rows (combine_splits), so nothing need be written for it.
 struct SplitRange {
   int k0, k1;
-  const float* Kc;
-  const float* Vc;
 };
 __device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
-  const int s = io->seq[t], n_keys = io->pos[t] + 1;
+  const int n_keys = io->pos[t] + 1;
   const int chunk = split_chunk(n_keys, a.n_splits, a.long_rows);
   const int k0 = sp * chunk;
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+  return {k0, min(k0 + chunk, n_keys)};
+}
+// The splits of token t that have rows (the rest are empty: attn_combine_kernel skips them, the same bits as
+// merging their (0, -inf, 0): e = 0, and every term they add is +0).
+__device__ __forceinline__ int combine_splits(const AttnArgs& a, const StepIO* __restrict__ io, int t) {
+  const int n_keys = io->pos[t] + 1;
+  const int chunk = split_chunk(n_keys, a.n_splits, a.long_rows);
+  return (n_keys + chunk - 1) / chunk;
 }
 
 // qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
@@ -365,16 +372,6 @@ __device__ __forceinline__ void split_begin(const AttnArgs& a, int g, int t, int
       qv[gi][i] = gi < G ? a.q[((int64_t)t * nh + g * G + gi) * HD + lane + 32 * i] * qs : 0.f;
       acc[gi][i] = 0.f;
     }
-  }
-}
-
-// An empty split's partials (A = 0, M = -inf, L = 0 per q head: what write_merged writes for a split without
-// rows, so the same bits) without its prologue and merge (attn17: DS_ATTN_LONG leaves many splits empty).
-// Block-uniform: called by every thread instead of the rest of the kernel.
-__device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, int HD) {
-  for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
-    const int gi = idx / (HD + 2), d = idx % (HD + 2);
-    base[((int64_t)gi * ns + sp) * (HD + 2) + d] = d == HD ? -INFINITY : 0.f;
   }
 }
 
@@ -399,14 +396,15 @@ __global__ void __launch_bounds__(32 * kAttnWarps, kMinB) attn_ring_kernel(const
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
-  pdl_wait();
-  pdl_trigger();
   const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
-  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  if (k0 >= k1) return;  // nothing to write (split_range)
+  pdl_wait();
+  pdl_trigger();
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const float *Kc = r.Kc, *Vc = r.Vc;
+  const int s = io->seq[t];
+  const float *Kc = state_ptr(io, s, a.k_off), *Vc = state_ptr(io, s, a.v_off);
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
                          acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
@@ -468,14 +466,15 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
-  pdl_wait();
-  pdl_trigger();
   const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
-  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  if (k0 >= k1) return;  // nothing to write (split_range)
+  pdl_wait();
+  pdl_trigger();
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const float *Kc = r.Kc, *Vc = r.Vc;
+  const int s = io->seq[t];
+  const float *Kc = state_ptr(io, s, a.k_off), *Vc = state_ptr(io, s, a.v_off);
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
@@ -505,25 +504,26 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
 
 // The split weights once per block (split_weights by warp 0; attn16), then each thread's sum over the splits
 // (loads independent of each other instead of a chain through M and the weights: 13.7 -> 8.4 us per layer).
-__global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
+// attn17: only the splits with rows (combine_splits; ns of them before).
+__global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
   __shared__ float sm_e[kMaxAttnSplits], sm_L;
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
-  const int HD = a.head_dim, ns = a.n_splits;
+  const int HD = a.head_dim, ns = a.n_splits, nu = combine_splits(a, io, t);
   pdl_wait();
   pdl_trigger();
   const float* ph = a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2);
   if (d < 32) {  // head_dim >= 32: warp 0 is whole
-    const float L = split_weights(ph, ns, HD, d, sm_e);
+    const float L = split_weights(ph, nu, HD, d, sm_e);
     if (d == 0) sm_L = L;
   }
   __syncthreads();
   float v[kMaxAttnSplits];
 #pragma unroll
-  for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < nu ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
   float O = 0.f;
 #pragma unroll
   for (int sp = 0; sp < kMaxAttnSplits; sp++)
-    if (sp < ns) O += v[sp] * sm_e[sp];
+    if (sp < nu) O += v[sp] * sm_e[sp];
   store_gated(a, t, h, d, O / sm_L);
 }
 
@@ -843,7 +843,7 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
       DS_TRY((launch_ring_kernel<HPL, kG, kS, 1>(a, io, n_tokens, stream)));
     }
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                       "attention (combine)", a);
+                       "attention (combine)", a, io);
   }
 }
 
@@ -868,7 +868,7 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
                        a, io));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                     "attention (combine)", a);
+                     "attention (combine)", a, io);
 }
 
 template <int HPL>
