@@ -54,8 +54,7 @@ struct Guard {
     mk::set_attn_fused(level);
     mk::attn_force_ring(-1);
     mk::attn_force_prefetch(0);
-    mk::attn_force_long(-1);
-    mk::attn_force_minb(-1);
+    mk::attn_force_skip_empty(-1);
   }
 };
 
@@ -340,15 +339,6 @@ void time_variant(Problem& p, const Variant& v, cudaEvent_t e0, cudaEvent_t e1, 
 }
 }  // namespace
 
-// attn17's forms timed at every shape (the environment's DS_ATTN_LONG / DS_ATTN_MINB are overridden): the
-// split rule (rows per split from 256 keys; 0 = the context's equal chunks) and the ring kernel's blocks per SM.
-struct Form {
-  int long_rows, minb;
-  const char* name;
-};
-constexpr Form kForms[] = {{0, 0, "base"}, {0, 5, "minb5"}, {64, 0, "long64"}, {128, 0, "long128"},
-                           {64, 5, "long64 minb5"}, {128, 5, "long128 minb5"}};
-
 // Median time per launch (us) of each variant at the 9B's shape; K/V TB/s = the rows read / time.
 TEST(AttnBench, Time) {
   ATTN_SKIP_WITHOUT_GPU();
@@ -361,7 +351,7 @@ TEST(AttnBench, Time) {
     int B, pos, max_ctx, nh;  // pos < 0: positions 512 .. 639 (a serving batch's spread)
   };
   for (const Shape sh : {Shape{64, 528, 1024, 16}, Shape{64, -1, 1024, 16}, Shape{64, 1000, 1024, 16},
-                         Shape{64, 16, 1024, 16}, Shape{56, 528, 1024, 16}, Shape{48, 528, 1024, 16},
+                         Shape{64, 16, 1024, 16}, Shape{64, 100, 1024, 16}, Shape{1, 16, 4096, 16}, Shape{56, 528, 1024, 16}, Shape{48, 528, 1024, 16},
                          Shape{32, 528, 1024, 16}, Shape{8, 528, 1024, 16}, Shape{1, 528, 1024, 16},
                          Shape{1, 128, 4096, 16}, Shape{64, 528, 1024, 24}}) {
     std::vector<std::vector<int>> seqs(sh.B, {sh.pos});
@@ -371,20 +361,18 @@ TEST(AttnBench, Time) {
     ASSERT_TRUE(p.upload());
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
-    for (const Form& f : kForms)
+    for (int skip : {1, 0})  // attn17: empty splits skipped (the default) or not
       for (const Variant& v : kVariants) {
         if (bench_short() && !(v.level == 0 && v.pf == 2 && (v.ring == 0 || v.ring == 4))) continue;
-        if (f.minb && !(v.level == 0 && v.ring == 4)) continue;  // the form only changes the ring kernel
-        mk::attn_force_long(f.long_rows);
-        mk::attn_force_minb(f.minb);
+        if (!skip && v.level != 0) continue;  // level 1 writes every split whole either way
+        mk::attn_force_skip_empty(skip);
         float med = 0, mn = 0;
         time_variant(p, v, e0, e1, med, mn);
         if (HasFatalFailure()) return;
-        std::printf("[attn17] B %2d pos %4d ctx %4d nh %d %-13s %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B,
-                    sh.pos, sh.max_ctx, sh.nh, f.name, v.name, med, mn, bytes / (med * 1e6));
+        std::printf("[attn17] B %2d pos %4d ctx %4d nh %d %-6s %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B,
+                    sh.pos, sh.max_ctx, sh.nh, skip ? "skip" : "noskip", v.name, med, mn, bytes / (med * 1e6));
       }
-    mk::attn_force_long(-1);
-    mk::attn_force_minb(-1);
+    mk::attn_force_skip_empty(-1);
     CU(cudaDeviceSynchronize());
     p.free_all();
   }
@@ -417,64 +405,37 @@ TEST(AttnBench, Profile) {
   Problem p;
   p.init(16, 4, 256, 1024, 16, std::vector<std::vector<int>>(64, {528}), 512, 11);
   ASSERT_TRUE(p.upload());
-  if (bench_short()) {  // attn17: ring 4 in each of kForms' forms, in their order
-    force(kVariants[3]);
-    for (const Form& f : kForms) {
-      mk::attn_force_long(f.long_rows);
-      mk::attn_force_minb(f.minb);
-      ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
-    }
-  } else {
-    for (const Variant& v : kVariants) {
-      force(v);
-      ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
-    }
+  for (const Variant& v : kVariants) {
+    force(v);
+    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
   }
   CU(cudaDeviceSynchronize());
   p.free_all();
 }
 
-// attn17: the long-context split rule (DS_ATTN_LONG: rows per split from 256 keys on, the later splits empty) and
-// the ring kernel at 5 blocks per SM (DS_ATTN_MINB=5, the 9B's shape): every loader and level the same bits under
-// the rule, against float64, and a sequence alone == its rows in the batch; the 5-blocks kernel memcmp-equal to
-// the default ring kernel.
-TEST(AttnRing, LongSplits) {
+// attn17: blocks of empty splits write only (M, L) = (-inf, 0) and the combine loads no A of a split of weight 0
+// (DS_ATTN_SKIP_EMPTY): every variant gives the same bits with the skip as without, at contexts where most
+// splits are empty (partials poisoned with NaN first: an A the combine read unwritten would show).
+TEST(AttnRing, EmptySplitsSkipped) {
   ATTN_SKIP_WITHOUT_GPU();
   Guard guard;
-  for (int rows : {64, 128}) {
-    mk::attn_force_long(rows);
-    mk::attn_force_minb(5);
-    const std::string r = "long " + std::to_string(rows) + ": ";
-    Problem p;
-    p.init(16, 4, 256, 1024, 16, {{254}, {255}, {256}, {300}, {700}, {1023}, {40, 41}}, 512, 21);
-    check_variants(p, r + "G 4, hd 256, 256 keys and around, split edges, a 2-token chunk");
-    p.init(24, 4, 256, 640, 16, {{0}, {31}, {383}, {639}}, 516, 22);
-    check_variants(p, r + "G 6, hd 256, misaligned caches (4-byte copies)");
-    p.init(16, 4, 256, 1024, 16, {{333}, {700}, {1000}}, 512, 23);
-    p.ramp_keys(0.02f);
-    check_variants(p, r + "G 4, hd 256, keys growing with the position");
-    std::mt19937 g(29);
-    std::vector<std::vector<int>> seqs(64);
-    for (auto& s : seqs) s = {512 + (int)(g() % 128)};
-    p.init(16, 4, 256, 1024, 16, seqs, 512, 24);
-    check_variants(p, r + "9B, B 64 at 512-639 positions");
-    // Sequence 0 alone vs in the batch (the default rule: the register loop alone, the ring at 64); the ring at
-    // 5 blocks per SM vs the default ring kernel.
-    ASSERT_TRUE(p.upload());
-    const Variant def{0, -1, 0, "default rule"};
-    for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
-      Outs all, one;
-      run_variant(p, v, all);
-      run_variant(p, v, one, 1);
-      if (HasFatalFailure()) break;
-      EXPECT_EQ(0, std::memcmp(one.out.data(), all.out.data(), one.out.size() * 4)) << r << v.name << ": alone vs batch";
-    }
-    Outs b5, b1;
-    run_variant(p, kVariants[3], b5);
-    mk::attn_force_minb(0);
-    run_variant(p, kVariants[3], b1);
-    EXPECT_EQ(0, std::memcmp(b5.out.data(), b1.out.data(), b1.out.size() * 4)) << r << "5 blocks per SM vs default";
-    EXPECT_EQ(0, std::memcmp(b5.core.data(), b1.core.data(), b1.core.size() * 4)) << r << "5 blocks per SM vs default";
-    p.free_all();
+  Problem p;
+  p.init(16, 4, 256, 4096, 16, {{0}, {1}, {5}, {15}, {16}, {17}, {100}, {127}, {255}, {1023}}, 512, 31);
+  ASSERT_TRUE(p.upload());
+  std::vector<double> core, out;
+  p.reference(core, out);
+  for (const Variant& v : kVariants) {
+    Outs on, off;
+    mk::attn_force_skip_empty(1);
+    run_variant(p, v, on);
+    mk::attn_force_skip_empty(0);
+    run_variant(p, v, off);
+    if (HasFatalFailure()) break;
+    const double eo = max_rel(on.out, out);
+    std::printf("[attn17] empty splits skipped, %-22s vs float64: out %.3g\n", v.name, eo);
+    EXPECT_LE(eo, 2e-5) << v.name;
+    EXPECT_EQ(0, std::memcmp(on.out.data(), off.out.data(), on.out.size() * 4)) << v.name << ": out, skip vs not";
+    EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core, skip vs not";
   }
+  p.free_all();
 }

@@ -325,34 +325,18 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
   a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
-// Positions per split of a token with n_keys keys: the context cut into ns equal chunks. attn17 (DS_ATTN_LONG =
-// long_rows > 0): from kLongKeys keys on, ceil(n_keys / long_rows) splits (at most ns) of equal size, the rest
-// empty: fewer, longer splits where a batch's blocks are many (each block's prologue, merge and partials are
-// paid per split). A function of the sequence's own length and the context's split count, not of the batch.
-constexpr int kLongKeys = 256;
-__device__ __forceinline__ int split_chunk(int n_keys, int ns, int long_rows) {
-  if (long_rows > 0 && n_keys >= kLongKeys) ns = min(ns, (n_keys + long_rows - 1) / long_rows);
-  return (n_keys + ns - 1) / ns;
-}
-
-// A split's positions k0 .. k1 - 1 of token t's sequence (split_chunk). StepIO only: may be read before pdl_wait.
-// A block of an empty split (k0 >= k1) returns at once, before pdl_wait: attn_combine_kernel reads only the
-// splits that have rows (combine_splits), so nothing need be written for it.
+// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
+// caches.
 struct SplitRange {
   int k0, k1;
+  const float* Kc;
+  const float* Vc;
 };
 __device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
-  const int n_keys = io->pos[t] + 1;
-  const int chunk = split_chunk(n_keys, a.n_splits, a.long_rows);
+  const int s = io->seq[t], n_keys = io->pos[t] + 1;
+  const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
-  return {k0, min(k0 + chunk, n_keys)};
-}
-// The splits of token t that have rows (the rest are empty: attn_combine_kernel skips them, the same bits as
-// merging their (0, -inf, 0): e = 0, and every term they add is +0).
-__device__ __forceinline__ int combine_splits(const AttnArgs& a, const StepIO* __restrict__ io, int t) {
-  const int n_keys = io->pos[t] + 1;
-  const int chunk = split_chunk(n_keys, a.n_splits, a.long_rows);
-  return (n_keys + chunk - 1) / chunk;
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
 }
 
 // qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
@@ -375,6 +359,18 @@ __device__ __forceinline__ void split_begin(const AttnArgs& a, int g, int t, int
   }
 }
 
+// attn17 (DS_ATTN_SKIP_EMPTY, default 1): a split without rows (short contexts: a token with fewer than
+// ~16 x n_splits keys has empty splits) writes only its (M, L) = (-inf, 0) per q head, without the q loads, the
+// warps' merge or its A; attn_combine_kernel loads no A of a split whose weight is 0 (an empty split's is; A * 0
+// added to the sum is +0 either way, so the same bits). Block-uniform: every thread returns after it.
+__device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, int HD) {
+  for (int gi = threadIdx.x; gi < G; gi += blockDim.x) {
+    float* out = base + ((int64_t)gi * ns + sp) * (HD + 2);
+    out[HD] = -INFINITY;
+    out[HD + 1] = 0.f;
+  }
+}
+
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
 // DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats (ring_smem_floats).
 // attn16: the warp states are stashed into the ring's memory once every warp is done with it (16 KB less per
@@ -384,10 +380,9 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-// kMinB (attn17, DS_ATTN_MINB=5; the 9B's shape only): blocks per SM for __launch_bounds__ (5: <= 96 registers);
-// its launch asks for the largest shared-memory carveout (the driver's 164 KB holds 4 blocks of 33 KB).
-template <int HPL, int kG, int kS, int kMinB = 1>
-__global__ void __launch_bounds__(32 * kAttnWarps, kMinB) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+template <int HPL, int kG, int kS>
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
+                                                        bool skip_empty) {
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -396,15 +391,14 @@ __global__ void __launch_bounds__(32 * kAttnWarps, kMinB) attn_ring_kernel(const
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
-  const SplitRange r = split_range(a, io, sp, t);
-  const int k0 = r.k0, k1 = r.k1;
-  if (k0 >= k1) return;  // nothing to write (split_range)
   pdl_wait();
   pdl_trigger();
+  const SplitRange r = split_range(a, io, sp, t);
+  const int k0 = r.k0, k1 = r.k1;
+  if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const int s = io->seq[t];
-  const float *Kc = state_ptr(io, s, a.k_off), *Vc = state_ptr(io, s, a.v_off);
+  const float *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
                          acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
@@ -458,7 +452,8 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
 // the heads gi >= G are skipped, so any kG >= G gives the same bits); kPF: rows a warp loads ahead (1 or 2; the
 // same rows in the same order either way, so the same bits).
 template <int HPL, int kG, int kPF>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io,
+                                                        bool skip_empty) {
   constexpr int HD = 32 * HPL;
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
   __shared__ float sm_w[kAttnWarps + 2][kG];
@@ -466,15 +461,14 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
-  const SplitRange r = split_range(a, io, sp, t);
-  const int k0 = r.k0, k1 = r.k1;
-  if (k0 >= k1) return;  // nothing to write (split_range)
   pdl_wait();
   pdl_trigger();
+  const SplitRange r = split_range(a, io, sp, t);
+  const int k0 = r.k0, k1 = r.k1;
+  if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const int s = io->seq[t];
-  const float *Kc = state_ptr(io, s, a.k_off), *Vc = state_ptr(io, s, a.v_off);
+  const float *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
@@ -504,26 +498,26 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
 
 // The split weights once per block (split_weights by warp 0; attn16), then each thread's sum over the splits
 // (loads independent of each other instead of a chain through M and the weights: 13.7 -> 8.4 us per layer).
-// attn17: only the splits with rows (combine_splits; ns of them before).
-__global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+__global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   __shared__ float sm_e[kMaxAttnSplits], sm_L;
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
-  const int HD = a.head_dim, ns = a.n_splits, nu = combine_splits(a, io, t);
+  const int HD = a.head_dim, ns = a.n_splits;
   pdl_wait();
   pdl_trigger();
   const float* ph = a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2);
   if (d < 32) {  // head_dim >= 32: warp 0 is whole
-    const float L = split_weights(ph, nu, HD, d, sm_e);
+    const float L = split_weights(ph, ns, HD, d, sm_e);
     if (d == 0) sm_L = L;
   }
   __syncthreads();
   float v[kMaxAttnSplits];
 #pragma unroll
-  for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < nu ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
+    v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
   float O = 0.f;
 #pragma unroll
   for (int sp = 0; sp < kMaxAttnSplits; sp++)
-    if (sp < nu) O += v[sp] * sm_e[sp];
+    if (sp < ns) O += v[sp] * sm_e[sp];
   store_gated(a, t, h, d, O / sm_L);
 }
 
@@ -605,7 +599,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   const int p_step = QK ? io->pos[t_first] : n_keys;
   pdl_wait();
   pdl_trigger();
-  const int chunk = split_chunk(n_keys, ns, a.long_rows);
+  const int chunk = (n_keys + ns - 1) / ns;
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
   float* Kc = state_ptr(io, s, a.k_off);
   float* Vc = state_ptr(io, s, a.v_off);
@@ -791,44 +785,21 @@ int attn_ring_rows(int n_tokens) {
   return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
-// attn17's A/B switches (see model_kernels.cuh): DS_ATTN_LONG (rows per split from kLongKeys keys on; 0 = off)
-// and DS_ATTN_MINB (5 = the 5-blocks-per-SM ring kernel).
-int forced_long = -1, forced_minb = -1;
-int env_int(const char* name) {
-  const char* e = std::getenv(name);
-  return e ? std::max(0, std::atoi(e)) : 0;
-}
-int attn_long_rows() {
-  static const int env = env_int("DS_ATTN_LONG");
-  return forced_long >= 0 ? forced_long : env;
-}
-bool attn_minb5() {
-  static const int env = env_int("DS_ATTN_MINB");
-  return (forced_minb >= 0 ? forced_minb : env) == 5;
-}
-
-// The ring kernel and its attributes (dynamic shared memory; kMinB > 1: the largest carveout).
-template <int HPL, int kG, int kS, int kMinB>
-Status launch_ring_kernel(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
-  static const cudaError_t attr = [] {
-    cudaError_t e = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kMinB>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (e == cudaSuccess && kMinB > 1)
-      e = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, kMinB>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               (int)cudaSharedmemCarveoutMaxShared);
-    return e;
+// attn17: empty splits skipped (write_empty) unless DS_ATTN_SKIP_EMPTY=0 (or attn_force_skip_empty(0)).
+int forced_skip = -1;
+bool attn_skip_empty() {
+  static const bool env = [] {
+    const char* e = std::getenv("DS_ATTN_SKIP_EMPTY");
+    return !(e && std::atoi(e) == 0);
   }();
-  if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  return launch_step(attn_ring_kernel<HPL, kG, kS, kMinB>, dim3(a.n_splits, a.n_head_kv, n_tokens),
-                     dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io);
+  return forced_skip >= 0 ? forced_skip != 0 : env;
 }
 
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if constexpr (kFused) {
-    const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
     constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
     static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -836,14 +807,14 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
     return launch_step(attn_fused_kernel<HPL, false, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
-    if constexpr (HPL == 8 && kG == 4 && kS == 4) {
-      if (attn_minb5()) DS_TRY((launch_ring_kernel<HPL, kG, kS, 5>(a, io, n_tokens, stream)));
-      else DS_TRY((launch_ring_kernel<HPL, kG, kS, 1>(a, io, n_tokens, stream)));
-    } else {
-      DS_TRY((launch_ring_kernel<HPL, kG, kS, 1>(a, io, n_tokens, stream)));
-    }
+    constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
+    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+                       "attention (ring partial)", a, io, attn_skip_empty()));
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                       "attention (combine)", a, io);
+                       "attention (combine)", a);
   }
 }
 
@@ -863,12 +834,12 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if (attn_prefetch_rows() == 2)
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io));
+                       a, io, attn_skip_empty()));
   else
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io));
+                       a, io, attn_skip_empty()));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                     "attention (combine)", a, io);
+                     "attention (combine)", a);
 }
 
 template <int HPL>
@@ -928,14 +899,11 @@ Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io,
 int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
+void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
-void attn_force_long(int rows) { forced_long = rows < 0 ? -1 : rows; }
-void attn_force_minb(int blocks) { forced_minb = blocks < 0 ? -1 : blocks; }
 
-Status attention(const AttnArgs& a_in, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  AttnArgs a = a_in;
-  a.long_rows = attn_long_rows();
+Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   DS_TRY(check_attention(a, n_tokens));
   switch (a.head_dim / 32) {
     case 1: return launch_attention<1>(a, io, n_tokens, stream);
@@ -945,9 +913,7 @@ Status attention(const AttnArgs& a_in, const StepIO* io, int n_tokens, cudaStrea
   }
 }
 
-Status attention_qk(const QkArgs& q, const AttnArgs& a_in, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  AttnArgs a = a_in;
-  a.long_rows = attn_long_rows();
+Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   DS_TRY(check_attention(a, n_tokens));
   if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
       q.v_off != a.v_off)

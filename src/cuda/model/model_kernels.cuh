@@ -149,9 +149,6 @@ struct AttnArgs {
   // [T][nkv] zeros: the fused combine's arrival counters (attn_fused() >= 1 with n_splits > 1); every launch
   // leaves them zero. Without them (or at level 0) attention runs the partial and combine kernels.
   unsigned* counters = nullptr;
-  // attn17: rows per split from 256 keys on (0: the context's n_splits equal chunks); attention() sets it from
-  // DS_ATTN_LONG / attn_force_long, whatever the caller put here.
-  int long_rows = 0;
 };
 inline constexpr int kMaxAttnSplits = 16;
 inline constexpr int kMaxAttnGroup = 8;  // nh / nkv
@@ -178,10 +175,8 @@ void set_attn_fused(int level);  // clamped to 0 .. 2
 int attn_ring(int n_tokens);
 void attn_force_ring(int rows);
 void attn_force_prefetch(int rows);
-// attn17 (A/B switches; tests and benches force them, -1 = the environment's): DS_ATTN_LONG = rows per split from
-// 256 keys on (fewer, longer splits; other bits than 0, the same for every loader and batch); DS_ATTN_MINB=5: the
-// ring kernel at 5 blocks per SM (hd 256, <= 4 q heads per kv head, ring of 4; the same bits).
-void attn_force_long(int rows);
-void attn_force_minb(int blocks);
+// attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY, default 1;
+// the same bits either way); attn_force_skip_empty(0 / 1; -1 = the environment's) for tests and benches.
+void attn_force_skip_empty(int on);
 
 }  // namespace ds::cuda::mk
