@@ -54,6 +54,7 @@ struct Guard {
     mk::set_attn_fused(level);
     mk::attn_force_ring(-1);
     mk::attn_force_prefetch(0);
+    mk::attn_force_skip_empty(-1);
   }
 };
 
@@ -350,7 +351,7 @@ TEST(AttnBench, Time) {
     int B, pos, max_ctx, nh;  // pos < 0: positions 512 .. 639 (a serving batch's spread)
   };
   for (const Shape sh : {Shape{64, 528, 1024, 16}, Shape{64, -1, 1024, 16}, Shape{64, 1000, 1024, 16},
-                         Shape{64, 16, 1024, 16}, Shape{56, 528, 1024, 16}, Shape{48, 528, 1024, 16},
+                         Shape{64, 16, 1024, 16}, Shape{64, 100, 1024, 16}, Shape{1, 16, 4096, 16}, Shape{56, 528, 1024, 16}, Shape{48, 528, 1024, 16},
                          Shape{32, 528, 1024, 16}, Shape{8, 528, 1024, 16}, Shape{1, 528, 1024, 16},
                          Shape{1, 128, 4096, 16}, Shape{64, 528, 1024, 24}}) {
     std::vector<std::vector<int>> seqs(sh.B, {sh.pos});
@@ -360,14 +361,18 @@ TEST(AttnBench, Time) {
     ASSERT_TRUE(p.upload());
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
-    for (const Variant& v : kVariants) {
-      if (bench_short() && !(v.level == 0 && v.pf == 2 && (v.ring == 0 || v.ring == 4))) continue;
-      float med = 0, mn = 0;
-      time_variant(p, v, e0, e1, med, mn);
-      if (HasFatalFailure()) return;
-      std::printf("[attn13] B %2d pos %4d ctx %4d nh %d %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B, sh.pos,
-                  sh.max_ctx, sh.nh, v.name, med, mn, bytes / (med * 1e6));
-    }
+    for (int skip : {1, 0})  // attn17: empty splits skipped (DS_ATTN_SKIP_EMPTY=1) or not (the default)
+      for (const Variant& v : kVariants) {
+        if (bench_short() && !(v.level == 0 && v.pf == 2 && (v.ring == 0 || v.ring == 4))) continue;
+        if (!skip && v.level != 0) continue;  // level 1 writes every split whole either way
+        mk::attn_force_skip_empty(skip);
+        float med = 0, mn = 0;
+        time_variant(p, v, e0, e1, med, mn);
+        if (HasFatalFailure()) return;
+        std::printf("[attn17] B %2d pos %4d ctx %4d nh %d %-6s %-22s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", sh.B,
+                    sh.pos, sh.max_ctx, sh.nh, skip ? "skip" : "noskip", v.name, med, mn, bytes / (med * 1e6));
+      }
+    mk::attn_force_skip_empty(-1);
     CU(cudaDeviceSynchronize());
     p.free_all();
   }
@@ -405,5 +410,32 @@ TEST(AttnBench, Profile) {
     ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
   }
   CU(cudaDeviceSynchronize());
+  p.free_all();
+}
+
+// attn17: blocks of empty splits write only (M, L) = (-inf, 0) and the combine loads no A of a split of weight 0
+// (DS_ATTN_SKIP_EMPTY): every variant gives the same bits with the skip as without, at contexts where most
+// splits are empty (partials poisoned with NaN first: an A the combine read unwritten would show).
+TEST(AttnRing, EmptySplitsSkipped) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  Problem p;
+  p.init(16, 4, 256, 4096, 16, {{0}, {1}, {5}, {15}, {16}, {17}, {100}, {127}, {255}, {1023}}, 512, 31);
+  ASSERT_TRUE(p.upload());
+  std::vector<double> core, out;
+  p.reference(core, out);
+  for (const Variant& v : kVariants) {
+    Outs on, off;
+    mk::attn_force_skip_empty(1);
+    run_variant(p, v, on);
+    mk::attn_force_skip_empty(0);
+    run_variant(p, v, off);
+    if (HasFatalFailure()) break;
+    const double eo = max_rel(on.out, out);
+    std::printf("[attn17] empty splits skipped, %-22s vs float64: out %.3g\n", v.name, eo);
+    EXPECT_LE(eo, 2e-5) << v.name;
+    EXPECT_EQ(0, std::memcmp(on.out.data(), off.out.data(), on.out.size() * 4)) << v.name << ": out, skip vs not";
+    EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core, skip vs not";
+  }
   p.free_all();
 }

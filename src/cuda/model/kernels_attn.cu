@@ -27,6 +27,8 @@
 //   the group's dot products by one multi-value butterfly, one exponential per head and row (the rescale only when
 //   a max moves), the merges' weights once per block / per (q head, token). Every kernel shares attend_row and the
 //   merges, so a sequence's bits do not depend on the loader or the batch.
+// attn17 (DS_ATTN_SKIP_EMPTY=1, off by default): the blocks of splits without rows write only (M, L) and the
+//   combine skips the A of weight-0 splits (the same bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -326,22 +328,26 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
 }
 
 // A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
-// caches; qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The
-// prologue of attn_partial_kernel and attn_ring_kernel (the same loads, so the same bits).
+// caches.
 struct SplitRange {
   int k0, k1;
   const float* Kc;
   const float* Vc;
 };
-template <int HPL, int kG>
-__device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
-                                                  int t, int lane, float (&qv)[kG][HPL], float (&acc)[kG][HPL],
-                                                  float (&mx)[kG], float (&l)[kG]) {
-  constexpr int HD = 32 * HPL;
-  const int nh = a.n_head, G = nh / a.n_head_kv;
+__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+}
+
+// qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
+// of attn_partial_kernel and attn_ring_kernel (the same loads, so the same bits).
+template <int HPL, int kG>
+__device__ __forceinline__ void split_begin(const AttnArgs& a, int g, int t, int lane, float (&qv)[kG][HPL],
+                                            float (&acc)[kG][HPL], float (&mx)[kG], float (&l)[kG]) {
+  constexpr int HD = 32 * HPL;
+  const int nh = a.n_head, G = nh / a.n_head_kv;
   const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {
@@ -353,7 +359,18 @@ __device__ __forceinline__ SplitRange split_begin(const AttnArgs& a, const StepI
       acc[gi][i] = 0.f;
     }
   }
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+}
+
+// attn17 (DS_ATTN_SKIP_EMPTY=1; off by default, see attn_skip_empty): a split without rows (short contexts: a token with fewer than
+// ~16 x n_splits keys has empty splits) writes only its (M, L) = (-inf, 0) per q head, without the q loads, the
+// warps' merge or its A; attn_combine_kernel loads no A of a split whose weight is 0 (an empty split's is; A * 0
+// added to the sum is +0 either way, so the same bits). Block-uniform: every thread returns after it.
+__device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, int HD) {
+  for (int gi = threadIdx.x; gi < G; gi += blockDim.x) {
+    float* out = base + ((int64_t)gi * ns + sp) * (HD + 2);
+    out[HD] = -INFINITY;
+    out[HD + 1] = 0.f;
+  }
 }
 
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
@@ -366,7 +383,8 @@ constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
 template <int HPL, int kG, int kS>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
+                                                        bool skip_empty) {
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -377,9 +395,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
+  if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
                          acc);
@@ -434,7 +454,8 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
 // the heads gi >= G are skipped, so any kG >= G gives the same bits); kPF: rows a warp loads ahead (1 or 2; the
 // same rows in the same order either way, so the same bits).
 template <int HPL, int kG, int kPF>
-__global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+__global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io,
+                                                        bool skip_empty) {
   constexpr int HD = 32 * HPL;
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
   __shared__ float sm_w[kAttnWarps + 2][kG];
@@ -444,9 +465,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
-  const SplitRange r = split_begin<HPL, kG>(a, io, sp, g, t, lane, qv, acc, mx, l);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
+  if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
+  split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
@@ -491,7 +514,8 @@ __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   __syncthreads();
   float v[kMaxAttnSplits];
 #pragma unroll
-  for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
+    v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
   float O = 0.f;
 #pragma unroll
   for (int sp = 0; sp < kMaxAttnSplits; sp++)
@@ -763,6 +787,19 @@ int attn_ring_rows(int n_tokens) {
   return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
+// attn17: empty splits skipped (write_empty) with DS_ATTN_SKIP_EMPTY=1 (or attn_force_skip_empty(1)). H200 (attn17
+// call 2, 9B, on / off interleaved): tg128 433.9 / 433.0 vs 431.1 / 431.3 tok/s, B = 64 short 7.888 / 7.878 vs
+// 7.920 / 7.888 ms, B = 64 at 512+ positions 8.458 vs 8.457 ms (no empty splits there); AttnBench B = 64 at 16
+// positions 21.9 vs 28.0 us per op. Off by default: not faster at the issue's 64 x 512+ (attn17's brief).
+int forced_skip = -1;
+bool attn_skip_empty() {
+  static const bool env = [] {
+    const char* e = std::getenv("DS_ATTN_SKIP_EMPTY");
+    return e && std::atoi(e) != 0;
+  }();
+  return forced_skip >= 0 ? forced_skip != 0 : env;
+}
+
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
@@ -780,7 +817,7 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
         cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
     DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
-                       "attention (ring partial)", a, io));
+                       "attention (ring partial)", a, io, attn_skip_empty()));
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                        "attention (combine)", a);
   }
@@ -802,10 +839,10 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if (attn_prefetch_rows() == 2)
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io));
+                       a, io, attn_skip_empty()));
   else
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io));
+                       a, io, attn_skip_empty()));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                      "attention (combine)", a);
 }
@@ -867,6 +904,7 @@ Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io,
 int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
+void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
