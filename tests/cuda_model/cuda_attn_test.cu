@@ -361,7 +361,7 @@ TEST(AttnBench, Time) {
     ASSERT_TRUE(p.upload());
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 4;
-    for (int skip : {1, 0})  // attn17: empty splits skipped (DS_ATTN_SKIP_EMPTY=1) or not (the default)
+    for (int skip : {1, 0})  // attn17: empty splits skipped (the default) or not (DS_ATTN_SKIP_EMPTY=0)
       for (const Variant& v : kVariants) {
         if (bench_short() && !(v.level == 0 && v.pf == 2 && (v.ring == 0 || v.ring == 4))) continue;
         if (!skip && v.level != 0) continue;  // level 1 writes every split whole either way

@@ -27,7 +27,7 @@
 //   the group's dot products by one multi-value butterfly, one exponential per head and row (the rescale only when
 //   a max moves), the merges' weights once per block / per (q head, token). Every kernel shares attend_row and the
 //   merges, so a sequence's bits do not depend on the loader or the batch.
-// attn17 (DS_ATTN_SKIP_EMPTY=1, off by default): the blocks of splits without rows write only (M, L) and the
+// attn17 (DS_ATTN_SKIP_EMPTY, on by default; =0 turns it off): the blocks of splits without rows write only (M, L) and the
 //   combine skips the A of weight-0 splits (the same bits).
 #include <algorithm>
 #include <cmath>
@@ -361,7 +361,8 @@ __device__ __forceinline__ void split_begin(const AttnArgs& a, int g, int t, int
   }
 }
 
-// attn17 (DS_ATTN_SKIP_EMPTY=1; off by default, see attn_skip_empty): a split without rows (short contexts: a token with fewer than
+// attn17 (DS_ATTN_SKIP_EMPTY, default on since session 14's coordinator: tg128 +0.5%, B 64 short a little faster,
+// 64 x 512+ unchanged; =0 the old path): a split without rows (short contexts: a token with fewer than
 // ~16 x n_splits keys has empty splits) writes only its (M, L) = (-inf, 0) per q head, without the q loads, the
 // warps' merge or its A; attn_combine_kernel loads no A of a split whose weight is 0 (an empty split's is; A * 0
 // added to the sum is +0 either way, so the same bits). Block-uniform: every thread returns after it.
@@ -787,15 +788,16 @@ int attn_ring_rows(int n_tokens) {
   return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
-// attn17: empty splits skipped (write_empty) with DS_ATTN_SKIP_EMPTY=1 (or attn_force_skip_empty(1)). H200 (attn17
+// attn17: empty splits skipped (write_empty) (DS_ATTN_SKIP_EMPTY=0 or attn_force_skip_empty(0) turns it off). H200 (attn17
 // call 2, 9B, on / off interleaved): tg128 433.9 / 433.0 vs 431.1 / 431.3 tok/s, B = 64 short 7.888 / 7.878 vs
 // 7.920 / 7.888 ms, B = 64 at 512+ positions 8.458 vs 8.457 ms (no empty splits there); AttnBench B = 64 at 16
-// positions 21.9 vs 28.0 us per op. Off by default: not faster at the issue's 64 x 512+ (attn17's brief).
+// positions 21.9 vs 28.0 us per op. On by default (session 14's coordinator): same bits, faster at batch 1 and short
+// contexts, no change at 64 x 512+.
 int forced_skip = -1;
 bool attn_skip_empty() {
   static const bool env = [] {
     const char* e = std::getenv("DS_ATTN_SKIP_EMPTY");
-    return e && std::atoi(e) != 0;
+    return !(e && std::atoi(e) == 0);
   }();
   return forced_skip >= 0 ? forced_skip != 0 : env;
 }

@@ -175,8 +175,8 @@ void set_attn_fused(int level);  // clamped to 0 .. 2
 int attn_ring(int n_tokens);
 void attn_force_ring(int rows);
 void attn_force_prefetch(int rows);
-// attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY=1, default
-// off; the same bits either way); attn_force_skip_empty(0 / 1; -1 = the environment's) for tests and benches.
+// attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY, default
+// on, =0 off; the same bits either way); attn_force_skip_empty(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_skip_empty(int on);
 
 }  // namespace ds::cuda::mk
