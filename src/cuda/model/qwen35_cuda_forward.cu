@@ -118,18 +118,57 @@ bool fused(const Step& s) {
   return on && s.T == 1 && !s.dumping();
 }
 
-// A projection's input: x itself, or (fused) the RMSNorm of x with weights norm_w.
+// fold17: T > 1 without dumps: the RMSNorm in front of a projection and the SwiGLU in front of ffn_down run inside the x
+// preparation of the Q4_K product that reads them (matvec_batched_in: no rms_norm / swiglu kernels; the same bits as
+// those kernels followed by matvec_batched). A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
+// preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
+bool folded(const Step& s) {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_STEP_FOLD");
+    return !(e && e[0] == '0');
+  }();
+  return on && s.T > 1 && !s.dumping();
+}
+
+// The folded RMSNorm's input description for projection p (xn written only where another group reads it).
+MatvecBatchedInput norm_input(Step& s, const Proj& p, const float* norm_w) {
+  MatvecBatchedInput bi;
+  bi.x = s.f(s.I.h);
+  bi.ldx = s.c.n_embd;
+  bi.norm_w = norm_w;
+  bi.eps = (float)s.c.rms_eps;
+  bi.xn = p.groups.size() > 1 ? s.f(s.I.xn) : nullptr;
+  return bi;
+}
+
+// The group of p whose product takes the RMSNorm into its x preparation, or -1 (then the rms_norm kernel writes xn).
+int fold_group(Step& s, const Proj& p, const float* norm_w) {
+  if (!folded(s)) return -1;
+  const MatvecBatchedInput bi = norm_input(s, p, norm_w);
+  for (size_t g = 0; g < p.groups.size(); g++) {
+    const DevMat& m = p.groups[g];
+    if (matvec_batched_folds(m.type, m.rows, m.cols, s.T, bi)) return (int)g;
+  }
+  return -1;
+}
+
+// A projection's input: x itself, or the RMSNorm of x with weights norm_w, fused (batch 1) or folded (fold17).
 struct In {
   const float* x;
   const float* norm_w = nullptr;
+  bool fold = false;
 };
 
 Status proj(Step& s, const std::string& name, const Proj& p, In in) {
-  for (size_t g = 0; g < p.groups.size(); g++) {
+  const int fg = in.fold ? fold_group(s, p, in.norm_w) : -1;
+  for (size_t k = 0; k < p.groups.size(); k++) {
+    const int g = fg < 0 ? (int)k : k == 0 ? fg : (int)k <= fg ? (int)k - 1 : (int)k;  // the folded group first
     const DevMat& m = p.groups[g];
     float* y = s.f(s.I.proj) + p.out_off[g];
     DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
       return mv(s, [&] {
+        if (g == fg) return matvec_batched_in(m.type, m.w, m.rows, m.cols, norm_input(s, p, in.norm_w), y, s.T, s.st);
+        if (in.fold) return matvec_batched(m.type, m.w, m.rows, m.cols, s.f(s.I.xn), y, s.T, s.st);
         if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
         const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
         return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
@@ -139,9 +178,11 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
   return {};
 }
 
-// The input of the projection after the layer's norm: the normalised xn, or h with the norm fused.
-In normed(Step& s, const float* norm_w) {
-  return fused(s) ? In{s.f(s.I.h), norm_w} : In{s.f(s.I.xn)};
+// The input of the projection p after the layer's norm: the normalised xn, or h with the norm fused or folded.
+In normed(Step& s, const Proj& p, const float* norm_w) {
+  if (fused(s)) return In{s.f(s.I.h), norm_w};
+  if (fold_group(s, p, norm_w) >= 0) return In{s.f(s.I.h), norm_w, true};
+  return In{s.f(s.I.xn)};
 }
 
 // h += W x; when dumping, W x is materialised first and emitted under `name`.
@@ -171,7 +212,7 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, Cc = c.conv_dim(), Vd = c.value_dim(), Kd = c.key_dim(), nv = c.n_v_heads;
   const std::string L = "L" + std::to_string(il) + ".gdn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.in, D.attn_norm)));
   const View qkv = view(s, D.in, 0), z = view(s, D.in, 1), beta = view(s, D.in, 2), alpha = view(s, D.in, 3);
   DS_TRY(emit(s, L + "qkv", qkv.p, qkv.ld, T, Cc, {T, Cc}));
   DS_TRY(emit(s, L + "z", z.p, z.ld, T, Vd, {T, Vd}));
@@ -260,7 +301,7 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, nh = c.n_head, nkv = c.n_head_kv, hd = c.head_dim;
   const std::string L = "L" + std::to_string(il) + ".attn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.in, D.attn_norm)));
   const View q = view(s, D.in, 0), k = view(s, D.in, 1), v = view(s, D.in, 2);
   DS_TRY(emit(s, L + "q_full", q.p, q.ld, T, nh * 2 * hd, {T, nh, 2 * hd}));
   DS_TRY(emit(s, L + "k_proj", k.p, k.ld, T, nkv * hd, {T, nkv, hd}));
@@ -335,9 +376,10 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, H = c.n_embd, Iff = c.n_ff;
   const std::string L = "L" + std::to_string(il) + ".";
   DS_TRY(emit(s, L + "ffn_inp", s.f(I.h), H, T, H, {T, H}));
-  if (!fused(s)) DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
+  if (!fused(s) && fold_group(s, D.ffn, D.post_norm) < 0)
+    DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
   DS_TRY(emit(s, L + "ffn_norm", s.f(I.xn), H, T, H, {T, H}));
-  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.post_norm)));
+  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.ffn, D.post_norm)));
   const View g = view(s, D.ffn, 0), u = view(s, D.ffn, 1);
   DS_TRY(emit(s, L + "ffn_gate", g.p, g.ld, T, Iff, {T, Iff}));
   DS_TRY(emit(s, L + "ffn_up", u.p, u.ld, T, Iff, {T, Iff}));
@@ -348,6 +390,18 @@ Status ffn(Step& s, int il, const DevLayer& D) {
       mi.gate = g.p;
       return mv(s, [&] { return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true); });
     }, mv_flops(T, m));
+  }
+  if (folded(s)) {  // h += W_down (silu(g) * u), the SwiGLU inside the product's x preparation (fold17)
+    const DevMat& m = D.down;
+    MatvecBatchedInput bi;
+    bi.x = u.p;
+    bi.ldx = u.ld;
+    bi.gate = g.p;
+    bi.ldg = g.ld;
+    if (matvec_batched_folds(m.type, m.rows, m.cols, s.T, bi))
+      return op(s, L + "ffn_out[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
+        return matvec_batched_in(m.type, m.w, m.rows, m.cols, bi, s.f(I.h), s.T, s.st, true);
+      }, mv_flops(T, m));
   }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
             [&] { return mk::swiglu(g.p, g.ld, u.p, u.ld, s.f(I.act), s.T, Iff, s.st); }));
@@ -407,7 +461,8 @@ Status enqueue_step(Step& s) {
   for (int il = 0; il < (int)c.n_layer; il++) {
     const DevLayer& D = I.layers[il];
     const std::string L = "L" + std::to_string(il) + ".";
-    if (!fused(s)) DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
+    if (!fused(s) && fold_group(s, D.in, D.attn_norm) < 0)
+      DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
     DS_TRY(emit(s, L + "attn_norm", s.f(I.xn), H, T, H, {T, H}));
     if (D.kind == LayerKind::GatedDeltaNet) {
       DS_TRY(gdn_layer(s, il, D));
