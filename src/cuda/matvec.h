@@ -163,8 +163,8 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
                       int batch, cudaStream_t stream, bool accumulate = false);
 // fold17: the batched product of a transform of x made inside the product's x preparation (no kernel of its own, no
 // materialised input), where matvec_batched_folds says so (Q4_K on the wgmma block form with its sub-block sums,
-// DS_MVB_WG=13, and DS_MVB_PREP_REG on; 25 <= B <= 64; sm_90a); elsewhere an Error (run the transform, then
-// matvec_batched). The output bits are those of that pair (mk::rms_norm / mk::swiglu, then matvec_batched):
+// DS_MVB_WG=13; Q6_K, the SwiGLU only, on the ring's scaled-A form, DS_MVB_WG_Q6K=11; DS_MVB_PREP_REG on; 25 <= B <= 64;
+// sm_90a); elsewhere an Error (run the transform, then matvec_batched). The output bits are those of that pair (mk::rms_norm / mk::swiglu, then matvec_batched):
 //   norm_w set: x' = rms_norm(x) · norm_w per row (rows of ldx floats, cols <= 8192), also written to xn
 //               ([batch][cols], when set) for other products of the same input;
 //   gate set:   x' = silu(gate) · x (rows of ldg / ldx floats).

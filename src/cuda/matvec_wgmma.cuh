@@ -299,6 +299,21 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, in
     put(it, live ? load(it) : make_float4(0.f, 0.f, 0.f, 0.f));
   prep_sums<kSums>(src, cols, batch, b, sc, xm);
 }
+// fold17: the preparation of a transformed x (MatvecBatchedInput: RMSNorm or SwiGLU) in layout kLay with kSums block
+// sums (Q4_K block form: kLayQ4K, 2; Q6_K ring's sub-block forms: kLayQ6KSub, 0), by prep_reg_kernel with kR 4.
+template <int kLay, int kSums>
+Status prep_in(const MatvecBatchedInput& in, int64_t cols, int batch, float* scale, float* inv, uint32_t* xw, uint4* xm,
+               cudaStream_t stream) {
+  constexpr int kR = kPrepR / 2;
+  if (in.norm_w)
+    prep_reg_kernel<kLay, kSums, SrcNorm, kR><<<64, 256, 0, stream>>>(
+        SrcNorm{in.x, in.ldx, in.norm_w, in.eps, in.xn, cols}, cols, batch, scale, inv, xw, xm);
+  else
+    prep_reg_kernel<kLay, kSums, SrcSwiglu, kR><<<64, 256, 0, stream>>>(SrcSwiglu{in.gate, in.ldg, in.x, in.ldx}, cols,
+                                                                       batch, scale, inv, xw, xm);
+  CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a transformed x)", stream);
+  return {};
+}
 // DS_MVB_PREP_REG=1 (default): the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
 // step at B = 64, one run each: 7.865 vs 7.932 ms short, 8.473 vs 8.532 at 512+ positions; mvb16: 8.304 vs 8.356).
@@ -692,14 +707,7 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   const int64_t nblk = cols / 256;
   if (in && !min2) return cu_err("cuda matvec_batched: a transformed x needs the block form's kMin2 sums");
   if (in) {  // fold17: x' = rms_norm(x) or silu(gate) · up made inside the preparation (matvec_batched_in)
-    constexpr int kR = kPrepR / 2;
-    if (in->norm_w)
-      prep_reg_kernel<kLayQ4K, 2, SrcNorm, kR><<<64, 256, 0, stream>>>(
-          SrcNorm{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols}, cols, batch, scale, inv, xw, xm);
-    else
-      prep_reg_kernel<kLayQ4K, 2, SrcSwiglu, kR><<<64, 256, 0, stream>>>(SrcSwiglu{in->gate, in->ldg, in->x, in->ldx},
-                                                                        cols, batch, scale, inv, xw, xm);
-    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a transformed x)", stream);
+    DS_TRY((prep_in<kLayQ4K, 2>(*in, cols, batch, scale, inv, xw, xm, stream)));
   } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
     if (prep_reg_setting())
       prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);

@@ -1,7 +1,7 @@
 // fold17: cuda::matvec_batched_in (the RMSNorm or the SwiGLU made inside the Q4_K block kernel's x preparation) against
 // the unfused path the step ran before (mk::rms_norm / mk::swiglu into a buffer, then matvec_batched): the same output
 // bits (and for the norm the same xn), on the 9B's shapes (ffn_gate_up, z + ba, ffn_down with g / u as strided views of
-// one buffer), a row of 8192 (the norm's widest: items past the prep's registers), a one-block row and a partial tile;
+// one buffer, Q4_K and Q6_K (the ring's scaled-A form)), a row of 8192 (the norm's widest: items past the prep's registers), a one-block row and a partial tile;
 // B = 25, 33, 64, accumulate on and off; run to run identical; a column's bits the same at B = 25 and 64; and vs a
 // float64 reference of transform and product (1e-5 of sum|w x'|, as the other batched tests).
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@ namespace {
 struct Shape {
   int64_t rows, cols;
   bool f64;  // also check against float64 (small shapes: the reference runs on the CPU)
+  GgmlType t = GgmlType::Q4_K;
 };
 
 size_t count_diff(const std::vector<float>& a, const std::vector<float>& b, size_t* first) {
@@ -39,7 +40,7 @@ double f64_worst(const std::vector<uint8_t>& w, const Shape& c, const std::vecto
   std::vector<float> deq((size_t)c.cols);
   double worst = 0;
   for (int64_t r = 0; r < c.rows; r++) {
-    quant::dequantize_row(GgmlType::Q4_K, w.data() + r * rb, deq.data(), c.cols);
+    quant::dequantize_row(c.t, w.data() + r * rb, deq.data(), c.cols);
     for (int b = 0; b < batch; b++) {
       double mag = 0, ref = 0;
       for (int64_t k = 0; k < c.cols; k++) {
@@ -57,13 +58,17 @@ double f64_worst(const std::vector<uint8_t>& w, const Shape& c, const std::vecto
 void run_fold(bool norm) {
   const std::vector<Shape> shapes = norm ? std::vector<Shape>{{24576, 4096, false}, {4160, 4096, false},
                                                               {300, 8192, true}, {77, 256, true}}
-                                         : std::vector<Shape>{{4096, 12288, false}, {333, 4096, true}, {150, 512, true}};
+                                         : std::vector<Shape>{{4096, 12288, false},
+                                                              {333, 4096, true},
+                                                              {150, 512, true},
+                                                              {4096, 12288, false, GgmlType::Q6_K},
+                                                              {200, 4096, true, GgmlType::Q6_K}};
   uint64_t seed = norm ? 17100 : 17200;
   const float eps = 1e-6f;
   double worst64 = 0;
   for (const Shape& c : shapes) {
     const int64_t ldx = norm ? c.cols : 2 * c.cols;  // swiglu: g and u as the two halves of one row, as in the step
-    const auto w = test::random_weights(GgmlType::Q4_K, c.rows * c.cols, seed += 3);
+    const auto w = test::random_weights(c.t, c.rows * c.cols, seed += 3);
     auto x = test::random_floats(64 * ldx, seed + 1);
     const auto nw = test::random_floats(c.cols, seed + 2);
     const auto y0 = test::random_floats(64 * c.rows, seed + 4);
@@ -91,17 +96,18 @@ void run_fold(bool norm) {
     std::vector<float> y64_cols;  // B = 64 outputs (accumulate off), for the column check at B = 25
     for (int batch : {64, 33, 25})
       for (bool accumulate : {false, true}) {
-        const std::string what = std::string(norm ? "rms_norm" : "swiglu") + " [" + std::to_string(c.rows) + " x " +
+        const std::string what = std::string(norm ? "rms_norm " : "swiglu ") + cuda::type_cstr(c.t) + " [" +
+                                 std::to_string(c.rows) + " x " +
                                  std::to_string(c.cols) + "] B " + std::to_string(batch) +
                                  (accumulate ? " accumulate" : "");
-        ASSERT_TRUE(cuda::matvec_batched_folds(GgmlType::Q4_K, c.rows, c.cols, batch, in)) << what;
+        ASSERT_TRUE(cuda::matvec_batched_folds(c.t, c.rows, c.cols, batch, in)) << what;
         // unfused: the transform's kernel, then the product
         Status st = norm ? cuda::mk::rms_norm(xp, ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps,
                                               nullptr)
                          : cuda::mk::swiglu(xp, ldx, xp + c.cols, ldx, dref_in->as<float>(), batch, c.cols, nullptr);
         ASSERT_TRUE(st.ok()) << st.error().message;
         ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-        st = cuda::matvec_batched(GgmlType::Q4_K, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(),
+        st = cuda::matvec_batched(c.t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(),
                                   batch, nullptr, accumulate);
         ASSERT_TRUE(st.ok()) << st.error().message;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -112,8 +118,7 @@ void run_fold(bool norm) {
         for (int rep = 0; rep < 2; rep++) {
           ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
           ASSERT_EQ(cudaMemset(dxn->data(), 0xFF, 64 * c.cols * 4), cudaSuccess);
-          st = cuda::matvec_batched_in(GgmlType::Q4_K, dw.data(), c.rows, c.cols, in, dy->as<float>(), batch, nullptr,
-                                       accumulate);
+          st = cuda::matvec_batched_in(c.t, dw.data(), c.rows, c.cols, in, dy->as<float>(), batch, nullptr, accumulate);
           ASSERT_TRUE(st.ok()) << st.error().message;
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           got[rep] = test::to_host<float>(*dy, (size_t)batch * c.rows);
@@ -178,7 +183,7 @@ TEST(CudaMatvecBatchedIn, SwigluSameBitsAsUnfused) {
   run_fold(false);
 }
 
-// Where it does not fold (B < 25, Q6_K, both transforms, unaligned, a row past the norm's 8192), it says so and
+// Where it does not fold (B < 25, Q6_K with the norm, Q8_0, both transforms, unaligned, a row past the norm's 8192), it says so and
 // matvec_batched_in refuses (the step then runs the separate kernels).
 TEST(CudaMatvecBatchedIn, RefusesWhatItDoesNotFold) {
   DS_REQUIRE_GPU();
@@ -189,6 +194,7 @@ TEST(CudaMatvecBatchedIn, RefusesWhatItDoesNotFold) {
   in.norm_w = in.x;
   EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 24, in));
   EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q6_K, 4096, 4096, 64, in));
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q8_0, 4096, 4096, 64, in));
   auto wide = in;
   wide.ldx = 12288;
   EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 12288, 64, wide));

@@ -119,8 +119,8 @@ bool fused(const Step& s) {
 }
 
 // fold17: T > 1 without dumps: the RMSNorm in front of a projection and the SwiGLU in front of ffn_down run inside the x
-// preparation of the Q4_K product that reads them (matvec_batched_in: no rms_norm / swiglu kernels; the same bits as
-// those kernels followed by matvec_batched). A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
+// preparation of the product that reads them (matvec_batched_in, where matvec_batched_folds: the Q4_K block form; for
+// the SwiGLU also the Q6_K ring; no rms_norm / swiglu kernels; the same bits as those kernels followed by matvec_batched). A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
 // preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
 bool folded(const Step& s) {
   static const bool on = [] {
