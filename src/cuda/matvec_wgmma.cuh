@@ -169,22 +169,6 @@ struct SrcNorm {
     if (xn) *reinterpret_cast<float4*>(xn + (int64_t)b * cols + e) = v;
   }
 };
-// SrcSwiglu: x' = silu(g) · u as mk::swiglu (the same bits); rows of g / u ldg / ldu floats.
-struct SrcSwiglu {
-  static constexpr bool kPlain = false;
-  const float* g;
-  int64_t ldg;
-  const float* u;
-  int64_t ldu;
-  __device__ __forceinline__ void begin(int) {}
-  __device__ __forceinline__ float4 load4(int b, int64_t e) const {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(g + (int64_t)b * ldg + e));
-    const float4 c = __ldg(reinterpret_cast<const float4*>(u + (int64_t)b * ldu + e));
-    return make_float4(mk::silu_f(a.x) * c.x, mk::silu_f(a.y) * c.y, mk::silu_f(a.z) * c.z, mk::silu_f(a.w) * c.w);
-  }
-  __device__ __forceinline__ void store(int, int64_t, float4) const {}
-};
-
 // The block sums of column b (kSums 1: fold's items (blk, t), lane 4g + t of n-tile n for b = 8n + g; kSums 2: the
 // sub-block sums of kMin2, see above); the calling CTA's 256 threads.
 template <int kSums, class Src>
@@ -249,7 +233,7 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
 // items past kR (cols > 1024·kR) are read 4 per thread at a time, and again for the split. 72 registers (kSums 2): a
 // prep CTA still fits beside a 2-warpgroup block kernel CTA (180 x 256) on one SM, so the PDL overlap stays. The block sums (kSums) read the column once
 // more as in prep_kernel (L1 hits by then).
-// fold17: the source (Src) may transform x on the way in (SrcNorm, SrcSwiglu): kR 4 for those (two loads per item).
+// fold17: the source (Src) may transform x on the way in (SrcNorm): kR 4 then (two loads per item).
 constexpr int kPrepR = 8;
 template <int kLay, int kSums, class Src = SrcPlain, int kR = kPrepR>
 __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, int batch, float* __restrict__ scale,
@@ -298,21 +282,6 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, in
   for (int64_t it = threadIdx.x + 256 * kR; it < n_it; it += 256)
     put(it, live ? load(it) : make_float4(0.f, 0.f, 0.f, 0.f));
   prep_sums<kSums>(src, cols, batch, b, sc, xm);
-}
-// fold17: the preparation of a transformed x (MatvecBatchedInput: RMSNorm or SwiGLU) in layout kLay with kSums block
-// sums (Q4_K block form: kLayQ4K, 2; Q6_K ring's sub-block forms: kLayQ6KSub, 0), by prep_reg_kernel with kR 4.
-template <int kLay, int kSums>
-Status prep_in(const MatvecBatchedInput& in, int64_t cols, int batch, float* scale, float* inv, uint32_t* xw, uint4* xm,
-               cudaStream_t stream) {
-  constexpr int kR = kPrepR / 2;
-  if (in.norm_w)
-    prep_reg_kernel<kLay, kSums, SrcNorm, kR><<<64, 256, 0, stream>>>(
-        SrcNorm{in.x, in.ldx, in.norm_w, in.eps, in.xn, cols}, cols, batch, scale, inv, xw, xm);
-  else
-    prep_reg_kernel<kLay, kSums, SrcSwiglu, kR><<<64, 256, 0, stream>>>(SrcSwiglu{in.gate, in.ldg, in.x, in.ldx}, cols,
-                                                                       batch, scale, inv, xw, xm);
-  CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a transformed x)", stream);
-  return {};
 }
 // DS_MVB_PREP_REG=1 (default): the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
@@ -705,9 +674,11 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  if (in && !min2) return cu_err("cuda matvec_batched: a transformed x needs the block form's kMin2 sums");
-  if (in) {  // fold17: x' = rms_norm(x) or silu(gate) · up made inside the preparation (matvec_batched_in)
-    DS_TRY((prep_in<kLayQ4K, 2>(*in, cols, batch, scale, inv, xw, xm, stream)));
+  if (in && !min2) return cu_err("cuda matvec_batched: a normalised x needs the block form's kMin2 sums");
+  if (in) {  // fold17: x' = rms_norm(x) made inside the preparation (matvec_batched_in)
+    prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(
+        SrcNorm{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols}, cols, batch, scale, inv, xw, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a normalised x)", stream);
   } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
     if (prep_reg_setting())
       prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);

@@ -423,9 +423,9 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
 // Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form (kForm). in (fold17, forms 2 and 3): x' = a transform made in the preparation.
+// 2 the sub-block form, 3 the scaled-A form (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, int form, const MatvecBatchedInput* in = nullptr) {
+                     cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
   uint32_t* xw;
   float *inv, *scale, *part;
@@ -436,10 +436,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  if (in && form < 2) return cu_err("cuda matvec_batched (wgmma Q6_K ring): a transformed x needs the sub-block forms");
-  if (in)
-    DS_TRY((wg::prep_in<wg::kLayQ6KSub, 0>(*in, cols, batch, scale, inv, xw, nullptr, stream)));
-  else if (form >= 2)
+  if (form >= 2)
     wg::prep_kernel<wg::kLayQ6KSub, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
   else
     wg::prep_kernel<wg::kLayQ6K, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);

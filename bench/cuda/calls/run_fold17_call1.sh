@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsf17; mkdir -p "$W"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
 X=$B/deltaserve; T=$B/test_cuda
-LIM=${LIM:-170}
+LIM=${LIM:-150}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$OUT/steps.log"
@@ -25,7 +25,7 @@ for i in 0 1 2; do tc mvb$i test_cuda 'CudaMatvecBatched.*' "GTEST_TOTAL_SHARDS=
 tc model test_cuda_model '*' X=0
 tc model0 test_cuda_model 'CudaState.*:CudaFixture*' DS_STEP_FOLD=0
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-( timeout 100 "$CS" --tool memcheck --leak-check no --error-exitcode 1 "$T" --gtest_brief=1 --gtest_filter='CudaMatvecBatchedIn.*' > "$W/t_memcheck.log" 2>&1 < /dev/null; echo "rc $?" >> "$W/t_memcheck.log" ) &
+( timeout 80 "$CS" --tool memcheck --leak-check no --error-exitcode 1 "$T" --gtest_brief=1 --gtest_filter='CudaMatvecBatchedIn.*' > "$W/t_memcheck.log" 2>&1 < /dev/null; echo "rc $?" >> "$W/t_memcheck.log" ) &
 wait
 for f in new mvb0 mvb1 mvb2 model model0 memcheck; do say "$f: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|ERROR SUMMARY|^rc' $W/t_$f.log | tr '\n' ' ')"; done
 grep -hE "FAILED|Failure|worst|matvec_batched_in" $W/t_*.log | sort | uniq -c | head -60 | tee "$OUT/test_summary.txt"

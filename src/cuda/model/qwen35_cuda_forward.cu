@@ -118,9 +118,9 @@ bool fused(const Step& s) {
   return on && s.T == 1 && !s.dumping();
 }
 
-// fold17: T > 1 without dumps: the RMSNorm in front of a projection and the SwiGLU in front of ffn_down run inside the x
-// preparation of the product that reads them (matvec_batched_in, where matvec_batched_folds: the Q4_K block form; for
-// the SwiGLU also the Q6_K ring; no rms_norm / swiglu kernels; the same bits as those kernels followed by matvec_batched). A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
+// fold17: T > 1 without dumps: the RMSNorm in front of a projection runs inside the x preparation of its Q4_K group's
+// product (matvec_batched_in: no rms_norm kernel; the same bits as that kernel followed by matvec_batched). (The SwiGLU
+// in front of ffn_down folded the same way lost on the H200: fold17's NOTES section.) A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
 // preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
 bool folded(const Step& s) {
   static const bool on = [] {
@@ -390,18 +390,6 @@ Status ffn(Step& s, int il, const DevLayer& D) {
       mi.gate = g.p;
       return mv(s, [&] { return matvec_fused(m.type, m.w, m.rows, m.cols, mi, s.f(I.h), s.f(I.act), s.st, true); });
     }, mv_flops(T, m));
-  }
-  if (folded(s)) {  // h += W_down (silu(g) * u), the SwiGLU inside the product's x preparation (fold17)
-    const DevMat& m = D.down;
-    MatvecBatchedInput bi;
-    bi.x = u.p;
-    bi.ldx = u.ld;
-    bi.gate = g.p;
-    bi.ldg = g.ld;
-    if (matvec_batched_folds(m.type, m.rows, m.cols, s.T, bi))
-      return op(s, L + "ffn_out[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
-        return matvec_batched_in(m.type, m.w, m.rows, m.cols, bi, s.f(I.h), s.T, s.st, true);
-      }, mv_flops(T, m));
   }
   DS_TRY(op(s, L + "ffn_act", "swiglu", 12.0 * T * Iff,
             [&] { return mk::swiglu(g.p, g.ld, u.p, u.ld, s.f(I.act), s.T, Iff, s.st); }));
