@@ -233,7 +233,8 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
 // items past kR (cols > 1024·kR) are read 4 per thread at a time, and again for the split. 72 registers (kSums 2): a
 // prep CTA still fits beside a 2-warpgroup block kernel CTA (180 x 256) on one SM, so the PDL overlap stays. The block sums (kSums) read the column once
 // more as in prep_kernel (L1 hits by then).
-// fold17: the source (Src) may transform x on the way in (SrcNorm): kR 4 then (two loads per item).
+// fold17: the source (Src) may transform x on the way in (SrcNorm): kR 4 then (two loads per item; 74 registers with
+// kSums 2, so that CTA no longer fits beside a 2-warpgroup block CTA).
 constexpr int kPrepR = 8;
 template <int kLay, int kSums, class Src = SrcPlain, int kR = kPrepR>
 __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, int batch, float* __restrict__ scale,

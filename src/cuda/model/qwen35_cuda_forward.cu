@@ -119,8 +119,10 @@ bool fused(const Step& s) {
 }
 
 // fold17: T > 1 without dumps: the RMSNorm in front of a projection runs inside the x preparation of its Q4_K group's
-// product (matvec_batched_in: no rms_norm kernel; the same bits as that kernel followed by matvec_batched). (The SwiGLU
-// in front of ffn_down folded the same way lost on the H200: fold17's NOTES section.) A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
+// product (matvec_batched_in: no rms_norm kernel; the same bits as that kernel followed by matvec_batched). Default on:
+// H200, 9B step at B = 64, interleaved pairs (fold17 call 2): 7.834 / 7.857 / 7.843 vs 7.893 / 7.859 / 7.849 ms short,
+// 8.439 / 8.434 vs 8.470 / 8.479 at 512+ positions, B = 32 6.646 vs 6.669. (The SwiGLU in front of ffn_down folded the
+// same way lost: fold17's NOTES section.) A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
 // preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
 bool folded(const Step& s) {
   static const bool on = [] {
