@@ -161,5 +161,20 @@ void set_matvec_batched_terms(int terms);  // 2 or 3 (other values: 3)
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate = false);
-
+// fold17: the batched product of rms_norm(x) · norm_w (per row: x / sqrt(mean(x^2) + eps) · norm_w) with the norm made
+// inside the product's x preparation (no kernel of its own, no materialised input), where matvec_batched_folds says so
+// (Q4_K on the wgmma block form with its sub-block sums, DS_MVB_WG=13, DS_MVB_PREP_REG on; 25 <= B <= 64; sm_90a; cols
+// <= 8192); elsewhere an Error (run mk::rms_norm, then matvec_batched). The output bits are those of that pair; the
+// normalised x is also written to xn ([batch][cols], when set) for other products of the same input. Rows of x are ldx
+// floats (a multiple of 4); x, norm_w, xn 16-byte aligned.
+struct MatvecBatchedInput {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* norm_w = nullptr;
+  float eps = 0.f;
+  float* xn = nullptr;
+};
+bool matvec_batched_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in);
+Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecBatchedInput& in,
+                         float* y, int batch, cudaStream_t stream, bool accumulate = false);
 }  // namespace ds::cuda

@@ -207,6 +207,33 @@ int matvec_batched_split_reduce() { return wg::red_setting(); }
 void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 2 ? mode : 1; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = wg_q6k_valid(v) ? v : 0; }
 
+// As matvec_batched would dispatch Q4_K there: the block form with kMin2 (13).
+bool matvec_batched_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in) {
+  auto a16 = [](const void* p) { return (uintptr_t)p % 16 == 0; };
+  if (type != GgmlType::Q4_K || batch < wg::kMinBatch || batch > 64 || !in.x || !in.norm_w) return false;
+  if (path_setting() != MatvecBatchedPath::Gemm || !gemm::supports<mma::DecQ4K>(rows, cols, batch)) return false;
+  if (!fold_setting() || wg_setting() != 13 || !wg_available() || !wg::supports(rows, cols, batch) ||
+      !wgr::tensor_map_encoder() || !wg::prep_reg_setting())
+    return false;
+  return a16(in.x) && in.ldx % 4 == 0 && in.ldx >= cols && cols <= 4 * mk::kRmsV4 * 256 && a16(in.norm_w) &&
+         a16(in.xn);
+}
+
+// The same launches as wgb::launch's kMin2 form, with the norm's preparation.
+Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecBatchedInput& in,
+                         float* y, int batch, cudaStream_t stream, bool accumulate) {
+  if (!matvec_batched_folds(type, rows, cols, batch, in))
+    return cu_err("cuda matvec_batched_in: no folded preparation for {} [{} x {}] at batch {}", type_cstr(type), rows,
+                  cols, batch);
+  if ((uintptr_t)w % 16 != 0) return cu_err("cuda matvec_batched_in: weights {} are not 16-byte aligned", w);
+  if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched_in: y {} is not 4-byte aligned", (const void*)y);
+  const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
+  wg::Args a;
+  dim3 grid;
+  DS_TRY(wg::prepare(w, rows, cols, nullptr, y, batch, stream, accumulate, n_wg, false, a, grid, true, &in));
+  return n_wg == 3 ? wgb::launch_block<3, false, true>(a, grid, stream) : wgb::launch_block<2, false, true>(a, grid, stream);
+}
+
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
   if (batch < 1 || batch > kMatvecMaxBatch)

@@ -83,14 +83,12 @@ __global__ void __launch_bounds__(256) col_scale_kernel(const float* __restrict_
     inv[b] = ldexpf(1.f, e - 14);
   }
 }
-// The same for batch column b inside a 256-thread block (one CTA per column): every thread gets s; thread 0
-// writes scale[b] and inv[b]. Call from all threads of the block.
-__device__ __forceinline__ float col_scale_block(const float* __restrict__ xb, int64_t cols, int b, float* scale,
-                                                 float* inv) {
+// The scale of batch column b from each thread's partial max|x| m, inside a 256-thread block (one CTA per column):
+// every thread gets s; thread 0 writes scale[b] and inv[b]. Call from all threads of the block. (wg::prep_reg_kernel
+// folds its maximum from registers and calls this too: the same scale.)
+__device__ __forceinline__ float col_scale_from_max(float m, int b, float* scale, float* inv) {
   __shared__ float red[8];
   __shared__ float sc_sh;
-  float m = 0.f;
-  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(xb[i]));
 #pragma unroll
   for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
@@ -106,6 +104,13 @@ __device__ __forceinline__ float col_scale_block(const float* __restrict__ xb, i
   }
   __syncthreads();
   return sc_sh;
+}
+// col_scale_kernel's scale for batch column b inside a 256-thread block (one CTA per column).
+__device__ __forceinline__ float col_scale_block(const float* __restrict__ xb, int64_t cols, int b, float* scale,
+                                                 float* inv) {
+  float m = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += 256) m = fmaxf(m, fabsf(xb[i]));
+  return col_scale_from_max(m, b, scale, inv);
 }
 // Whether the per-call preparation of x runs as one launch (the column scale fused into the split: fold and
 // wgmma kernels, the fp16 gemm decoders), the default, or as the separate launches (DS_MVB_PREP=0).

@@ -20,7 +20,9 @@
 
 #include <cstdlib>
 
+#include "cuda/matvec.h"
 #include "cuda/matvec_fold.cuh"
+#include "cuda/model/rms_row.cuh"
 
 namespace ds::cuda {
 namespace wg {
@@ -120,16 +122,64 @@ __device__ __forceinline__ void prep_put(uint32_t* __restrict__ xw, int b, int64
   base[(8 + b / 8) * 64 + in + t] = lo0;
   base[(8 + b / 8) * 64 + 32 + in + t] = lo1;
 }
+// ---- where the preparation reads x (fold17) ------------------------------------------------------------
+// A source gives column b's elements e .. e + 3 (e % 4 == 0) as a float4 (load4), after begin(b) ran in every thread of
+// the column's CTA (live columns only); store(b, e, f) sees each float4 of the column once, in the split.
+// SrcPlain: x itself ([batch][cols]).
+struct SrcPlain {
+  static constexpr bool kPlain = true;
+  const float* x;
+  int64_t cols;
+  __device__ __forceinline__ void begin(int) {}
+  __device__ __forceinline__ float4 load4(int b, int64_t e) const {
+    return __ldg(reinterpret_cast<const float4*>(x + (int64_t)b * cols + e));
+  }
+  __device__ __forceinline__ void store(int, int64_t, float4) const {}
+};
+// SrcNorm: x' = rms_norm(x) · w with mk::rms_norm's float4 kernel's arithmetic (its factor by mk::rms_row_scale from the
+// row read in that kernel's order, then (x · factor) · w per element): the same bits as that kernel's output, which is
+// also written to xn ([batch][cols]) when set. cols <= 4 · mk::kRmsV4 · 256, rows of x ldx floats.
+struct SrcNorm {
+  static constexpr bool kPlain = false;
+  const float* x;
+  int64_t ldx;
+  const float* w;
+  float eps;
+  float* xn;
+  int64_t cols;
+  float f = 0.f;  // the row's factor (begin)
+  __device__ __forceinline__ void begin(int b) {
+    __shared__ float red[32];
+    const float4* xr = reinterpret_cast<const float4*>(x + (int64_t)b * ldx);
+    const int n4 = (int)(cols / 4);
+    float4 v[mk::kRmsV4];
+#pragma unroll
+    for (int j = 0; j < mk::kRmsV4; j++) {
+      const int i = threadIdx.x + j * 256;
+      v[j] = i < n4 ? __ldg(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    f = mk::rms_row_scale(v, cols, eps, red);
+  }
+  __device__ __forceinline__ float4 load4(int b, int64_t e) const {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(x + (int64_t)b * ldx + e));
+    const float4 g = __ldg(reinterpret_cast<const float4*>(w + e));
+    return make_float4(v.x * f * g.x, v.y * f * g.y, v.z * f * g.z, v.w * f * g.w);
+  }
+  __device__ __forceinline__ void store(int b, int64_t e, float4 v) const {
+    if (xn) *reinterpret_cast<float4*>(xn + (int64_t)b * cols + e) = v;
+  }
+};
 // The block sums of column b (kSums 1: fold's items (blk, t), lane 4g + t of n-tile n for b = 8n + g; kSums 2: the
 // sub-block sums of kMin2, see above); the calling CTA's 256 threads.
-template <int kSums>
-__device__ __forceinline__ void prep_sums(const float* __restrict__ x, int64_t cols, int batch, int b, float sc,
+template <int kSums, class Src>
+__device__ __forceinline__ void prep_sums(const Src& src, int64_t cols, int batch, int b, float sc,
                                           uint4* __restrict__ xm) {
   const int64_t nblk = cols / 256;
-  [[maybe_unused]] const float* xb = x + (int64_t)b * cols;
-  if constexpr (kSums == 1)
+  if constexpr (kSums == 1) {
+    static_assert(Src::kPlain, "fold's block sums read x itself");
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
-      fold::split_item<false>(x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+      fold::split_item<false>(src.x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
+  }
   if constexpr (kSums == 2)
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256) {
       const int t = (int)(it & 3);
@@ -139,10 +189,9 @@ __device__ __forceinline__ void prep_sums(const float* __restrict__ x, int64_t c
       for (int q = 0; q < 2; q++) {
         float sum = 0.f;
         if (b < batch) {
-          const float4* p = reinterpret_cast<const float4*>(xb + 256 * blk + 128 * q + 32 * t);
 #pragma unroll
           for (int i = 0; i < 8; i++) {
-            const float4 f = p[i];
+            const float4 f = src.load4(b, 256 * blk + 128 * q + 32 * t + 4 * i);
             sum += f.x * sc;
             sum += f.y * sc;
             sum += f.z * sc;
@@ -173,7 +222,7 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
   for (int64_t it = threadIdx.x; it < nblk * 64; it += 256)
     prep_put(xw, b, it, b < batch ? *reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it)) : float4{}, sc,
              b < batch);
-  prep_sums<kSums>(x, cols, batch, b, sc, xm);
+  prep_sums<kSums>(SrcPlain{x, cols}, cols, batch, b, sc, xm);
 }
 // prep_reg_kernel (mvb16, DS_MVB_PREP_REG): prep_kernel's outputs, the same bits, in fewer dependent trips to L2. The
 // wgmma kernels wait for the prep (griddepcontrol.wait) after their prologue, so its latency is on every product's critical
@@ -184,71 +233,56 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
 // items past kR (cols > 1024·kR) are read 4 per thread at a time, and again for the split. 72 registers (kSums 2): a
 // prep CTA still fits beside a 2-warpgroup block kernel CTA (180 x 256) on one SM, so the PDL overlap stays. The block sums (kSums) read the column once
 // more as in prep_kernel (L1 hits by then).
+// fold17: the source (Src) may transform x on the way in (SrcNorm): kR 4 then (two loads per item; 74 registers with
+// kSums 2, so that CTA no longer fits beside a 2-warpgroup block CTA).
 constexpr int kPrepR = 8;
-template <int kLay, int kSums>
-__global__ void __launch_bounds__(256) prep_reg_kernel(const float* __restrict__ x, int64_t cols, int batch,
-                                                       float* __restrict__ scale, float* __restrict__ inv,
-                                                       uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
+template <int kLay, int kSums, class Src = SrcPlain, int kR = kPrepR>
+__global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, int batch, float* __restrict__ scale,
+                                                       float* __restrict__ inv, uint32_t* __restrict__ xw,
+                                                       uint4* __restrict__ xm) {
   const int b = blockIdx.x;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" :::);  // as prep_kernel
 #endif
   const int64_t nblk = cols / 256, n_it = nblk * 64;
-  const float* xb = x + (int64_t)b * cols;
   const bool live = b < batch;  // uniform per CTA
-  float4 v[kPrepR];
+  if (live) src.begin(b);
+  auto load = [&](int64_t it) { return src.load4(b, prep_elem0(kLay, it)); };
+  float4 v[kR];
   float m = 0.f;
 #pragma unroll
-  for (int j = 0; j < kPrepR; j++) {
+  for (int j = 0; j < kR; j++) {
     const int64_t it = threadIdx.x + 256 * j;
-    v[j] = live && it < n_it ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it)))
-                             : make_float4(0.f, 0.f, 0.f, 0.f);
+    v[j] = live && it < n_it ? load(it) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 #pragma unroll
-  for (int j = 0; j < kPrepR; j++)
+  for (int j = 0; j < kR; j++)
     m = fmaxf(m, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
-  if (live)  // items past kPrepR: 4 loads in flight at a time (read again for the split below)
-    for (int64_t it0 = threadIdx.x + 256 * kPrepR; it0 < n_it; it0 += 4 * 256) {
+  if (live)  // items past kR: 4 loads in flight at a time (read again for the split below)
+    for (int64_t it0 = threadIdx.x + 256 * kR; it0 < n_it; it0 += 4 * 256) {
       float4 f[4];
 #pragma unroll
       for (int k = 0; k < 4; k++) {
         const int64_t it = it0 + 256 * k;
-        f[k] = it < n_it ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it))) : make_float4(0.f, 0.f, 0.f, 0.f);
+        f[k] = it < n_it ? load(it) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
       for (int k = 0; k < 4; k++)
         m = fmaxf(m, fmaxf(fmaxf(fabsf(f[k].x), fabsf(f[k].y)), fmaxf(fabsf(f[k].z), fabsf(f[k].w))));
     }
-  // gemm::col_scale_block's scale from the column maximum (s = 2^(14 - E), max|x| < 2^E)
-  __shared__ float red[8];
-  __shared__ float sc_sh;
-  float sc = 0.f;
-  if (live) {
+  const float sc = live ? gemm::col_scale_from_max(m, b, scale, inv) : 0.f;
+  auto put = [&](int64_t it, const float4 f) {
+    if (live) src.store(b, prep_elem0(kLay, it), f);
+    prep_put(xw, b, it, f, sc, live);
+  };
 #pragma unroll
-    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int i = 1; i < 8; i++) m = fmaxf(m, red[i]);
-      int e = 0;
-      if (m > 0.f && m <= 3.0e38f) frexpf(m, &e);
-      e = max(-100, min(e, 120));
-      sc_sh = ldexpf(1.f, 14 - e);
-      scale[b] = sc_sh;
-      inv[b] = ldexpf(1.f, e - 14);
-    }
-    __syncthreads();
-    sc = sc_sh;
-  }
-  auto put = [&](int64_t it, const float4 f) { prep_put(xw, b, it, f, sc, live); };
-#pragma unroll
-  for (int j = 0; j < kPrepR; j++) {
+  for (int j = 0; j < kR; j++) {
     const int64_t it = threadIdx.x + 256 * j;
     if (it < n_it) put(it, v[j]);
   }
-  for (int64_t it = threadIdx.x + 256 * kPrepR; it < n_it; it += 256)
-    put(it, live ? __ldg(reinterpret_cast<const float4*>(xb + prep_elem0(kLay, it))) : make_float4(0.f, 0.f, 0.f, 0.f));
-  prep_sums<kSums>(x, cols, batch, b, sc, xm);
+  for (int64_t it = threadIdx.x + 256 * kR; it < n_it; it += 256)
+    put(it, live ? load(it) : make_float4(0.f, 0.f, 0.f, 0.f));
+  prep_sums<kSums>(src, cols, batch, b, sc, xm);
 }
 // DS_MVB_PREP_REG=1 (default): the Q4_K wgmma kernels' x preparation by prep_reg_kernel (0: prep_kernel). Same bits
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
@@ -628,7 +662,7 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
 // CTA (2 or 3); shared with the ring kernel (matvec_wgmma_ring.cuh).
 inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                       cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid,
-                      bool min2 = false) {
+                      bool min2 = false, const MatvecBatchedInput* in = nullptr) {
   uint32_t* xw;
   uint4 *xf, *xm;
   float *inv, *scale, *part;
@@ -641,12 +675,19 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
-    if (prep_reg_setting()) prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+  if (in && !min2) return cu_err("cuda matvec_batched: a normalised x needs the block form's kMin2 sums");
+  if (in) {  // fold17: x' = rms_norm(x) made inside the preparation (matvec_batched_in)
+    prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(
+        SrcNorm{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols}, cols, batch, scale, inv, xw, xm);
+    CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a normalised x)", stream);
+  } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
+    if (prep_reg_setting())
+      prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
     else prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else if (prep_fused()) {
-    if (prep_reg_setting()) prep_reg_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    if (prep_reg_setting())
+      prep_reg_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
     else prep_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {

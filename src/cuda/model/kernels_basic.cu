@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
+#include "cuda/model/rms_row.cuh"
 #include "cuda/quant_traits.cuh"
 
 namespace ds::cuda::mk {
@@ -51,8 +52,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // The same for rows of at most kV4 · 4 · kThreads elements, n % 4 == 0, 16-byte-aligned rows: each thread loads
 // its float4s of x and w once, all at the start (one memory round trip instead of a dependent loop per pass),
-// keeps them in registers for the scaling pass. Sums per thread in index order, then block_sum: deterministic.
-constexpr int kV4 = 8;
+// keeps them in registers for the scaling pass. Sums per thread in index order, then block_sum (rms_row_scale, shared
+// with the batched products' folded norm): deterministic.
+constexpr int kV4 = kRmsV4;
 __global__ void __launch_bounds__(kThreads)
     rms_norm_v4_kernel(const float* __restrict__ x, int64_t ldx, const float* __restrict__ w, float* __restrict__ y,
                        int64_t ldy, int64_t n, float eps) {
@@ -68,11 +70,7 @@ __global__ void __launch_bounds__(kThreads)
     v[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
     g[j] = i < n4 ? __ldg(wr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  float ss = 0.f;
-#pragma unroll
-  for (int j = 0; j < kV4; j++) ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-  ss = block_sum(ss, red);
-  const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+  const float scale = rms_row_scale(v, n, eps, red);
 #pragma unroll
   for (int j = 0; j < kV4; j++) {
     const int i = threadIdx.x + j * kThreads;

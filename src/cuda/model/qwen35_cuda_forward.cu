@@ -118,18 +118,59 @@ bool fused(const Step& s) {
   return on && s.T == 1 && !s.dumping();
 }
 
-// A projection's input: x itself, or (fused) the RMSNorm of x with weights norm_w.
+// fold17: T > 1 without dumps: the RMSNorm in front of a projection runs inside the x preparation of its Q4_K group's
+// product (matvec_batched_in: no rms_norm kernel; the same bits as that kernel followed by matvec_batched). Default on:
+// H200, 9B step at B = 64, interleaved pairs (fold17 call 2): 7.834 / 7.857 / 7.843 vs 7.893 / 7.859 / 7.849 ms short,
+// 8.439 / 8.434 vs 8.470 / 8.479 at 512+ positions, B = 32 6.646 vs 6.669. (The SwiGLU in front of ffn_down folded the
+// same way lost: fold17's NOTES section.) A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
+// preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
+bool folded(const Step& s) {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_STEP_FOLD");
+    return !(e && e[0] == '0');
+  }();
+  return on && s.T > 1 && !s.dumping();
+}
+
+// The folded RMSNorm's input description for projection p (xn written only where another group reads it).
+MatvecBatchedInput norm_input(Step& s, const Proj& p, const float* norm_w) {
+  MatvecBatchedInput bi;
+  bi.x = s.f(s.I.h);
+  bi.ldx = s.c.n_embd;
+  bi.norm_w = norm_w;
+  bi.eps = (float)s.c.rms_eps;
+  bi.xn = p.groups.size() > 1 ? s.f(s.I.xn) : nullptr;
+  return bi;
+}
+
+// The group of p whose product takes the RMSNorm into its x preparation, or -1 (then the rms_norm kernel writes xn).
+int fold_group(Step& s, const Proj& p, const float* norm_w) {
+  if (!folded(s)) return -1;
+  const MatvecBatchedInput bi = norm_input(s, p, norm_w);
+  for (size_t g = 0; g < p.groups.size(); g++) {
+    const DevMat& m = p.groups[g];
+    if (matvec_batched_folds(m.type, m.rows, m.cols, s.T, bi)) return (int)g;
+  }
+  return -1;
+}
+
+// A projection's input: x itself, or the RMSNorm of x with weights norm_w, fused (batch 1) or folded (fold17).
 struct In {
   const float* x;
   const float* norm_w = nullptr;
+  bool fold = false;
 };
 
 Status proj(Step& s, const std::string& name, const Proj& p, In in) {
-  for (size_t g = 0; g < p.groups.size(); g++) {
+  const int fg = in.fold ? fold_group(s, p, in.norm_w) : -1;
+  for (size_t k = 0; k < p.groups.size(); k++) {
+    const int g = fg < 0 ? (int)k : k == 0 ? fg : (int)k <= fg ? (int)k - 1 : (int)k;  // the folded group first
     const DevMat& m = p.groups[g];
     float* y = s.f(s.I.proj) + p.out_off[g];
     DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
       return mv(s, [&] {
+        if (g == fg) return matvec_batched_in(m.type, m.w, m.rows, m.cols, norm_input(s, p, in.norm_w), y, s.T, s.st);
+        if (in.fold) return matvec_batched(m.type, m.w, m.rows, m.cols, s.f(s.I.xn), y, s.T, s.st);
         if (!in.norm_w) return matvec_batched(m.type, m.w, m.rows, m.cols, in.x, y, s.T, s.st);
         const MatvecInput mi{in.x, in.norm_w, (float)s.c.rms_eps};
         return matvec_fused(m.type, m.w, m.rows, m.cols, mi, y, s.f(s.I.xn), s.st);
@@ -139,9 +180,11 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in) {
   return {};
 }
 
-// The input of the projection after the layer's norm: the normalised xn, or h with the norm fused.
-In normed(Step& s, const float* norm_w) {
-  return fused(s) ? In{s.f(s.I.h), norm_w} : In{s.f(s.I.xn)};
+// The input of the projection p after the layer's norm: the normalised xn, or h with the norm fused or folded.
+In normed(Step& s, const Proj& p, const float* norm_w) {
+  if (fused(s)) return In{s.f(s.I.h), norm_w};
+  if (fold_group(s, p, norm_w) >= 0) return In{s.f(s.I.h), norm_w, true};
+  return In{s.f(s.I.xn)};
 }
 
 // h += W x; when dumping, W x is materialised first and emitted under `name`.
@@ -171,7 +214,7 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, Cc = c.conv_dim(), Vd = c.value_dim(), Kd = c.key_dim(), nv = c.n_v_heads;
   const std::string L = "L" + std::to_string(il) + ".gdn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.in, D.attn_norm)));
   const View qkv = view(s, D.in, 0), z = view(s, D.in, 1), beta = view(s, D.in, 2), alpha = view(s, D.in, 3);
   DS_TRY(emit(s, L + "qkv", qkv.p, qkv.ld, T, Cc, {T, Cc}));
   DS_TRY(emit(s, L + "z", z.p, z.ld, T, Vd, {T, Vd}));
@@ -260,7 +303,7 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, nh = c.n_head, nkv = c.n_head_kv, hd = c.head_dim;
   const std::string L = "L" + std::to_string(il) + ".attn.";
   const bool dbg = s.dumping();
-  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.attn_norm)));
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.in, D.attn_norm)));
   const View q = view(s, D.in, 0), k = view(s, D.in, 1), v = view(s, D.in, 2);
   DS_TRY(emit(s, L + "q_full", q.p, q.ld, T, nh * 2 * hd, {T, nh, 2 * hd}));
   DS_TRY(emit(s, L + "k_proj", k.p, k.ld, T, nkv * hd, {T, nkv, hd}));
@@ -335,9 +378,10 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   const int64_t T = s.T, H = c.n_embd, Iff = c.n_ff;
   const std::string L = "L" + std::to_string(il) + ".";
   DS_TRY(emit(s, L + "ffn_inp", s.f(I.h), H, T, H, {T, H}));
-  if (!fused(s)) DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
+  if (!fused(s) && fold_group(s, D.ffn, D.post_norm) < 0)
+    DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
   DS_TRY(emit(s, L + "ffn_norm", s.f(I.xn), H, T, H, {T, H}));
-  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.post_norm)));
+  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.ffn, D.post_norm)));
   const View g = view(s, D.ffn, 0), u = view(s, D.ffn, 1);
   DS_TRY(emit(s, L + "ffn_gate", g.p, g.ld, T, Iff, {T, Iff}));
   DS_TRY(emit(s, L + "ffn_up", u.p, u.ld, T, Iff, {T, Iff}));
@@ -407,7 +451,8 @@ Status enqueue_step(Step& s) {
   for (int il = 0; il < (int)c.n_layer; il++) {
     const DevLayer& D = I.layers[il];
     const std::string L = "L" + std::to_string(il) + ".";
-    if (!fused(s)) DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
+    if (!fused(s) && fold_group(s, D.in, D.attn_norm) < 0)
+      DS_TRY(rms(s, L + "attn_norm", s.f(I.h), D.attn_norm, s.f(I.xn), s.T));
     DS_TRY(emit(s, L + "attn_norm", s.f(I.xn), H, T, H, {T, H}));
     if (D.kind == LayerKind::GatedDeltaNet) {
       DS_TRY(gdn_layer(s, il, D));

@@ -1,0 +1,179 @@
+// fold17: cuda::matvec_batched_in (the RMSNorm made inside the Q4_K block kernel's x preparation) against the unfused
+// path (mk::rms_norm into a buffer, then matvec_batched): the same output bits and the same xn, on the 9B's shapes
+// (ffn_gate_up, z + ba), a row of 8192 (the norm's widest: items past the prep's registers), a one-block row and a
+// partial tile, x with a row stride past cols; B = 25, 33, 64, accumulate on and off; run to run identical; a column's
+// bits the same at B = 25 and 64; and vs a float64 reference of norm and product (1e-5 of sum|w x'|, as the other
+// batched tests).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/matvec.h"
+#include "cuda/model/model_kernels.cuh"
+#include "cuda_test_util.h"
+#include "quant/quant.h"
+
+namespace ds {
+namespace {
+
+struct Shape {
+  int64_t rows, cols, ldx;
+  bool f64;  // also check against float64 (small shapes: the reference runs on the CPU)
+};
+
+size_t count_diff(const std::vector<float>& a, const std::vector<float>& b, size_t* first) {
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); i++)
+    if (!(a[i] == b[i]) && bad++ == 0) *first = i;
+  return bad;
+}
+
+// |y - ref| / sum|w x'| worst over rows and the first `batch` columns; xp: x' per column [batch][cols] in double.
+double f64_worst(const std::vector<uint8_t>& w, const Shape& c, const std::vector<double>& xp, int batch,
+                 const std::vector<float>& y, const std::vector<float>& y0, bool accumulate) {
+  const size_t rb = w.size() / (size_t)c.rows;
+  std::vector<float> deq((size_t)c.cols);
+  double worst = 0;
+  for (int64_t r = 0; r < c.rows; r++) {
+    quant::dequantize_row(GgmlType::Q4_K, w.data() + r * rb, deq.data(), c.cols);
+    for (int b = 0; b < batch; b++) {
+      double mag = 0, ref = 0;
+      for (int64_t k = 0; k < c.cols; k++) {
+        const double p = (double)deq[k] * xp[(size_t)b * c.cols + k];
+        mag += std::fabs(p);
+        ref += p;
+      }
+      if (accumulate) ref += y0[(size_t)b * c.rows + r];
+      worst = std::max(worst, std::fabs(y[(size_t)b * c.rows + r] - ref) / std::max(mag, 1e-30));
+    }
+  }
+  return worst;
+}
+
+bool folds_here() {
+  cuda::MatvecBatchedInput in;
+  in.x = reinterpret_cast<const float*>(256);
+  in.ldx = 4096;
+  in.norm_w = in.x;
+  return cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 64, in);
+}
+
+TEST(CudaMatvecBatchedIn, RmsNormSameBitsAsUnfused) {
+  DS_REQUIRE_GPU();
+  if (!folds_here()) GTEST_SKIP() << "no folded preparation on this device / build (sm_90a block form)";
+  const Shape shapes[] = {{24576, 4096, 4096, false}, {4160, 4096, 4096, false}, {300, 8192, 8192, true},
+                          {77, 256, 260, true}};
+  const GgmlType t = GgmlType::Q4_K;
+  uint64_t seed = 17100;
+  const float eps = 1e-6f;
+  double worst64 = 0;
+  for (const Shape& c : shapes) {
+    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
+    const auto x = test::random_floats(64 * c.ldx, seed + 1);
+    const auto nw = test::random_floats(c.cols, seed + 2);
+    const auto y0 = test::random_floats(64 * c.rows, seed + 4);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dnw = test::to_device(nw);
+    auto dxn = cuda::DeviceBuffer::alloc(64 * c.cols * 4);
+    auto dref_in = cuda::DeviceBuffer::alloc(64 * c.cols * 4);
+    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
+    ASSERT_TRUE(dxn.ok() && dref_in.ok() && dy.ok());
+    cuda::MatvecBatchedInput in;
+    in.x = dx.as<float>();
+    in.ldx = c.ldx;
+    in.norm_w = dnw.as<float>();
+    in.eps = eps;
+    in.xn = dxn->as<float>();
+    std::vector<float> y64;  // B = 64 outputs (accumulate off), for the column check at B = 25
+    for (int batch : {64, 33, 25})
+      for (bool accumulate : {false, true}) {
+        const std::string what = "[" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
+                                 std::to_string(batch) + (accumulate ? " accumulate" : "");
+        ASSERT_TRUE(cuda::matvec_batched_folds(t, c.rows, c.cols, batch, in)) << what;
+        // unfused: the norm's kernel, then the product
+        Status st = cuda::mk::rms_norm(in.x, c.ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps, nullptr);
+        ASSERT_TRUE(st.ok()) << st.error().message;
+        ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+        st = cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(), batch, nullptr,
+                                  accumulate);
+        ASSERT_TRUE(st.ok()) << st.error().message;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto ref = test::to_host<float>(*dy, (size_t)batch * c.rows);
+        const auto ref_in = test::to_host<float>(*dref_in, (size_t)batch * c.cols);
+        // folded, twice
+        std::vector<float> got[2];
+        for (int rep = 0; rep < 2; rep++) {
+          ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          ASSERT_EQ(cudaMemset(dxn->data(), 0xFF, 64 * c.cols * 4), cudaSuccess);
+          st = cuda::matvec_batched_in(t, dw.data(), c.rows, c.cols, in, dy->as<float>(), batch, nullptr, accumulate);
+          ASSERT_TRUE(st.ok()) << st.error().message;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          got[rep] = test::to_host<float>(*dy, (size_t)batch * c.rows);
+        }
+        size_t first = 0, moved = 0;
+        for (size_t i = 0; i < ref.size(); i++) moved += !(ref[i] == y0[i]);
+        EXPECT_GT(moved, ref.size() / 2) << "outputs were not written " << what;
+        size_t bad = count_diff(got[0], ref, &first);
+        EXPECT_EQ(bad, 0u) << what << " folded vs unfused: first at row " << first % c.rows << " column "
+                           << first / c.rows << ": " << got[0][first] << " vs " << ref[first];
+        bad = count_diff(got[1], got[0], &first);
+        EXPECT_EQ(bad, 0u) << what << " run to run";
+        const auto xn = test::to_host<float>(*dxn, (size_t)batch * c.cols);
+        bad = count_diff(xn, ref_in, &first);
+        EXPECT_EQ(bad, 0u) << what << " xn vs rms_norm's: first at " << first << ": " << xn[first] << " vs "
+                           << ref_in[first];
+        if (!accumulate && batch == 64) y64 = got[0];
+        if (!accumulate && batch == 25) {
+          bad = count_diff(got[0], std::vector<float>(y64.begin(), y64.begin() + got[0].size()), &first);
+          EXPECT_EQ(bad, 0u) << what << " column bits at B = 25 vs 64";
+        }
+        if (c.f64 && batch != 33) {
+          std::vector<double> xd((size_t)batch * c.cols);
+          for (int b = 0; b < batch; b++) {
+            const float* r = x.data() + (size_t)b * c.ldx;
+            double ss = 0;
+            for (int64_t k = 0; k < c.cols; k++) ss += (double)r[k] * r[k];
+            const double f = 1.0 / std::sqrt(ss / (double)c.cols + eps);
+            for (int64_t k = 0; k < c.cols; k++) xd[(size_t)b * c.cols + k] = r[k] * f * nw[k];
+          }
+          const double e = f64_worst(w, c, xd, batch, got[0], y0, accumulate);
+          EXPECT_LE(e, 1e-5) << what << " vs float64";
+          worst64 = std::max(worst64, e);
+        }
+      }
+  }
+  std::printf("matvec_batched_in rms_norm: folded == unfused bits on every shape; float64 worst %.3g of sum|w x'|\n",
+              worst64);
+}
+
+// Where it does not fold (B < 25, Q6_K, Q8_0, no norm, unaligned, a row past the norm's 8192), it says so and
+// matvec_batched_in refuses (the step then runs the separate kernels).
+TEST(CudaMatvecBatchedIn, RefusesWhatItDoesNotFold) {
+  DS_REQUIRE_GPU();
+  if (!folds_here()) GTEST_SKIP() << "no folded preparation on this device / build (sm_90a block form)";
+  cuda::MatvecBatchedInput in;
+  in.x = reinterpret_cast<const float*>(256);
+  in.ldx = 4096;
+  in.norm_w = in.x;
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 24, in));
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q6_K, 4096, 4096, 64, in));
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q8_0, 4096, 4096, 64, in));
+  auto wide = in;
+  wide.ldx = 12288;
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 12288, 64, wide));
+  auto plain = in;
+  plain.norm_w = nullptr;
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 64, plain));
+  auto odd = in;
+  odd.x = reinterpret_cast<const float*>(260);
+  EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 64, odd));
+  EXPECT_FALSE(cuda::matvec_batched_in(GgmlType::Q4_K, nullptr, 4096, 4096, in, nullptr, 24, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace ds
