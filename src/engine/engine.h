@@ -25,7 +25,9 @@ struct EngineConfig {
   // Prompt tokens run between two decode steps (at least one chunk): the stall every decoding sequence sees when
   // prompts arrive. 512 (was 1024; serve11 on the H200, 9B, 512-token prompts): ITL p99 at 8 / 32 / 64 clients
   // 41.8 / 45.9 / 51.1 ms instead of 75.5 / 80.7 / 85.7; alone it admits half as fast (decode rate at 64 -7%), which
-  // prefill_first below more than makes up for.
+  // prefill_first below more than makes up for. Session 14 (H200, 9B, 64 clients, interleaved pairs): 512 mean batch
+  // 58.3-58.7, 6,863-6,908 tok/s of decode steps, ITL p99 47 ms; 2048 61.1-62.0, 7,118-7,285, 148 ms; 4096
+  // 62.8-63.5, 7,306-7,426, 27-283 ms: a larger budget is the throughput setting (`serve --prefill-budget`).
   int32_t prefill_budget = 512;
   // While at least as many admitted sequences wait for their prompt as have a token to decode, the prompts all
   // run before the next decode step (no budget): a decode step of a few sequences costs nearly as much as one
