@@ -59,7 +59,17 @@ __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4],
 
 // A fragments of quarter q (half block s = q / 2, k-steps 4(q % 2) .. +3) for this thread's rows rbase, rbase + 8:
 // wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes.
-__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, int u, uint32_t (&af)[4][4]) {
+// (w & mask) | magic as one LOP3 (kFast): with both constants as immediates ptxas emits an AND and an OR; the magic
+// passed in a register lets it use the 3-input form. Same result bits.
+__device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(w), "r"(mask), "r"(magic));
+  return r;
+}
+
+template <bool kFast>
+__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, int u, uint32_t (&af)[4][4],
+                                        uint32_t magic) {
   const int s = q >> 1, p = q & 1;
   uint2 qw[2];
   __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
@@ -83,21 +93,32 @@ __device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, 
       const uint32_t w = wi == 0 ? qw[h].x : qw[h].y;
       const uint32_t mask = hn ? 0x00F000F0u : 0x000F000Fu;
       const __half2 mu = hn ? mul_hi[h] : mul_lo[h], ad = hn ? add_hi[h] : add_lo[h];
-      af[kl][h] = gemm::h2u(__hfma2(gemm::u2h((w & mask) | 0x64006400u), mu, ad));
-      af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(((w >> 8) & mask) | 0x64006400u), mu, ad));
+      if constexpr (kFast) {
+        af[kl][h] = gemm::h2u(__hfma2(gemm::u2h(and_or(w, mask, magic)), mu, ad));
+        af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(and_or(w >> 8, mask, magic)), mu, ad));
+      } else {
+        af[kl][h] = gemm::h2u(__hfma2(gemm::u2h((w & mask) | 0x64006400u), mu, ad));
+        af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(((w >> 8) & mask) | 0x64006400u), mu, ad));
+      }
     }
   }
 }
 
 // The 4 k-steps of quarter q into c (first: the block's first quarter starts the sum), committed as one group.
-template <bool kN64, int kC>
+// kFast (n128 only): xd0 = the low word of desc_for(xslot), computed once per block; each k-step's descriptor is xd0 plus
+// its constant offset >> 4 (the same word: shared addresses < 256 KB, so the 14-bit field never carries).
+template <bool kN64, bool kFast, int kC>
 __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4], const uint8_t* xslot, int q,
-                                      bool first) {
+                                      bool first, uint32_t xd0) {
   const uint8_t* xs = xslot + (q >> 1) * wg::kXStep + (q & 1) * 4 * 4096;
   wg::wg_fence();
 #pragma unroll
   for (int kl = 0; kl < 4; kl++) {
-    if constexpr (kN64) {
+    if constexpr (kFast && !kN64) {
+      const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
+      const uint64_t desc = (uint64_t)lo | ((uint64_t)(128u >> 4) << 16) | ((uint64_t)(256u >> 4) << 32);
+      wg::wgmma_128(c, af[kl], desc, first && kl == 0 ? 0 : 1);
+    } else if constexpr (kN64) {
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096 + 2048, 128u, 256u), 1);                  // lo terms
     } else {
@@ -119,7 +140,8 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
 // which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
 // are over 32 elements, hi + lo in one product), within float64 tolerance.
-template <int kWG, bool kN64, bool kMin2 = false>
+// kFast (DS_MVB_BUILD=1, kMin2 only): the shorter A build and descriptors of build_q / mma_q, the same bits.
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -176,6 +198,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #pragma unroll
     for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
   const int rbase = 16 * warp + g;
+  // 0x64006400 made opaque to ptxas (kFast: the 3-input LOP3 needs it in a register); a.splits >= 1, so bit 31 is 0.
+  const uint32_t magic = 0x64006400u | ((uint32_t)a.splits & 0x80000000u);
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
@@ -208,16 +232,17 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     }
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
-    build_q(wslot, rbase, 0, t, u, af0);
-    mma_q<kN64>(c, af0, xslot, 0, true);
-    build_q(wslot, rbase, 1, t, u, af1);
-    mma_q<kN64>(c, af1, xslot, 1, false);
+    const uint32_t xd0 = (uint32_t)((__cvta_generic_to_shared(xslot) & 0x3FFFF) >> 4);
+    build_q<kFast>(wslot, rbase, 0, t, u, af0, magic);
+    mma_q<kN64, kFast>(c, af0, xslot, 0, true, xd0);
+    build_q<kFast>(wslot, rbase, 1, t, u, af1, magic);
+    mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
     wg_wait1();  // quarter 0 done: af0 free
-    build_q(wslot, rbase, 2, t, u, af0);
-    mma_q<kN64>(c, af0, xslot, 2, false);
+    build_q<kFast>(wslot, rbase, 2, t, u, af0, magic);
+    mma_q<kN64, kFast>(c, af0, xslot, 2, false, xd0);
     wg_wait1();
-    build_q(wslot, rbase, 3, t, u, af1);
-    mma_q<kN64>(c, af1, xslot, 3, false);
+    build_q<kFast>(wslot, rbase, 3, t, u, af1, magic);
+    mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
 #pragma unroll
     for (int n = 0; n < 8; n++) {
@@ -263,19 +288,34 @@ inline int wg_force() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2 = false>
-Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
+// DS_MVB_BUILD = 1: block_kernel's kFast form for the kMin2 kernels (same bits), 0 (default): the form before it. Read
+// at every launch so that tests can switch it with setenv. build17 (H200): ffn_gate_up / output -2%, the 2-warpgroup
+// shapes flat, 9B step at 64 x 512 8.43 vs 8.48 ms; off until the float64 test has run with it (bench/cuda/NOTES.md).
+inline bool build_fast() {
+  const char* e = std::getenv("DS_MVB_BUILD");
+  return e && e[0] == '1' && !e[1];
+}
+
+template <int kWG, bool kN64, bool kMin2, bool kFast>
+Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
+}
+
+template <int kWG, bool kN64, bool kMin2 = false>
+Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
+  if constexpr (kMin2 && !kN64)
+    if (build_fast()) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+  return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
 // n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
