@@ -1,10 +1,11 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
 // gdn_kernel (below 16 sequences; the reference here) and gdn_tma_out_kernel (gdn12, from 16 sequences: persistent,
 // bulk copies, load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with
-// the next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
+// the next item's inputs in shared memory by cp.async, and gdn18's data-path variants of that form: L2 evict_first
+// hints, four bulk copies per state, a balanced grid) must give the same bits (outputs, states, debug outputs) at
 // d_k 64 and 128, for decode steps and multi-token steps, and gdn_kernel must match a float64 evaluation of the
-// delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch and the
-// state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
+// delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch at the
+// 9B's and 27B's shapes and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -33,9 +34,13 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-// mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13).
-constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in"};
-constexpr int kKernels = 3;
+// mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13); 3 .. 9: gdn18's
+// data-path variants of tma-out-smem-in (DS_GDN_TMA_OUT = k: 2 + the bits 1 L2 evict_first hints, 2 four bulk
+// copies per state, 4 the balanced grid). GdnBench's step script picks a variant by these names ("tmoN-...").
+constexpr const char* kKernel[] = {"gdn_kernel",    "tma-out",         "tma-out-smem-in", "tmo3-hint",
+                                   "tmo4-chunks",   "tmo5-hint+chunks", "tmo6-grid",       "tmo7-hint+grid",
+                                   "tmo8-chunks+grid", "tmo9-all"};
+constexpr int kKernels = 10;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -272,6 +277,9 @@ TEST(GdnStep, KernelsGiveSameBitsDecode) {
   check_case(128, 16, 32, std::vector<int>(16, 1), 9);
   check_case(128, 16, 32, std::vector<int>(37, 1), 10);
   check_case(64, 16, 32, std::vector<int>(64, 1), 11);
+  // gdn18: the 27B's 48 value heads, 24 sequences (1,152 items: 9 per CTA on 128 CTAs with the balanced grid, 8-9
+  // on 132 without).
+  check_case(128, 16, 48, std::vector<int>(24, 1), 13);
 }
 
 // Multi-token steps (the step-path prefill): several tokens per sequence, one with none.
@@ -489,72 +497,73 @@ bool bench_on() {
 }
 }  // namespace
 
-// Median time per launch (us) of gdn_step with each kernel at B = 1 .. 64 (one token each, the 9B's shape), and at
-// B = 64 the state-copy rooflines and cudaMemcpy of the same bytes. Prints "[gdn11] ..." lines.
+// Median time per launch (us) of gdn_step with each kernel at B = 1 .. 64 (one token each) at the 9B's GDN shape
+// (32 value heads) and at B = 16 / 32 / 64 at the 27B's (48), twice in turn at B >= 16 (drift); at B = 64 the
+// state-copy rooflines (gdn_state_copy's modes) and cudaMemcpy of the same bytes. Prints "[gdn18] 9B|27B ..." lines.
 TEST(GdnBench, Time) {
   GDN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
   cudaEvent_t e0, e1;
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
-  for (int S : {1, 8, 12, 16, 32, 64}) {
-    Problem p;
-    p.init(128, 16, 32, std::vector<int>(S, 1), 11);
-    ASSERT_TRUE(p.upload());
-    ASSERT_TRUE(p.reset_state());
-    const double bytes = 2.0 * S * p.seq_floats() * 4;
-    auto time = [&](const char* name, double bytes, auto&& launch) {
-      for (int i = 0; i < 3; i++) ASSERT_TRUE(launch());
-      std::vector<float> v;
-      for (int rep = 0; rep < 7; rep++) {
-        CU(cudaEventRecord(e0));
-        for (int i = 0; i < 10; i++) ASSERT_TRUE(launch());
-        CU(cudaEventRecord(e1));
-        CU(cudaEventSynchronize(e1));
-        float ms = 0;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        v.push_back(ms * 100.f);  // us per launch
-      }
-      std::sort(v.begin(), v.end());
-      std::printf("[gdn11] B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", S, name, v[3], v[0], bytes / (v[3] * 1e6));
-    };
-    for (int k = 0; k < kKernels; k++)
-      time(kKernel[k], bytes, [&] {
-        mk::gdn_force_kernel(k);
-        const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
-        mk::gdn_force_kernel(-1);
-        return ok;
-      });
-    if (S == 16 || S == 64) {
-      ConvProblem cp;
-      ASSERT_TRUE(cp.init(8192, 4096, 128, std::vector<int>(S, 1), 13));
-      ASSERT_TRUE(cp.reset());
-      for (int k : {1, 2, 4}) {
-        const std::string name = "conv " + std::to_string(k) + " seq/block";
-        const double cb = 2.0 * S * cp.win_floats() * 4 + 2.0 * S * cp.Cc * 4;  // windows, x, u
-        time(name.c_str(), cb, [&] {
-          mk::conv_force_seqs(k);
-          const bool ok = mk::conv_silu_l2(cp.args(false), cp.dio, S, nullptr).ok();
-          mk::conv_force_seqs(0);
-          return ok;
+  struct Shape {
+    const char* name;
+    int nv;
+    std::vector<int> batches;
+  };
+  for (const Shape& sh : {Shape{"9B", 32, {1, 8, 16, 32, 64}}, Shape{"27B", 48, {16, 32, 64}}}) {
+    for (int S : sh.batches) {
+      Problem p;
+      p.init(128, 16, sh.nv, std::vector<int>(S, 1), 11);
+      ASSERT_TRUE(p.upload());
+      ASSERT_TRUE(p.reset_state());
+      const double bytes = 2.0 * S * p.seq_floats() * 4;
+      auto time = [&](const char* name, double bytes, auto&& launch) {
+        for (int i = 0; i < 3; i++) ASSERT_TRUE(launch());
+        std::vector<float> v;
+        for (int rep = 0; rep < 7; rep++) {
+          CU(cudaEventRecord(e0));
+          for (int i = 0; i < 10; i++) ASSERT_TRUE(launch());
+          CU(cudaEventRecord(e1));
+          CU(cudaEventSynchronize(e1));
+          float ms = 0;
+          CU(cudaEventElapsedTime(&ms, e0, e1));
+          v.push_back(ms * 100.f);  // us per launch
+        }
+        std::sort(v.begin(), v.end());
+        std::printf("[gdn18] %-3s B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", sh.name, S, name, v[3], v[0],
+                    bytes / (v[3] * 1e6));
+      };
+      // From 16 sequences (where the model takes them): the kSIn forms, gdn12's and gdn18's, twice in turn; below:
+      // gdn_kernel and gdn12's two (their lines since gdn11).
+      const int k0 = S >= 16 ? 2 : 0, k1 = S >= 16 ? kKernels : 3;
+      for (int round = 0; round < (S >= 16 ? 2 : 1); round++)
+        for (int k = k0; k < k1; k++)
+          time(kKernel[k], bytes, [&] {
+            mk::gdn_force_kernel(k);
+            const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
+            mk::gdn_force_kernel(-1);
+            return ok;
+          });
+      if (S == 64) {
+        // 0 gdn_kernel's pattern, 1 coalesced quarter heads, 2 .. 9 tma-out's data path (kernel k's), 10 / 11 a dense
+        // grid-stride copy in place / out of place (the last permutes the states: after every kernel line).
+        const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out", "copy tmo3-hint",
+                               "copy tmo4-chunks", "copy tmo5-hint+chunks", "copy tmo6-grid", "copy tmo7-hint+grid",
+                               "copy tmo8-chunks+grid", "copy tmo9-all", "copy dense in place",
+                               "copy dense out of place"};
+        for (int m = 0; m < 12; m++)
+          time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
+        void* d2 = nullptr;
+        CU(cudaMalloc(&d2, (size_t)S * p.stride));
+        time("cudaMemcpy d2d", bytes, [&] {
+          return cudaMemcpyAsync(d2, p.dstate, (size_t)S * p.stride, cudaMemcpyDeviceToDevice) == cudaSuccess;
         });
+        cudaFree(d2);
       }
       CU(cudaDeviceSynchronize());
-      cp.free_all();
+      p.free_all();
     }
-    if (S == 64) {
-      const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out"};
-      for (int m = 0; m < 3; m++)
-        time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
-      void* d2 = nullptr;
-      CU(cudaMalloc(&d2, (size_t)S * p.stride));
-      time("cudaMemcpy d2d", bytes, [&] {
-        return cudaMemcpyAsync(d2, p.dstate, (size_t)S * p.stride, cudaMemcpyDeviceToDevice) == cudaSuccess;
-      });
-      cudaFree(d2);
-    }
-    CU(cudaDeviceSynchronize());
-    p.free_all();
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
@@ -574,7 +583,7 @@ TEST(GdnBench, Profile) {
     mk::gdn_force_kernel(-1);
     ASSERT_TRUE(st.ok());
   }
-  for (int m = 0; m < 3; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  for (int m = 0; m < 12; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }
