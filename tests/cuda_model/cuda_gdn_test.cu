@@ -547,12 +547,13 @@ TEST(GdnBench, Time) {
           });
       if (S == 64) {
         // 0 gdn_kernel's pattern, 1 coalesced quarter heads, 2 .. 9 tma-out's data path (kernel k's), 10 / 11 a dense
-        // grid-stride copy in place / out of place (the last permutes the states: after every kernel line).
+        // grid-stride copy in place / out of place (4 float4 per thread), 12 in place with 8 (11 permutes the states:
+        // after every kernel line).
         const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out", "copy tmo3-hint",
                                "copy tmo4-chunks", "copy tmo5-hint+chunks", "copy tmo6-grid", "copy tmo7-hint+grid",
                                "copy tmo8-chunks+grid", "copy tmo9-all", "copy dense in place",
-                               "copy dense out of place"};
-        for (int m = 0; m < 12; m++)
+                               "copy dense out of place", "copy dense8 in place"};
+        for (int m : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11})
           time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
         void* d2 = nullptr;
         CU(cudaMalloc(&d2, (size_t)S * p.stride));
@@ -583,7 +584,7 @@ TEST(GdnBench, Profile) {
     mk::gdn_force_kernel(-1);
     ASSERT_TRUE(st.ok());
   }
-  for (int m = 0; m < 12; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  for (int m = 0; m < 13; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }

@@ -701,24 +701,25 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, 1024 / (DK * 4 / kSplit))
 }
 
 // gdn18: every state read and written (times `one`) by a grid-stride copy at full occupancy (256 threads, 8 CTAs per
-// SM; each thread's 4 float4 loads in flight, then its stores), the chip's concurrent accesses one dense window, as
+// SM; each thread's kU float4 loads in flight, then its stores), the chip's concurrent accesses one dense window, as
 // a device-to-device copy kernel would; in place (shift 0) or out of place: sequence s's states written over
 // sequence (s + shift) % S's, which the grid reads half a launch earlier or later (bench only: the states end up
 // permuted copies of each other).
+template <int kU>
 __global__ void __launch_bounds__(256) copy_dense_kernel(const StepIO* __restrict__ io, int S, int shift,
                                                          int64_t state_off, int per_seq4, float one) {
   const int total4 = per_seq4 * S;
   const int T = (int)(gridDim.x * blockDim.x);
-  for (int i0 = (int)(blockIdx.x * blockDim.x + threadIdx.x); i0 < total4; i0 += 4 * T) {
-    float4 v[4];
+  for (int i0 = (int)(blockIdx.x * blockDim.x + threadIdx.x); i0 < total4; i0 += kU * T) {
+    float4 v[kU];
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < kU; u++) {
       const int i = i0 + u * T;
       if (i < total4)
         v[u] = reinterpret_cast<const float4*>(state_ptr(io, i / per_seq4, state_off))[i % per_seq4];
     }
 #pragma unroll
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < kU; u++) {
       const int i = i0 + u * T;
       if (i < total4) {
         v[u].x *= one; v[u].y *= one; v[u].z *= one; v[u].w *= one;
@@ -859,7 +860,8 @@ bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 9 ? k : -1); }
 
 // Modes: 0 / 1 / 2 as model_kernels.cuh says; gdn18: 3 .. 9 gdn_tma_out_kernel's data path with the variant bits
-// mode - 2 (DS_GDN_TMA_OUT = mode), 10 copy_dense_kernel in place, 11 copy_dense_kernel out of place.
+// mode - 2 (DS_GDN_TMA_OUT = mode), 10 copy_dense_kernel in place, 11 the same out of place (4 float4 per thread in
+// flight), 12 in place with 8.
 template <int DK>
 cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s) {
   const unsigned nv = (unsigned)a.n_v_heads, S = (unsigned)n_seqs;
@@ -870,10 +872,13 @@ cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs,
     case 10:
     case 11: {
       if (mode == 11 && S < 2) return cudaErrorInvalidValue;
-      copy_dense_kernel<<<sm_count() * 8, 256, 0, s>>>(io, (int)S, mode == 11 ? (int)S / 2 : 0, a.state_off,
-                                                        (int)(nv * DK * DK / 4), 1.0f);
+      copy_dense_kernel<4><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, mode == 11 ? (int)S / 2 : 0, a.state_off,
+                                                           (int)(nv * DK * DK / 4), 1.0f);
       break;
     }
+    case 12:
+      copy_dense_kernel<8><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, 0, a.state_off, (int)(nv * DK * DK / 4), 1.0f);
+      break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
