@@ -11,8 +11,8 @@ set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsg18; mkdir -p "$W"
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
-X=$B/deltaserve; TM=$B/test_cuda_model
-LIM=${LIM:-125}
+X=$B/deltaserve; TM=$B/test_cuda_model; export PATH="$PATH:/usr/local/cuda/bin"
+LIM=${LIM:-108}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$OUT/steps.log"
@@ -42,8 +42,8 @@ cb "new$V breakdown" "$V" --breakdown
 grep -E "gdn|conv|per-kernel" "$W/cb.log" | tee -a "$OUT/steps.log"
 cp "$W/cb.log" "$W/bench.log" "$OUT/" 2>/dev/null
 # ncu: DRAM bytes / throughput and L2 of one launch each of the kernels and rooflines at 9B B = 64 (GdnBench.Profile).
-if [ $(el) -lt $((LIM + 5)) ] && command -v ncu >/dev/null; then
-  DS_GDN_BENCH=1 timeout 30 ncu --clock-control none -k 'regex:gdn_tma_out|copy_' --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_op_write.sum,launch__grid_size "$TM" --gtest_filter='GdnBench.Profile' > "$W/ncu.log" 2>&1
+if [ $(el) -lt $((LIM + 6)) ] && command -v ncu >/dev/null; then
+  DS_GDN_BENCH=1 timeout 25 ncu --clock-control none -k 'regex:gdn_tma_out|copy_' --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_op_write.sum,launch__grid_size "$TM" --gtest_filter='GdnBench.Profile' > "$W/ncu.log" 2>&1
   say "ncu rc=$?"
   grep -E "gdn_tma_out_kernel|copy_|gpu__time|dram__|lts__|launch__grid" "$W/ncu.log" | sed -E 's/ +/ /g' > "$OUT/ncu.txt"
 fi
