@@ -1,8 +1,7 @@
 // The GDN decode kernels of src/cuda/model/kernels_gdn.cu called directly (mk::gdn_step with the kernel forced):
 // gdn_kernel (below 16 sequences; the reference here) and gdn_tma_out_kernel (gdn12, from 16 sequences: persistent,
 // bulk copies, load slots refilled once read, stores through an out slot, 2 barriers per token; its kSIn form with
-// the next item's inputs in shared memory by cp.async, and gdn18's data-path variants of that form: L2 evict_first
-// hints, four bulk copies per state, a balanced grid) must give the same bits (outputs, states, debug outputs) at
+// the next item's inputs in shared memory by cp.async) must give the same bits (outputs, states, debug outputs) at
 // d_k 64 and 128, for decode steps and multi-token steps, and gdn_kernel must match a float64 evaluation of the
 // delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch at the
 // 9B's and 27B's shapes and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
@@ -34,13 +33,9 @@ namespace {
   } while (0)
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
-// mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13); 3 .. 9: gdn18's
-// data-path variants of tma-out-smem-in (DS_GDN_TMA_OUT = k: 2 + the bits 1 L2 evict_first hints, 2 four bulk
-// copies per state, 4 the balanced grid). GdnBench's step script picks a variant by these names ("tmoN-...").
-constexpr const char* kKernel[] = {"gdn_kernel",    "tma-out",         "tma-out-smem-in", "tmo3-hint",
-                                   "tmo4-chunks",   "tmo5-hint+chunks", "tmo6-grid",       "tmo7-hint+grid",
-                                   "tmo8-chunks+grid", "tmo9-all"};
-constexpr int kKernels = 10;
+// mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13).
+constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in"};
+constexpr int kKernels = 3;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -277,8 +272,7 @@ TEST(GdnStep, KernelsGiveSameBitsDecode) {
   check_case(128, 16, 32, std::vector<int>(16, 1), 9);
   check_case(128, 16, 32, std::vector<int>(37, 1), 10);
   check_case(64, 16, 32, std::vector<int>(64, 1), 11);
-  // gdn18: the 27B's 48 value heads, 24 sequences (1,152 items: 9 per CTA on 128 CTAs with the balanced grid, 8-9
-  // on 132 without).
+  // gdn18: the 27B's 48 value heads, 24 sequences (1,152 items: 8-9 per CTA on 132 SMs).
   check_case(128, 16, 48, std::vector<int>(24, 1), 13);
 }
 
@@ -498,8 +492,8 @@ bool bench_on() {
 }  // namespace
 
 // Median time per launch (us) of gdn_step with each kernel at B = 1 .. 64 (one token each) at the 9B's GDN shape
-// (32 value heads) and at B = 16 / 32 / 64 at the 27B's (48), twice in turn at B >= 16 (drift); at B = 64 the
-// state-copy rooflines (gdn_state_copy's modes) and cudaMemcpy of the same bytes. Prints "[gdn18] 9B|27B ..." lines.
+// (32 value heads) and at B = 16 / 32 / 64 at the 27B's (48); at B = 64 the state-copy rooflines (gdn_state_copy's
+// modes, in place and out of place) and cudaMemcpy of the same bytes. Prints "[gdn18] 9B|27B ..." lines.
 TEST(GdnBench, Time) {
   GDN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
@@ -534,11 +528,7 @@ TEST(GdnBench, Time) {
         std::printf("[gdn18] %-3s B %2d %-22s %8.2f us (min %8.2f)  %5.2f TB/s\n", sh.name, S, name, v[3], v[0],
                     bytes / (v[3] * 1e6));
       };
-      // From 16 sequences (where the model takes them): the kSIn forms, gdn12's and gdn18's, twice in turn; below:
-      // gdn_kernel and gdn12's two (their lines since gdn11).
-      const int k0 = S >= 16 ? 2 : 0, k1 = S >= 16 ? kKernels : 3;
-      for (int round = 0; round < (S >= 16 ? 2 : 1); round++)
-        for (int k = k0; k < k1; k++)
+      for (int k = 0; k < kKernels; k++)
           time(kKernel[k], bytes, [&] {
             mk::gdn_force_kernel(k);
             const bool ok = mk::gdn_step(p.args(false), p.dio, S, nullptr).ok();
@@ -546,14 +536,13 @@ TEST(GdnBench, Time) {
             return ok;
           });
       if (S == 64) {
-        // 0 gdn_kernel's pattern, 1 coalesced quarter heads, 2 .. 9 tma-out's data path (kernel k's), 10 / 11 a dense
-        // grid-stride copy in place / out of place (4 float4 per thread), 12 in place with 8 (11 permutes the states:
-        // after every kernel line).
-        const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out", "copy tmo3-hint",
-                               "copy tmo4-chunks", "copy tmo5-hint+chunks", "copy tmo6-grid", "copy tmo7-hint+grid",
-                               "copy tmo8-chunks+grid", "copy tmo9-all", "copy dense in place",
-                               "copy dense out of place", "copy dense8 in place"};
-        for (int m : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 11})
+        // In place: 0 gdn_kernel's pattern, 1 coalesced quarter heads, 2 tma-out's data path, 6 / 7 a dense
+        // grid-stride copy with 4 / 8 float4 per thread; out of place (permuting the states: after every kernel
+        // line): 3 / 4 / 5 / 8 the same as 0 / 1 / 2 / 6.
+        const char* names[] = {"copy gdn_kernel-pattern", "copy coalesced 128thr", "copy tma-out",
+                               "oop gdn_kernel-pattern",  "oop coalesced 128thr",  "oop tma-out",
+                               "copy dense in place",     "copy dense8 in place",  "oop dense"};
+        for (int m = 0; m < 9; m++)
           time(names[m], bytes, [&] { return mk::gdn_state_copy(m, p.args(false), p.dio, S, nullptr).ok(); });
         void* d2 = nullptr;
         CU(cudaMalloc(&d2, (size_t)S * p.stride));
@@ -584,7 +573,7 @@ TEST(GdnBench, Profile) {
     mk::gdn_force_kernel(-1);
     ASSERT_TRUE(st.ok());
   }
-  for (int m = 0; m < 13; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+  for (int m = 0; m < 9; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }

@@ -313,26 +313,7 @@ __device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned 
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_addr(src)),
                "r"(bytes)
                : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// gdn18: the same copies with an L2 cache policy (createpolicy's 64-bit handle).
-__device__ __forceinline__ uint64_t l2_evict_first() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ void bulk_load_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
-                                               uint64_t pol) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(pol)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_store_hint(void* dst, const void* src, unsigned bytes, uint64_t pol) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(dst),
-               "r"(smem_addr(src)), "r"(bytes), "l"(pol)
-               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 // All but the newest n bulk stores have finished reading shared memory.
 template <int n>
@@ -458,20 +439,13 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 }
 #endif
 
-// gdn18's data-path variants (bits of kVar; DS_GDN_TMA_OUT = 2 + bits, with kVarGrid a launch choice): kVarHint:
-// the bulk loads and stores with an L2 evict_first policy (each state is read once and written once per step, in
-// place); kVarChunks: each state moved by 4 bulk copies of a quarter (one mbarrier / one bulk group per item as
-// before). The threads' work and its order are unchanged: the same bits.
-inline constexpr int kVarHint = 1, kVarChunks = 2, kVarGrid = 4;
-
-// kCopy: the data path alone (the state read into registers and written back unchanged): its roofline.
-template <int DK, bool kCopy, bool kSIn, int kVar>
+// kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
+// copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
+template <int DK, bool kCopy, bool kSIn>
 __global__ void __launch_bounds__(DK * 4, 1)
-    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items) {
+    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
   using C = TmaOutCfg<DK>;
-  constexpr int kPieces = (kVar & kVarChunks) ? 4 : 1;
-  constexpr unsigned kPiece = C::kBytes / kPieces;
   constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
@@ -494,40 +468,16 @@ __global__ void __launch_bounds__(DK * 4, 1)
     const int item = (int)blockIdx.x + k * G;
     return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
   };
-  uint64_t pol = 0;  // kVarHint: thread 0's L2 policy for every bulk copy it issues
-  if constexpr ((kVar & kVarHint) != 0) {
-    if (tid == 0) pol = l2_evict_first();
-  }
-  // Thread 0: item k's state into its load slot / the out slot back to item k's state (kPieces copies each).
-  auto load = [&](int k) {
-    mbar_expect(&full[k % kIn], C::kBytes);
-    const unsigned char* src = reinterpret_cast<const unsigned char*>(gstate(k));
-#pragma unroll
-    for (int i = 0; i < kPieces; i++) {
-      if constexpr ((kVar & kVarHint) != 0)
-        bulk_load_hint(slot(k) + i * kPiece, src + i * kPiece, kPiece, &full[k % kIn], pol);
-      else
-        bulk_load(slot(k) + i * kPiece, src + i * kPiece, kPiece, &full[k % kIn]);
-    }
-  };
-  auto store = [&](int k) {
-    unsigned char* dst = reinterpret_cast<unsigned char*>(gstate(k));
-#pragma unroll
-    for (int i = 0; i < kPieces; i++) {
-      if constexpr ((kVar & kVarHint) != 0)
-        bulk_store_hint(dst + i * kPiece, out + i * kPiece, kPiece, pol);
-      else
-        bulk_store(dst + i * kPiece, out + i * kPiece, kPiece);
-    }
-    bulk_commit();  // one bulk group per item: bulk_wait_read<0> below waits for all of item k's pieces
-  };
   if (tid == 0) {
     for (int i = 0; i < kIn; i++) mbar_init(&full[i], 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   if (tid == 0)  // the states: written by no kernel of the step before this one (StepIO: uploaded before it)
-    for (int k = 0; k < kIn && k < n_my; k++) load(k);
+    for (int k = 0; k < kIn && k < n_my; k++) {
+      mbar_expect(&full[k], C::kBytes);
+      bulk_load(slot(k), gstate(k), C::kBytes, &full[k]);
+    }
   const float nw = a.norm_w[j];
   pdl_wait();
   pdl_trigger();
@@ -544,7 +494,10 @@ __global__ void __launch_bounds__(DK * 4, 1)
     // Item k's slot, once every thread has read it (called after a barrier that follows the reads), refilled
     // with item k + kIn; every thread has passed its wait on this slot's current phase (before the reads).
     auto refill = [&] {
-      if (tid == 0 && k + kIn < n_my) load(k + kIn);  // into slot((k + kIn) % kIn) = item k's slot
+      if (tid == 0 && k + kIn < n_my) {
+        mbar_expect(&full[k % kIn], C::kBytes);
+        bulk_load(slot(k), gstate(k + kIn), C::kBytes, &full[k % kIn]);
+      }
     };
     if constexpr (!kCopy && !kSIn) {  // the next item's inputs in flight during this one
       cur = nxt;
@@ -645,50 +598,44 @@ __global__ void __launch_bounds__(DK * 4, 1)
     }
     fence_async_smem();
     __syncthreads();  // the out slot complete; also: every reader of red / sq / sk of the last token is done
-    if (tid == 0) store(k);
+    if (tid == 0) {
+      if constexpr (kCopy) {
+        const int to = ((int)blockIdx.x + k * G + copy_shift) % n_items;
+        bulk_store(state_ptr(io, to / nv, a.state_off) + (int64_t)(to % nv) * DK * DK, out, C::kBytes);
+      } else {
+        bulk_store(gstate(k), out, C::kBytes);
+      }
+    }
   }
   if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
 #endif
 }
 
-// grid: min(items, SMs) CTAs; with kVarGrid in `var` the fewest CTAs that give no CTA more items than that (e.g.
-// 2,048 items: 128 CTAs of 16 instead of 68 of 16 and 64 of 15), so that every CTA ends with the same item count.
-template <int DK, bool kCopy, bool kSIn, int kVar>
-cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int var) {
+template <int DK, bool kCopy, bool kSIn>
+cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
   using C = TmaOutCfg<DK>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, kVar>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs;
-  int grid = std::min(n_items, sm_count());
-  if (var & kVarGrid) {
-    const int per = (n_items + grid - 1) / grid;
-    grid = (n_items + per - 1) / per;
-  }
-  return launch_pdl(k, dim3((unsigned)grid), dim3(C::kThreads), C::kSmem, stream, step_pdl(), a, io, n_items);
-}
-// var = DS_GDN_TMA_OUT - 2 (0 .. 7): kVarHint / kVarChunks at compile time, kVarGrid at launch.
-template <int DK, bool kCopy, bool kSIn>
-cudaError_t launch_tma_out_var(int var, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  switch (var & 3) {
-    case 1: return launch_tma_out<DK, kCopy, kSIn, 1>(a, io, n_seqs, stream, var);
-    case 2: return launch_tma_out<DK, kCopy, kSIn, 2>(a, io, n_seqs, stream, var);
-    case 3: return launch_tma_out<DK, kCopy, kSIn, 3>(a, io, n_seqs, stream, var);
-    default: return launch_tma_out<DK, kCopy, kSIn, 0>(a, io, n_seqs, stream, var);
-  }
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items, copy_shift);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
 // Every (value head, sequence) state read and written back times `one` (1.0f at run time) by CTAs of
 // DK * 4 / kSplit threads (DK / kSplit rows of a head each), 8 float4 per thread: kCoal false: gdn_kernel's
 // pattern (lane r of row j: chunks r + 4c, a warp instruction = 64 bytes of 8 rows), true: each warp instruction
-// 512 contiguous bytes.
+// 512 contiguous bytes. shift > 0 (gdn18): written over sequence (s + shift) % S's state instead (out of place;
+// the grid reads that sequence half a launch earlier or later; the states end up permuted copies of each other).
 template <int DK, int kSplit, bool kCoal>
 __global__ void __launch_bounds__(DK * 4 / kSplit, 1024 / (DK * 4 / kSplit))
-    copy_rows_kernel(const GdnArgs a, const StepIO* __restrict__ io, float one) {
+    copy_rows_kernel(const GdnArgs a, const StepIO* __restrict__ io, float one, int shift) {
   constexpr int kL = 4, kC = DK / 16, kRows = DK / kSplit, kThreads = kRows * kL;
   const int rank = blockIdx.x % kSplit, h = blockIdx.x / kSplit, s = blockIdx.y, tid = threadIdx.x;
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + rank * kRows) * DK);
+  const int64_t off = ((int64_t)h * DK + rank * kRows) * DK;
+  const float4* M = reinterpret_cast<const float4*>(state_ptr(io, s, a.state_off) + off);
+  float4* Mo = reinterpret_cast<float4*>(state_ptr(io, (s + shift) % (int)gridDim.y, a.state_off) + off);
   float4 m[kC];
 #pragma unroll
   for (int c = 0; c < kC; c++) m[c] = M[kCoal ? tid + kThreads * c : (tid / kL) * (DK / 4) + tid % kL + kL * c];
@@ -697,14 +644,13 @@ __global__ void __launch_bounds__(DK * 4 / kSplit, 1024 / (DK * 4 / kSplit))
     m[c].x *= one; m[c].y *= one; m[c].z *= one; m[c].w *= one;
   }
 #pragma unroll
-  for (int c = 0; c < kC; c++) M[kCoal ? tid + kThreads * c : (tid / kL) * (DK / 4) + tid % kL + kL * c] = m[c];
+  for (int c = 0; c < kC; c++) Mo[kCoal ? tid + kThreads * c : (tid / kL) * (DK / 4) + tid % kL + kL * c] = m[c];
 }
 
 // gdn18: every state read and written (times `one`) by a grid-stride copy at full occupancy (256 threads, 8 CTAs per
-// SM; each thread's kU float4 loads in flight, then its stores), the chip's concurrent accesses one dense window, as
-// a device-to-device copy kernel would; in place (shift 0) or out of place: sequence s's states written over
-// sequence (s + shift) % S's, which the grid reads half a launch earlier or later (bench only: the states end up
-// permuted copies of each other).
+// SM; each thread's kU float4 loads in flight, then its stores, at a stride of the whole grid), in place (shift 0)
+// or out of place as copy_rows_kernel's shift. H200 (gdn18): the same kernel 6.6% (9B, B = 64) to 9% (27B) faster
+// out of place than in place.
 template <int kU>
 __global__ void __launch_bounds__(256) copy_dense_kernel(const StepIO* __restrict__ io, int S, int shift,
                                                          int64_t state_off, int per_seq4, float one) {
@@ -760,13 +706,10 @@ int gdn_tma_min() {
 // (registers). The same bits. H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64
 // 8.948 / 8.981 ms with 2, 9.025 / 9.039 with 1 (and 9.189 / 9.205 with gdn_tma_kernel, removed in sync13; the
 // value 0 that selected it now means 2); GdnBench B = 64 80.6 / 84.0 us.
-// gdn18: 3 .. 9 = 2 + the bits of gdn18's data-path variants (kVarHint 1, kVarChunks 2, kVarGrid 4) on the kSIn
-// form; the same bits.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
-    const int n = e ? std::atoi(e) : 2;
-    return n >= 1 && n <= 9 ? n : 2;
+    return e && e[0] == '1' ? 1 : 2;
   }();
   return v;
 }
@@ -777,9 +720,9 @@ template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
   if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
-    const int v = force >= 1 ? force : gdn_tma_out();  // 1: registers; 2 .. 9: kSIn, variant bits v - 2
-    const cudaError_t e = v >= 2 ? launch_tma_out_var<DK, false, true>(v - 2, a, io, n_seqs, stream)
-                                 : launch_tma_out<DK, false, false, 0>(a, io, n_seqs, stream, 0);
+    const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
+    const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
+                               : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
@@ -857,28 +800,27 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 
-void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 9 ? k : -1); }
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
 
-// Modes: 0 / 1 / 2 as model_kernels.cuh says; gdn18: 3 .. 9 gdn_tma_out_kernel's data path with the variant bits
-// mode - 2 (DS_GDN_TMA_OUT = mode), 10 copy_dense_kernel in place, 11 the same out of place (4 float4 per thread in
-// flight), 12 in place with 8.
+// Modes 0 / 1 / 2 as model_kernels.cuh says; gdn18: 3 / 4 / 5 = 0 / 1 / 2 out of place (each sequence's states over
+// those of sequence s + S / 2; S >= 2), 6 / 7 copy_dense_kernel in place with 4 / 8 float4 per thread, 8 the former
+// out of place. The out-of-place modes leave the states permuted copies of each other.
 template <int DK>
 cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s) {
   const unsigned nv = (unsigned)a.n_v_heads, S = (unsigned)n_seqs;
-  if (mode >= 2 && mode <= 9) return launch_tma_out_var<DK, true, false>(mode - 2, a, io, n_seqs, s);
+  const bool oop = mode == 3 || mode == 4 || mode == 5 || mode == 8;
+  if (oop && S < 2) return cudaErrorInvalidValue;
+  const int sh = oop ? (int)S / 2 : 0, per_seq4 = (int)(nv * DK * DK / 4);
   switch (mode) {
-    case 0: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f); break;
-    case 1: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f); break;
-    case 10:
-    case 11: {
-      if (mode == 11 && S < 2) return cudaErrorInvalidValue;
-      copy_dense_kernel<4><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, mode == 11 ? (int)S / 2 : 0, a.state_off,
-                                                           (int)(nv * DK * DK / 4), 1.0f);
-      break;
-    }
-    case 12:
-      copy_dense_kernel<8><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, 0, a.state_off, (int)(nv * DK * DK / 4), 1.0f);
-      break;
+    case 0:
+    case 3: copy_rows_kernel<DK, 1, false><<<dim3(nv, S), DK * 4, 0, s>>>(a, io, 1.0f, sh); break;
+    case 1:
+    case 4: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f, sh); break;
+    case 2:
+    case 5: return launch_tma_out<DK, true, false>(a, io, n_seqs, s, sh * (int)nv);
+    case 6:
+    case 8: copy_dense_kernel<4><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, sh, a.state_off, per_seq4, 1.0f); break;
+    case 7: copy_dense_kernel<8><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, 0, a.state_off, per_seq4, 1.0f); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
