@@ -1,4 +1,5 @@
 #!/bin/bash
+# (After this call the variants were removed from the code, 85b627a: a record of what ran, not runnable on the branch head.)
 # gdn18 device call 1: gdn_tma_out_kernel's data-path variants (DS_GDN_TMA_OUT = 3 .. 9 = 2 + bits: 1 L2 evict_first
 # hints on the bulk copies, 2 four bulk copies per state, 4 the balanced grid; same bits) against today's default 2.
 # Tests (concurrent with the 9B synth; no timing meanwhile): GdnStep.* + ConvStep.* (every variant bit for bit against
