@@ -308,10 +308,6 @@ __device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (
   }
 }
 
-// Same prologue (RMSNorm / SwiGLU) as mvt::stage, its barriers the named kStageBar among the kW staging warps (in
-// xprep_kernel all of its CTA); one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4,
-// t = lane % 4.
-// b0 / bstep: the super-blocks b0 + warp, + bstep, ... (xprep_kernel: a slice per CTA; zero: write the zero block).
 // One super-block b of x' (the lane's 8 elements 8 lane .. 8 lane + 7 in v): its digits, Sx and 2^(e - 34) (stage_i8's
 // loop body; b1x18: also xfuse_block_i8's, so that the gate/up kernel's prepared x has xprep_kernel's bits).
 __device__ __forceinline__ void prep_i8(const float (&v)[8], int b, uint2* bfr, float* sx, float* inv_s) {
