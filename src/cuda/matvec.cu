@@ -173,7 +173,7 @@ mvq::XFuse xfuse_for(int64_t rows, bool accumulate) {
   if (xb > mvq::kXgMax || !cnt) return {};
   uint4* xg = mvq::next_xprep_buffer();
   if (!xg) return {};
-  return {xg, cnt, nb, n.q6, t.xprep_fence, (uint32_t)xb};
+  return {xg, cnt, nb, n.q6, t.xprep_fence, t.xfuse == 2, (uint32_t)xb};
 }
 
 // The prepared x handed off by the product before (mvq::Handoff), taken by every batch-1 product: it is for the next one
@@ -225,7 +225,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().xprep = std::max(0, t.xprep);
   mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
   mvq::tune().xone = std::clamp(t.xone, 0, 2);
-  mvq::tune().xfuse = t.xfuse;
+  mvq::tune().xfuse = std::clamp(t.xfuse, 0, 2);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

@@ -84,8 +84,9 @@ struct MatvecStreamTune {
   // not the same bits as 0, within fp32 rounding of the factor); 1: mvt::rms_scale's loads (the same bits as 0).
   int xone = 2;
   // b1x18: the prepared x of a SwiGLU product (ffn_down) written by the gate/up product before it, named by
-  // set_matvec_next_swiglu: no xprep_kernel launch between them, the same bits (DS_MATVEC_XPREP_FUSE=1; default off).
-  bool xfuse = false;
+  // set_matvec_next_swiglu: no xprep_kernel launch between them, the same bits. DS_MATVEC_XPREP_FUSE 1: each row group
+  // counts when stored, 2: a CTA's row groups count after its last one; 0 off (default).
+  int xfuse = 0;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

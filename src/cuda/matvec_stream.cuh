@@ -64,6 +64,7 @@ struct XFuse {
   int nb = 0;           // the SwiGLU product's super-blocks per row (its cols / 256)
   bool q6 = false;      // mvq6's layout (the SwiGLU product is Q6_K), else stage_i8's
   bool fence = false;   // fence.proxy.async.global after the stores (Tune::xprep_fence)
+  bool late = false;    // all of a CTA's arrivals after its last row group, one fence (Tune::xfuse 2)
   uint32_t bytes = 0;   // host: the prepared x's size (the SwiGLU product's copy, Handoff)
 };
 
@@ -761,23 +762,55 @@ static __device__ __noinline__ void xfuse_block_i8(uint4* xg, int nb, const floa
     for (int i = threadIdx.x & 31; i < 8 * 16; i += 32) bfr[nb * 8 * 16 + i] = make_uint2(0, 0);
 }
 
-// b1x18: warp 0 of a gate/up CTA after store_rows of row group rg (Args::fz): the row group counts on its super-block's
-// counter (the writers' fence, then lane 0's atomic: the threadFenceReduction pattern); the 32nd arrival writes the
-// super-block's prepared x and resets the counter (all its arrivals are in; the next product to count on it starts
-// after this grid completes).
+// b1x18: the release / acquire halves around the counters: fence.acq_rel.gpu (call 1's __threadfence, fence.sc.gpu,
+// once per row group made the 9B's ffn_gate_up ~8 us longer: tg128 383 vs 430 tok/s).
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
+// The super-block of the SwiGLU product's x that gate/up row group rg feeds.
+__device__ __forceinline__ int xfuse_block_of(const XFuse& f, int rg) {
+  const int half = f.nb * 256, r0 = rg * 16;
+  return (r0 < half ? r0 : r0 - half) >> 8;
+}
+// Warp 0, once the counter of super-block b said it is the last arrival (lane src's atomic): the acquire half (src's
+// fence, then the warp barrier orders it before every lane's loads), the counter reset for the next product (all 32
+// arrivals are in; the next product that counts on it starts after this grid completes), the prepared x.
+__device__ __forceinline__ void xfuse_write(const XFuse& f, const float* y, int b) {
+  fence_acq_rel_gpu();
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) atomicExch(f.cnt + b, 0);
+  if (f.q6) mvq6::xfuse_block_q6(f.xg, f.nb, y, b);
+  else xfuse_block_i8(f.xg, f.nb, y, b);
+}
+
+// Tune::xfuse 1: warp 0 of a gate/up CTA after store_rows of row group rg: the row group counts on its super-block's
+// counter (the writers' fence, the warp barrier, lane 0's atomic: the threadFenceReduction pattern); the 32nd arrival
+// (16 gate + 16 up row groups) writes the super-block's prepared x.
 __device__ __forceinline__ void xfuse_arrive(const XFuse& f, const float* y, int rg) {
-  const int lane = threadIdx.x & 31, half = f.nb * 256, r0 = rg * 16;
-  const int b = (r0 < half ? r0 : r0 - half) >> 8;
-  __threadfence();
+  const int lane = threadIdx.x & 31, b = xfuse_block_of(f, rg);
+  fence_acq_rel_gpu();
   __syncwarp();
   int last = 0;
   if (lane == 0) last = atomicAdd(f.cnt + b, 1) == 31;
   if (!__shfl_sync(0xffffffffu, last, 0)) return;
-  __threadfence();
-  if (lane == 0) atomicExch(f.cnt + b, 0);
-  if (f.q6) mvq6::xfuse_block_q6(f.xg, f.nb, y, b);
-  else xfuse_block_i8(f.xg, f.nb, y, b);
+  xfuse_write(f, y, b);
   if (f.fence) fence_proxy_async_global();
+}
+// Tune::xfuse 2: warp 0 of a gate/up CTA after its last row group: one fence for all of its stores, then lane k counts
+// row group blockIdx.x + k gridDim.x (32 at a time), and the warp writes the super-blocks whose last arrival it made.
+__device__ __forceinline__ void xfuse_arrive_all(const XFuse& f, const float* y, int nrg) {
+  const int lane = threadIdx.x & 31;
+  fence_acq_rel_gpu();
+  __syncwarp();
+  bool wrote = false;
+  for (int rg0 = blockIdx.x; rg0 < nrg; rg0 += 32 * gridDim.x) {
+    const int rg = rg0 + lane * gridDim.x, b = rg < nrg ? xfuse_block_of(f, rg) : 0;
+    const bool last = rg < nrg && atomicAdd(f.cnt + b, 1) == 31;
+    for (unsigned m = __ballot_sync(0xffffffffu, last); m; m &= m - 1) {
+      xfuse_write(f, y, __shfl_sync(0xffffffffu, b, __ffs(m) - 1));
+      wrote = true;
+    }
+  }
+  if (wrote && f.fence) fence_proxy_async_global();
 }
 
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
@@ -886,9 +919,11 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     }
     store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     if constexpr (kI8)
-      if (a.fz.xg && warp == 0) xfuse_arrive(a.fz, a.t.y, rg);
+      if (a.fz.xg && !a.fz.late && warp == 0) xfuse_arrive(a.fz, a.t.y, rg);
     par ^= 1;
   }
+  if constexpr (kI8)
+    if (a.fz.xg && a.fz.late && warp == 0) xfuse_arrive_all(a.fz, a.t.y, nrg);
   probe_end(pr, t_full);
 }
 
@@ -959,8 +994,9 @@ struct Tune {
   // 1313.57 (all nine pairs faster): 2 is the default since b1x17; 1 stays for A/B (the same bits as 0).
   int xone = 2;
   // b1x18: the prepared x of a SwiGLU product written by the gate/up product before it (XFuse, set_matvec_next_swiglu
-  // names it), no xprep_kernel between them. DS_MATVEC_XPREP_FUSE=1 (default off until measured).
-  bool xfuse = false;
+  // names it), no xprep_kernel between them. DS_MATVEC_XPREP_FUSE: 1 each row group counts when stored, 2 a CTA's row
+  // groups count after its last one (one fence per CTA); 0 off (default until measured).
+  int xfuse = 0;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -980,7 +1016,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
-    if (const char* e = std::getenv("DS_MATVEC_XPREP_FUSE")) d.xfuse = e[0] == '1';
+    if (const char* e = std::getenv("DS_MATVEC_XPREP_FUSE")) d.xfuse = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
   return t;

@@ -1168,54 +1168,56 @@ TEST(CudaMatvec, StreamXprepFuse) {
       q4.xprep_q6k = -1;
       cuda::set_matvec_stream_q6_tune({1, 0, 0, ctas, true});
       const std::string what = std::string(d.what) + (ctas ? " one CTA x 16 forced" : " default plans");
-      std::vector<std::vector<float>> off, on, graph;
-      q4.xfuse = false;
-      cuda::set_matvec_stream_tune(q4);
-      uint64_t c0 = cuda::matvec_xfuse_count();
-      Status r = chain();
-      ASSERT_TRUE(r.ok()) << r.error().message;
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      EXPECT_EQ(cuda::matvec_xfuse_count(), c0) << what << ": fuse off took a handed-off x";
-      results(off);
-      q4.xfuse = true;
-      cuda::set_matvec_stream_tune(q4);
-      c0 = cuda::matvec_xfuse_count();
-      r = chain();
-      ASSERT_TRUE(r.ok()) << r.error().message;
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << ": down products on the handed-off x";
-      results(on);
-      c0 = cuda::matvec_xfuse_count();
-      cudaGraph_t g;
-      ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      const Status cap = chain();
-      ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-      ASSERT_TRUE(cap.ok()) << cap.error().message;
-      EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << " (graph)";
-      cudaGraphExec_t ex;
-      ASSERT_EQ(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
-      for (int rep = 0; rep < 2; rep++) ASSERT_EQ(cudaGraphLaunch(ex, st), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      results(graph);
-      cudaGraphExecDestroy(ex);
-      cudaGraphDestroy(g);
-      for (int i = 0; i < 2 * kL; i++) {
-        const size_t n = off[i].size() * 4;
-        EXPECT_EQ(std::memcmp(off[i].data(), on[i].data(), n), 0)
-            << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused and xprep_kernel differ";
-        EXPECT_EQ(std::memcmp(off[i].data(), graph[i].data(), n), 0)
-            << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused (graph) and xprep_kernel differ";
+      for (int mode : {1, 2}) {
+        std::vector<std::vector<float>> off, on, graph;
+        q4.xfuse = 0;
+        cuda::set_matvec_stream_tune(q4);
+        uint64_t c0 = cuda::matvec_xfuse_count();
+        Status r = chain();
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+        EXPECT_EQ(cuda::matvec_xfuse_count(), c0) << what << ": fuse off took a handed-off x";
+        results(off);
+        q4.xfuse = mode;
+        cuda::set_matvec_stream_tune(q4);
+        c0 = cuda::matvec_xfuse_count();
+        r = chain();
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+        EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << ": down products on the handed-off x";
+        results(on);
+        c0 = cuda::matvec_xfuse_count();
+        cudaGraph_t g;
+        ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        const Status cap = chain();
+        ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
+        ASSERT_TRUE(cap.ok()) << cap.error().message;
+        EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << " (graph)";
+        cudaGraphExec_t ex;
+        ASSERT_EQ(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
+        for (int rep = 0; rep < 2; rep++) ASSERT_EQ(cudaGraphLaunch(ex, st), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+        results(graph);
+        cudaGraphExecDestroy(ex);
+        cudaGraphDestroy(g);
+        for (int i = 0; i < 2 * kL; i++) {
+          const size_t n = off[i].size() * 4;
+          EXPECT_EQ(std::memcmp(off[i].data(), on[i].data(), n), 0)
+              << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused and xprep_kernel differ";
+          EXPECT_EQ(std::memcmp(off[i].data(), graph[i].data(), n), 0)
+              << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused (graph) and xprep_kernel differ";
+        }
+        for (int l = 0; l < kL; l++) {  // the down products against the CPU on the device's gate / up
+          const std::vector<float>& y = off[2 * l];
+          std::vector<float> xt(d.I);
+          cpu::swiglu(ops::SwigluParams{1, d.I}, y.data(), y.data() + d.I, xt.data());
+          check_rows(dtype[l % 2], wd[l % 2], d.R, d.I, xt.data(), off[2 * l + 1].data(), y0[l].data(),
+                     d.R > 2000 ? 7 : 1, what + " layer " + std::to_string(l));
+        }
+        std::printf("[xprep fuse] %s fuse %d [2 x %lld x %lld] -> [%lld x %lld]: %d layers, fused / graph bit-identical: "
+                    "%s\n", what.c_str(), mode, (long long)d.I, (long long)d.H, (long long)d.R, (long long)d.I, kL,
+                    ::testing::Test::HasFailure() ? "NO (see failures)" : "yes");
       }
-      for (int l = 0; l < kL; l++) {  // the down products against the CPU on the device's gate / up
-        const std::vector<float>& y = off[2 * l];
-        std::vector<float> xt(d.I);
-        cpu::swiglu(ops::SwigluParams{1, d.I}, y.data(), y.data() + d.I, xt.data());
-        check_rows(dtype[l % 2], wd[l % 2], d.R, d.I, xt.data(), off[2 * l + 1].data(), y0[l].data(),
-                   d.R > 2000 ? 7 : 1, what + " layer " + std::to_string(l));
-      }
-      std::printf("[xprep fuse] %s [2 x %lld x %lld] -> [%lld x %lld]: %d layers, fused / graph bit-identical: %s\n",
-                  what.c_str(), (long long)d.I, (long long)d.H, (long long)d.R, (long long)d.I, kL,
-                  ::testing::Test::HasFailure() ? "NO (see failures)" : "yes");
     }
   }
   cudaStreamDestroy(st);
