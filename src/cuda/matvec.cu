@@ -25,7 +25,6 @@
 // memory. Partial sums meet through shuffles within the group and shared memory across the ks warps.
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
@@ -54,24 +53,6 @@ uint4* stream_x_buffer(int i) {
     tried[dev] = true;
   }
   return ptr[dev] ? ptr[dev] + (i & 1) * (kXgMax / 16) : nullptr;
-}
-
-// b1x18 (XFuse): the arrival counters per super-block of a prepared x written by a gate/up product; every counter is
-// back to 0 when that product's grid completes (its last arrival resets it).
-__device__ int g_xfuse_cnt[kXfuseMaxNb];
-int* xfuse_counters() {
-  constexpr int kDev = 16;
-  static int* ptr[kDev] = {};
-  static bool tried[kDev] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kDev) return nullptr;
-  if (!tried[dev]) {
-    void* q = nullptr;
-    if (cudaGetSymbolAddress(&q, g_xfuse_cnt) == cudaSuccess) ptr[dev] = static_cast<int*>(q);
-    else (void)cudaGetLastError();
-    tried[dev] = true;
-  }
-  return ptr[dev];
 }
 
 // The probe (dec15, set_matvec_probe): the buffer, its size in stamps and the launches that took regions of it.
@@ -159,27 +140,6 @@ Status direct_or_smem(const void* w, int64_t rows, int64_t cols, const float* x,
   return mvd::launch<D>(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
 }
 
-// b1x18: the XFuse of a Q4_K stream product [rows, *] with output y: the SwiGLU product named by set_matvec_next_swiglu
-// takes its x as gate = y, x = y + its cols, on a stream kernel with a prepared x; rows = 2 x its cols; not
-// accumulating; Tune::xfuse on. Else none (xg nullptr).
-mvq::XFuse xfuse_for(int64_t rows, bool accumulate) {
-  const mvq::SwigluNext& n = mvq::swiglu_next();
-  const mvq::Tune& t = mvq::tune();
-  if (!t.xfuse || !t.i8 || !n.on || accumulate || n.cols % 256 != 0 || rows != 2 * n.cols) return {};
-  const int nb = (int)(n.cols / 256);
-  if (nb > mvq::kXfuseMaxNb || !stream_takes(n.q6, n.rows, n.cols) || !mvq::xprep_takes(nb, n.q6)) return {};
-  const size_t xb = n.q6 ? mvq6::xprep_bytes(nb) : mvq::xprep_bytes(nb);
-  int* cnt = mvq::xfuse_counters();
-  if (xb > mvq::kXgMax || !cnt) return {};
-  uint4* xg = mvq::next_xprep_buffer();
-  if (!xg) return {};
-  return {xg, cnt, nb, n.q6, t.xprep_fence, t.xfuse == 2, (uint32_t)xb};
-}
-
-// The prepared x handed off by the product before (mvq::Handoff), taken by every batch-1 product: it is for the next one
-// only.
-mvq::Handoff take_handoff() { return std::exchange(mvq::handoff(), mvq::Handoff{}); }
-
 // Q6_K: the fused (shared-memory) kernel unless the plain product would take the direct kernel and is
 // large enough that the shared-memory kernel's deficit there outweighs the saved launch (the 9B/27B
 // output heads: 425 vs 383 us; 27B ffn_down [5120 x 17408]: 49 vs 39 us; 9B ffn_down [4096 x 12288]:
@@ -202,16 +162,11 @@ MatvecTcTune matvec_tc_tune() {
 void set_matvec_next(const void* w, size_t bytes) {
   mvq::next_hint() = {static_cast<const uint8_t*>(w), w ? bytes : 0};
 }
-void set_matvec_next_swiglu(GgmlType type, int64_t rows, int64_t cols) {
-  const bool on = (type == GgmlType::Q4_K || type == GgmlType::Q6_K) && rows > 0 && cols > 0;
-  mvq::swiglu_next() = {on, type == GgmlType::Q6_K, on ? rows : 0, on ? cols : 0};
-}
-uint64_t matvec_xfuse_count() { return mvq::xfuse_taken().load(); }
 
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
   return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep, t.xprep_q6k,
-          t.xone, t.xfuse};
+          t.xone};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -225,7 +180,6 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().xprep = std::max(0, t.xprep);
   mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
   mvq::tune().xone = std::clamp(t.xone, 0, 2);
-  mvq::tune().xfuse = std::clamp(t.xfuse, 0, 2);
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();
@@ -263,7 +217,6 @@ bool matvec_fuses(GgmlType type, int64_t rows, int64_t cols) {
 
 Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
                     float* scratch, cudaStream_t stream, bool accumulate) {
-  const mvq::Handoff ho = take_handoff();
   if (in.norm_w && in.gate) return cu_err("cuda matvec_fused: RMSNorm and SwiGLU inputs at once");
   if (!in.norm_w && !in.gate) return matvec(type, w, rows, cols, in.x, y, stream, accumulate);
   if (cols > (int64_t)1 << 30) return cu_err("cuda matvec_fused: {} cols", cols);
@@ -275,14 +228,14 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
     if (type == GgmlType::Q4_K) {
       if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
       if (stream_takes(false, rows, cols))
-        return mvq::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, xfuse_for(rows, accumulate), ho);
+        return mvq::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols))
         return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
       return mvs::launch<mvs::Q4KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
     }
     if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, in.x, y); !st.ok()) return st;
     if (stream_takes(true, rows, cols))
-      return mvq6::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, ho);
+      return mvq6::launch(wb, rows, cols, in.x, y, accumulate, stream, pre);
     if (path_ref() == MatvecPath::Auto && mvt::takes(rows, cols, true))
       return mvt::launch(wb, rows, cols, in.x, y, accumulate, stream, pre, true);
     return mvs::launch<mvs::Q6KS>(wb, rows, cols, in.x, y, accumulate, stream, pre);
@@ -297,7 +250,6 @@ void set_matvec_path(MatvecPath p) { path_ref() = p; }
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate) {
-  (void)take_handoff();
   switch (type) {
     case GgmlType::Q4_K:
       return direct_or_smem<GgmlType::Q4_K, mvd::Q4K, mvs::Q4KS>(w, rows, cols, x, y, stream, accumulate);

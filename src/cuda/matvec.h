@@ -83,10 +83,6 @@ struct MatvecStreamTune {
   // the staging before it). 2 (default, b1x17): the RMSNorm factor from the staging's own loads of x (one load of x;
   // not the same bits as 0, within fp32 rounding of the factor); 1: mvt::rms_scale's loads (the same bits as 0).
   int xone = 2;
-  // b1x18: the prepared x of a SwiGLU product (ffn_down) written by the gate/up product before it, named by
-  // set_matvec_next_swiglu: no xprep_kernel launch between them, the same bits. DS_MATVEC_XPREP_FUSE 1: each row group
-  // counts when stored, 2: a CTA's row groups count after its last one; 0 off (default).
-  int xfuse = 0;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);
@@ -108,15 +104,6 @@ struct MatvecStreamQ6Tune {
 // MatvecStreamTune). A hint only, results do not depend on it; (nullptr, 0) clears it. Per host thread: it
 // applies to launches from the thread that set it.
 void set_matvec_next(const void* w, size_t bytes);
-// b1x18: names the SwiGLU product that will run right after the next batch-1 matvec_fused (ffn_gate_up -> ffn_down):
-// its weights' type and shape [rows, cols], its input gate = that product's y, x = y + cols (the product's rows =
-// [gate | up], 2 cols). Where both run on the streamed kernels, the SwiGLU product takes a prepared x
-// (MatvecStreamTune::xprep) and xfuse is on, the gate/up kernel writes that prepared x itself (its last CTA per
-// 256-element block) and the SwiGLU product copies it (no xprep_kernel launch; the same bits). A hint: a product that
-// does not match prepares its x as before. Per host thread; (any type, 0, 0) clears it.
-void set_matvec_next_swiglu(GgmlType type, int64_t rows, int64_t cols);
-// Products so far that took a prepared x written by the product before them (tests).
-uint64_t matvec_xfuse_count();
 
 // Measurement (dec15; CudaMatvec.StreamTimeline): while a buffer of `stamps` uint64 is set, every launch of the two
 // streamed kernels takes grid x 8 of them (in launch order, until full) for per-CTA %globaltimer stamps (ns), in the

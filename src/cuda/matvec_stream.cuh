@@ -53,21 +53,6 @@ constexpr int kBlockBytes = 144;
 constexpr int kRowBar = 1, kStageBar = 2, kXBar = 3;
 static_assert(kCW == mvt::kWarps, "mvt::stage runs on the consumer warps");
 
-// b1x18 (Tune::xfuse, DS_MATVEC_XPREP_FUSE): the prepared x (xprep_kernel's layout) of the SwiGLU product that
-// follows this one (ffn_gate_up -> ffn_down), written by this product's kernel instead of an xprep_kernel between
-// them. This product's rows are [gate (256 nb) | up (256 nb)] of the SwiGLU product's input; every row group stored
-// counts on its super-block's counter, and the CTA whose row group is the 32nd of a super-block (16 gate + 16 up
-// row groups) writes that super-block's prepared x from y (xfuse_arrive) and resets the counter for the next product.
-struct XFuse {
-  uint4* xg = nullptr;  // the prepared x (a stream_x_buffer); nullptr: off
-  int* cnt = nullptr;   // arrivals per super-block (xfuse_counters(): all 0 between products)
-  int nb = 0;           // the SwiGLU product's super-blocks per row (its cols / 256)
-  bool q6 = false;      // mvq6's layout (the SwiGLU product is Q6_K), else stage_i8's
-  bool fence = false;   // fence.proxy.async.global after the stores (Tune::xprep_fence)
-  bool late = false;    // all of a CTA's arrivals after its last row group, one fence (Tune::xfuse 2)
-  uint32_t bytes = 0;   // host: the prepared x's size (the SwiGLU product's copy, Handoff)
-};
-
 struct Args {
   mvt::Args t;     // x, y, rows, nb, accumulate, prologue (ks unused)
   int kc;          // super-blocks per chunk
@@ -87,7 +72,6 @@ struct Args {
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
   int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
-  XFuse fz;                   // b1x18: the next product's prepared x written here (fz.xg nullptr: none)
 };
 
 // dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
@@ -179,8 +163,6 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
 // Sx / 2^(e - 34) stores of super-blocks 0..27 hit the same bytes; in xprep_kernel CTA 0 zeroes while the other
 // CTAs store Sx, and a late CTA 0 wiped Sx values already written (session 9's failures on the H200).
 inline size_t smem_bytes_i8(int nb) { return ((size_t)nb + 1) * 8 * 16 * 8 + (size_t)nb * 9 * 4; }
-// The prepared x's bytes in global memory (xprep_kernel, XFuse).
-inline size_t xprep_bytes(int nb) { return (smem_bytes_i8(nb) + 15) / 16 * 16; }
 __host__ __device__ constexpr int sx_offset_i8(int nb) { return (nb + 1) * 8 * 16; }  // in uint2
 
 __device__ __forceinline__ uint32_t pack_s8(int a, int b, int c, int d) {
@@ -309,26 +291,6 @@ __device__ __forceinline__ void digits_i8_u(const float (&v)[kU][8], const int (
   }
 }
 
-// One super-block b of x' (the lane's 8 elements 8 lane .. 8 lane + 7 in v): its digits, Sx and 2^(e - 34) (stage_i8's
-// loop body; b1x18: also xfuse_block_i8's, so that the gate/up kernel's prepared x has xprep_kernel's bits).
-__device__ __forceinline__ void prep_i8(const float (&v)[8], int b, uint2* bfr, float* sx, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  float m = fmaxf(fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3]))),
-                  fmaxf(fmaxf(fabsf(v[4]), fabsf(v[5])), fmaxf(fabsf(v[6]), fabsf(v[7]))));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  float sg = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));  // Sx of sub-block lane / 4
-  sg += __shfl_xor_sync(0xffffffffu, sg, 1);
-  sg += __shfl_xor_sync(0xffffffffu, sg, 2);
-  if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
-  const int ex = block_exp(m);
-  const float s = ldexpf(1.f, 30 - ex);
-  const bool fin = all_finite(v);
-  if (lane == 0) inv_s[b] = digit_factor(fin, ex - 34);
-  int dg[4][8];  // [digit][element]
-  split_digits(v, s, fin, dg);
-  store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
-}
-
 // Same prologue (RMSNorm / SwiGLU) as mvt::stage, its barriers the named kStageBar among the kW staging warps (in
 // xprep_kernel all of its CTA); one warp per super-block, lane = elements 8 lane .. 8 lane + 7 = sub-block lane / 4,
 // t = lane % 4.
@@ -344,8 +306,21 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
   for (int b = b0 + warp; b < a.nb; b += bstep) {
     const int e = b * 256 + 8 * lane;
     const float4 lo = mvt::load_x4(a, e, scale), hi = mvt::load_x4(a, e + 4, scale);
+    float m = fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w))),
+                    fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w))));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sg = ((lo.x + lo.y) + (lo.z + lo.w)) + ((hi.x + hi.y) + (hi.z + hi.w));  // Sx of sub-block lane / 4
+    sg += __shfl_xor_sync(0xffffffffu, sg, 1);
+    sg += __shfl_xor_sync(0xffffffffu, sg, 2);
+    if ((lane & 3) == 0) sx[b * 8 + (lane >> 2)] = sg;
+    const int ex = block_exp(m);
+    const float s = ldexpf(1.f, 30 - ex);
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    prep_i8(v, b, bfr, sx, inv_s);
+    const bool fin = all_finite(v);
+    if (lane == 0) inv_s[b] = digit_factor(fin, ex - 34);
+    int dg[4][8];  // [digit][element]
+    split_digits(v, s, fin, dg);
+    store_digits(bfr + (b * 8 + (lane >> 2)) * 16 + (lane & 3), dg);
   }
   mvt::stage_sync<kW, kStageBar>();
 }
@@ -362,15 +337,9 @@ __device__ __forceinline__ void stage_i8(const mvt::Args& a, uint2* bfr, float* 
 //   - then the x^2 reduction (one barrier), the prologue's formulas of mvt::load_x4 and digits_i8_u with the digits
 //     by PRMT (store_digits_r). The same bits as stage_i8 (CudaMatvec.StreamXoneSameBits).
 // The lane's 8 elements of super-block b of p: p[256 b + 8 lane .. + 7].
-// kCg (b1x18): ld.global.cg instead of the non-coherent path, for data other CTAs of the running grid wrote (xfuse).
-template <bool kCg, class T>
-__device__ __forceinline__ T ld_x(const float* p) {
-  return kCg ? __ldcg(reinterpret_cast<const T*>(p)) : __ldg(reinterpret_cast<const T*>(p));
-}
-template <bool kCg = false>
 __device__ __forceinline__ void load8(const float* p, int b, float (&v)[8]) {
   const int e = b * 256 + 8 * (threadIdx.x & 31);
-  const float4 lo = ld_x<kCg, float4>(p + e), hi = ld_x<kCg, float4>(p + e + 4);
+  const float4 lo = __ldg(reinterpret_cast<const float4*>(p + e)), hi = __ldg(reinterpret_cast<const float4*>(p + e + 4));
   v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
   v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
 }
@@ -738,81 +707,6 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
   if (fence) fence_proxy_async_global();
 }
 
-}  // namespace mvq
-namespace mvq6 {
-// b1x18: super-block b of the prepared x in mvq6's layout from the gate/up output y (matvec_stream_q6.cuh; its users
-// include that header as well).
-static __device__ __noinline__ void xfuse_block_q6(uint4* xg, int nb, const float* y, int b);
-}  // namespace mvq6
-namespace mvq {
-
-// b1x18: super-block b of the prepared x in stage_i8's layout (xprep_kernel's, the zero super-block with b 0) from the
-// gate/up output y = [gate | up]: silu(gate) up as mvt::load_x4 computes it, then prep_i8 (xprep_kernel's bits).
-// y was written by other CTAs of the running grid: coherent loads (ld.global.cg) after xfuse_arrive's fences.
-static __device__ __noinline__ void xfuse_block_i8(uint4* xg, int nb, const float* y, int b) {
-  float v[8], g[8];
-  load8<true>(y + 256 * nb, b, v);
-  load8<true>(y, b, g);
-#pragma unroll
-  for (int i = 0; i < 8; i++) v[i] = mvs::silu(g[i]) * v[i];
-  uint2* bfr = reinterpret_cast<uint2*>(xg);
-  float* sx = reinterpret_cast<float*>(bfr + sx_offset_i8(nb));
-  prep_i8(v, b, bfr, sx, sx + nb * 8);
-  if (b == 0)
-    for (int i = threadIdx.x & 31; i < 8 * 16; i += 32) bfr[nb * 8 * 16 + i] = make_uint2(0, 0);
-}
-
-// b1x18: the release / acquire halves around the counters: fence.acq_rel.gpu (call 1's __threadfence, fence.sc.gpu,
-// once per row group made the 9B's ffn_gate_up ~8 us longer: tg128 383 vs 430 tok/s).
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-
-// The super-block of the SwiGLU product's x that gate/up row group rg feeds.
-__device__ __forceinline__ int xfuse_block_of(const XFuse& f, int rg) {
-  const int half = f.nb * 256, r0 = rg * 16;
-  return (r0 < half ? r0 : r0 - half) >> 8;
-}
-// Warp 0, once the counter of super-block b said it is the last arrival (lane src's atomic): the acquire half (src's
-// fence, then the warp barrier orders it before every lane's loads), the counter reset for the next product (all 32
-// arrivals are in; the next product that counts on it starts after this grid completes), the prepared x.
-__device__ __forceinline__ void xfuse_write(const XFuse& f, const float* y, int b) {
-  fence_acq_rel_gpu();
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) atomicExch(f.cnt + b, 0);
-  if (f.q6) mvq6::xfuse_block_q6(f.xg, f.nb, y, b);
-  else xfuse_block_i8(f.xg, f.nb, y, b);
-}
-
-// Tune::xfuse 1: warp 0 of a gate/up CTA after store_rows of row group rg: the row group counts on its super-block's
-// counter (the writers' fence, the warp barrier, lane 0's atomic: the threadFenceReduction pattern); the 32nd arrival
-// (16 gate + 16 up row groups) writes the super-block's prepared x.
-__device__ __forceinline__ void xfuse_arrive(const XFuse& f, const float* y, int rg) {
-  const int lane = threadIdx.x & 31, b = xfuse_block_of(f, rg);
-  fence_acq_rel_gpu();
-  __syncwarp();
-  int last = 0;
-  if (lane == 0) last = atomicAdd(f.cnt + b, 1) == 31;
-  if (!__shfl_sync(0xffffffffu, last, 0)) return;
-  xfuse_write(f, y, b);
-  if (f.fence) fence_proxy_async_global();
-}
-// Tune::xfuse 2: warp 0 of a gate/up CTA after its last row group: one fence for all of its stores, then lane k counts
-// row group blockIdx.x + k gridDim.x (32 at a time), and the warp writes the super-blocks whose last arrival it made.
-__device__ __forceinline__ void xfuse_arrive_all(const XFuse& f, const float* y, int nrg) {
-  const int lane = threadIdx.x & 31;
-  fence_acq_rel_gpu();
-  __syncwarp();
-  bool wrote = false;
-  for (int rg0 = blockIdx.x; rg0 < nrg; rg0 += 32 * gridDim.x) {
-    const int rg = rg0 + lane * gridDim.x, b = rg < nrg ? xfuse_block_of(f, rg) : 0;
-    const bool last = rg < nrg && atomicAdd(f.cnt + b, 1) == 31;
-    for (unsigned m = __ballot_sync(0xffffffffu, last); m; m &= m - 1) {
-      xfuse_write(f, y, __shfl_sync(0xffffffffu, b, __ffs(m) - 1));
-      wrote = true;
-    }
-  }
-  if (wrote && f.fence) fence_proxy_async_global();
-}
-
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
 // With 16 the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
 // j % 2 == h; a stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage; x is
@@ -918,12 +812,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       release_stage(&empty[s]);
     }
     store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
-    if constexpr (kI8)
-      if (a.fz.xg && !a.fz.late && warp == 0) xfuse_arrive(a.fz, a.t.y, rg);
     par ^= 1;
   }
-  if constexpr (kI8)
-    if (a.fz.xg && a.fz.late && warp == 0) xfuse_arrive_all(a.fz, a.t.y, nrg);
   probe_end(pr, t_full);
 }
 
@@ -993,10 +883,6 @@ struct Tune {
   // 27B 142.89 / 142.91 / 142.94 vs 142.58 / 142.65 / 142.65, 0.8B 1323.85 / 1324.15 / 1323.10 vs 1315.34 / 1316.10 /
   // 1313.57 (all nine pairs faster): 2 is the default since b1x17; 1 stays for A/B (the same bits as 0).
   int xone = 2;
-  // b1x18: the prepared x of a SwiGLU product written by the gate/up product before it (XFuse, set_matvec_next_swiglu
-  // names it), no xprep_kernel between them. DS_MATVEC_XPREP_FUSE: 1 each row group counts when stored, 2 a CTA's row
-  // groups count after its last one (one fence per CTA); 0 off (default until measured).
-  int xfuse = 0;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -1016,7 +902,6 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
-    if (const char* e = std::getenv("DS_MATVEC_XPREP_FUSE")) d.xfuse = std::clamp(std::atoi(e), 0, 2);
     return d;
   }();
   return t;
@@ -1033,47 +918,6 @@ inline uint4* next_xprep_buffer() {
   static std::atomic<unsigned> n{0};
   return stream_x_buffer(tune().xprep_bufs > 1 ? (int)(n.fetch_add(1, std::memory_order_relaxed) & 1u) : 0);
 }
-// b1x18, host side of XFuse. The SwiGLU product named by set_matvec_next_swiglu (per host thread, as Next): on = a
-// Q4_K / Q6_K product [rows, cols].
-struct SwigluNext {
-  bool on = false, q6 = false;
-  int64_t rows = 0, cols = 0;
-};
-inline SwigluNext& swiglu_next() {
-  static thread_local SwigluNext n;
-  return n;
-}
-// The prepared x a gate/up launch writes (gate = its y, the SwiGLU product's x = gate + 256 nb), for the next
-// batch-1 product on the same stream: matvec.cu takes it at the start of every matvec / matvec_fused, so it lives
-// exactly until the next product; the SwiGLU product copies it instead of launching xprep_kernel when everything
-// matches (launch), else prepares its x itself as before.
-struct Handoff {
-  const uint4* xg = nullptr;
-  uint32_t bytes = 0;
-  const float* gate = nullptr;
-  int nb = 0;
-  bool q6 = false;
-  cudaStream_t stream = nullptr;
-};
-inline Handoff& handoff() {
-  static thread_local Handoff h;
-  return h;
-}
-// Products that took a handed-off prepared x (matvec_xfuse_count, for tests).
-inline std::atomic<uint64_t>& xfuse_taken() {
-  static std::atomic<uint64_t> n{0};
-  return n;
-}
-// Whether the SwiGLU product (gate, x, nb super-blocks, layout q6, prepared x of xb bytes) takes the hand-off h.
-inline bool handoff_takes(const Handoff& h, const float* gate, const float* x, int nb, bool q6, size_t xb,
-                          cudaStream_t stream) {
-  return h.xg && gate && h.gate == gate && x == gate + (size_t)nb * 256 && h.nb == nb && h.q6 == q6 && h.bytes == xb &&
-         h.stream == stream;
-}
-// The per-super-block counters (matvec.cu, a __device__ array of kXfuseMaxNb zeros per device), nullptr when unavailable.
-constexpr int kXfuseMaxNb = 256;
-int* xfuse_counters();
-
 // Launches with PDL: mvt::tune().pdl, and with a prepared x only while xprep_pdl.
 inline bool launch_pdl_with(bool xprep) { return mvt::tune().pdl && (!xprep || tune().xprep_pdl); }
 
@@ -1156,10 +1000,8 @@ Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) 
 }  // namespace
 
 // Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w / x / y.
-// b1x18: fz (XFuse: this product writes the next one's prepared x; the caller has checked rows = 512 fz.nb, not
-// accumulate, the integer form) and ho (a prepared x handed off by the product before, taken where it matches).
 inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
-                     cudaStream_t stream, const mvs::Pre& pre = {}, const XFuse& fz = {}, const Handoff& ho = {}) {
+                     cudaStream_t stream, const mvs::Pre& pre = {}) {
   const int kT = mvt::tune().terms;
   const int nb = (int)(cols / 256);
   Plan p;
@@ -1181,15 +1023,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
   if (tune().i8 && xprep_takes(nb, false)) {
-    const size_t xb = xprep_bytes(nb);
-    const bool given = xb <= (size_t)p.xbytes && handoff_takes(ho, pre.gate, x, nb, false, xb, stream);
-    uint4* xg = !given && xb <= kXgMax && xb <= (size_t)p.xbytes ? next_xprep_buffer() : nullptr;
-    if (given) {
-      a.xg = ho.xg;
-      a.xg_bytes = (uint32_t)xb;
-      a.xfence = tune().xprep_fence;
-      xfuse_taken()++;
-    } else if (xg) {
+    const size_t xb = (smem_bytes_i8(nb) + 15) / 16 * 16;
+    uint4* xg = xb <= kXgMax && xb <= (size_t)p.xbytes ? next_xprep_buffer() : nullptr;
+    if (xg) {
       const bool fence = tune().xprep_fence;
       const cudaError_t e = launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream,
                                        launch_pdl_with(true), a.t, xg, fence);
@@ -1199,10 +1035,6 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
       a.xg_bytes = (uint32_t)xb;
       a.xfence = fence;
     }
-  }
-  if (fz.xg && tune().i8 && !accumulate && rows == (int64_t)fz.nb * 512) {
-    a.fz = fz;
-    handoff() = {fz.xg, fz.bytes, y, fz.nb, fz.q6, stream};
   }
   if (tune().i8)
     return p.warps > kCW ? launch_t<3, true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)

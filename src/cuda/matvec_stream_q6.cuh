@@ -65,8 +65,6 @@ struct Args {
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
 // C [8 m][4 t] int2 (256 B each), then 2^(e - 30) per super-block.
 inline size_t smem_x_bytes(int nb) { return (size_t)nb * (1024 + 256 + 4); }
-// The prepared x's bytes in global memory (xprep_kernel, mvq::XFuse).
-inline size_t xprep_bytes(int nb) { return (smem_x_bytes(nb) + 15) / 16 * 16; }
 
 __device__ __forceinline__ float2 load_x2(const mvt::Args& a, int e, float scale) {
   const float2 v = __ldg(reinterpret_cast<const float2*>(a.x + e));
@@ -159,45 +157,6 @@ __device__ __forceinline__ void digits_q6_u(const float (&v)[kU][8], const int (
   }
 }
 
-// One super-block b of x' (the lane's 8 elements in v, in stage_q6's order below): its digits, the C operand's digit
-// sums and 2^(e - 30) (stage_q6's loop body; b1x18: also xfuse_block_q6's, so that the gate/up kernel's prepared x has
-// xprep_kernel's bits).
-__device__ __forceinline__ void prep_q6(const float (&v)[8], int b, uint2* bfr, int2* cfr, float* inv_s) {
-  const int lane = threadIdx.x & 31;
-  const int m = lane >> 2, t = lane & 3, p0 = 4 * t + 2 * (b & 1), p1 = p0 + 16;
-  float mx = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  const int ex = mvq::block_exp(mx);
-  const float s = ldexpf(1.f, 30 - ex);
-  const bool fin = mvq::all_finite(v);
-  if (lane == 0) inv_s[b] = mvq::digit_factor(fin, ex - 30);
-  int dg[4][8];  // [digit][element]
-  int sum[2][4];  // [half lh][digit]: digit sums of the lane's elements
-  split_digits_q6(v, s, fin, p0, p1, dg, sum);
-  mvq::store_digits(bfr + (b * 8 + m) * 16 + t, dg);
-#pragma unroll
-  for (int h = 0; h < 2; h++)
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 1);
-      sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 2);
-    }
-  // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1.
-  const int h = t >> 1, k0 = 2 * (t & 1);
-  int c0 = 0, c1 = 0;
-#pragma unroll
-  for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-    for (int k = 0; k < 4; k += 2)
-      if (hh == h && k == k0) {
-        c0 = sum[hh][k];
-        c1 = sum[hh][k + 1];
-      }
-  cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
-}
-
 // Same prologue (RMSNorm / SwiGLU) and barriers as mvq::stage_i8 (the named mvq::kStageBar among the kW staging
 // warps; the producer warp takes no part).
 // One warp per super-block b; lane = (group m = lane / 4, t = lane % 4): elements l = p0 .. p0 + 3 (slot 0)
@@ -224,7 +183,37 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
       v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
       v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
     }
-    prep_q6(v, b, bfr, cfr, inv_s);
+    float mx = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(v[i]));
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const int ex = mvq::block_exp(mx);
+    const float s = ldexpf(1.f, 30 - ex);
+    const bool fin = mvq::all_finite(v);
+    if (lane == 0) inv_s[b] = mvq::digit_factor(fin, ex - 30);
+    int dg[4][8];  // [digit][element]
+    int sum[2][4];  // [half lh][digit]: digit sums of the lane's elements
+    split_digits_q6(v, s, fin, p0, p1, dg, sum);
+    mvq::store_digits(bfr + (b * 8 + m) * 16 + t, dg);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 1);
+        sum[h][k] += __shfl_xor_sync(0xffffffffu, sum[h][k], 2);
+      }
+    // Lane t's accumulator columns 2t, 2t + 1: half t / 2, digits 2 (t & 1), 2 (t & 1) + 1.
+    const int h = t >> 1, k0 = 2 * (t & 1);
+    int c0 = 0, c1 = 0;
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+      for (int k = 0; k < 4; k += 2)
+        if (hh == h && k == k0) {
+          c0 = sum[hh][k];
+          c1 = sum[hh][k + 1];
+        }
+    cfr[(b * 8 + m) * 4 + t] = make_int2(-32 * c0, -32 * c1);
   }
   mvt::stage_sync<kW, mvq::kStageBar>();
 }
@@ -232,21 +221,19 @@ __device__ __forceinline__ void stage_q6(const mvt::Args& a, uint2* bfr, int2* c
 // b1x16 (mvq::Tune::xone): the one-round staging (mvq::stage_one) in this kernel's element order (the digits by
 // split_digits_q6 as in stage_q6: its digit sums need each digit). The lane's 8 elements of super-block b of p, in
 // stage_q6's order: slot 0 at p0 = 4t + 2 (b & 1), slot 1 at (p0 + 16) mod 32 of group m = lane / 4.
-// kCg (b1x18): coherent loads (mvq::ld_x) for xfuse_block_q6.
-template <bool kCg = false>
 __device__ __forceinline__ void load8_q6(const float* p, int b, float (&v)[8]) {
   const int lane = threadIdx.x & 31, m = lane >> 2, t = lane & 3, odd = b & 1;
   const int base = b * 256 + 32 * m, p0 = 4 * t + 2 * odd, p1 = p0 + 16;
   if (!odd) {
-    const float4 lo = mvq::ld_x<kCg, float4>(p + base + p0);
-    const float4 hi = mvq::ld_x<kCg, float4>(p + base + p1);
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(p + base + p0));
+    const float4 hi = __ldg(reinterpret_cast<const float4*>(p + base + p1));
     v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
     v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
   } else {
-    const float2 a0 = mvq::ld_x<kCg, float2>(p + base + p0);
-    const float2 a1 = mvq::ld_x<kCg, float2>(p + base + p0 + 2);
-    const float2 b0 = mvq::ld_x<kCg, float2>(p + base + (p1 & 31));
-    const float2 b1 = mvq::ld_x<kCg, float2>(p + base + ((p1 + 2) & 31));
+    const float2 a0 = __ldg(reinterpret_cast<const float2*>(p + base + p0));
+    const float2 a1 = __ldg(reinterpret_cast<const float2*>(p + base + p0 + 2));
+    const float2 b0 = __ldg(reinterpret_cast<const float2*>(p + base + (p1 & 31)));
+    const float2 b1 = __ldg(reinterpret_cast<const float2*>(p + base + ((p1 + 2) & 31)));
     v[0] = a0.x; v[1] = a0.y; v[2] = a1.x; v[3] = a1.y;
     v[4] = b0.x; v[5] = b0.y; v[6] = b1.x; v[7] = b1.y;
   }
@@ -393,20 +380,6 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
   int2* cfr = reinterpret_cast<int2*>(bfr + a.nb * 8 * 16);
   stage_q6<kPW>(a, bfr, cfr, reinterpret_cast<float*>(cfr + a.nb * 8 * 4), blockIdx.x * kPW, gridDim.x * kPW);
   if (fence) mvq::fence_proxy_async_global();
-}
-
-// b1x18 (mvq::XFuse): super-block b of the prepared x in this kernel's layout (xprep_kernel's) from the gate/up output
-// y = [gate | up], written by a gate/up CTA (mvq::xfuse_arrive): silu(gate) up as load_x4 / load_x2 compute it, then
-// prep_q6; coherent loads (other CTAs of the running grid wrote y).
-static __device__ __noinline__ void xfuse_block_q6(uint4* xg, int nb, const float* y, int b) {
-  float v[8], g[8];
-  load8_q6<true>(y + 256 * nb, b, v);
-  load8_q6<true>(y, b, g);
-#pragma unroll
-  for (int i = 0; i < 8; i++) v[i] = mvs::silu(g[i]) * v[i];
-  uint2* bfr = reinterpret_cast<uint2*>(xg);
-  int2* cfr = reinterpret_cast<int2*>(bfr + nb * 8 * 16);
-  prep_q6(v, b, bfr, cfr, reinterpret_cast<float*>(cfr + nb * 8 * 4));
 }
 
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (kWide, one CTA per SM: decode9). With
@@ -622,9 +595,8 @@ Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) 
 
 // Checks done by the caller (matvec.cu): rows, cols > 0, cols % 256 == 0, alignment of w (16, allocation
 // padded to 16 bytes: the last row's window may end up to 15 bytes past the matrix) / x / y.
-// ho (b1x18): a prepared x handed off by the gate/up product before (mvq::Handoff), taken where it matches.
 inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
-                     cudaStream_t stream, const mvs::Pre& pre = {}, const mvq::Handoff& ho = {}) {
+                     cudaStream_t stream, const mvs::Pre& pre = {}) {
   const int nb = (int)(cols / 256);
   Plan p;
   if (cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(nb, tune(), p))
@@ -644,15 +616,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
   if (mvq::xprep_takes(nb, true)) {
-    const size_t xb = xprep_bytes(nb);
-    const bool given = xb <= (size_t)p.xbytes && mvq::handoff_takes(ho, pre.gate, x, nb, true, xb, stream);
-    uint4* xg = !given && xb <= mvq::kXgMax && xb <= (size_t)p.xbytes ? mvq::next_xprep_buffer() : nullptr;
-    if (given) {
-      a.xg = ho.xg;
-      a.xg_bytes = (uint32_t)xb;
-      a.xfence = mvq::tune().xprep_fence;
-      mvq::xfuse_taken()++;
-    } else if (xg) {
+    const size_t xb = (smem_x_bytes(nb) + 15) / 16 * 16;
+    uint4* xg = xb <= mvq::kXgMax && xb <= (size_t)p.xbytes ? mvq::next_xprep_buffer() : nullptr;
+    if (xg) {
       const bool fence = mvq::tune().xprep_fence;
       const cudaError_t e = launch_pdl(xprep_kernel<8>, dim3((nb + 7) / 8), dim3(256), 0, stream,
                                        mvq::launch_pdl_with(true), a.t, xg, fence);

@@ -891,8 +891,7 @@ TEST(CudaMatvec, StreamXprepOrdering) {
 // (medians over CTAs, us): the CTAs' start relative to the previous product's last store, griddepcontrol.wait, x
 // staging, the first / last stage's landing, the tail (last landing to the store), and the span at TB/s. The stamps
 // must be complete and ordered, and every product must match the CPU reference. DS_TEST_TIMELINE_REPS: replays (20).
-// b1x18: each ffn_down's input is its ffn_gate_up's output (gate = y, x = y + 12288, as in the model), with the
-// forward's set_matvec_next_swiglu hint (DS_MATVEC_XPREP_FUSE=1: the gate/up kernel writes the prepared x).
+// b1x18: each ffn_down's input is its ffn_gate_up's output (gate = y, x = y + 12288, read from L2 as in the model).
 TEST(CudaMatvec, StreamTimeline) {
   DS_REQUIRE_GPU();
   struct P { GgmlType type; Shape s; int pro; };  // pro 0 plain, 1 RMSNorm, 2 SwiGLU
@@ -943,11 +942,8 @@ TEST(CudaMatvec, StreamTimeline) {
         in.x = in.gate + ps[i].s.cols;
       }
       if (ps[i].pro == 1) { in.norm_w = daux[i].as<float>(); in.eps = eps; }
-      const bool hint = ps[n].pro == 2;
-      if (hint) cuda::set_matvec_next_swiglu(ps[n].type, ps[n].s.rows, ps[n].s.cols);
       Status r = cuda::matvec_fused(ps[i].type, dw[i].data(), ps[i].s.rows, ps[i].s.cols, in, dy[i].as<float>(),
                                     scratch.as<float>(), st, false);
-      if (hint) cuda::set_matvec_next_swiglu(ps[n].type, 0, 0);
       cuda::set_matvec_next(nullptr, 0);
       if (!r.ok()) return r;
     }
@@ -957,7 +953,6 @@ TEST(CudaMatvec, StreamTimeline) {
   ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
   cuda::set_matvec_probe(probe->as<uint64_t>(), stamps);
   cudaGraph_t graph;
-  const uint64_t fused0 = cuda::matvec_xfuse_count();
   ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const Status cap = launch_all();
   ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
@@ -1035,8 +1030,6 @@ TEST(CudaMatvec, StreamTimeline) {
     prev_end = kmax;
   }
   std::printf("[timeline] stamps that are whole microseconds: %zu of %zu\n", whole_us, n_st);
-  std::printf("[timeline] down products on a prepared x written by ffn_gate_up: %llu (capture)\n",
-              (unsigned long long)(cuda::matvec_xfuse_count() - fused0));
   for (int i = 0; i < kN; i++) {
     const auto y = test::to_host<float>(dy[i], ps[i].s.rows);
     if (ps[i].pro == 2) {  // the SwiGLU of the device's gate / up
@@ -1091,136 +1084,5 @@ TEST(CudaMatvec, RejectsBadInput) {
   EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q8_0, base, 4, 32, x, y, 0, nullptr).ok());
 }
 
-
-// b1x18: the prepared x of a SwiGLU product (ffn_down) written by the gate/up product before it (DS_MATVEC_XPREP_FUSE,
-// set_matvec_next_swiglu: the last gate/up CTA per super-block writes it, no xprep_kernel) against xprep_kernel's.
-// Chains of 4 layers (gate/up: RMSNorm, Q4_K [2 I x H] -> y = [gate | up]; down: SwiGLU of y, accumulate, Q6_K and
-// Q4_K by turns [R x I]) on one stream without a sync between products, fuse off then on, then on in a captured graph
-// replayed twice: every output (y and the down product's) must have the same bits as with fuse off, every down product
-// must have taken the handed-off x (matvec_xfuse_count), and the down outputs must match the CPU reference on the
-// device's y. The counters are reused by every product of a chain (reset by the last arrivals). I = 12288 (9B, 48
-// super-blocks), 17408 (27B, 68), 8192 (32, the prepared x's threshold); the default plans and one CTA x 16 warps
-// forced. DS_TEST_STREAM_SMALL=1: H 256, I 512, R 40 with a prepared x for every product.
-TEST(CudaMatvec, StreamXprepFuse) {
-  DS_REQUIRE_GPU();
-  const KeepMatvecSettings keep;
-  const char* small_env = std::getenv("DS_TEST_STREAM_SMALL");
-  const bool small = small_env && small_env[0] == '1';
-  struct Dims { int64_t H, I, R; const char* what; };
-  const std::vector<Dims> dims = small ? std::vector<Dims>{{256, 512, 40, "small"}}
-                                       : std::vector<Dims>{{4096, 12288, 4096, "9B"}, {5120, 17408, 5120, "27B"},
-                                                           {2048, 8192, 300, "32 super-blocks"}};
-  constexpr int kL = 4;
-  const float eps = 1e-6f;
-  const GgmlType dtype[2] = {GgmlType::Q6_K, GgmlType::Q4_K};
-  uint64_t seed = 18100;
-  cudaStream_t st;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
-  for (const Dims& d : dims) {
-    std::vector<cuda::DeviceBuffer> dwgu, dwd, dx, dn, dy0, dgu, dh;
-    std::vector<std::vector<uint8_t>> wd(2);
-    std::vector<std::vector<float>> y0(kL);
-    for (int k = 0; k < 2; k++) {
-      dwgu.push_back(test::to_device(test::random_weights(GgmlType::Q4_K, 2 * d.I * d.H, seed += 7)));
-      wd[k] = test::random_weights(dtype[k], d.R * d.I, seed += 7);
-      dwd.push_back(test::to_device(wd[k]));
-    }
-    for (int l = 0; l < kL; l++) {
-      dx.push_back(test::to_device(test::random_floats(d.H, seed += 7, 5.f)));
-      dn.push_back(test::to_device(test::random_floats(d.H, seed += 7)));
-      y0[l] = test::random_floats(d.R, seed += 7);
-      dy0.push_back(test::to_device(y0[l]));
-      auto g = cuda::DeviceBuffer::alloc(2 * d.I * 4);
-      auto h = cuda::DeviceBuffer::alloc(d.R * 4);
-      ASSERT_TRUE(g.ok() && h.ok());
-      dgu.push_back(std::move(*g));
-      dh.push_back(std::move(*h));
-    }
-    // One chain: per layer h = y0, y = W_gu rms_norm(x), h += W_down (silu(gate) up); the hint as the forward sets it.
-    const auto chain = [&]() -> Status {
-      for (int l = 0; l < kL; l++) {
-        const int k = l % 2;
-        if (cudaMemcpyAsync(dh[l].data(), dy0[l].data(), d.R * 4, cudaMemcpyDeviceToDevice, st) != cudaSuccess)
-          return cuda::cu_err("memcpy");
-        cuda::set_matvec_next_swiglu(dtype[k], d.R, d.I);
-        cuda::MatvecInput gi{dx[l].as<float>(), dn[l].as<float>(), eps};
-        Status r = cuda::matvec_fused(GgmlType::Q4_K, dwgu[k].data(), 2 * d.I, d.H, gi, dgu[l].as<float>(), nullptr, st);
-        cuda::set_matvec_next_swiglu(dtype[k], 0, 0);
-        if (!r.ok()) return r;
-        cuda::MatvecInput di{dgu[l].as<float>() + d.I};
-        di.gate = dgu[l].as<float>();
-        r = cuda::matvec_fused(dtype[k], dwd[k].data(), d.R, d.I, di, dh[l].as<float>(), nullptr, st, true);
-        if (!r.ok()) return r;
-      }
-      return {};
-    };
-    const auto results = [&](std::vector<std::vector<float>>& out) {
-      out.clear();
-      for (int l = 0; l < kL; l++) {
-        out.push_back(test::to_host<float>(dgu[l], 2 * d.I));
-        out.push_back(test::to_host<float>(dh[l], d.R));
-      }
-    };
-    for (int ctas : {0, 1}) {
-      cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, ctas, true);
-      q4.i8 = true;
-      q4.xprep = small ? 1 : 32;
-      q4.xprep_q6k = -1;
-      cuda::set_matvec_stream_q6_tune({1, 0, 0, ctas, true});
-      const std::string what = std::string(d.what) + (ctas ? " one CTA x 16 forced" : " default plans");
-      for (int mode : {1, 2}) {
-        std::vector<std::vector<float>> off, on, graph;
-        q4.xfuse = 0;
-        cuda::set_matvec_stream_tune(q4);
-        uint64_t c0 = cuda::matvec_xfuse_count();
-        Status r = chain();
-        ASSERT_TRUE(r.ok()) << r.error().message;
-        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-        EXPECT_EQ(cuda::matvec_xfuse_count(), c0) << what << ": fuse off took a handed-off x";
-        results(off);
-        q4.xfuse = mode;
-        cuda::set_matvec_stream_tune(q4);
-        c0 = cuda::matvec_xfuse_count();
-        r = chain();
-        ASSERT_TRUE(r.ok()) << r.error().message;
-        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-        EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << ": down products on the handed-off x";
-        results(on);
-        c0 = cuda::matvec_xfuse_count();
-        cudaGraph_t g;
-        ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        const Status cap = chain();
-        ASSERT_EQ(cudaStreamEndCapture(st, &g), cudaSuccess);
-        ASSERT_TRUE(cap.ok()) << cap.error().message;
-        EXPECT_EQ(cuda::matvec_xfuse_count() - c0, (uint64_t)kL) << what << " (graph)";
-        cudaGraphExec_t ex;
-        ASSERT_EQ(cudaGraphInstantiate(&ex, g, 0), cudaSuccess);
-        for (int rep = 0; rep < 2; rep++) ASSERT_EQ(cudaGraphLaunch(ex, st), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-        results(graph);
-        cudaGraphExecDestroy(ex);
-        cudaGraphDestroy(g);
-        for (int i = 0; i < 2 * kL; i++) {
-          const size_t n = off[i].size() * 4;
-          EXPECT_EQ(std::memcmp(off[i].data(), on[i].data(), n), 0)
-              << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused and xprep_kernel differ";
-          EXPECT_EQ(std::memcmp(off[i].data(), graph[i].data(), n), 0)
-              << what << " layer " << i / 2 << (i % 2 ? " down" : " gate/up") << ": fused (graph) and xprep_kernel differ";
-        }
-        for (int l = 0; l < kL; l++) {  // the down products against the CPU on the device's gate / up
-          const std::vector<float>& y = off[2 * l];
-          std::vector<float> xt(d.I);
-          cpu::swiglu(ops::SwigluParams{1, d.I}, y.data(), y.data() + d.I, xt.data());
-          check_rows(dtype[l % 2], wd[l % 2], d.R, d.I, xt.data(), off[2 * l + 1].data(), y0[l].data(),
-                     d.R > 2000 ? 7 : 1, what + " layer " + std::to_string(l));
-        }
-        std::printf("[xprep fuse] %s fuse %d [2 x %lld x %lld] -> [%lld x %lld]: %d layers, fused / graph bit-identical: "
-                    "%s\n", what.c_str(), mode, (long long)d.I, (long long)d.H, (long long)d.R, (long long)d.I, kL,
-                    ::testing::Test::HasFailure() ? "NO (see failures)" : "yes");
-      }
-    }
-  }
-  cudaStreamDestroy(st);
-}
 }  // namespace
 }  // namespace ds

@@ -381,12 +381,7 @@ Status ffn(Step& s, int il, const DevLayer& D) {
   if (!fused(s) && fold_group(s, D.ffn, D.post_norm) < 0)
     DS_TRY(rms(s, L + "ffn_norm", s.f(I.h), D.post_norm, s.f(I.xn), s.T));
   DS_TRY(emit(s, L + "ffn_norm", s.f(I.xn), H, T, H, {T, H}));
-  // b1x18: batch 1, gate and up as one product [gate | up]: it may write ffn_down's prepared x (set_matvec_next_swiglu).
-  const bool swiglu_next = fused(s) && D.ffn.groups.size() == 1 && D.ffn.views[1].row_off == Iff;
-  if (swiglu_next) set_matvec_next_swiglu(D.down.type, D.down.rows, D.down.cols);
-  const Status gu = proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.ffn, D.post_norm));
-  if (swiglu_next) set_matvec_next_swiglu(D.down.type, 0, 0);
-  DS_TRY(gu);
+  DS_TRY(proj(s, L + "ffn_gate_up", D.ffn, normed(s, D.ffn, D.post_norm)));
   const View g = view(s, D.ffn, 0), u = view(s, D.ffn, 1);
   DS_TRY(emit(s, L + "ffn_gate", g.p, g.ld, T, Iff, {T, Iff}));
   DS_TRY(emit(s, L + "ffn_up", u.p, u.ld, T, Iff, {T, Iff}));
