@@ -891,6 +891,7 @@ TEST(CudaMatvec, StreamXprepOrdering) {
 // (medians over CTAs, us): the CTAs' start relative to the previous product's last store, griddepcontrol.wait, x
 // staging, the first / last stage's landing, the tail (last landing to the store), and the span at TB/s. The stamps
 // must be complete and ordered, and every product must match the CPU reference. DS_TEST_TIMELINE_REPS: replays (20).
+// b1x18: each ffn_down's input is its ffn_gate_up's output (gate = y, x = y + 12288, read from L2 as in the model).
 TEST(CudaMatvec, StreamTimeline) {
   DS_REQUIRE_GPU();
   struct P { GgmlType type; Shape s; int pro; };  // pro 0 plain, 1 RMSNorm, 2 SwiGLU
@@ -936,7 +937,10 @@ TEST(CudaMatvec, StreamTimeline) {
       const int n = (i + 1) % kN;
       cuda::set_matvec_next(dw[n].data(), w[n].size());
       cuda::MatvecInput in{dx[i].as<float>()};
-      if (ps[i].pro == 2) in.gate = daux[i].as<float>();
+      if (ps[i].pro == 2) {  // SwiGLU of the gate/up product before
+        in.gate = dy[i - 1].as<float>();
+        in.x = in.gate + ps[i].s.cols;
+      }
       if (ps[i].pro == 1) { in.norm_w = daux[i].as<float>(); in.eps = eps; }
       Status r = cuda::matvec_fused(ps[i].type, dw[i].data(), ps[i].s.rows, ps[i].s.cols, in, dy[i].as<float>(),
                                     scratch.as<float>(), st, false);
@@ -1028,6 +1032,10 @@ TEST(CudaMatvec, StreamTimeline) {
   std::printf("[timeline] stamps that are whole microseconds: %zu of %zu\n", whole_us, n_st);
   for (int i = 0; i < kN; i++) {
     const auto y = test::to_host<float>(dy[i], ps[i].s.rows);
+    if (ps[i].pro == 2) {  // the SwiGLU of the device's gate / up
+      const auto gu = test::to_host<float>(dy[i - 1], 2 * ps[i].s.cols);
+      cpu::swiglu(ops::SwigluParams{1, ps[i].s.cols}, gu.data(), gu.data() + ps[i].s.cols, xt[i].data());
+    }
     check_rows(ps[i].type, w[i], ps[i].s.rows, ps[i].s.cols, xt[i].data(), y.data(), nullptr, 7,
                std::string("timeline ") + ps[i].s.what);
   }
