@@ -288,12 +288,15 @@ inline int wg_force() {
   return v;
 }
 
-// DS_MVB_BUILD = 1: block_kernel's kFast form for the kMin2 kernels (same bits), 0 (default): the form before it. Read
-// at every launch so that tests can switch it with setenv. build17 (H200): ffn_gate_up / output -2%, the 2-warpgroup
-// shapes flat, 9B step at 64 x 512 8.43 vs 8.48 ms; off until the float64 test has run with it (bench/cuda/NOTES.md).
-inline bool build_fast() {
-  const char* e = std::getenv("DS_MVB_BUILD");
-  return e && e[0] == '1' && !e[1];
+// DS_MVB_BUILD (set_matvec_batched_block_build): block_kernel's A build for the kMin2 kernels, the same bits in every
+// form: 1 (the default) build17's kFast form, 0 the form before it. build17 / mvb18 (H200): ffn_gate_up / output -2%,
+// the 2-warpgroup shapes flat, 9B step at 64 x 512 8.43 vs 8.48 ms (bench/cuda/NOTES.md).
+inline int& build_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_BUILD");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : 1;
+  }();
+  return v;
 }
 
 template <int kWG, bool kN64, bool kMin2, bool kFast>
@@ -314,7 +317,7 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_fast()) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
