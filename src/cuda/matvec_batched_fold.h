@@ -38,9 +38,9 @@ void set_matvec_batched_wgmma_q6k(int variant);
 // bits either way.
 bool matvec_batched_prep_reg();
 void set_matvec_batched_prep_reg(bool on);
-// The Q4_K block kernel's A build (DS_MVB_BUILD; matvec_wgmma_block.cuh wgb::build_setting), the same bits in every
-// form: 1 = one LOP3 per half2 and the x descriptors from one base per block (the default), 2 = 1 with the scale terms
-// once per half block, 0 = the form before build17.
+// The Q4_K block kernel's A build (DS_MVB_BUILD; matvec_wgmma_block.cuh wgb::build_setting), the same bits either way:
+// 1 = one LOP3 per half2, the x descriptors from one base per block, the scale terms once per half block (the default),
+// 0 = the form before build17.
 int matvec_batched_block_build();
 void set_matvec_batched_block_build(int form);
 int matvec_batched_split_reduce();

@@ -147,10 +147,11 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
 // which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
 // are over 32 elements, hi + lo in one product), within float64 tolerance.
-// kBuild (DS_MVB_BUILD, kMin2 only; the same bits in every form): 1 = build_q / mma_q's kFast form (the shorter A build
-// and descriptors), 2 = 1 with the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them: each
-// mma_q's "memory" clobber otherwise makes every quarter re-read the header and redo them), 0 = the form before build17.
-template <int kWG, bool kN64, bool kMin2 = false, int kBuild = 0>
+// kFast (DS_MVB_BUILD=1, the default; kMin2 only; the same bits): build_q / mma_q's kFast form (the shorter A build and
+// descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
+// mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
+// <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -242,10 +243,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
     const uint32_t xd0 = (uint32_t)((__cvta_generic_to_shared(xslot) & 0x3FFFF) >> 4);
-    constexpr bool kFast = kBuild >= 1;
     Scales sc;
     auto build = [&](int q, uint32_t(&af)[4][4]) {
-      if (kBuild < 2 || (q & 1) == 0) scales_h(wslot, rbase, q >> 1, u, sc);
+      if (!kFast || (q & 1) == 0) scales_h(wslot, rbase, q >> 1, u, sc);
       build_q<kFast>(wslot, rbase, q, t, af, magic, sc);
     };
     build(0, af0);
@@ -303,27 +303,29 @@ inline int wg_force() {
   return v;
 }
 
-// DS_MVB_BUILD (set_matvec_batched_block_build): block_kernel's A build for the kMin2 kernels, the same bits in every
-// form: 1 (the default) build17's kFast form, 0 the form before it. build17 / mvb18 (H200): ffn_gate_up / output -2%,
-// the 2-warpgroup shapes flat, 9B step at 64 x 512 8.43 vs 8.48 ms (bench/cuda/NOTES.md).
+// DS_MVB_BUILD (set_matvec_batched_block_build): block_kernel's A build for the kMin2 kernels, the same bits either way:
+// 1 (the default) the kFast form, 0 the form before build17. H200 (mvb18, bench/cuda/NOTES.md): ffn_gate_up 50.7-51.0
+// vs 51.9-52.0 us, ffn_down 36.0-36.4 vs 37.4, attn_qkv 24.2-24.4 vs 25.0-25.1; 9B step at 64 x 512 8.36-8.40 vs
+// 8.46-8.47 ms. (mvb18 measured build17's form without the once-per-half-block scales as a third form: ffn_down 37.2-37.5
+// us, step 8.39-8.43 ms; removed.)
 inline int& build_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_BUILD");
-    return e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : 1;
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : 1;
   }();
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2, int kBuild>
+template <int kWG, bool kN64, bool kMin2, bool kFast>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kBuild>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kBuild>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
@@ -331,11 +333,9 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
-  if constexpr (kMin2 && !kN64) {
-    if (build_setting() == 2) return launch_block_form<kWG, kN64, kMin2, 2>(a, grid, stream);
-    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, 1>(a, grid, stream);
-  }
-  return launch_block_form<kWG, kN64, kMin2, 0>(a, grid, stream);
+  if constexpr (kMin2 && !kN64)
+    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+  return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
 // n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).

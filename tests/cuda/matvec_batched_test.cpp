@@ -610,11 +610,10 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   cuda::set_matvec_batched_wgmma_q6k(wg60);
 }
 
-// ---- build17: the block kernel's shorter A build (DS_MVB_BUILD=1, set_matvec_batched_block_build(1): one LOP3 per
-// half2, descriptors from one base per block; mvb18's 2: and the scale terms once per half block) computes the same
-// integer and fp16 operations as the form before it (0):
-// the same bits on the 9B's Q4_K shapes (3 and 2 warpgroups, split K), B = 25 / 40 / 64, accumulate on and off, with
-// block form 13 (kMin2).
+// ---- build17 / mvb18: the block kernel's shorter A build (DS_MVB_BUILD=1, set_matvec_batched_block_build(1): one LOP3
+// per half2, descriptors from one base per block, the scale terms once per half block) computes the same integer and
+// fp16 operations as the form before it (0): the same bits on the 9B's Q4_K shapes (3 and 2 warpgroups, split K),
+// B = 25 / 40 / 64, accumulate on and off, with block form 13 (kMin2).
 TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
   DS_REQUIRE_GPU();
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
@@ -635,7 +634,6 @@ TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
         const auto ref = run(0);
         pr.expect_written(ref, what);
         EXPECT_EQ(pr.diff(run(1), ref), "") << "DS_MVB_BUILD 1 vs 0 " << what;
-        EXPECT_EQ(pr.diff(run(2), ref), "") << "DS_MVB_BUILD 2 vs 0 " << what;
       }
   }
   cuda::set_matvec_batched_block_build(build0);
