@@ -38,6 +38,11 @@ void set_matvec_batched_wgmma_q6k(int variant);
 // bits either way.
 bool matvec_batched_prep_reg();
 void set_matvec_batched_prep_reg(bool on);
+// The Q4_K block kernel's A build (DS_MVB_BUILD; matvec_wgmma_block.cuh wgb::build_setting), the same bits either way:
+// 1 = one LOP3 per half2, the x descriptors from one base per block, the scale terms once per half block (the default),
+// 0 = the form before build17.
+int matvec_batched_block_build();
+void set_matvec_batched_block_build(int form);
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

@@ -57,8 +57,25 @@ __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc_in));
 }
 
+// The fp16 scale terms of half block s (k-steps 8s .. 8s + 7) for this thread's rows rbase, rbase + 8 (from the header).
+struct Scales {
+  __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
+};
+__device__ __forceinline__ void scales_h(const uint8_t* wslot, int rbase, int s, int u, Scales& sc) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
+    const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
+    const __half2 sp = fold::byte_pair(scs, u);
+    sc.mul_lo[h] = __low2half2(sp);
+    sc.add_lo[h] = __hmul2(sc.mul_lo[h], __float2half2_rn(-1024.f));
+    sc.mul_hi[h] = __hmul2(__high2half2(sp), __float2half2_rn(0.0625f));
+    sc.add_hi[h] = __hmul2(sc.mul_hi[h], __float2half2_rn(-1024.f));
+  }
+}
+
 // A fragments of quarter q (half block s = q / 2, k-steps 4(q % 2) .. +3) for this thread's rows rbase, rbase + 8:
-// wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes.
+// wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes, sc = half block s's.
 // (w & mask) | magic as one LOP3 (kFast): with both constants as immediates ptxas emits an AND and an OR; the magic
 // passed in a register lets it use the 3-input form. Same result bits.
 __device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t magic) {
@@ -68,23 +85,13 @@ __device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t m
 }
 
 template <bool kFast>
-__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, int u, uint32_t (&af)[4][4],
-                                        uint32_t magic) {
+__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, uint32_t (&af)[4][4],
+                                        uint32_t magic, const Scales& sc) {
   const int s = q >> 1, p = q & 1;
   uint2 qw[2];
-  __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
 #pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const uint8_t* rp = wslot + (rbase + 8 * h) * kWPitch;
-    qw[h] = *reinterpret_cast<const uint2*>(rp + 16 + 64 * s + 16 * t + 8 * p);
-    const uint4 hd = *reinterpret_cast<const uint4*>(rp);
-    const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
-    const __half2 sp = fold::byte_pair(scs, u);
-    mul_lo[h] = __low2half2(sp);
-    add_lo[h] = __hmul2(mul_lo[h], __float2half2_rn(-1024.f));
-    mul_hi[h] = __hmul2(__high2half2(sp), __float2half2_rn(0.0625f));
-    add_hi[h] = __hmul2(mul_hi[h], __float2half2_rn(-1024.f));
-  }
+  for (int h = 0; h < 2; h++)
+    qw[h] = *reinterpret_cast<const uint2*>(wslot + (rbase + 8 * h) * kWPitch + 16 + 64 * s + 16 * t + 8 * p);
 #pragma unroll
   for (int kl = 0; kl < 4; kl++) {
     const int wi = kl >> 1, hn = kl & 1;
@@ -92,7 +99,7 @@ __device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, 
     for (int h = 0; h < 2; h++) {
       const uint32_t w = wi == 0 ? qw[h].x : qw[h].y;
       const uint32_t mask = hn ? 0x00F000F0u : 0x000F000Fu;
-      const __half2 mu = hn ? mul_hi[h] : mul_lo[h], ad = hn ? add_hi[h] : add_lo[h];
+      const __half2 mu = hn ? sc.mul_hi[h] : sc.mul_lo[h], ad = hn ? sc.add_hi[h] : sc.add_lo[h];
       if constexpr (kFast) {
         af[kl][h] = gemm::h2u(__hfma2(gemm::u2h(and_or(w, mask, magic)), mu, ad));
         af[kl][2 + h] = gemm::h2u(__hfma2(gemm::u2h(and_or(w >> 8, mask, magic)), mu, ad));
@@ -140,7 +147,10 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // 2t+1 = hi, lo of sub-block t's sum, A = (m_t, m_t)) instead of two on half-sub-block sums: half of the mins' mma.sync,
 // which share the tensor pipe with the wgmmas; 2 KB of block sums per stage instead of 4. Other bits than 12 (the sums
 // are over 32 elements, hi + lo in one product), within float64 tolerance.
-// kFast (DS_MVB_BUILD=1, kMin2 only): the shorter A build and descriptors of build_q / mma_q, the same bits.
+// kFast (DS_MVB_BUILD=1, the default; kMin2 only; the same bits): build_q / mma_q's kFast form (the shorter A build and
+// descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
+// mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
+// <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
 template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -233,15 +243,20 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
     const uint32_t xd0 = (uint32_t)((__cvta_generic_to_shared(xslot) & 0x3FFFF) >> 4);
-    build_q<kFast>(wslot, rbase, 0, t, u, af0, magic);
+    Scales sc;
+    auto build = [&](int q, uint32_t(&af)[4][4]) {
+      if (!kFast || (q & 1) == 0) scales_h(wslot, rbase, q >> 1, u, sc);
+      build_q<kFast>(wslot, rbase, q, t, af, magic, sc);
+    };
+    build(0, af0);
     mma_q<kN64, kFast>(c, af0, xslot, 0, true, xd0);
-    build_q<kFast>(wslot, rbase, 1, t, u, af1, magic);
+    build(1, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
     wg_wait1();  // quarter 0 done: af0 free
-    build_q<kFast>(wslot, rbase, 2, t, u, af0, magic);
+    build(2, af0);
     mma_q<kN64, kFast>(c, af0, xslot, 2, false, xd0);
     wg_wait1();
-    build_q<kFast>(wslot, rbase, 3, t, u, af1, magic);
+    build(3, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
 #pragma unroll
@@ -288,12 +303,17 @@ inline int wg_force() {
   return v;
 }
 
-// DS_MVB_BUILD = 1: block_kernel's kFast form for the kMin2 kernels (same bits), 0 (default): the form before it. Read
-// at every launch so that tests can switch it with setenv. build17 (H200): ffn_gate_up / output -2%, the 2-warpgroup
-// shapes flat, 9B step at 64 x 512 8.43 vs 8.48 ms; off until the float64 test has run with it (bench/cuda/NOTES.md).
-inline bool build_fast() {
-  const char* e = std::getenv("DS_MVB_BUILD");
-  return e && e[0] == '1' && !e[1];
+// DS_MVB_BUILD (set_matvec_batched_block_build): block_kernel's A build for the kMin2 kernels, the same bits either way:
+// 1 (the default) the kFast form, 0 the form before build17. H200 (mvb18, bench/cuda/NOTES.md): ffn_gate_up 50.7-51.0
+// vs 51.9-52.0 us, ffn_down 36.0-36.4 vs 37.4, attn_qkv 24.2-24.4 vs 25.0-25.1; 9B step at 64 x 512 8.36-8.40 vs
+// 8.46-8.47 ms. (mvb18 measured build17's form without the once-per-half-block scales as a third form: ffn_down 37.2-37.5
+// us, step 8.39-8.43 ms; removed.)
+inline int& build_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_BUILD");
+    return e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : 1;
+  }();
+  return v;
 }
 
 template <int kWG, bool kN64, bool kMin2, bool kFast>
@@ -314,7 +334,7 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_fast()) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 

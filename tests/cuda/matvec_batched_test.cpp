@@ -610,15 +610,14 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   cuda::set_matvec_batched_wgmma_q6k(wg60);
 }
 
-// ---- build17: the block kernel's shorter A build (DS_MVB_BUILD=1: one LOP3 per half2, descriptors from one base per
-// block) computes the same integer and fp16 operations as the form before it (DS_MVB_BUILD=0): the same bits on the 9B's
-// Q4_K shapes (3 and 2 warpgroups, split K), B = 25 / 40 / 64, accumulate on and off, with block form 13 (kMin2).
+// ---- build17 / mvb18: the block kernel's shorter A build (DS_MVB_BUILD=1, set_matvec_batched_block_build(1): one LOP3
+// per half2, descriptors from one base per block, the scale terms once per half block) computes the same integer and
+// fp16 operations as the form before it (0): the same bits on the 9B's Q4_K shapes (3 and 2 warpgroups, split K),
+// B = 25 / 40 / 64, accumulate on and off, with block form 13 (kMin2).
 TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
   DS_REQUIRE_GPU();
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma();
-  const char* env0 = std::getenv("DS_MVB_BUILD");
-  const std::string saved = env0 ? env0 : "";
+  const int wg0 = cuda::matvec_batched_wgmma(), build0 = cuda::matvec_batched_block_build();
   cuda::set_matvec_batched_wgmma(13);
   const Case cases[] = {{24576, 4096, "9B ffn_gate_up"}, {4096, 12288, "9B ffn_down"}, {8192, 4096, "9B attn_qkv"},
                         {4096, 4096, "9B ssm_out"}};
@@ -627,20 +626,17 @@ TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
     BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
     for (int batch : {25, 40, 64})
       for (bool accumulate : {false, true}) {
-        auto run = [&](const char* v) {
-          setenv("DS_MVB_BUILD", v, 1);
+        auto run = [&](int form) {
+          cuda::set_matvec_batched_block_build(form);
           return pr.run(batch, accumulate);
         };
         const std::string what = pr.what(batch, accumulate);
-        const auto ref = run("0");
+        const auto ref = run(0);
         pr.expect_written(ref, what);
-        EXPECT_EQ(pr.diff(run("1"), ref), "") << "DS_MVB_BUILD 1 vs 0 " << what;
+        EXPECT_EQ(pr.diff(run(1), ref), "") << "DS_MVB_BUILD 1 vs 0 " << what;
       }
   }
-  if (env0)
-    setenv("DS_MVB_BUILD", saved.c_str(), 1);
-  else
-    unsetenv("DS_MVB_BUILD");
+  cuda::set_matvec_batched_block_build(build0);
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
