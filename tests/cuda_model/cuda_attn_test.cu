@@ -64,6 +64,7 @@ struct Problem {
   std::vector<int> pos, seq, start;
   std::vector<float> q, gate, kc, vc;  // q [T][nh][hd]; gate [T][nh][2 hd] (gate at + hd); kc / vc [S][max_ctx][nkv][hd]
   int64_t rec = 512, stride = 0;       // k_off = rec; each sequence's allocation (bytes)
+  bool head_major = false;             // attn18: device caches [nkv][max_ctx][hd] (kc / vc on the host stay as above)
   float *dq = nullptr, *dgate = nullptr, *dpart = nullptr, *dout = nullptr, *dcore = nullptr;
   unsigned* dcnt = nullptr;
   unsigned char* dstate = nullptr;
@@ -118,8 +119,19 @@ struct Problem {
     std::vector<unsigned char> h((size_t)S * stride, 0xA5);
     for (int s = 0; s < S; s++) {  // allocations in reverse order: io.base is used
       unsigned char* b = &h[(size_t)(S - 1 - s) * stride];
-      std::memcpy(b + k_off(), &kc[(size_t)s * cache_floats()], cache_floats() * 4);
-      std::memcpy(b + v_off(), &vc[(size_t)s * cache_floats()], cache_floats() * 4);
+      const float* ks = &kc[(size_t)s * cache_floats()];
+      const float* vs = &vc[(size_t)s * cache_floats()];
+      if (!head_major) {
+        std::memcpy(b + k_off(), ks, cache_floats() * 4);
+        std::memcpy(b + v_off(), vs, cache_floats() * 4);
+        continue;
+      }
+      for (int p = 0; p < max_ctx; p++)
+        for (int g = 0; g < nkv; g++) {
+          const size_t src = ((size_t)p * nkv + g) * hd, dst = ((size_t)g * max_ctx + p) * hd * 4;
+          std::memcpy(b + k_off() + dst, ks + src, hd * 4);
+          std::memcpy(b + v_off() + dst, vs + src, hd * 4);
+        }
     }
     if (cudaMalloc(&dstate, h.size()) != cudaSuccess ||
         cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) != cudaSuccess)
@@ -137,6 +149,7 @@ struct Problem {
     a.q = dq, a.gate = dgate + hd, a.ld_gate = (int64_t)nh * 2 * hd;
     a.k_off = k_off(), a.v_off = v_off();
     a.n_head = nh, a.n_head_kv = nkv, a.head_dim = hd, a.n_splits = n_splits;
+    if (head_major) a.kv_pos_stride = hd, a.kv_head_stride = (int64_t)max_ctx * hd;
     a.scale = 1.0f / std::sqrt((float)hd);
     a.part = dpart, a.out = dout, a.dbg_core = dbg ? dcore : nullptr, a.counters = dcnt;
     return a;
@@ -438,4 +451,218 @@ TEST(AttnRing, EmptySplitsSkipped) {
     EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core, skip vs not";
   }
   p.free_all();
+}
+
+// attn18: the caches per sequence as [kv head][position][dim] (AttnArgs::kv_pos_stride / kv_head_stride): every
+// variant reads the same rows in the same order, so the same bits as with [position][kv head][dim].
+TEST(AttnRing, HeadMajorSameBits) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  std::mt19937 g(18);
+  std::vector<std::vector<int>> nine(64);
+  for (auto& s : nine) s = {512 + (int)(g() % 89)};
+  struct Case {
+    int nh, nkv, hd, ctx, ns;
+    std::vector<std::vector<int>> seqs;
+    int64_t rec;
+    const char* what;
+  };
+  for (const Case& c : {Case{16, 4, 256, 1024, 16, nine, 512, "9B, B 64 at 512-600 positions"},
+                        Case{24, 4, 256, 640, 16, {{0}, {1}, {31}, {639}, {40, 41}}, 512, "G 6, hd 256"},
+                        Case{8, 8, 128, 300, 10, {{0}, {17}, {299}}, 516, "G 1, hd 128, misaligned"},
+                        Case{24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, "G 3, hd 32, misaligned"}}) {
+    SCOPED_TRACE(c.what);
+    Problem tm, hm;
+    tm.init(c.nh, c.nkv, c.hd, c.ctx, c.ns, c.seqs, c.rec, 21);
+    hm.init(c.nh, c.nkv, c.hd, c.ctx, c.ns, c.seqs, c.rec, 21);
+    hm.head_major = true;
+    ASSERT_TRUE(tm.upload());
+    ASSERT_TRUE(hm.upload());
+    std::vector<double> core, out;
+    hm.reference(core, out);
+    for (const Variant& v : kVariants) {
+      Outs a, b;
+      run_variant(tm, v, a);
+      run_variant(hm, v, b);
+      if (HasFatalFailure()) return;
+      const double eo = max_rel(b.out, out);
+      std::printf("[attn18] head-major %s: %-22s vs float64 out %.3g\n", c.what, v.name, eo);
+      EXPECT_LE(eo, 2e-5) << v.name;
+      EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4)) << v.name << ": out, layouts";
+      EXPECT_EQ(0, std::memcmp(a.core.data(), b.core.data(), a.core.size() * 4)) << v.name << ": core, layouts";
+    }
+    tm.free_all();
+    hm.free_all();
+  }
+}
+
+namespace {
+// attn18's roofline: the ring kernel's reads without its arithmetic. Grid (ns, nkv, T), 4 warps; warp w of block
+// (sp, g, t) copies rows k0 + w, + 4, ... < k1 of kv head g (K row | V row, hd 256) through a cp.async ring of kS
+// slots as ring_rows does, and sums its lane's values (written once, so the copies are used). Row (p, g) of
+// sequence t at kv + t * seq_floats + p * ps + g * hs (V at + v_floats).
+template <int kS>
+__global__ void __launch_bounds__(128) read_rows_kernel(const float* kv, int64_t seq_floats, int64_t v_floats,
+                                                        int64_t ps, int64_t hs, int ns, const int* pos, float* out) {
+  constexpr int HD = 256;
+  extern __shared__ __align__(16) float rr_smem[];
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n = pos[t] + 1, chunk = (n + ns - 1) / ns, k0 = sp * chunk, k1 = min(k0 + chunk, n);
+  const float* K = kv + t * seq_floats + g * hs;
+  const float* V = K + v_floats;
+  float* ring = rr_smem + warp * kS * 2 * HD;
+  auto issue = [&](int p, float* slot) {
+    if (p < k1) {
+#pragma unroll
+      for (int c = lane; c < HD / 2; c += 32) {
+        const float* src = c < HD / 4 ? K + p * ps + 4 * c : V + p * ps + 4 * c - HD;
+        const unsigned d = (unsigned)__cvta_generic_to_shared(slot + 4 * c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  const int p0 = k0 + warp, n_rows = p0 < k1 ? (k1 - p0 + 3) / 4 : 0;
+#pragma unroll
+  for (int j = 0; j < kS; j++) issue(p0 + 4 * j, ring + j * 2 * HD);
+  float sum = 0.f;
+  for (int j = 0; j < n_rows; j++) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kS - 1) : "memory");
+    __syncwarp();
+    float* slot = ring + (j % kS) * 2 * HD;
+#pragma unroll
+    for (int i = 0; i < 16; i++) sum += slot[lane + 32 * i];
+    __syncwarp();
+    issue(p0 + 4 * (j + kS), slot);
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  out[(((int64_t)t * gridDim.y + g) * gridDim.x + sp) * 128 + threadIdx.x] = sum;
+}
+
+// The same bytes read as one contiguous stream (float4 per thread, 4 in flight): the read ceiling.
+__global__ void __launch_bounds__(256) read_flat_kernel(const float4* x, int64_t n4, float* out) {
+  float sum = 0.f;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * step < n4; i += 4 * step) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = __ldcs(x + i + u * step);
+#pragma unroll
+    for (int u = 0; u < 4; u++) sum += v[u].x + v[u].y + v[u].z + v[u].w;
+  }
+  for (; i < n4; i += step) sum += x[i].x;
+  out[(int64_t)blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+// Median us per launch over 7 x 10 launches of f.
+template <class F>
+float time_launches(F f, cudaEvent_t e0, cudaEvent_t e1) {
+  for (int i = 0; i < 3; i++) f();
+  std::vector<float> t;
+  for (int rep = 0; rep < 7; rep++) {
+    cudaEventRecord(e0);
+    for (int i = 0; i < 10; i++) f();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 100.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[3];
+}
+}  // namespace
+
+// attn18 step 1: does the 4 KB stride between a kv head's rows cost bandwidth? At the 9B's shape (nkv 4, hd 256,
+// 1024 context, 16 splits): the real kernels (register loop pf2 and ring 4, + combine) with both cache layouts,
+// the copy-only ring (read_rows_kernel: 16 / 4 / 1 splits, ring 4 / 8, 4 blocks per SM as the ring kernel runs, or
+// as many as fit) with both layouts, and one contiguous stream of the same bytes.
+TEST(AttnBench, Layout) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  constexpr int kB = 64, kNkv = 4, kHd = 256, kCtx = 1024;
+  for (int shape : {-1, 528, 1000}) {
+    std::vector<std::vector<int>> seqs(kB, {shape});
+    for (int s = 0; s < kB && shape < 0; s++) seqs[s] = {512 + (s * 37) % 128};
+    double bytes = 0;
+    for (const auto& s : seqs) bytes += 2.0 * (s[0] + 1) * kNkv * kHd * 4;
+    Problem p;
+    p.init(16, kNkv, kHd, kCtx, 16, seqs, 512, 10);
+    for (int hmaj : {0, 1, 0, 1}) {
+      p.head_major = hmaj;
+      ASSERT_TRUE(p.upload());
+      for (const Variant& v : {kVariants[0], kVariants[3]}) {
+        float med = 0, mn = 0;
+        time_variant(p, v, e0, e1, med, mn);
+        if (HasFatalFailure()) return;
+        std::printf("[attn18] pos %4d %-10s %-22s %8.2f us  K/V %5.2f TB/s\n", shape, hmaj ? "head-major" : "pos-major",
+                    v.name, med, bytes / (med * 1e6));
+      }
+      CU(cudaDeviceSynchronize());
+      p.free_all();
+    }
+    // Copy-only: a buffer of 64 sequences [K | V], each [max_ctx][nkv][hd] or [nkv][max_ctx][hd].
+    const int64_t cache = (int64_t)kCtx * kNkv * kHd, seq_floats = 2 * cache;
+    float *kv = nullptr, *out = nullptr;
+    int* dpos = nullptr;
+    CU(cudaMalloc(&kv, kB * seq_floats * 4));
+    CU(cudaMemset(kv, 0x3F, kB * seq_floats * 4));
+    CU(cudaMalloc(&out, (size_t)16 * kNkv * kB * 128 * 4));
+    std::vector<int> hpos(kB);
+    for (int s = 0; s < kB; s++) hpos[s] = seqs[s][0];
+    CU(cudaMalloc(&dpos, kB * 4));
+    CU(cudaMemcpy(dpos, hpos.data(), kB * 4, cudaMemcpyHostToDevice));
+    struct Form {
+      int ns, ring, smem;  // smem 0: the ring only (as many blocks per SM as fit)
+    };
+    for (int rep = 0; rep < 2; rep++)
+      for (const Form f : {Form{16, 4, 52 << 10}, Form{16, 4, 0}, Form{16, 8, 0}, Form{4, 4, 52 << 10},
+                           Form{1, 4, 52 << 10}})
+        for (int hmaj : {0, 1}) {
+          const int64_t ps = hmaj ? kHd : kNkv * kHd, hs = hmaj ? (int64_t)kCtx * kHd : kHd;
+          const int smem = std::max(f.smem, 4 * f.ring * 2 * kHd * 4);
+          auto k = f.ring == 4 ? read_rows_kernel<4> : read_rows_kernel<8>;
+          CU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+          const float us = time_launches(
+              [&] { k<<<dim3(f.ns, kNkv, kB), 128, smem>>>(kv, seq_floats, cache, ps, hs, f.ns, dpos, out); }, e0, e1);
+          CU(cudaGetLastError());
+          std::printf("[attn18] pos %4d %-10s copy-only %2d splits ring %d smem %3d KB %8.2f us  K/V %5.2f TB/s\n",
+                      shape, hmaj ? "head-major" : "pos-major", f.ns, f.ring, smem >> 10, us, bytes / (us * 1e6));
+        }
+    const int64_t n4 = (int64_t)(bytes / 16);
+    const float us = time_launches([&] { read_flat_kernel<<<132 * 8, 256>>>((const float4*)kv, n4, out); }, e0, e1);
+    CU(cudaGetLastError());
+    std::printf("[attn18] pos %4d contiguous stream of the same bytes %8.2f us  %5.2f TB/s\n", shape, us,
+                bytes / (us * 1e6));
+    CU(cudaDeviceSynchronize());
+    cudaFree(kv);
+    cudaFree(out);
+    cudaFree(dpos);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// One launch of ring 4 + combine per layout at B = 64, positions 512-639, for `ncu -k regex:attn`.
+TEST(AttnBench, LayoutProfile) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  std::vector<std::vector<int>> seqs(64);
+  for (int s = 0; s < 64; s++) seqs[s] = {512 + (s * 37) % 128};
+  for (int hmaj : {0, 1}) {
+    Problem p;
+    p.init(16, 4, 256, 1024, 16, seqs, 512, 11);
+    p.head_major = hmaj;
+    ASSERT_TRUE(p.upload());
+    force(kVariants[3]);
+    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+  }
 }

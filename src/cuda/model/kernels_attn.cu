@@ -123,12 +123,13 @@ __device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const flo
   }
 }
 
-// A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
+// A cached key / value row at position p (lane's dims lane + 32 i); Kc / Vc: the kv head's row 0 (kv_head),
+// ps: floats from one position's row to the next (AttnArgs::kv_pos_stride).
 template <int HPL>
-__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int nkv, int g, int lane,
+__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int64_t ps, int lane,
                                             float (&kx)[HPL], float (&vx)[HPL]) {
-  const float* kr = Kc + ((int64_t)p * nkv + g) * (32 * HPL);
-  const float* vr = Vc + ((int64_t)p * nkv + g) * (32 * HPL);
+  const float* kr = Kc + p * ps;
+  const float* vr = Vc + p * ps;
 #pragma unroll
   for (int i = 0; i < HPL; i++) {
     kx[i] = kr[lane + 32 * i];
@@ -154,12 +155,12 @@ __device__ __forceinline__ void attn_cp_wait() {
 // empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
 // 16-byte aligned (the caches' bases are), else 4-byte copies.
 template <int HPL>
-__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
-                                           int lane, bool al16, float* slot) {
+__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int64_t ps, int lane,
+                                           bool al16, float* slot) {
   constexpr int HD = 32 * HPL;
   if (p < k1) {
-    const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
-    const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
+    const float* kr = Kc + p * ps;
+    const float* vr = Vc + p * ps;
     if (al16) {
 #pragma unroll
       for (int c = lane; c < HD / 2; c += 32)  // 16-byte chunks: K's HD / 4, then V's
@@ -181,15 +182,14 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
 template <int HPL, int kG, int kS>
-__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
-                                          int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
+__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int64_t ps, int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
                                           float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
   const int p0 = k0 + warp;
   const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
 #pragma unroll
-  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD);
+  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, ps, lane, al16, ring + j * 2 * HD);
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
@@ -201,7 +201,7 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
       vx[i] = slot[HD + lane + 32 * i];
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
-    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD);
+    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, ps, lane, al16, ring + (j % kS) * 2 * HD);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
@@ -327,18 +327,20 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
   a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
-// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
-// caches.
+// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and kv
+// head g's row 0 in its caches.
 struct SplitRange {
   int k0, k1;
   const float* Kc;
   const float* Vc;
 };
-__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
+__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
+                                                  int t) {
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+  const int64_t h = g * a.kv_head_stride;
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off) + h, state_ptr(io, s, a.v_off) + h};
 }
 
 // qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
@@ -396,14 +398,14 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, t);
+  const SplitRange r = split_range(a, io, sp, g, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
-  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
-                         acc);
+  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, a.kv_pos_stride, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G,
+                         mx, l, acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
@@ -466,7 +468,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, t);
+  const SplitRange r = split_range(a, io, sp, g, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
@@ -477,11 +479,12 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
   // full memory round trip per row).
   float kx[HPL], vx[HPL], k2[HPL], v2[HPL];
-  if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, nkv, g, lane, kx, vx);
-  if (kPF == 2 && k0 + warp + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp + kAttnWarps, nkv, g, lane, k2, v2);
+  const int64_t ps = a.kv_pos_stride;
+  if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, ps, lane, kx, vx);
+  if (kPF == 2 && k0 + warp + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp + kAttnWarps, ps, lane, k2, v2);
   for (int p = k0 + warp; p < k1; p += kAttnWarps) {
     float kn[HPL], vn[HPL];
-    if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, nkv, g, lane, kn, vn);
+    if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, ps, lane, kn, vn);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
@@ -604,8 +607,9 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   pdl_trigger();
   const int chunk = (n_keys + ns - 1) / ns;
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
-  float* Kc = state_ptr(io, s, a.k_off);
-  float* Vc = state_ptr(io, s, a.v_off);
+  float* Kc = state_ptr(io, s, a.k_off) + g * a.kv_head_stride;  // kv head g's row 0
+  float* Vc = state_ptr(io, s, a.v_off) + g * a.kv_head_stride;
+  const int64_t ps = a.kv_pos_stride;
 
   const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
@@ -648,13 +652,13 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 
   if constexpr (kR > 0) {
     extern __shared__ __align__(16) float attn_ring_smem[];
-    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
+    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, ps, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
                            acc);
   } else {
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
     if (!QK || p < p_step) {  // a row of an earlier step
-      load_kv_row<HPL>(Kc, Vc, p, nkv, g, lane, kx, vx);
+      load_kv_row<HPL>(Kc, Vc, p, ps, lane, kx, vx);
     } else {  // this step's row of token tp (uniform over the warp)
       const int tp = t_first + (p - p_step);
       warp_rms_row<HPL>(qa.k + (int64_t)tp * qa.ldk + (int64_t)g * HD, qa.k_norm, qa.eps, lane, kx);
@@ -668,8 +672,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 #pragma unroll
       for (int i = 0; i < HPL; i++) vx[i] = vp[lane + 32 * i];
       if (own) {
-        float* kw = Kc + ((int64_t)p * nkv + g) * HD;
-        float* vw = Vc + ((int64_t)p * nkv + g) * HD;
+        float* kw = Kc + p * ps;
+        float* vw = Vc + p * ps;
 #pragma unroll
         for (int i = 0; i < HPL; i++) {
           kw[lane + 32 * i] = kx[i];
@@ -874,6 +878,16 @@ bool attention_supports(int head_dim, int group) {
 
 namespace {
 
+// The layout strides with the default filled in (AttnArgs::kv_pos_stride 0: [position][kv head][dim]).
+AttnArgs with_layout(const AttnArgs& a) {
+  AttnArgs b = a;
+  if (b.kv_pos_stride == 0) {
+    b.kv_pos_stride = (int64_t)a.n_head_kv * a.head_dim;
+    b.kv_head_stride = a.head_dim;
+  }
+  return b;
+}
+
 Status check_attention(const AttnArgs& a, int n_tokens) {
   if (a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0 || !attention_supports(a.head_dim, a.n_head / a.n_head_kv))
     return cu_err("cuda attention: head dim {} with {} q heads per kv head (supported: 32, 64, 128, 256; <= {})",
@@ -910,8 +924,9 @@ void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
-Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  DS_TRY(check_attention(a, n_tokens));
+Status attention(const AttnArgs& a0, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a0, n_tokens));
+  const AttnArgs a = with_layout(a0);
   switch (a.head_dim / 32) {
     case 1: return launch_attention<1>(a, io, n_tokens, stream);
     case 2: return launch_attention<2>(a, io, n_tokens, stream);
@@ -920,8 +935,9 @@ Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t
   }
 }
 
-Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  DS_TRY(check_attention(a, n_tokens));
+Status attention_qk(const QkArgs& q, const AttnArgs& a0, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a0, n_tokens));
+  const AttnArgs a = with_layout(a0);
   if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
       q.v_off != a.v_off)
     return cu_err("cuda attention_qk: q/k args ({} heads, {} kv heads, hd {}) differ from the attention's",
