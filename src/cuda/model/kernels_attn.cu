@@ -83,11 +83,12 @@ __device__ __forceinline__ void warp_sums(float (&v)[kG], int lane, float (&s)[k
 // mx in log2 units). attn16: the kG dot products reduced together (warp_sums); one exponential per head and
 // row while no score raises its running max (a warp-uniform branch: every lane has the same scores): only
 // p = 2^(s - m); else first the state is rescaled by 2^(m_old - m_new).
+// attn18: in two parts, row_scores (the dot products and their warp sums: no state) and row_update (the rest), so
+// ring_pair can run two rows' scores side by side.
 template <int HPL, int kG>
-__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
-                                           int G, int lane, float (&mx)[kG], float (&l)[kG],
-                                           float (&acc)[kG][HPL]) {
-  float dot[kG], sc[kG];
+__device__ __forceinline__ void row_scores(const float (&qv)[kG][HPL], const float (&kx)[HPL], int lane,
+                                           float (&sc)[kG]) {
+  float dot[kG];
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {  // heads gi >= G have q = 0: summed, not used
     dot[gi] = 0.f;
@@ -95,6 +96,10 @@ __device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const flo
     for (int i = 0; i < HPL; i++) dot[gi] += qv[gi][i] * kx[i];
   }
   warp_sums<kG>(dot, lane, sc);
+}
+template <int HPL, int kG>
+__device__ __forceinline__ void row_update(const float (&sc)[kG], const float (&vx)[HPL], int G, float (&mx)[kG],
+                                           float (&l)[kG], float (&acc)[kG][HPL]) {
   bool moved = false;
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) moved |= gi < G && sc[gi] > mx[gi];
@@ -122,14 +127,21 @@ __device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const flo
     for (int i = 0; i < HPL; i++) acc[gi][i] = fmaf(pe, vx[i], acc[gi][i]);
   }
 }
+template <int HPL, int kG>
+__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
+                                           int G, int lane, float (&mx)[kG], float (&l)[kG],
+                                           float (&acc)[kG][HPL]) {
+  float sc[kG];
+  row_scores<HPL, kG>(qv, kx, lane, sc);
+  row_update<HPL, kG>(sc, vx, G, mx, l, acc);
+}
 
-// A cached key / value row at position p (lane's dims lane + 32 i); Kc / Vc: the kv head's row 0 (kv_head),
-// ps: floats from one position's row to the next (AttnArgs::kv_pos_stride).
+// A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
 template <int HPL>
-__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int64_t ps, int lane,
+__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int nkv, int g, int lane,
                                             float (&kx)[HPL], float (&vx)[HPL]) {
-  const float* kr = Kc + p * ps;
-  const float* vr = Vc + p * ps;
+  const float* kr = Kc + ((int64_t)p * nkv + g) * (32 * HPL);
+  const float* vr = Vc + ((int64_t)p * nkv + g) * (32 * HPL);
 #pragma unroll
   for (int i = 0; i < HPL; i++) {
     kx[i] = kr[lane + 32 * i];
@@ -142,6 +154,17 @@ __device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
+// attn18 (DS_ATTN_EVICT=1): the cached rows are read once per step: with L2 evict_first they leave the L2 to the
+// partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
+__device__ __forceinline__ void attn_cp16_ef(float* dst, const float* src, uint64_t pol) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol) : "memory");
+}
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
 __device__ __forceinline__ void attn_cp4(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
@@ -153,15 +176,18 @@ __device__ __forceinline__ void attn_cp_wait() {
 
 // Row p (K then V) of kv head g into the slot [K row | V row] by the warp's lanes; one commit group per call,
 // empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
-// 16-byte aligned (the caches' bases are), else 4-byte copies.
+// 16-byte aligned (the caches' bases are), else 4-byte copies. ef: with the L2 policy pol (attn_cp16_ef).
 template <int HPL>
-__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int64_t ps, int lane,
-                                           bool al16, float* slot) {
+__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
+                                           int lane, bool al16, float* slot, bool ef = false, uint64_t pol = 0) {
   constexpr int HD = 32 * HPL;
   if (p < k1) {
-    const float* kr = Kc + p * ps;
-    const float* vr = Vc + p * ps;
-    if (al16) {
+    const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
+    const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
+    if (al16 && ef) {
+#pragma unroll
+      for (int c = lane; c < HD / 2; c += 32) attn_cp16_ef(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD, pol);
+    } else if (al16) {
 #pragma unroll
       for (int c = lane; c < HD / 2; c += 32)  // 16-byte chunks: K's HD / 4, then V's
         attn_cp16(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD);
@@ -182,14 +208,16 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
 template <int HPL, int kG, int kS>
-__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int64_t ps, int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
-                                          float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
+__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
+                                          int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
+                                          float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL], bool ef = false) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
+  const uint64_t pol = ef ? evict_first_policy() : 0;
   const int p0 = k0 + warp;
   const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
 #pragma unroll
-  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, ps, lane, al16, ring + j * 2 * HD);
+  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, ef, pol);
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
@@ -201,10 +229,56 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
       vx[i] = slot[HD + lane + 32 * i];
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
-    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, ps, lane, al16, ring + (j % kS) * 2 * HD);
+    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, ef, pol);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
+}
+
+// attn18 (DS_ATTN_PAIR=1): ring_rows two rows at a time. attn18's roofline: the ring kernel's reads alone (same
+// grid, same ring) take 72 us at B = 64 x 512-639 where the kernel takes ~83; a warp's rows are one dependent chain
+// (dot products -> 10 shuffles -> max -> ex2 -> accumulate). Here both rows' scores (row_scores: no state) are
+// computed side by side, then row_update row j, then row j + 1: the same operations in the same order per row,
+// so the same bits. Slot j's row is refilled once its K and V are in registers, slot j + 1's once its V is read
+// after row j's update (one row's V fewer in registers at a time).
+template <int HPL, int kG, int kS>
+__device__ __forceinline__ void ring_pair(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g, int warp,
+                                          int lane, float* ring, const float (&qv)[kG][HPL], int G, float (&mx)[kG],
+                                          float (&l)[kG], float (&acc)[kG][HPL], bool ef) {
+  static_assert(kS % 2 == 0, "two slots per step");
+  constexpr int HD = 32 * HPL, kW = kAttnWarps;
+  const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;
+  const uint64_t pol = ef ? evict_first_policy() : 0;
+  const int p0 = k0 + warp;
+  const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
+#pragma unroll
+  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, ef, pol);
+  for (int j = 0; j < n_rows; j += 2) {
+    attn_cp_wait<kS - 2>();  // groups j and j + 1 (an empty one past the last row) have landed
+    __syncwarp();
+    float* s0 = ring + (j % kS) * 2 * HD;
+    float* s1 = ring + ((j + 1) % kS) * 2 * HD;
+    const bool two = j + 1 < n_rows;  // uniform over the warp
+    float kx0[HPL], kx1[HPL], vx[HPL];
+#pragma unroll
+    for (int i = 0; i < HPL; i++) {
+      kx0[i] = s0[lane + 32 * i];
+      vx[i] = s0[HD + lane + 32 * i];
+      kx1[i] = s1[lane + 32 * i];  // stale when !two: not used
+    }
+    __syncwarp();
+    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, s0, ef, pol);
+    float sc0[kG], sc1[kG];
+    row_scores<HPL, kG>(qv, kx0, lane, sc0);
+    row_scores<HPL, kG>(qv, kx1, lane, sc1);
+    row_update<HPL, kG>(sc0, vx, G, mx, l, acc);
+#pragma unroll
+    for (int i = 0; i < HPL; i++) vx[i] = s1[HD + lane + 32 * i];
+    __syncwarp();
+    ring_issue<HPL>(Kc, Vc, p0 + (j + 1 + kS) * kW, k1, nkv, g, lane, al16, s1, ef, pol);
+    if (two) row_update<HPL, kG>(sc1, vx, G, mx, l, acc);
+  }
+  attn_cp_wait<0>();
 }
 
 // The warps' online-softmax states (max, sum, weighted V per q head) into the block's shared arrays, then
@@ -327,20 +401,18 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
   a.out[oi] = O * sigmoid_f(a.gate[(int64_t)t * a.ld_gate + (int64_t)h * 2 * HD + d]);
 }
 
-// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and kv
-// head g's row 0 in its caches.
+// A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
+// caches.
 struct SplitRange {
   int k0, k1;
   const float* Kc;
   const float* Vc;
 };
-__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int g,
-                                                  int t) {
+__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
-  const int64_t h = g * a.kv_head_stride;
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off) + h, state_ptr(io, s, a.v_off) + h};
+  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
 }
 
 // qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
@@ -385,9 +457,12 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-template <int HPL, int kG, int kS>
+// kMode (attn18's switches, templates so that the default form's code is main's): bit 0 ring_pair, bit 1 the rows
+// with L2 evict_first.
+template <int HPL, int kG, int kS, int kMode = 0>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
-                                                        bool skip_empty) {
+                                                                    bool skip_empty) {
+  constexpr bool kPair = kMode & 1, kEvict = kMode & 2;
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -398,14 +473,18 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, g, t);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
-  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, a.kv_pos_stride, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G,
-                         mx, l, acc);
+  if constexpr (kPair)
+    ring_pair<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
+                           acc, kEvict);
+  else
+    ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
+                           acc, kEvict);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
@@ -468,7 +547,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, g, t);
+  const SplitRange r = split_range(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
@@ -479,12 +558,11 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
   // full memory round trip per row).
   float kx[HPL], vx[HPL], k2[HPL], v2[HPL];
-  const int64_t ps = a.kv_pos_stride;
-  if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, ps, lane, kx, vx);
-  if (kPF == 2 && k0 + warp + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp + kAttnWarps, ps, lane, k2, v2);
+  if (k0 + warp < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp, nkv, g, lane, kx, vx);
+  if (kPF == 2 && k0 + warp + kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, k0 + warp + kAttnWarps, nkv, g, lane, k2, v2);
   for (int p = k0 + warp; p < k1; p += kAttnWarps) {
     float kn[HPL], vn[HPL];
-    if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, ps, lane, kn, vn);
+    if (p + kPF * kAttnWarps < k1) load_kv_row<HPL>(Kc, Vc, p + kPF * kAttnWarps, nkv, g, lane, kn, vn);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
@@ -504,6 +582,10 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
 
 // The split weights once per block (split_weights by warp 0; attn16), then each thread's sum over the splits
 // (loads independent of each other instead of a chain through M and the weights: 13.7 -> 8.4 us per layer).
+// attn18 (DS_ATTN_CMB=1, `early`): every split's A loaded before the weights are known (one memory round trip
+// instead of two: the weights' loads, then the A), and the A of a weight-0 split replaced by 0 after the load (an
+// empty split's A may be unwritten: attn17's write_empty): the same values summed, so the same bits.
+template <bool early>
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   __shared__ float sm_e[kMaxAttnSplits], sm_L;
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
@@ -511,15 +593,25 @@ __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   pdl_wait();
   pdl_trigger();
   const float* ph = a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2);
+  float v[kMaxAttnSplits];
+  if constexpr (early) {
+#pragma unroll
+    for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  }
   if (d < 32) {  // head_dim >= 32: warp 0 is whole
     const float L = split_weights(ph, ns, HD, d, sm_e);
     if (d == 0) sm_L = L;
   }
   __syncthreads();
-  float v[kMaxAttnSplits];
+  if constexpr (early) {
 #pragma unroll
-  for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
-    v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+    for (int sp = 0; sp < kMaxAttnSplits; sp++)
+      if (sp < ns && sm_e[sp] == 0.f) v[sp] = 0.f;
+  } else {
+#pragma unroll
+    for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
+      v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
+  }
   float O = 0.f;
 #pragma unroll
   for (int sp = 0; sp < kMaxAttnSplits; sp++)
@@ -607,9 +699,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   pdl_trigger();
   const int chunk = (n_keys + ns - 1) / ns;
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
-  float* Kc = state_ptr(io, s, a.k_off) + g * a.kv_head_stride;  // kv head g's row 0
-  float* Vc = state_ptr(io, s, a.v_off) + g * a.kv_head_stride;
-  const int64_t ps = a.kv_pos_stride;
+  float* Kc = state_ptr(io, s, a.k_off);
+  float* Vc = state_ptr(io, s, a.v_off);
 
   const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
@@ -652,13 +743,13 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 
   if constexpr (kR > 0) {
     extern __shared__ __align__(16) float attn_ring_smem[];
-    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, ps, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
+    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
                            acc);
   } else {
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
     if (!QK || p < p_step) {  // a row of an earlier step
-      load_kv_row<HPL>(Kc, Vc, p, ps, lane, kx, vx);
+      load_kv_row<HPL>(Kc, Vc, p, nkv, g, lane, kx, vx);
     } else {  // this step's row of token tp (uniform over the warp)
       const int tp = t_first + (p - p_step);
       warp_rms_row<HPL>(qa.k + (int64_t)tp * qa.ldk + (int64_t)g * HD, qa.k_norm, qa.eps, lane, kx);
@@ -672,8 +763,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 #pragma unroll
       for (int i = 0; i < HPL; i++) vx[i] = vp[lane + 32 * i];
       if (own) {
-        float* kw = Kc + p * ps;
-        float* vw = Vc + p * ps;
+        float* kw = Kc + ((int64_t)p * nkv + g) * HD;
+        float* vw = Vc + ((int64_t)p * nkv + g) * HD;
 #pragma unroll
         for (int i = 0; i < HPL; i++) {
           kw[lane + 32 * i] = kx[i];
@@ -806,6 +897,31 @@ bool attn_skip_empty() {
   return forced_skip >= 0 ? forced_skip != 0 : env;
 }
 
+// attn18's switches (each the same bits as without it): DS_ATTN_PAIR=1 the ring kernel two rows at a time
+// (ring_pair), DS_ATTN_EVICT=1 its cached rows with L2 evict_first, DS_ATTN_CMB=1 the combine's A loaded before
+// its weights.
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) == 1;
+}
+bool attn_pair() {
+  static const bool on = env_on("DS_ATTN_PAIR");
+  return on;
+}
+bool attn_evict() {
+  static const bool on = env_on("DS_ATTN_EVICT");
+  return on;
+}
+bool attn_cmb_early() {
+  static const bool on = env_on("DS_ATTN_CMB");
+  return on;
+}
+
+Status launch_combine(const AttnArgs& a, int n_tokens, cudaStream_t stream) {
+  return launch_step(attn_cmb_early() ? attn_combine_kernel<true> : attn_combine_kernel<false>,
+                     dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream, "attention (combine)", a);
+}
+
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
@@ -819,13 +935,16 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
     constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    const int mode = (attn_pair() ? 1 : 0) | (attn_evict() ? 2 : 0);
+    auto* kern = mode == 0   ? attn_ring_kernel<HPL, kG, kS, 0>
+                 : mode == 1 ? attn_ring_kernel<HPL, kG, kS, 1>
+                 : mode == 2 ? attn_ring_kernel<HPL, kG, kS, 2>
+                             : attn_ring_kernel<HPL, kG, kS, 3>;
+    static const cudaError_t attr = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
-                       "attention (ring partial)", a, io, attn_skip_empty()));
-    return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                       "attention (combine)", a);
+    DS_TRY(launch_step(kern, grid, dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io,
+                       attn_skip_empty()));
+    return launch_combine(a, n_tokens, stream);
   }
 }
 
@@ -849,8 +968,7 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
   else
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
                        a, io, attn_skip_empty()));
-  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                     "attention (combine)", a);
+  return launch_combine(a, n_tokens, stream);
 }
 
 template <int HPL>
@@ -877,16 +995,6 @@ bool attention_supports(int head_dim, int group) {
 }
 
 namespace {
-
-// The layout strides with the default filled in (AttnArgs::kv_pos_stride 0: [position][kv head][dim]).
-AttnArgs with_layout(const AttnArgs& a) {
-  AttnArgs b = a;
-  if (b.kv_pos_stride == 0) {
-    b.kv_pos_stride = (int64_t)a.n_head_kv * a.head_dim;
-    b.kv_head_stride = a.head_dim;
-  }
-  return b;
-}
 
 Status check_attention(const AttnArgs& a, int n_tokens) {
   if (a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0 || !attention_supports(a.head_dim, a.n_head / a.n_head_kv))
@@ -924,9 +1032,8 @@ void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
-Status attention(const AttnArgs& a0, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  DS_TRY(check_attention(a0, n_tokens));
-  const AttnArgs a = with_layout(a0);
+Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a, n_tokens));
   switch (a.head_dim / 32) {
     case 1: return launch_attention<1>(a, io, n_tokens, stream);
     case 2: return launch_attention<2>(a, io, n_tokens, stream);
@@ -935,9 +1042,8 @@ Status attention(const AttnArgs& a0, const StepIO* io, int n_tokens, cudaStream_
   }
 }
 
-Status attention_qk(const QkArgs& q, const AttnArgs& a0, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  DS_TRY(check_attention(a0, n_tokens));
-  const AttnArgs a = with_layout(a0);
+Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  DS_TRY(check_attention(a, n_tokens));
   if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
       q.v_off != a.v_off)
     return cu_err("cuda attention_qk: q/k args ({} heads, {} kv heads, hd {}) differ from the attention's",

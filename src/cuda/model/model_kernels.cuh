@@ -141,9 +141,6 @@ struct AttnArgs {
   const float* gate = nullptr;  // head h's gate at gate + t*ld_gate + h*2*hd
   int64_t ld_gate = 0;
   int64_t k_off = 0, v_off = 0;  // bytes
-  // attn18: the caches' layout, in floats: kv head g's row at position p at p * kv_pos_stride + g * kv_head_stride
-  // from base + k_off / v_off. 0, 0: [position][kv head][dim] (n_head_kv * head_dim, head_dim).
-  int64_t kv_pos_stride = 0, kv_head_stride = 0;
   int n_head = 0, n_head_kv = 0, head_dim = 0, n_splits = 1;
   float scale = 0;
   float* part = nullptr;      // scratch [T][nh][n_splits][hd + 2]
