@@ -57,6 +57,7 @@ struct Guard {
     mk::attn_force_ring(-1);
     mk::attn_force_prefetch(0);
     mk::attn_force_skip_empty(-1);
+    mk::attn_force_evict(-1);
   }
 };
 
@@ -604,8 +605,8 @@ TEST(AttnBench, Layout) {
 }
 
 // attn18: ring 4 + combine and the register loop pf2 + combine at the step's shape (B = 64 at 512-639 positions of
-// a 1024 context), median us per launch, then one launch of each (for `ncu -k regex:attn`); the attn18 switches
-// (DS_ATTN_PAIR / EVICT / CMB) from the environment.
+// a 1024 context), median us per launch, ring 4 also with the rows L2 evict_first (attn_force_evict), then one
+// launch of each with the environment's switches (for `ncu -k regex:attn`).
 TEST(AttnBench, StepShape) {
   ATTN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
@@ -619,12 +620,15 @@ TEST(AttnBench, StepShape) {
   p.init(16, 4, 256, 1024, 16, seqs, 512, 11);
   ASSERT_TRUE(p.upload());
   for (int rep = 0; rep < 2; rep++)
-    for (const Variant& v : {kVariants[3], kVariants[0]}) {
+    for (int ef : {0, 1, -1}) {
+      const Variant& v = kVariants[ef < 0 ? 0 : 3];
+      mk::attn_force_evict(ef);
       float med = 0, mn = 0;
       time_variant(p, v, e0, e1, med, mn);
       if (HasFatalFailure()) return;
-      std::printf("[attn18] step shape %-22s %8.2f us (min %8.2f)\n", v.name, med, mn);
+      std::printf("[attn18] step shape %-22s%s %8.2f us (min %8.2f)\n", v.name, ef == 1 ? " evict_first" : "", med, mn);
     }
+  mk::attn_force_evict(-1);
   for (const Variant& v : {kVariants[3], kVariants[0]}) {
     force(v);
     ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
@@ -633,4 +637,32 @@ TEST(AttnBench, StepShape) {
   p.free_all();
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+}
+
+// attn18: the ring kernel's rows with L2 evict_first (DS_ATTN_EVICT) give the same bits as without (only a cache
+// policy changes), at the 9B's batch shape and at a misaligned one (4-byte copies: no policy).
+TEST(AttnRing, EvictSameBits) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  std::mt19937 g(18);
+  std::vector<std::vector<int>> nine(64);
+  for (auto& s : nine) s = {512 + (int)(g() % 89)};
+  Problem p;
+  for (int c = 0; c < 2; c++) {
+    if (c == 0) p.init(16, 4, 256, 1024, 16, nine, 512, 18);
+    else p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 19);
+    ASSERT_TRUE(p.upload());
+    for (const Variant& v : kVariants) {
+      if (v.ring == 0 || v.level != 0) continue;  // the ring kernel only
+      Outs on, off;
+      mk::attn_force_evict(1);
+      run_variant(p, v, on);
+      mk::attn_force_evict(0);
+      run_variant(p, v, off);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(0, std::memcmp(on.out.data(), off.out.data(), on.out.size() * 4)) << v.name << ": out, evict vs not";
+      EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core";
+    }
+    p.free_all();
+  }
 }

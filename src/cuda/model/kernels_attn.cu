@@ -29,6 +29,7 @@
 //   merges, so a sequence's bits do not depend on the loader or the batch.
 // attn17 (DS_ATTN_SKIP_EMPTY, on by default; =0 turns it off): the blocks of splits without rows write only (M, L) and the
 //   combine skips the A of weight-0 splits (the same bits).
+// attn18 (DS_ATTN_EVICT=1, off by default): the ring kernel's cached rows with L2 evict_first (the same bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -83,12 +84,11 @@ __device__ __forceinline__ void warp_sums(float (&v)[kG], int lane, float (&s)[k
 // mx in log2 units). attn16: the kG dot products reduced together (warp_sums); one exponential per head and
 // row while no score raises its running max (a warp-uniform branch: every lane has the same scores): only
 // p = 2^(s - m); else first the state is rescaled by 2^(m_old - m_new).
-// attn18: in two parts, row_scores (the dot products and their warp sums: no state) and row_update (the rest), so
-// ring_pair can run two rows' scores side by side.
 template <int HPL, int kG>
-__device__ __forceinline__ void row_scores(const float (&qv)[kG][HPL], const float (&kx)[HPL], int lane,
-                                           float (&sc)[kG]) {
-  float dot[kG];
+__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
+                                           int G, int lane, float (&mx)[kG], float (&l)[kG],
+                                           float (&acc)[kG][HPL]) {
+  float dot[kG], sc[kG];
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) {  // heads gi >= G have q = 0: summed, not used
     dot[gi] = 0.f;
@@ -96,10 +96,6 @@ __device__ __forceinline__ void row_scores(const float (&qv)[kG][HPL], const flo
     for (int i = 0; i < HPL; i++) dot[gi] += qv[gi][i] * kx[i];
   }
   warp_sums<kG>(dot, lane, sc);
-}
-template <int HPL, int kG>
-__device__ __forceinline__ void row_update(const float (&sc)[kG], const float (&vx)[HPL], int G, float (&mx)[kG],
-                                           float (&l)[kG], float (&acc)[kG][HPL]) {
   bool moved = false;
 #pragma unroll
   for (int gi = 0; gi < kG; gi++) moved |= gi < G && sc[gi] > mx[gi];
@@ -127,14 +123,6 @@ __device__ __forceinline__ void row_update(const float (&sc)[kG], const float (&
     for (int i = 0; i < HPL; i++) acc[gi][i] = fmaf(pe, vx[i], acc[gi][i]);
   }
 }
-template <int HPL, int kG>
-__device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const float (&kx)[HPL], const float (&vx)[HPL],
-                                           int G, int lane, float (&mx)[kG], float (&l)[kG],
-                                           float (&acc)[kG][HPL]) {
-  float sc[kG];
-  row_scores<HPL, kG>(qv, kx, lane, sc);
-  row_update<HPL, kG>(sc, vx, G, mx, l, acc);
-}
 
 // A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
 template <int HPL>
@@ -154,8 +142,8 @@ __device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
-// attn18 (DS_ATTN_EVICT=1): the cached rows are read once per step: with L2 evict_first they leave the L2 to the
-// partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
+// attn18 (DS_ATTN_EVICT=1): the cached rows are read once per step, so with L2 evict_first they leave the L2 to
+// the partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
 __device__ __forceinline__ void attn_cp16_ef(float* dst, const float* src, uint64_t pol) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol) : "memory");
@@ -176,21 +164,21 @@ __device__ __forceinline__ void attn_cp_wait() {
 
 // Row p (K then V) of kv head g into the slot [K row | V row] by the warp's lanes; one commit group per call,
 // empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
-// 16-byte aligned (the caches' bases are), else 4-byte copies. ef: with the L2 policy pol (attn_cp16_ef).
-template <int HPL>
+// 16-byte aligned (the caches' bases are), else 4-byte copies. kEF: the 16-byte copies with the L2 policy pol.
+template <int HPL, bool kEF = false>
 __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
-                                           int lane, bool al16, float* slot, bool ef = false, uint64_t pol = 0) {
+                                           int lane, bool al16, float* slot, uint64_t pol = 0) {
   constexpr int HD = 32 * HPL;
   if (p < k1) {
     const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
     const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
-    if (al16 && ef) {
+    if (al16) {
 #pragma unroll
-      for (int c = lane; c < HD / 2; c += 32) attn_cp16_ef(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD, pol);
-    } else if (al16) {
-#pragma unroll
-      for (int c = lane; c < HD / 2; c += 32)  // 16-byte chunks: K's HD / 4, then V's
-        attn_cp16(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD);
+      for (int c = lane; c < HD / 2; c += 32) {  // 16-byte chunks: K's HD / 4, then V's
+        const float* src = c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD;
+        if constexpr (kEF) attn_cp16_ef(slot + 4 * c, src, pol);
+        else attn_cp16(slot + 4 * c, src);
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < HPL; i++) {
@@ -207,17 +195,18 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
-template <int HPL, int kG, int kS>
+template <int HPL, int kG, int kS, bool kEF = false>
 __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
                                           int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
-                                          float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL], bool ef = false) {
+                                          float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
-  const uint64_t pol = ef ? evict_first_policy() : 0;
+  const uint64_t pol = kEF ? evict_first_policy() : 0;
   const int p0 = k0 + warp;
   const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
 #pragma unroll
-  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, ef, pol);
+  for (int j = 0; j < kS; j++)
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, pol);
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
@@ -229,56 +218,10 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
       vx[i] = slot[HD + lane + 32 * i];
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
-    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, ef, pol);
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, pol);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
-}
-
-// attn18 (DS_ATTN_PAIR=1): ring_rows two rows at a time. attn18's roofline: the ring kernel's reads alone (same
-// grid, same ring) take 72 us at B = 64 x 512-639 where the kernel takes ~83; a warp's rows are one dependent chain
-// (dot products -> 10 shuffles -> max -> ex2 -> accumulate). Here both rows' scores (row_scores: no state) are
-// computed side by side, then row_update row j, then row j + 1: the same operations in the same order per row,
-// so the same bits. Slot j's row is refilled once its K and V are in registers, slot j + 1's once its V is read
-// after row j's update (one row's V fewer in registers at a time).
-template <int HPL, int kG, int kS>
-__device__ __forceinline__ void ring_pair(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g, int warp,
-                                          int lane, float* ring, const float (&qv)[kG][HPL], int G, float (&mx)[kG],
-                                          float (&l)[kG], float (&acc)[kG][HPL], bool ef) {
-  static_assert(kS % 2 == 0, "two slots per step");
-  constexpr int HD = 32 * HPL, kW = kAttnWarps;
-  const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;
-  const uint64_t pol = ef ? evict_first_policy() : 0;
-  const int p0 = k0 + warp;
-  const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
-#pragma unroll
-  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, ef, pol);
-  for (int j = 0; j < n_rows; j += 2) {
-    attn_cp_wait<kS - 2>();  // groups j and j + 1 (an empty one past the last row) have landed
-    __syncwarp();
-    float* s0 = ring + (j % kS) * 2 * HD;
-    float* s1 = ring + ((j + 1) % kS) * 2 * HD;
-    const bool two = j + 1 < n_rows;  // uniform over the warp
-    float kx0[HPL], kx1[HPL], vx[HPL];
-#pragma unroll
-    for (int i = 0; i < HPL; i++) {
-      kx0[i] = s0[lane + 32 * i];
-      vx[i] = s0[HD + lane + 32 * i];
-      kx1[i] = s1[lane + 32 * i];  // stale when !two: not used
-    }
-    __syncwarp();
-    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, s0, ef, pol);
-    float sc0[kG], sc1[kG];
-    row_scores<HPL, kG>(qv, kx0, lane, sc0);
-    row_scores<HPL, kG>(qv, kx1, lane, sc1);
-    row_update<HPL, kG>(sc0, vx, G, mx, l, acc);
-#pragma unroll
-    for (int i = 0; i < HPL; i++) vx[i] = s1[HD + lane + 32 * i];
-    __syncwarp();
-    ring_issue<HPL>(Kc, Vc, p0 + (j + 1 + kS) * kW, k1, nkv, g, lane, al16, s1, ef, pol);
-    if (two) row_update<HPL, kG>(sc1, vx, G, mx, l, acc);
-  }
-  attn_cp_wait<0>();
 }
 
 // The warps' online-softmax states (max, sum, weighted V per q head) into the block's shared arrays, then
@@ -457,12 +400,11 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-// kMode (attn18's switches, templates so that the default form's code is main's): bit 0 ring_pair, bit 1 the rows
-// with L2 evict_first.
-template <int HPL, int kG, int kS, int kMode = 0>
+// kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT; a template so the default form's code is
+// unchanged).
+template <int HPL, int kG, int kS, bool kEF = false>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
-                                                                    bool skip_empty) {
-  constexpr bool kPair = kMode & 1, kEvict = kMode & 2;
+                                                        bool skip_empty) {
   constexpr int HD = 32 * HPL;
   extern __shared__ __align__(16) float attn_ring_smem[];
   __shared__ float sm_m[kAttnWarps][kG], sm_l[kAttnWarps][kG];
@@ -479,12 +421,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
-  if constexpr (kPair)
-    ring_pair<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
-                           acc, kEvict);
-  else
-    ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
-                           acc, kEvict);
+  ring_rows<HPL, kG, kS, kEF>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx,
+                              l, acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
@@ -582,10 +520,6 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
 
 // The split weights once per block (split_weights by warp 0; attn16), then each thread's sum over the splits
 // (loads independent of each other instead of a chain through M and the weights: 13.7 -> 8.4 us per layer).
-// attn18 (DS_ATTN_CMB=1, `early`): every split's A loaded before the weights are known (one memory round trip
-// instead of two: the weights' loads, then the A), and the A of a weight-0 split replaced by 0 after the load (an
-// empty split's A may be unwritten: attn17's write_empty): the same values summed, so the same bits.
-template <bool early>
 __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   __shared__ float sm_e[kMaxAttnSplits], sm_L;
   const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
@@ -593,25 +527,15 @@ __global__ void __launch_bounds__(1024) attn_combine_kernel(const AttnArgs a) {
   pdl_wait();
   pdl_trigger();
   const float* ph = a.part + ((int64_t)t * a.n_head + h) * ns * (HD + 2);
-  float v[kMaxAttnSplits];
-  if constexpr (early) {
-#pragma unroll
-    for (int sp = 0; sp < kMaxAttnSplits; sp++) v[sp] = sp < ns ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
-  }
   if (d < 32) {  // head_dim >= 32: warp 0 is whole
     const float L = split_weights(ph, ns, HD, d, sm_e);
     if (d == 0) sm_L = L;
   }
   __syncthreads();
-  if constexpr (early) {
+  float v[kMaxAttnSplits];
 #pragma unroll
-    for (int sp = 0; sp < kMaxAttnSplits; sp++)
-      if (sp < ns && sm_e[sp] == 0.f) v[sp] = 0.f;
-  } else {
-#pragma unroll
-    for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
-      v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
-  }
+  for (int sp = 0; sp < kMaxAttnSplits; sp++)  // attn17: no A of a split of weight 0 (write_empty)
+    v[sp] = sp < ns && sm_e[sp] != 0.f ? __ldcg(ph + sp * (HD + 2) + d) : 0.f;
   float O = 0.f;
 #pragma unroll
   for (int sp = 0; sp < kMaxAttnSplits; sp++)
@@ -897,29 +821,18 @@ bool attn_skip_empty() {
   return forced_skip >= 0 ? forced_skip != 0 : env;
 }
 
-// attn18's switches (each the same bits as without it): DS_ATTN_PAIR=1 the ring kernel two rows at a time
-// (ring_pair), DS_ATTN_EVICT=1 its cached rows with L2 evict_first, DS_ATTN_CMB=1 the combine's A loaded before
-// its weights.
-bool env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e && std::atoi(e) == 1;
-}
-bool attn_pair() {
-  static const bool on = env_on("DS_ATTN_PAIR");
-  return on;
-}
+// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT=1 or attn_force_evict(1); the same bits:
+// only a cache policy). H200 (attn18 call 2, B = 64 at 512-639 positions of a 1024 context, ring 4 + combine per
+// layer): 89.0 vs 92.6 us. The 9B step at 64 x 512+ with it (and with an early-A combine that alone changed nothing
+// and was removed): attention 707.6 vs 724.0 / 725.6 us per step, the step 8.499 vs 8.506 / 8.493 ms (within the
+// runs' noise). Off by default until a step A/B shows it.
+int forced_evict = -1;
 bool attn_evict() {
-  static const bool on = env_on("DS_ATTN_EVICT");
-  return on;
-}
-bool attn_cmb_early() {
-  static const bool on = env_on("DS_ATTN_CMB");
-  return on;
-}
-
-Status launch_combine(const AttnArgs& a, int n_tokens, cudaStream_t stream) {
-  return launch_step(attn_cmb_early() ? attn_combine_kernel<true> : attn_combine_kernel<false>,
-                     dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream, "attention (combine)", a);
+  static const bool env = [] {
+    const char* e = std::getenv("DS_ATTN_EVICT");
+    return e && std::atoi(e) == 1;
+  }();
+  return forced_evict >= 0 ? forced_evict != 0 : env;
 }
 
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
@@ -935,16 +848,17 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
     constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
-    const int mode = (attn_pair() ? 1 : 0) | (attn_evict() ? 2 : 0);
-    auto* kern = mode == 0   ? attn_ring_kernel<HPL, kG, kS, 0>
-                 : mode == 1 ? attn_ring_kernel<HPL, kG, kS, 1>
-                 : mode == 2 ? attn_ring_kernel<HPL, kG, kS, 2>
-                             : attn_ring_kernel<HPL, kG, kS, 3>;
-    static const cudaError_t attr = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    DS_TRY(launch_step(kern, grid, dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io,
-                       attn_skip_empty()));
-    return launch_combine(a, n_tokens, stream);
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    static const cudaError_t attr_ef =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess || attr_ef != cudaSuccess)
+      return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}",
+                    cudaGetErrorString(attr != cudaSuccess ? attr : attr_ef));
+    DS_TRY(launch_step(attn_evict() ? attn_ring_kernel<HPL, kG, kS, true> : attn_ring_kernel<HPL, kG, kS, false>, grid,
+                       dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io, attn_skip_empty()));
+    return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                       "attention (combine)", a);
   }
 }
 
@@ -968,7 +882,8 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
   else
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
                        a, io, attn_skip_empty()));
-  return launch_combine(a, n_tokens, stream);
+  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                     "attention (combine)", a);
 }
 
 template <int HPL>
@@ -1029,6 +944,7 @@ int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
+void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
