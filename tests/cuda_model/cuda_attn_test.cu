@@ -7,7 +7,9 @@
 // attn16's form (scores in log2 units, ex2.approx, the group's dot products reduced together, one exponential per
 // row) is checked against float64 also with keys that grow with the position (the running max moves often).
 // AttnBench.* (only with DS_ATTN_BENCH=1, or 2 for the default loaders only): time per launch of each loader at
-// the 9B's shape (Time), one launch of each for Nsight Compute (Profile).
+// the 9B's shape (Time), one launch of each for Nsight Compute (Profile); attn18: the ring's reads alone as a
+// roofline in both cache layouts (Layout), the default loaders at the step's shape (StepShape). The "[attn18 bits]"
+// lines (hashes of out and core per variant) let runs under other switches be compared bit for bit.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -55,6 +57,7 @@ struct Guard {
     mk::attn_force_ring(-1);
     mk::attn_force_prefetch(0);
     mk::attn_force_skip_empty(-1);
+    mk::attn_force_evict(-1);
   }
 };
 
@@ -210,6 +213,13 @@ void run_variant(Problem& p, const Variant& v, Outs& r, int n_tokens = -1) {
   CU(cudaMemcpy(r.cnt.data(), p.dcnt, r.cnt.size() * 4, cudaMemcpyDeviceToHost));
 }
 
+uint64_t fnv(const std::vector<float>& x) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char* b = reinterpret_cast<const unsigned char*>(x.data());
+  for (size_t i = 0; i < x.size() * 4; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
 double max_rel(const std::vector<float>& a, const std::vector<double>& ref) {
   double e = 0, m = 0;
   for (size_t i = 0; i < a.size(); i++) {
@@ -236,6 +246,9 @@ void check_variants(Problem& p, const std::string& what) {
     const double eo = max_rel(r.out, out), ec = max_rel(r.core, core);
     std::printf("[attn13] %s: %-22s vs float64: out %.3g core %.3g (max |err| / max |ref|)\n", what.c_str(), v.name,
                 eo, ec);
+    // attn18: the bits of out and core, to compare runs under other switches (same bits across processes).
+    std::printf("[attn18 bits] %s: %-22s out %016llx core %016llx\n", what.c_str(), v.name,
+                (unsigned long long)fnv(r.out), (unsigned long long)fnv(r.core));
     EXPECT_LE(eo, 2e-5) << v.name;
     EXPECT_LE(ec, 2e-5) << v.name;
     for (size_t i = 0; i < r.cnt.size(); i++) ASSERT_EQ(r.cnt[i], 0u) << v.name << ": counter " << i << " not reset";
@@ -438,4 +451,218 @@ TEST(AttnRing, EmptySplitsSkipped) {
     EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core, skip vs not";
   }
   p.free_all();
+}
+
+namespace {
+// attn18's roofline: the ring kernel's reads without its arithmetic. Grid (ns, nkv, T), 4 warps; warp w of block
+// (sp, g, t) copies rows k0 + w, + 4, ... < k1 of kv head g (K row | V row, hd 256) through a cp.async ring of kS
+// slots as ring_rows does, and sums its lane's values (written once, so the copies are used). Row (p, g) of
+// sequence t at kv + t * seq_floats + p * ps + g * hs (V at + v_floats).
+template <int kS>
+__global__ void __launch_bounds__(128) read_rows_kernel(const float* kv, int64_t seq_floats, int64_t v_floats,
+                                                        int64_t ps, int64_t hs, int ns, const int* pos, float* out) {
+  constexpr int HD = 256;
+  extern __shared__ __align__(16) float rr_smem[];
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n = pos[t] + 1, chunk = (n + ns - 1) / ns, k0 = sp * chunk, k1 = min(k0 + chunk, n);
+  const float* K = kv + t * seq_floats + g * hs;
+  const float* V = K + v_floats;
+  float* ring = rr_smem + warp * kS * 2 * HD;
+  auto issue = [&](int p, float* slot) {
+    if (p < k1) {
+#pragma unroll
+      for (int c = lane; c < HD / 2; c += 32) {
+        const float* src = c < HD / 4 ? K + p * ps + 4 * c : V + p * ps + 4 * c - HD;
+        const unsigned d = (unsigned)__cvta_generic_to_shared(slot + 4 * c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
+  const int p0 = k0 + warp, n_rows = p0 < k1 ? (k1 - p0 + 3) / 4 : 0;
+#pragma unroll
+  for (int j = 0; j < kS; j++) issue(p0 + 4 * j, ring + j * 2 * HD);
+  float sum = 0.f;
+  for (int j = 0; j < n_rows; j++) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kS - 1) : "memory");
+    __syncwarp();
+    float* slot = ring + (j % kS) * 2 * HD;
+#pragma unroll
+    for (int i = 0; i < 16; i++) sum += slot[lane + 32 * i];
+    __syncwarp();
+    issue(p0 + 4 * (j + kS), slot);
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  out[(((int64_t)t * gridDim.y + g) * gridDim.x + sp) * 128 + threadIdx.x] = sum;
+}
+
+// The same bytes read as one contiguous stream (float4 per thread, 4 in flight): the read ceiling.
+__global__ void __launch_bounds__(256) read_flat_kernel(const float4* x, int64_t n4, float* out) {
+  float sum = 0.f;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * step < n4; i += 4 * step) {
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) v[u] = __ldcs(x + i + u * step);
+#pragma unroll
+    for (int u = 0; u < 4; u++) sum += v[u].x + v[u].y + v[u].z + v[u].w;
+  }
+  for (; i < n4; i += step) sum += x[i].x;
+  out[(int64_t)blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+// Median us per launch over 7 x 10 launches of f.
+template <class F>
+float time_launches(F f, cudaEvent_t e0, cudaEvent_t e1) {
+  for (int i = 0; i < 3; i++) f();
+  std::vector<float> t;
+  for (int rep = 0; rep < 7; rep++) {
+    cudaEventRecord(e0);
+    for (int i = 0; i < 10; i++) f();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t.push_back(ms * 100.f);
+  }
+  std::sort(t.begin(), t.end());
+  return t[3];
+}
+}  // namespace
+
+// attn18 step 1: does the 4 KB stride between a kv head's rows cost bandwidth? At the 9B's shape (nkv 4, hd 256,
+// 1024 context, 16 splits): the real kernels (register loop pf2 and ring 4, + combine; the caches as the model
+// keeps them, [position][kv head][dim]), the copy-only ring (read_rows_kernel: 16 / 4 / 1 splits, ring 4 / 8, 4
+// blocks per SM as the ring kernel runs, or as many as fit) with both layouts, and one contiguous stream of the same
+// bytes. (H200, attn18 call 1: the real kernels with [kv head][position][dim] caches too, through layout strides
+// removed since: ring 4 + combine 93.4 vs 92.0 us at 512-639 positions; copy-only 72.6 vs 72.3 us.)
+TEST(AttnBench, Layout) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  constexpr int kB = 64, kNkv = 4, kHd = 256, kCtx = 1024;
+  for (int shape : {-1, 528, 1000}) {
+    std::vector<std::vector<int>> seqs(kB, {shape});
+    for (int s = 0; s < kB && shape < 0; s++) seqs[s] = {512 + (s * 37) % 128};
+    double bytes = 0;
+    for (const auto& s : seqs) bytes += 2.0 * (s[0] + 1) * kNkv * kHd * 4;
+    Problem p;
+    p.init(16, kNkv, kHd, kCtx, 16, seqs, 512, 10);
+    ASSERT_TRUE(p.upload());
+    for (const Variant& v : {kVariants[0], kVariants[3]}) {
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[attn18] pos %4d %-10s %-22s %8.2f us  K/V %5.2f TB/s\n", shape, "pos-major", v.name, med,
+                  bytes / (med * 1e6));
+    }
+    CU(cudaDeviceSynchronize());
+    p.free_all();
+    // Copy-only: a buffer of 64 sequences [K | V], each [max_ctx][nkv][hd] or [nkv][max_ctx][hd].
+    const int64_t cache = (int64_t)kCtx * kNkv * kHd, seq_floats = 2 * cache;
+    float *kv = nullptr, *out = nullptr;
+    int* dpos = nullptr;
+    CU(cudaMalloc(&kv, kB * seq_floats * 4));
+    CU(cudaMemset(kv, 0x3F, kB * seq_floats * 4));
+    CU(cudaMalloc(&out, (size_t)16 * kNkv * kB * 128 * 4));
+    std::vector<int> hpos(kB);
+    for (int s = 0; s < kB; s++) hpos[s] = seqs[s][0];
+    CU(cudaMalloc(&dpos, kB * 4));
+    CU(cudaMemcpy(dpos, hpos.data(), kB * 4, cudaMemcpyHostToDevice));
+    struct Form {
+      int ns, ring, smem;  // smem 0: the ring only (as many blocks per SM as fit)
+    };
+    for (int rep = 0; rep < 2; rep++)
+      for (const Form f : {Form{16, 4, 52 << 10}, Form{16, 4, 0}, Form{16, 8, 0}, Form{4, 4, 52 << 10},
+                           Form{1, 4, 52 << 10}})
+        for (int hmaj : {0, 1}) {
+          const int64_t ps = hmaj ? kHd : kNkv * kHd, hs = hmaj ? (int64_t)kCtx * kHd : kHd;
+          const int smem = std::max(f.smem, 4 * f.ring * 2 * kHd * 4);
+          auto k = f.ring == 4 ? read_rows_kernel<4> : read_rows_kernel<8>;
+          CU(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+          const float us = time_launches(
+              [&] { k<<<dim3(f.ns, kNkv, kB), 128, smem>>>(kv, seq_floats, cache, ps, hs, f.ns, dpos, out); }, e0, e1);
+          CU(cudaGetLastError());
+          std::printf("[attn18] pos %4d %-10s copy-only %2d splits ring %d smem %3d KB %8.2f us  K/V %5.2f TB/s\n",
+                      shape, hmaj ? "head-major" : "pos-major", f.ns, f.ring, smem >> 10, us, bytes / (us * 1e6));
+        }
+    const int64_t n4 = (int64_t)(bytes / 16);
+    const float us = time_launches([&] { read_flat_kernel<<<132 * 8, 256>>>((const float4*)kv, n4, out); }, e0, e1);
+    CU(cudaGetLastError());
+    std::printf("[attn18] pos %4d contiguous stream of the same bytes %8.2f us  %5.2f TB/s\n", shape, us,
+                bytes / (us * 1e6));
+    CU(cudaDeviceSynchronize());
+    cudaFree(kv);
+    cudaFree(out);
+    cudaFree(dpos);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// attn18: ring 4 + combine and the register loop pf2 + combine at the step's shape (B = 64 at 512-639 positions of
+// a 1024 context), median us per launch, ring 4 also with the rows L2 evict_first (attn_force_evict), then one
+// launch of each with the environment's switches (for `ncu -k regex:attn`).
+TEST(AttnBench, StepShape) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  std::vector<std::vector<int>> seqs(64);
+  for (int s = 0; s < 64; s++) seqs[s] = {512 + (s * 37) % 128};
+  Problem p;
+  p.init(16, 4, 256, 1024, 16, seqs, 512, 11);
+  ASSERT_TRUE(p.upload());
+  for (int rep = 0; rep < 2; rep++)
+    for (int ef : {0, 1, -1}) {
+      const Variant& v = kVariants[ef < 0 ? 0 : 3];
+      mk::attn_force_evict(ef);
+      float med = 0, mn = 0;
+      time_variant(p, v, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[attn18] step shape %-22s%s %8.2f us (min %8.2f)\n", v.name, ef == 1 ? " evict_first" : "", med, mn);
+    }
+  mk::attn_force_evict(-1);
+  for (const Variant& v : {kVariants[3], kVariants[0]}) {
+    force(v);
+    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
+  }
+  CU(cudaDeviceSynchronize());
+  p.free_all();
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// attn18: the ring kernel's rows with L2 evict_first (DS_ATTN_EVICT) give the same bits as without (only a cache
+// policy changes), at the 9B's batch shape and at a misaligned one (4-byte copies: no policy).
+TEST(AttnRing, EvictSameBits) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  std::mt19937 g(18);
+  std::vector<std::vector<int>> nine(64);
+  for (auto& s : nine) s = {512 + (int)(g() % 89)};
+  Problem p;
+  for (int c = 0; c < 2; c++) {
+    if (c == 0) p.init(16, 4, 256, 1024, 16, nine, 512, 18);
+    else p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 19);
+    ASSERT_TRUE(p.upload());
+    for (const Variant& v : kVariants) {
+      if (v.ring == 0 || v.level != 0) continue;  // the ring kernel only
+      Outs on, off;
+      mk::attn_force_evict(1);
+      run_variant(p, v, on);
+      mk::attn_force_evict(0);
+      run_variant(p, v, off);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(0, std::memcmp(on.out.data(), off.out.data(), on.out.size() * 4)) << v.name << ": out, evict vs not";
+      EXPECT_EQ(0, std::memcmp(on.core.data(), off.core.data(), on.core.size() * 4)) << v.name << ": core";
+    }
+    p.free_all();
+  }
 }

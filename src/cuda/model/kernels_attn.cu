@@ -29,6 +29,7 @@
 //   merges, so a sequence's bits do not depend on the loader or the batch.
 // attn17 (DS_ATTN_SKIP_EMPTY, on by default; =0 turns it off): the blocks of splits without rows write only (M, L) and the
 //   combine skips the A of weight-0 splits (the same bits).
+// attn18 (DS_ATTN_EVICT=1, off by default): the ring kernel's cached rows with L2 evict_first (the same bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -141,6 +142,17 @@ __device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
+// attn18 (DS_ATTN_EVICT=1): the cached rows are read once per step, so with L2 evict_first they leave the L2 to
+// the partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
+__device__ __forceinline__ void attn_cp16_ef(float* dst, const float* src, uint64_t pol) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol) : "memory");
+}
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
 __device__ __forceinline__ void attn_cp4(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
@@ -152,18 +164,21 @@ __device__ __forceinline__ void attn_cp_wait() {
 
 // Row p (K then V) of kv head g into the slot [K row | V row] by the warp's lanes; one commit group per call,
 // empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
-// 16-byte aligned (the caches' bases are), else 4-byte copies.
-template <int HPL>
+// 16-byte aligned (the caches' bases are), else 4-byte copies. kEF: the 16-byte copies with the L2 policy pol.
+template <int HPL, bool kEF = false>
 __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
-                                           int lane, bool al16, float* slot) {
+                                           int lane, bool al16, float* slot, uint64_t pol = 0) {
   constexpr int HD = 32 * HPL;
   if (p < k1) {
     const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
     const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
     if (al16) {
 #pragma unroll
-      for (int c = lane; c < HD / 2; c += 32)  // 16-byte chunks: K's HD / 4, then V's
-        attn_cp16(slot + 4 * c, c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD);
+      for (int c = lane; c < HD / 2; c += 32) {  // 16-byte chunks: K's HD / 4, then V's
+        const float* src = c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD;
+        if constexpr (kEF) attn_cp16_ef(slot + 4 * c, src, pol);
+        else attn_cp16(slot + 4 * c, src);
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < HPL; i++) {
@@ -180,16 +195,18 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
-template <int HPL, int kG, int kS>
+template <int HPL, int kG, int kS, bool kEF = false>
 __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
                                           int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
                                           float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
+  const uint64_t pol = kEF ? evict_first_policy() : 0;
   const int p0 = k0 + warp;
   const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
 #pragma unroll
-  for (int j = 0; j < kS; j++) ring_issue<HPL>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD);
+  for (int j = 0; j < kS; j++)
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, pol);
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
@@ -201,7 +218,7 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
       vx[i] = slot[HD + lane + 32 * i];
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
-    ring_issue<HPL>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD);
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, pol);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
@@ -383,7 +400,9 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-template <int HPL, int kG, int kS>
+// kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT; a template so the default form's code is
+// unchanged).
+template <int HPL, int kG, int kS, bool kEF = false>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
                                                         bool skip_empty) {
   constexpr int HD = 32 * HPL;
@@ -402,8 +421,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const float *Kc = r.Kc, *Vc = r.Vc;
-  ring_rows<HPL, kG, kS>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx, l,
-                         acc);
+  ring_rows<HPL, kG, kS, kEF>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx,
+                              l, acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
@@ -802,6 +821,20 @@ bool attn_skip_empty() {
   return forced_skip >= 0 ? forced_skip != 0 : env;
 }
 
+// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT=1 or attn_force_evict(1); the same bits:
+// only a cache policy). H200 (attn18 call 2, B = 64 at 512-639 positions of a 1024 context, ring 4 + combine per
+// layer): 89.0 vs 92.6 us. The 9B step at 64 x 512+ with it (and with an early-A combine that alone changed nothing
+// and was removed): attention 707.6 vs 724.0 / 725.6 us per step, the step 8.499 vs 8.506 / 8.493 ms (within the
+// runs' noise). Off by default until a step A/B shows it.
+int forced_evict = -1;
+bool attn_evict() {
+  static const bool env = [] {
+    const char* e = std::getenv("DS_ATTN_EVICT");
+    return e && std::atoi(e) == 1;
+  }();
+  return forced_evict >= 0 ? forced_evict != 0 : env;
+}
+
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
@@ -817,9 +850,13 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
     constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
     static const cudaError_t attr =
         cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    DS_TRY(launch_step(attn_ring_kernel<HPL, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
-                       "attention (ring partial)", a, io, attn_skip_empty()));
+    static const cudaError_t attr_ef =
+        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (attr != cudaSuccess || attr_ef != cudaSuccess)
+      return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}",
+                    cudaGetErrorString(attr != cudaSuccess ? attr : attr_ef));
+    DS_TRY(launch_step(attn_evict() ? attn_ring_kernel<HPL, kG, kS, true> : attn_ring_kernel<HPL, kG, kS, false>, grid,
+                       dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io, attn_skip_empty()));
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                        "attention (combine)", a);
   }
@@ -907,6 +944,7 @@ int attn_fused() { return attn_fused_level(); }
 void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
+void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
