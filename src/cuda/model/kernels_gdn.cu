@@ -17,6 +17,8 @@
 //   persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head, sequence) at a time;
 //   each head's state comes in by one bulk copy into a ring of load slots and goes back by one bulk store
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
+// gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
+//   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -825,13 +827,15 @@ int gdn_tma_out() {
 
 std::atomic<int> g_force{-1};  // gdn_force_kernel
 
-// DS_GDN_CONV_FUSE: 1 = gdn_conv_step's one kernel where it applies, 0 (default) the two; gdn_force_conv_fuse
-// overrides it.
+// DS_GDN_CONV_FUSE: 1 (default) = gdn_conv_step's one kernel where it applies, 0 the two; gdn_force_conv_fuse
+// overrides it. H200 (cg18 call 1, 1 / 0 interleaved): tg128 0.8B 1340.3 / 1326.0 vs 1319.7 / 1321.5 tok/s, 9B
+// 431.9 / 431.0 vs 429.4 / 428.9; 0.8B cuda-bench step 0.740 vs 0.748 ms (157 -> 139 ops; op by op the fused
+// kernel 8.8 us vs 7.8 + 5.6 for gdn_kernel + conv: under PDL the conv mostly hid behind gdn_kernel's prologue).
 std::atomic<int> g_conv_fuse_force{-1};
 bool conv_fuse_env() {
   static const bool v = [] {
     const char* e = std::getenv("DS_GDN_CONV_FUSE");
-    return e && e[0] == '1';
+    return !(e && e[0] == '0');
   }();
   return v;
 }
@@ -973,9 +977,10 @@ bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
   if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
   const int kf = g_force.load(std::memory_order_relaxed);
   const bool tma = kf >= 1 || (kf < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
+  const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
   return !tma && c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
-         a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2LL * a.n_k_heads * a.d_k &&
-         c.n_channels == c.n_norm_channels + (int64_t)a.n_v_heads * a.d_k && !c.dbg_pre && !a.dbg_core && !a.dbg_g &&
+         a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2 * Kd &&
+         c.n_channels == 2 * Kd + (int64_t)a.n_v_heads * a.d_k && !c.dbg_pre && !a.dbg_core && !a.dbg_g &&
          !a.dbg_beta && a.state_off % 16 == 0 && n_seqs >= 1 && n_seqs <= kMaxStepTokens;
 }
 

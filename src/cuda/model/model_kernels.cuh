@@ -112,8 +112,9 @@ void gdn_force_kernel(int k);
 Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
 // cg18: conv_silu_l2 (c) + gdn_step (a) in one kernel (gdn_conv_kernel; a.u unused, c.u not written), the same bits,
-// where gdn_conv_fused says so: DS_GDN_CONV_FUSE=1 (or gdn_force_conv_fuse(1)), gdn_step's batch on gdn_kernel (below
-// DS_GDN_TMA_MIN sequences), conv kernel 4, d_k = head dim 64 / 128, nv a multiple (<= 8) of nk, no debug outputs.
+// where gdn_conv_fused says so: DS_GDN_CONV_FUSE not 0 (default on) or gdn_force_conv_fuse(1), gdn_step's batch on
+// gdn_kernel (below DS_GDN_TMA_MIN sequences), conv kernel 4, d_k = head dim 64 / 128, nv a multiple (<= 8) of nk,
+// no debug outputs.
 bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs);
 Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 // Tests and benches: 1 / 0 = fused or not from now on, -1 = DS_GDN_CONV_FUSE.

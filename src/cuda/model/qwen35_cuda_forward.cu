@@ -260,7 +260,7 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ga.dbg_beta = dbg ? s.f(I.dbg_beta) : nullptr;
   const double ssm_state = 4.0 * nv * c.d_v * c.d_k;
   const double rule_bytes = 2 * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd);
-  if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (DS_GDN_CONV_FUSE=1; never when dumping)
+  if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping)
     DS_TRY(op(s, L + "conv_delta_rule", "gdn conv+rule", conv_bytes + rule_bytes,
               [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, s.st); }));
   } else {
