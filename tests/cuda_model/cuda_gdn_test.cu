@@ -6,6 +6,8 @@
 // delta rule + gated RMSNorm (spec §4.4-§4.5). GdnBench.* (only with DS_GDN_BENCH=1): kernel times per batch at the
 // 9B's and 27B's shapes and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
+// GdnConvStep.*: gdn_conv_step (cg18: the conv + SiLU + L2 norm inside the delta-rule kernel) gives the bits of
+// conv_silu_l2 + gdn_step's gdn_kernel (outputs, states, windows).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +46,7 @@ struct Problem {
   std::vector<int> start;
   std::vector<float> u, a, b, z, sa, dtb, nw, state0;  // state0: [S][nv][dk][dk] (M = S^T, key fastest)
   int64_t off = 0, stride = 0;                         // state_off and each sequence's allocation (bytes)
+  int64_t extra = 0;  // bytes after the state in each allocation (cg18: the conv window there), 0xA5 by reset_state
   float *du = nullptr, *da = nullptr, *db = nullptr, *dz = nullptr, *dsa = nullptr, *ddt = nullptr,
         *dnw = nullptr, *dout = nullptr, *dcore = nullptr, *dg = nullptr, *dbeta = nullptr;
   unsigned char* dstate = nullptr;
@@ -96,7 +99,7 @@ struct Problem {
         cudaMalloc(&dg, (size_t)Tn * nv * 4) != cudaSuccess || cudaMalloc(&dbeta, (size_t)Tn * nv * 4) != cudaSuccess)
       return false;
     off = 272;  // 16-byte aligned, not 128
-    stride = (off + seq_floats() * 4 + 255) / 256 * 256;
+    stride = (off + seq_floats() * 4 + extra + 255) / 256 * 256;
     if (cudaMalloc(&dstate, (size_t)S * stride) != cudaSuccess) return false;
     mk::StepIO io{};
     for (int s = 0; s <= S; s++) io.start[s] = start[s];
@@ -576,4 +579,123 @@ TEST(GdnBench, Profile) {
   for (int m = 0; m < 9; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
+}
+
+namespace {
+
+// conv_silu_l2 + gdn_step (gdn_kernel) against gdn_conv_step on one layer's step: the Problem's inputs, x [T][Cc]
+// and the taps random, each sequence's window [3][Cc] in its allocation after the state (at woff).
+void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32_t seed) {
+  Problem p;
+  p.init(dk, nk, nv, ntok, seed);
+  const int kc = 4;
+  const int64_t wbytes = (int64_t)(kc - 1) * p.Cc * 4;
+  p.extra = 48 + wbytes;
+  ASSERT_TRUE(p.upload());
+  const int64_t woff = p.off + p.seq_floats() * 4 + 48;  // 16-byte aligned
+  const std::string what = "fuse dk " + std::to_string(dk) + " nk " + std::to_string(nk) + " nv " +
+                           std::to_string(nv) + " S " + std::to_string(p.S) + " T " + std::to_string(p.T);
+  std::mt19937 g(seed + 1000);
+  std::uniform_real_distribution<float> U(-1.f, 1.f);
+  const int Tn = std::max(p.T, 1);
+  std::vector<float> x((size_t)Tn * p.Cc), w((size_t)p.Cc * kc), win((size_t)p.S * (kc - 1) * p.Cc);
+  for (auto& v : x) v = 2.f * U(g);
+  for (auto& v : w) v = U(g);
+  for (auto& v : win) v = 2.f * U(g);
+  float *dx = nullptr, *dw = nullptr;
+  CU(cudaMalloc(&dx, x.size() * 4));
+  CU(cudaMalloc(&dw, w.size() * 4));
+  CU(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
+  mk::ConvArgs ca;
+  ca.x = dx, ca.ldx = p.Cc, ca.w = dw, ca.state_off = woff, ca.u = p.du, ca.ldu = p.Cc;
+  ca.n_channels = p.Cc, ca.n_norm_channels = 2 * p.Kd, ca.head_dim = dk, ca.kernel = kc, ca.eps = 1e-6f;
+  const mk::GdnArgs ga = p.args(false);
+  std::vector<float> out[2];
+  std::vector<unsigned char> st[2];
+  for (int v = 0; v < 2; v++) {
+    ASSERT_TRUE(p.reset_state());
+    for (int s = 0; s < p.S; s++)
+      CU(cudaMemcpy(p.dstate + (int64_t)p.perm(s) * p.stride + woff, &win[(size_t)s * (kc - 1) * p.Cc], wbytes,
+                    cudaMemcpyHostToDevice));
+    CU(cudaMemset(p.dout, 0xFF, (size_t)Tn * p.Vd * 4));
+    CU(cudaMemset(p.du, 0xFF, (size_t)Tn * p.Cc * 4));
+    mk::gdn_force_conv_fuse(v);
+    mk::gdn_force_kernel(0);
+    const bool fused = mk::gdn_conv_fused(ca, ga, p.S);
+    const Status r = [&]() -> Status {
+      if (v == 1) return mk::gdn_conv_step(ca, ga, p.dio, p.S, nullptr);
+      DS_TRY(mk::conv_silu_l2(ca, p.dio, p.S, nullptr));
+      return mk::gdn_step(ga, p.dio, p.S, nullptr);
+    }();
+    mk::gdn_force_kernel(-1);
+    mk::gdn_force_conv_fuse(-1);
+    ASSERT_EQ(fused, v == 1) << what;
+    ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
+    CU(cudaDeviceSynchronize());
+    out[v].resize((size_t)Tn * p.Vd), st[v].resize((size_t)p.S * p.stride);
+    CU(cudaMemcpy(out[v].data(), p.dout, out[v].size() * 4, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(st[v].data(), p.dstate, st[v].size(), cudaMemcpyDeviceToHost));
+    if (v == 1) {  // the fused kernel leaves u alone
+      std::vector<uint32_t> u((size_t)Tn * p.Cc);
+      CU(cudaMemcpy(u.data(), p.du, u.size() * 4, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < u.size(); i++) ASSERT_EQ(u[i], 0xFFFFFFFFu) << what << ": u[" << i << "] written";
+    }
+  }
+  for (int t = 0; t < p.T; t++)
+    for (int64_t i = 0; i < p.Vd; i++)
+      ASSERT_TRUE(std::isfinite(out[0][t * p.Vd + i])) << what << ": out[" << t << "][" << i << "] not written";
+  // The windows moved (the last input of each sequence with tokens is its window's newest row).
+  for (int s = 0; s < p.S; s++) {
+    if (p.start[s + 1] == p.start[s]) continue;
+    const float* got = reinterpret_cast<const float*>(&st[1][(size_t)p.perm(s) * p.stride + woff]);
+    for (int64_t c = 0; c < p.Cc; c++)
+      ASSERT_EQ(got[(kc - 2) * p.Cc + c], x[(size_t)(p.start[s + 1] - 1) * p.Cc + c]) << what << ": window " << c;
+  }
+  const size_t nT = (size_t)p.T;
+  EXPECT_EQ(0, std::memcmp(out[1].data(), out[0].data(), nT * p.Vd * 4)) << what << ": out";
+  EXPECT_EQ(0, std::memcmp(st[1].data(), st[0].data(), st[0].size())) << what << ": states and windows";
+  std::printf("[cg18] %s: fused vs conv_silu_l2 + gdn_kernel compared (out, states, windows)\n", what.c_str());
+  cudaFree(dx);
+  cudaFree(dw);
+  p.free_all();
+}
+
+}  // namespace
+
+// The 9B's shape (nk 16, nv 32: clusters of 2), the 0.8B's (16 / 16: no cluster), the 27B's nv = 3 nk and small d_k 64
+// ones (nv = 3 nk, 4 nk), decode steps of 1 to 15 sequences and multi-token steps (one sequence without tokens).
+TEST(GdnConvStep, FusedGivesSameBits) {
+  GDN_SKIP_WITHOUT_GPU();
+  conv_fuse_case(128, 16, 32, {1}, 31);
+  conv_fuse_case(128, 16, 32, std::vector<int>(15, 1), 32);
+  conv_fuse_case(128, 16, 32, {3, 1, 0, 5, 2}, 33);
+  conv_fuse_case(128, 16, 16, {1}, 34);
+  conv_fuse_case(128, 16, 16, std::vector<int>(4, 1), 35);
+  conv_fuse_case(128, 16, 48, {1}, 36);
+  conv_fuse_case(128, 16, 48, {2, 1, 4}, 37);
+  conv_fuse_case(64, 2, 6, {1, 1, 3}, 38);
+  conv_fuse_case(64, 4, 16, {7, 0, 1}, 39);
+  conv_fuse_case(64, 4, 4, {1}, 40);
+}
+
+// gdn_conv_fused's conditions: off by default, off from DS_GDN_TMA_MIN sequences and with debug outputs.
+TEST(GdnConvStep, FusedOnlyWhereItApplies) {
+  mk::ConvArgs ca;
+  ca.n_channels = 3 * 16 * 128, ca.n_norm_channels = 2 * 16 * 128, ca.head_dim = 128, ca.kernel = 4;
+  mk::GdnArgs ga;
+  ga.n_k_heads = 16, ga.n_v_heads = 16, ga.d_k = 128;
+  mk::gdn_force_conv_fuse(0);
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
+  mk::gdn_force_conv_fuse(1);
+  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 1));
+  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 15));
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16));  // gdn_tma_out_kernel's batches (DS_GDN_TMA_MIN default)
+  float dummy = 0;
+  ca.dbg_pre = &dummy;
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
+  ca.dbg_pre = nullptr;
+  ca.kernel = 3;
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
+  mk::gdn_force_conv_fuse(-1);
 }

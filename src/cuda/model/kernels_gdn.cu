@@ -17,6 +17,8 @@
 //   persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head, sequence) at a time;
 //   each head's state comes in by one bulk copy into a ring of load slots and goes back by one bulk store
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
+// gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
+//   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -281,6 +283,115 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   }
 #pragma unroll
   for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
+}
+
+// ---- gdn_conv_kernel (cg18; DS_GDN_CONV_FUSE=1): conv_silu_l2 + gdn_kernel<DK, true> in one launch ----
+// Why: at batch 1 every kernel of the step costs ~4.8 us of latency in the graph (0.8B: ~157 of them), not bandwidth;
+// this drops one per GDN layer. Everything the conv gives value head h is local to it: the q / k channels of its k
+// head kh = h % nk and its own v channels. One CTA per (value head, sequence), gdn_kernel's DK * 4 threads: thread
+// tid < 3 DK also owns one conv channel (q of kh, k of kh, v of h: warp-uniform parts), computes it as
+// conv_warp_kernel does (taps oldest first, KC at compile time, SiLU; the q / k norm: each warp's warp_sum added in
+// warp order from 0.f, i.e. conv_warp_kernel's p[i] sum), and puts it in shared memory where gdn_kernel reads u;
+// the rule, the gated norm and the state are gdn_kernel<DK, true>'s arithmetic: the same bits as the two kernels.
+// The windows: v channels are one CTA's own; the q / k channels of kh are read by the nv / nk CTAs of kh (blockIdx.x
+// = kh * g + m, h = kh + m * nk, g = nv / nk), so these form one thread-block cluster of g CTAs: each CTA arrives at
+// the cluster barrier (release) once it has read its windows, and the CTA with m = 0 (the q / k windows' only
+// writer) waits on it (acquire) before writing them at its end: no CTA of kh reads a window that was already moved.
+// Debug outputs: not written (the forward takes the two kernels when it dumps).
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int DK, int KC>
+__global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, const GdnArgs a,
+                                                          const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16, W = KC - 1, kWh = DK / 32;  // kWh: warps per conv head
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float sv[DK];
+  __shared__ float red[32];
+  __shared__ float rqk[2 * kWh];
+  const int nk = a.n_k_heads, nv = a.n_v_heads, g = nv / nk;  // g: the cluster's size
+  const int kh = (int)blockIdx.x / g, mi = (int)blockIdx.x - kh * g, h = kh + mi * nk, s = blockIdx.y;
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL, part = tid / DK, lane = tid & 31;
+  const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
+  const int64_t ch = part == 0 ? (int64_t)kh * DK + tid
+                     : part == 1 ? Kd + (int64_t)kh * DK + (tid - DK)
+                                 : 2 * Kd + (int64_t)h * DK + (tid - 2 * DK);
+  const bool conv = part < 3;                      // warp-uniform (DK a multiple of 32)
+  const bool writer = part == 2 || (conv && mi == 0);  // this channel's window: written by this CTA only
+  float* cst = state_ptr(io, s, c.state_off);
+  float w[KC], win[W > 0 ? W : 1];
+  if (conv) {
+#pragma unroll
+    for (int i = 0; i < KC; i++) w[i] = c.w[ch * KC + i];
+#pragma unroll
+    for (int i = 0; i < W; i++) win[i] = cst[i * Cc + ch];
+  }
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  if (g > 1) cluster_arrive();  // this CTA's window reads are done
+  pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
+  pdl_trigger();
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  const int t0 = io->start[s], t1 = io->start[s + 1];
+  for (int t = t0; t < t1; t++) {
+    float x = 0.f, zv = 0.f;
+    if (conv) x = c.x[(int64_t)t * c.ldx + ch];
+    const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
+    if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+    float y = 0.f;
+    if (conv) {  // conv_warp_kernel's per-channel arithmetic
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < W; i++) sum += w[i] * win[i];
+      sum += w[W] * x;
+#pragma unroll
+      for (int i = 0; i + 1 < W; i++) win[i] = win[i + 1];
+      if (W > 0) win[W > 0 ? W - 1 : 0] = x;
+      y = silu_f(sum);
+    }
+    if (part < 2) {
+      const float p = warp_sum(y * y);
+      if (lane == 0) rqk[tid >> 5] = p;  // the previous token's readers passed its barriers below
+    }
+    __syncthreads();  // (1) rqk; the previous token's readers of sq / sk / sv passed its block_sum
+    if (part < 2) {
+      float ss = 0.f;
+#pragma unroll
+      for (int i = 0; i < kWh; i++) ss += rqk[part * kWh + i];
+      y *= 1.0f / sqrtf(ss + c.eps);
+    }
+    if (part == 0) sq[tid] = y;
+    else if (part == 1) sk[tid - DK] = y;
+    else if (part == 2) sv[tid - 2 * DK] = y;
+    __syncthreads();  // (2)
+    const float gg = sa * softplus_f(av + dtb);
+    const float beta = sigmoid_f(bv);
+    const float decay = expf(gg);
+    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, sv[j], a.scale);
+    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
+  }
+#pragma unroll
+  for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
+  if (g > 1) cluster_wait();  // every CTA of kh has read the q / k windows
+  if (writer) {
+#pragma unroll
+    for (int i = 0; i < W; i++) cst[i * Cc + ch] = win[i];
+  }
 }
 
 // ---- The bulk-copy helpers of gdn_tma_out_kernel ----
@@ -716,6 +827,19 @@ int gdn_tma_out() {
 
 std::atomic<int> g_force{-1};  // gdn_force_kernel
 
+// DS_GDN_CONV_FUSE: 1 (default) = gdn_conv_step's one kernel where it applies, 0 the two; gdn_force_conv_fuse
+// overrides it. H200 (cg18 call 1, 1 / 0 interleaved): tg128 0.8B 1340.3 / 1326.0 vs 1319.7 / 1321.5 tok/s, 9B
+// 431.9 / 431.0 vs 429.4 / 428.9; 0.8B cuda-bench step 0.740 vs 0.748 ms (157 -> 139 ops; op by op the fused
+// kernel 8.8 us vs 7.8 + 5.6 for gdn_kernel + conv: under PDL the conv mostly hid behind gdn_kernel's prologue).
+std::atomic<int> g_conv_fuse_force{-1};
+bool conv_fuse_env() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_CONV_FUSE");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
@@ -843,6 +967,34 @@ Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t str
     case 128: return launch_gdn<128>(a, io, n_seqs, stream);
     default: return cu_err("cuda gdn_step: head dim {} (supported: 64, 128)", a.d_k);
   }
+}
+
+
+void gdn_force_conv_fuse(int on) { g_conv_fuse_force.store(on == 0 || on == 1 ? on : -1); }
+
+bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
+  const int f = g_conv_fuse_force.load(std::memory_order_relaxed);
+  if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
+  const int kf = g_force.load(std::memory_order_relaxed);
+  const bool tma = kf >= 1 || (kf < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
+  const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
+  return !tma && c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
+         a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2 * Kd &&
+         c.n_channels == 2 * Kd + (int64_t)a.n_v_heads * a.d_k && !c.dbg_pre && !a.dbg_core && !a.dbg_g &&
+         !a.dbg_beta && a.state_off % 16 == 0 && n_seqs >= 1 && n_seqs <= kMaxStepTokens;
+}
+
+Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
+  const dim3 grid(a.n_v_heads, n_seqs), block(a.d_k * 4);
+  const int g = a.n_v_heads / a.n_k_heads;
+  auto k = a.d_k == 64 ? gdn_conv_kernel<64, 4> : gdn_conv_kernel<128, 4>;
+  if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g, c, a, io);
+  if (e != cudaSuccess) return cu_err("cuda gdn_conv_step: launch: {}", cudaGetErrorString(e));
+  const cudaError_t st = launch_status(stream);
+  if (st != cudaSuccess) return cu_err("cuda gdn_conv_step: after launch: {}", cudaGetErrorString(st));
+  return {};
 }
 
 }  // namespace ds::cuda::mk

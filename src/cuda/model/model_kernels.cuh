@@ -111,6 +111,15 @@ void gdn_force_kernel(int k);
 // out slot).
 Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 
+// cg18: conv_silu_l2 (c) + gdn_step (a) in one kernel (gdn_conv_kernel; a.u unused, c.u not written), the same bits,
+// where gdn_conv_fused says so: DS_GDN_CONV_FUSE not 0 (default on) or gdn_force_conv_fuse(1), gdn_step's batch on
+// gdn_kernel (below DS_GDN_TMA_MIN sequences), conv kernel 4, d_k = head dim 64 / 128, nv a multiple (<= 8) of nk,
+// no debug outputs.
+bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs);
+Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+// Tests and benches: 1 / 0 = fused or not from now on, -1 = DS_GDN_CONV_FUSE.
+void gdn_force_conv_fuse(int on);
+
 // cpu::rms_norm of the q and k heads + cpu::rope_neox + the cache store of cpu::attention: q -> q_out packed
 // [T][nh][hd]; k -> K cache row pos[t], v -> V cache row pos[t] (caches [max_ctx][nkv][hd] at base + k_off /
 // base + v_off).

@@ -233,8 +233,7 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ca.kernel = (int)c.conv_kernel;
   ca.eps = ops::kL2NormEps;
   const double conv_state = 4.0 * (c.conv_kernel - 1) * Cc;
-  DS_TRY(op(s, L + "conv", "conv+silu+l2", 2 * conv_state * s.S + 8.0 * T * Cc + 4.0 * Cc * c.conv_kernel,
-            [&] { return mk::conv_silu_l2(ca, s.io, s.S, s.st); }));
+  const double conv_bytes = 2 * conv_state * s.S + 8.0 * T * Cc + 4.0 * Cc * c.conv_kernel;
 
   mk::GdnArgs ga;
   ga.u = s.f(I.u);
@@ -260,8 +259,14 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ga.dbg_g = dbg ? s.f(I.dbg_g) : nullptr;
   ga.dbg_beta = dbg ? s.f(I.dbg_beta) : nullptr;
   const double ssm_state = 4.0 * nv * c.d_v * c.d_k;
-  DS_TRY(op(s, L + "delta_rule", "gdn rule+norm", 2 * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd),
-            [&] { return mk::gdn_step(ga, s.io, s.S, s.st); }));
+  const double rule_bytes = 2 * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd);
+  if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping)
+    DS_TRY(op(s, L + "conv_delta_rule", "gdn conv+rule", conv_bytes + rule_bytes,
+              [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, s.st); }));
+  } else {
+    DS_TRY(op(s, L + "conv", "conv+silu+l2", conv_bytes, [&] { return mk::conv_silu_l2(ca, s.io, s.S, s.st); }));
+    DS_TRY(op(s, L + "delta_rule", "gdn rule+norm", rule_bytes, [&] { return mk::gdn_step(ga, s.io, s.S, s.st); }));
+  }
   if (dbg) {
     DS_TRY(emit(s, L + "g", s.f(I.dbg_g), nv, T, nv, {T, nv}));
     DS_TRY(emit(s, L + "beta", s.f(I.dbg_beta), nv, T, nv, {T, nv}));
