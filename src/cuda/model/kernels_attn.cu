@@ -29,7 +29,7 @@
 //   merges, so a sequence's bits do not depend on the loader or the batch.
 // attn17 (DS_ATTN_SKIP_EMPTY, on by default; =0 turns it off): the blocks of splits without rows write only (M, L) and the
 //   combine skips the A of weight-0 splits (the same bits).
-// attn18 (DS_ATTN_EVICT=1, off by default): the ring kernel's cached rows with L2 evict_first (the same bits).
+// attn18 (DS_ATTN_EVICT, on by default; =0 turns it off): the ring kernel's cached rows with L2 evict_first (the same bits).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -400,8 +400,8 @@ template <int HPL, int kG, int kS>
 constexpr int ring_smem_floats() {
   return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
 }
-// kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT; a template so the default form's code is
-// unchanged).
+// kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT, the default; a template so the form without it
+// stays as it was for the A/B).
 template <int HPL, int kG, int kS, bool kEF = false>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
                                                         bool skip_empty) {
@@ -825,12 +825,14 @@ bool attn_skip_empty() {
 // only a cache policy). H200 (attn18 call 2, B = 64 at 512-639 positions of a 1024 context, ring 4 + combine per
 // layer): 89.0 vs 92.6 us. The 9B step at 64 x 512+ with it (and with an early-A combine that alone changed nothing
 // and was removed): attention 707.6 vs 724.0 / 725.6 us per step, the step 8.499 vs 8.506 / 8.493 ms (within the
-// runs' noise). Off by default until a step A/B shows it.
+// runs' noise). On by default since session 15's final call (main 38ce26b, interleaved, 9B B = 64 at 512+): step
+// 8.375 / 8.349 vs 8.368 / 8.384 ms, attention ~88 vs ~91 us per layer, tg128 9B 433.56 vs 433.53 / 433.74;
+// test_cuda_model 58/58 with it on, AttnRing.EvictSameBits under memcheck 0 errors. DS_ATTN_EVICT=0 turns it off.
 int forced_evict = -1;
 bool attn_evict() {
   static const bool env = [] {
     const char* e = std::getenv("DS_ATTN_EVICT");
-    return e && std::atoi(e) == 1;
+    return !(e && std::atoi(e) == 0);
   }();
   return forced_evict >= 0 ? forced_evict != 0 : env;
 }
