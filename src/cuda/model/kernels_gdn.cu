@@ -408,8 +408,9 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
 // the same bits as gdn_conv_kernel. red is double-buffered by token parity: a CTA writes buffer b again only after the
 // next token's barrier, which every CTA reaches after reading b. Cluster: the g = nv / nk heads of kh, kS CTAs each
 // (blockIdx.x = (kh * g + mi) * kS + sp, cluster rank mi * kS + sp; g * kS <= 8). The q / k windows of kh: read by all
-// of them in the prologue, written at the end by rank 0 only, after at least one cluster barrier (a sequence without
-// tokens writes no window: they did not move); the v slice's windows: this CTA's own.
+// of them in the prologue, before each CTA's first cluster arrive (which also says it runs: CUDA wants every CTA of a
+// cluster started before DSMEM stores into it, so the first token's stores wait on that phase), written at the end
+// by rank 0 only, after waiting on it; the v slice's windows: this CTA's own.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void st_cluster_f32(float* p, unsigned rank, float v) {
   const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
@@ -462,6 +463,7 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
 #pragma unroll
   for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  cluster_arrive();  // this CTA's window reads are done and it runs (DSMEM stores into it wait for this phase)
   pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
   pdl_trigger();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
@@ -511,6 +513,7 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
     const float o = rule_row<DK>(m, k4, q4, r, decay, beta, sv[jl], a.scale);
     const float pw = warp_sum(r == 0 ? o * o : 0.f);
     float* rb = red[(t - t0) & 1];
+    if (t == t0) cluster_wait();  // the prologue's phase: every CTA of the cluster started, windows read
     if (lane < kS) st_cluster_f32(rb + sp * kWarps + (tid >> 5), (unsigned)(mi * kS + lane), pw);
     cluster_arrive();
     cluster_wait();  // every head CTA's warp sums are in rb
@@ -522,14 +525,13 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
   }
 #pragma unroll
   for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
-  if (t1 > t0) {
+  if (t1 == t0) cluster_wait();  // the prologue's phase (no token waited on it)
 #pragma unroll
-    for (int p = 0; p < kPer; p++) {
-      const int i = tid + p * kT;
-      if (i < kCh && (i >= 2 * DK || (mi == 0 && sp == 0))) {
+  for (int p = 0; p < kPer; p++) {
+    const int i = tid + p * kT;
+    if (i < kCh && (i >= 2 * DK || (mi == 0 && sp == 0))) {
 #pragma unroll
-        for (int q = 0; q < W; q++) cst[q * Cc + chn[p]] = win[p][q];
-      }
+      for (int q = 0; q < W; q++) cst[q * Cc + chn[p]] = win[p][q];
     }
   }
 }
