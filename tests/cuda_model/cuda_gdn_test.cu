@@ -611,32 +611,40 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
   ca.x = dx, ca.ldx = p.Cc, ca.w = dw, ca.state_off = woff, ca.u = p.du, ca.ldu = p.Cc;
   ca.n_channels = p.Cc, ca.n_norm_channels = 2 * p.Kd, ca.head_dim = dk, ca.kernel = kc, ca.eps = 1e-6f;
   const mk::GdnArgs ga = p.args(false);
-  std::vector<float> out[2];
-  std::vector<unsigned char> st[2];
-  for (int v = 0; v < 2; v++) {
+  // v: 0 conv_silu_l2 + gdn_kernel, 1 gdn_conv_kernel, 2 / 3 gdn_conv_split_kernel with 2 / 4 CTAs per head (gs18;
+  // gdn_conv_kernel where the cluster would exceed 8 CTAs).
+  constexpr int kV = 4;
+  const int kSplit[kV] = {0, 0, 2, 4};
+  std::vector<float> out[kV];
+  std::vector<unsigned char> st[kV];
+  for (int v = 0; v < kV; v++) {
     ASSERT_TRUE(p.reset_state());
     for (int s = 0; s < p.S; s++)
       CU(cudaMemcpy(p.dstate + (int64_t)p.perm(s) * p.stride + woff, &win[(size_t)s * (kc - 1) * p.Cc], wbytes,
                     cudaMemcpyHostToDevice));
     CU(cudaMemset(p.dout, 0xFF, (size_t)Tn * p.Vd * 4));
     CU(cudaMemset(p.du, 0xFF, (size_t)Tn * p.Cc * 4));
-    mk::gdn_force_conv_fuse(v);
+    mk::gdn_force_conv_fuse(v >= 1 ? 1 : 0);
+    mk::gdn_force_split_b1(kSplit[v]);
     mk::gdn_force_kernel(0);
     const bool fused = mk::gdn_conv_fused(ca, ga, p.S);
+    const int split = mk::gdn_conv_split(ca, ga, p.S);
     const Status r = [&]() -> Status {
-      if (v == 1) return mk::gdn_conv_step(ca, ga, p.dio, p.S, nullptr);
+      if (v >= 1) return mk::gdn_conv_step(ca, ga, p.dio, p.S, nullptr);
       DS_TRY(mk::conv_silu_l2(ca, p.dio, p.S, nullptr));
       return mk::gdn_step(ga, p.dio, p.S, nullptr);
     }();
     mk::gdn_force_kernel(-1);
+    mk::gdn_force_split_b1(-1);
     mk::gdn_force_conv_fuse(-1);
-    ASSERT_EQ(fused, v == 1) << what;
+    ASSERT_EQ(fused, v >= 1) << what;
+    ASSERT_EQ(split, nv / nk * kSplit[v] <= 8 ? kSplit[v] : 0) << what << " v " << v;
     ASSERT_TRUE(r.ok()) << what << ": " << r.error().message;
     CU(cudaDeviceSynchronize());
     out[v].resize((size_t)Tn * p.Vd), st[v].resize((size_t)p.S * p.stride);
     CU(cudaMemcpy(out[v].data(), p.dout, out[v].size() * 4, cudaMemcpyDeviceToHost));
     CU(cudaMemcpy(st[v].data(), p.dstate, st[v].size(), cudaMemcpyDeviceToHost));
-    if (v == 1) {  // the fused kernel leaves u alone
+    if (v >= 1) {  // the fused kernels leave u alone
       std::vector<uint32_t> u((size_t)Tn * p.Cc);
       CU(cudaMemcpy(u.data(), p.du, u.size() * 4, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < u.size(); i++) ASSERT_EQ(u[i], 0xFFFFFFFFu) << what << ": u[" << i << "] written";
@@ -646,16 +654,20 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
     for (int64_t i = 0; i < p.Vd; i++)
       ASSERT_TRUE(std::isfinite(out[0][t * p.Vd + i])) << what << ": out[" << t << "][" << i << "] not written";
   // The windows moved (the last input of each sequence with tokens is its window's newest row).
-  for (int s = 0; s < p.S; s++) {
-    if (p.start[s + 1] == p.start[s]) continue;
-    const float* got = reinterpret_cast<const float*>(&st[1][(size_t)p.perm(s) * p.stride + woff]);
-    for (int64_t c = 0; c < p.Cc; c++)
-      ASSERT_EQ(got[(kc - 2) * p.Cc + c], x[(size_t)(p.start[s + 1] - 1) * p.Cc + c]) << what << ": window " << c;
-  }
   const size_t nT = (size_t)p.T;
-  EXPECT_EQ(0, std::memcmp(out[1].data(), out[0].data(), nT * p.Vd * 4)) << what << ": out";
-  EXPECT_EQ(0, std::memcmp(st[1].data(), st[0].data(), st[0].size())) << what << ": states and windows";
-  std::printf("[cg18] %s: fused vs conv_silu_l2 + gdn_kernel compared (out, states, windows)\n", what.c_str());
+  for (int v = 1; v < kV; v++) {
+    for (int s = 0; s < p.S; s++) {
+      if (p.start[s + 1] == p.start[s]) continue;
+      const float* got = reinterpret_cast<const float*>(&st[v][(size_t)p.perm(s) * p.stride + woff]);
+      for (int64_t c = 0; c < p.Cc; c++)
+        ASSERT_EQ(got[(kc - 2) * p.Cc + c], x[(size_t)(p.start[s + 1] - 1) * p.Cc + c])
+            << what << " v " << v << ": window " << c;
+    }
+    EXPECT_EQ(0, std::memcmp(out[v].data(), out[0].data(), nT * p.Vd * 4)) << what << " v " << v << ": out";
+    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size())) << what << " v " << v << ": states, windows";
+  }
+  std::printf("[cg18/gs18] %s: fused, split 2, split 4 vs conv_silu_l2 + gdn_kernel compared (out, states, "
+              "windows)\n", what.c_str());
   cudaFree(dx);
   cudaFree(dw);
   p.free_all();
@@ -664,7 +676,8 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
 }  // namespace
 
 // The 9B's shape (nk 16, nv 32: clusters of 2), the 0.8B's (16 / 16: no cluster), the 27B's nv = 3 nk and small d_k 64
-// ones (nv = 3 nk, 4 nk), decode steps of 1 to 15 sequences and multi-token steps (one sequence without tokens).
+// ones (nv = 3 nk, 4 nk), decode steps of 1 to 15 sequences and multi-token steps (one sequence without tokens);
+// gs18: the split forms 2 / 4 too (clusters of 2, 4, 6, 8 CTAs; 12 falls back to gdn_conv_kernel).
 TEST(GdnConvStep, FusedGivesSameBits) {
   GDN_SKIP_WITHOUT_GPU();
   conv_fuse_case(128, 16, 32, {1}, 31);

@@ -19,6 +19,8 @@
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
 // gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
 //   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
+// gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, below 16 sequences): gdn_conv_kernel with each value
+//   head's rows over kS CTAs of a cluster, the gated norm's sum through distributed shared memory (the same bits).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -391,6 +393,146 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
   if (writer) {
 #pragma unroll
     for (int i = 0; i < W; i++) cst[i * Cc + ch] = win[i];
+  }
+}
+
+// ---- gdn_conv_split_kernel (gs18; DS_GDN_SPLIT_B1=2 / 4): gdn_conv_kernel with each value head's rows over kS CTAs ----
+// Why: at batch 1 gdn_conv_kernel is nv CTAs (0.8B 16, 9B 32) of DK * 4 threads on a 132-SM GPU, latency bound; the
+// delta rule is independent per value row j of the state (k^T S[:, j], the update, q^T S[:, j]), so kS CTAs can each
+// take DK / kS rows: kS times the SMs on the same state. Each CTA recomputes the q / k conv + L2 of kh (2 DK channels,
+// cheap) and its own DK / kS v channels, kPer channels per thread (channel i = tid + p * threads: q, k, v slice; each
+// 32-channel q / k group is one warp, whose warp_sum goes to rqk in group order: conv_warp_kernel's sum, as in
+// gdn_conv_kernel). Only the gated RMSNorm's sum of squares crosses CTAs: each warp's warp_sum (the same lanes and
+// values as warp sp * kWarps + wi of gdn_conv_kernel) is stored into every head CTA's red[global warp] through
+// distributed shared memory, one cluster barrier, then each CTA adds red[0 .. DK / 8) from 0.f (block_sum's order):
+// the same bits as gdn_conv_kernel. red is double-buffered by token parity: a CTA writes buffer b again only after the
+// next token's barrier, which every CTA reaches after reading b. Cluster: the g = nv / nk heads of kh, kS CTAs each
+// (blockIdx.x = (kh * g + mi) * kS + sp, cluster rank mi * kS + sp; g * kS <= 8). The q / k windows of kh: read by all
+// of them in the prologue, before each CTA's first cluster arrive (which also says it runs: CUDA wants every CTA of a
+// cluster started before DSMEM stores into it, so the first token's stores wait on that phase), written at the end
+// by rank 0 only, after waiting on it; the v slice's windows: this CTA's own.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void st_cluster_f32(float* p, unsigned rank, float v) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  uint32_t ra;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(ra), "f"(v) : "memory");
+}
+#else
+__device__ __forceinline__ void st_cluster_f32(float* p, unsigned, float v) { *p = v; }
+#endif
+
+template <int DK, int KC, int kS>
+__global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvArgs c, const GdnArgs a,
+                                                                     const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16, W = KC - 1, kWh = DK / 32;
+  constexpr int kT = DK * 4 / kS, kRows = DK / kS, kCh = 2 * DK + kRows, kPer = (kCh + kT - 1) / kT;
+  constexpr int kWarps = kT / 32, kAllW = DK * 4 / 32;  // this CTA's warps, gdn_conv_kernel's
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ float sv[kRows];
+  __shared__ float red[2][kAllW];
+  __shared__ float rqk[2 * kWh];
+  const int nk = a.n_k_heads, nv = a.n_v_heads, g = nv / nk;
+  const int sp = (int)blockIdx.x % kS, hm = (int)blockIdx.x / kS, kh = hm / g, mi = hm - kh * g, h = kh + mi * nk;
+  const int s = blockIdx.y, tid = threadIdx.x, jl = tid / kL, j = sp * kRows + jl, r = tid % kL, lane = tid & 31;
+  const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
+  float* cst = state_ptr(io, s, c.state_off);
+  float w[kPer][KC], win[kPer][W > 0 ? W : 1];
+  int64_t chn[kPer];
+#pragma unroll
+  for (int p = 0; p < kPer; p++) {
+    const int i = tid + p * kT;
+    chn[p] = i < DK       ? (int64_t)kh * DK + i
+             : i < 2 * DK ? Kd + (int64_t)kh * DK + (i - DK)
+                          : 2 * Kd + (int64_t)h * DK + sp * kRows + (i - 2 * DK);
+    if (i < kCh) {
+#pragma unroll
+      for (int q = 0; q < KC; q++) w[p][q] = c.w[chn[p] * KC + q];
+#pragma unroll
+      for (int q = 0; q < W; q++) win[p][q] = cst[q * Cc + chn[p]];
+    } else {  // no channel (the last pass): computed, never stored
+#pragma unroll
+      for (int q = 0; q < KC; q++) w[p][q] = 0.f;
+#pragma unroll
+      for (int q = 0; q < W; q++) win[p][q] = 0.f;
+    }
+  }
+  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  float4 m[kC];
+#pragma unroll
+  for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  cluster_arrive();  // this CTA's window reads are done and it runs (DSMEM stores into it wait for this phase)
+  pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
+  pdl_trigger();
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  const int t0 = io->start[s], t1 = io->start[s + 1];
+  for (int t = t0; t < t1; t++) {
+    float x[kPer], y[kPer], zv = 0.f;
+#pragma unroll
+    for (int p = 0; p < kPer; p++) x[p] = tid + p * kT < kCh ? c.x[(int64_t)t * c.ldx + chn[p]] : 0.f;
+    const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
+    if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+#pragma unroll
+    for (int p = 0; p < kPer; p++) {  // conv_warp_kernel's per-channel arithmetic
+      float sum = 0.f;
+#pragma unroll
+      for (int q = 0; q < W; q++) sum += w[p][q] * win[p][q];
+      sum += w[p][W] * x[p];
+#pragma unroll
+      for (int q = 0; q + 1 < W; q++) win[p][q] = win[p][q + 1];
+      if (W > 0) win[p][W > 0 ? W - 1 : 0] = x[p];
+      y[p] = silu_f(sum);
+      const int i = tid + p * kT;
+      if (i < 2 * DK) {  // warp-uniform: a 32-channel q / k group
+        const float pw = warp_sum(y[p] * y[p]);
+        if (lane == 0) rqk[i >> 5] = pw;
+      }
+    }
+    __syncthreads();  // (1) rqk; the previous token's readers of sq / sk / sv passed its cluster barrier
+#pragma unroll
+    for (int p = 0; p < kPer; p++) {
+      const int i = tid + p * kT;
+      if (i < 2 * DK) {
+        const int part = i / DK;
+        float ss = 0.f;
+#pragma unroll
+        for (int q = 0; q < kWh; q++) ss += rqk[part * kWh + q];
+        y[p] *= 1.0f / sqrtf(ss + c.eps);
+      }
+      if (i < DK) sq[i] = y[p];
+      else if (i < 2 * DK) sk[i - DK] = y[p];
+      else if (i < kCh) sv[i - 2 * DK] = y[p];
+    }
+    __syncthreads();  // (2)
+    const float gg = sa * softplus_f(av + dtb);
+    const float beta = sigmoid_f(bv);
+    const float decay = expf(gg);
+    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, sv[jl], a.scale);
+    const float pw = warp_sum(r == 0 ? o * o : 0.f);
+    float* rb = red[(t - t0) & 1];
+    if (t == t0) cluster_wait();  // the prologue's phase: every CTA of the cluster started, windows read
+    if (lane < kS) st_cluster_f32(rb + sp * kWarps + (tid >> 5), (unsigned)(mi * kS + lane), pw);
+    cluster_arrive();
+    cluster_wait();  // every head CTA's warp sums are in rb
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kAllW; i++) ss += rb[i];
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
+  }
+#pragma unroll
+  for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
+  if (t1 == t0) cluster_wait();  // the prologue's phase (no token waited on it)
+#pragma unroll
+  for (int p = 0; p < kPer; p++) {
+    const int i = tid + p * kT;
+    if (i < kCh && (i >= 2 * DK || (mi == 0 && sp == 0))) {
+#pragma unroll
+      for (int q = 0; q < W; q++) cst[q * Cc + chn[p]] = win[p][q];
+    }
   }
 }
 
@@ -840,6 +982,18 @@ bool conv_fuse_env() {
   return v;
 }
 
+// DS_GDN_SPLIT_B1: 0 (default) = gdn_conv_kernel, 2 / 4 = gdn_conv_split_kernel with each value head over 2 / 4 CTAs
+// (below 16 sequences, where the cluster g * kS <= 8); gdn_force_split_b1 overrides it. The same bits.
+std::atomic<int> g_split_force{-1};
+int split_b1_env() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_SPLIT_B1");
+    const int n = e ? std::atoi(e) : 0;
+    return n == 2 || n == 4 ? n : 0;
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
@@ -984,10 +1138,30 @@ bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
          !a.dbg_beta && a.state_off % 16 == 0 && n_seqs >= 1 && n_seqs <= kMaxStepTokens;
 }
 
+void gdn_force_split_b1(int k) { g_split_force.store(k == 0 || k == 2 || k == 4 ? k : -1); }
+
+int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
+  const int f = g_split_force.load(std::memory_order_relaxed), k = f >= 0 ? f : split_b1_env();
+  if (k == 0 || n_seqs >= 16 || !gdn_conv_fused(c, a, n_seqs)) return 0;
+  return a.n_v_heads / a.n_k_heads * k <= 8 ? k : 0;
+}
+
 Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
+  const int g = a.n_v_heads / a.n_k_heads, ks = gdn_conv_split(c, a, n_seqs);
+  if (ks > 0) {
+    auto k = a.d_k == 64 ? (ks == 2 ? gdn_conv_split_kernel<64, 4, 2> : gdn_conv_split_kernel<64, 4, 4>)
+                         : (ks == 2 ? gdn_conv_split_kernel<128, 4, 2> : gdn_conv_split_kernel<128, 4, 4>);
+    if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    const dim3 grid(a.n_v_heads * ks, n_seqs), block(a.d_k * 4 / ks);
+    const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g * ks, c, a, io);
+    if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): launch: {}", ks, cudaGetErrorString(e));
+    const cudaError_t st = launch_status(stream);
+    if (st != cudaSuccess)
+      return cu_err("cuda gdn_conv_step (split {}): after launch: {}", ks, cudaGetErrorString(st));
+    return {};
+  }
   const dim3 grid(a.n_v_heads, n_seqs), block(a.d_k * 4);
-  const int g = a.n_v_heads / a.n_k_heads;
   auto k = a.d_k == 64 ? gdn_conv_kernel<64, 4> : gdn_conv_kernel<128, 4>;
   if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g, c, a, io);
