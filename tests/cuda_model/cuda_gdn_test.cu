@@ -710,5 +710,22 @@ TEST(GdnConvStep, FusedOnlyWhereItApplies) {
   ca.dbg_pre = nullptr;
   ca.kernel = 3;
   EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
+  ca.kernel = 4;
+  // gs18's split: by default (DS_GDN_SPLIT_B1 unset) 4 CTAs per head where nv = nk (the 0.8B), none where nv > nk (the
+  // 9B, where it did not gain) or from 16 sequences; forced, wherever the cluster stays <= 8 CTAs.
+  mk::GdnArgs g2 = ga;
+  g2.n_v_heads = 32;
+  mk::ConvArgs c2 = ca;
+  c2.n_channels = 2 * 16 * 128 + 32 * 128;
+  if (!std::getenv("DS_GDN_SPLIT_B1")) {
+    EXPECT_EQ(mk::gdn_conv_split(ca, ga, 1), 4);
+    EXPECT_EQ(mk::gdn_conv_split(ca, ga, 16), 0);
+    EXPECT_EQ(mk::gdn_conv_split(c2, g2, 1), 0);
+  }
+  mk::gdn_force_split_b1(4);
+  EXPECT_EQ(mk::gdn_conv_split(c2, g2, 1), 4);  // a cluster of 2 x 4
+  mk::gdn_force_split_b1(0);
+  EXPECT_EQ(mk::gdn_conv_split(ca, ga, 1), 0);
+  mk::gdn_force_split_b1(-1);
   mk::gdn_force_conv_fuse(-1);
 }

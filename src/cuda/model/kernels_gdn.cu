@@ -19,8 +19,9 @@
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
 // gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
 //   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
-// gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, below 16 sequences): gdn_conv_kernel with each value
-//   head's rows over kS CTAs of a cluster, the gated norm's sum through distributed shared memory (the same bits).
+// gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences):
+//   gdn_conv_kernel with each value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed
+//   shared memory (the same bits).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -396,7 +397,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
   }
 }
 
-// ---- gdn_conv_split_kernel (gs18; DS_GDN_SPLIT_B1=2 / 4): gdn_conv_kernel with each value head's rows over kS CTAs ----
+// ---- gdn_conv_split_kernel (gs18; DS_GDN_SPLIT_B1): gdn_conv_kernel with each value head's rows over kS CTAs ----
 // Why: at batch 1 gdn_conv_kernel is nv CTAs (0.8B 16, 9B 32) of DK * 4 threads on a 132-SM GPU, latency bound; the
 // delta rule is independent per value row j of the state (k^T S[:, j], the update, q^T S[:, j]), so kS CTAs can each
 // take DK / kS rows: kS times the SMs on the same state. Each CTA recomputes the q / k conv + L2 of kh (2 DK channels,
@@ -982,13 +983,17 @@ bool conv_fuse_env() {
   return v;
 }
 
-// DS_GDN_SPLIT_B1: 0 (default) = gdn_conv_kernel, 2 / 4 = gdn_conv_split_kernel with each value head over 2 / 4 CTAs
-// (below 16 sequences, where the cluster g * kS <= 8); gdn_force_split_b1 overrides it. The same bits.
+// DS_GDN_SPLIT_B1: 0 = gdn_conv_kernel, 2 / 4 = gdn_conv_split_kernel with each value head over 2 / 4 CTAs (below 16
+// sequences, where the cluster g * kS <= 8); unset (the default): 4 where g = nv / nk is 1, else 0. gdn_force_split_b1
+// overrides it. The same bits. H200 (session 15, binaries of gs18 f9f926b, tg128, interleaved 0 / 2 / 4 twice): 0.8B
+// (g 1) 1331.7 / 1317.8 vs 1360.0 / 1346.7 (2) vs 1359.3 / 1360.6 (4), graph step 0.744 -> 0.728 ms with 4; 9B (g 2)
+// 431.5 / 431.3 vs 430.8 / 429.8 (2) vs 430.5 / 431.2 (4): no gain where g > 1 (27B, g 3, not measured).
 std::atomic<int> g_split_force{-1};
-int split_b1_env() {
+int split_b1_env() {  // -1: by g
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_SPLIT_B1");
-    const int n = e ? std::atoi(e) : 0;
+    if (!e || !*e) return -1;
+    const int n = std::atoi(e);
     return n == 2 || n == 4 ? n : 0;
   }();
   return v;
@@ -1141,7 +1146,8 @@ bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
 void gdn_force_split_b1(int k) { g_split_force.store(k == 0 || k == 2 || k == 4 ? k : -1); }
 
 int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
-  const int f = g_split_force.load(std::memory_order_relaxed), k = f >= 0 ? f : split_b1_env();
+  const int f = g_split_force.load(std::memory_order_relaxed), e = f >= 0 ? f : split_b1_env();
+  const int k = e >= 0 ? e : (a.n_k_heads > 0 && a.n_v_heads == a.n_k_heads ? 4 : 0);
   if (k == 0 || n_seqs >= 16 || !gdn_conv_fused(c, a, n_seqs)) return 0;
   return a.n_v_heads / a.n_k_heads * k <= 8 ? k : 0;
 }

@@ -120,8 +120,8 @@ Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int 
 // Tests and benches: 1 / 0 = fused or not from now on, -1 = DS_GDN_CONV_FUSE.
 void gdn_force_conv_fuse(int on);
 // gs18: the split gdn_conv_step takes (gdn_conv_split_kernel, each value head's rows over 2 / 4 CTAs of a cluster;
-// the same bits), 0 = gdn_conv_kernel: DS_GDN_SPLIT_B1 (0 default, 2, 4) or gdn_force_split_b1, where gdn_conv_fused
-// holds, below 16 sequences, and the cluster (nv / nk) * split <= 8 CTAs.
+// the same bits), 0 = gdn_conv_kernel: DS_GDN_SPLIT_B1 (0, 2, 4; unset: 4 where nv = nk, else 0) or
+// gdn_force_split_b1, where gdn_conv_fused holds, below 16 sequences, and the cluster (nv / nk) * split <= 8 CTAs.
 int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs);
 // Tests and benches: 0 / 2 / 4 from now on, -1 = DS_GDN_SPLIT_B1.
 void gdn_force_split_b1(int k);
@@ -193,7 +193,7 @@ void attn_force_prefetch(int rows);
 // attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY, default
 // on, =0 off; the same bits either way); attn_force_skip_empty(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_skip_empty(int on);
-// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits either way);
+// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);
 
