@@ -142,7 +142,7 @@ __device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
-// attn18 (DS_ATTN_EVICT=1): the cached rows are read once per step, so with L2 evict_first they leave the L2 to
+// attn18 (DS_ATTN_EVICT, on by default): the cached rows are read once per step, so with L2 evict_first they leave the L2 to
 // the partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
 __device__ __forceinline__ void attn_cp16_ef(float* dst, const float* src, uint64_t pol) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
@@ -821,7 +821,7 @@ bool attn_skip_empty() {
   return forced_skip >= 0 ? forced_skip != 0 : env;
 }
 
-// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT=1 or attn_force_evict(1); the same bits:
+// attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, or attn_force_evict(1); the same bits:
 // only a cache policy). H200 (attn18 call 2, B = 64 at 512-639 positions of a 1024 context, ring 4 + combine per
 // layer): 89.0 vs 92.6 us. The 9B step at 64 x 512+ with it (and with an early-A combine that alone changed nothing
 // and was removed): attention 707.6 vs 724.0 / 725.6 us per step, the step 8.499 vs 8.506 / 8.493 ms (within the
