@@ -43,11 +43,6 @@ void set_matvec_batched_prep_reg(bool on);
 // 0 = the form before build17.
 int matvec_batched_block_build();
 void set_matvec_batched_block_build(int form);
-// The Q4_K block kernel's half-block stages (DS_MVB_HALF; matvec_wgmma_block.cuh wgb::half_setting; with
-// DS_MVB_BUILD=1 only), the same bits either way: 0 = off (the default), 1 = on for 2 and 3 warpgroups per CTA, 2 = on
-// for 2 only.
-int matvec_batched_block_half();
-void set_matvec_batched_block_half(int mode);
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

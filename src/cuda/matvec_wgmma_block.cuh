@@ -19,7 +19,11 @@
 // with 4 warpgroups per 128-row tile (x's hi and lo terms in separate warpgroups, m64n64k16): more eligible warps but
 // twice the instructions for the same tensor-pipe time, ffn_down 48.7 vs 37.6 us, 9B step 8.446 vs 7.882 ms at 64;
 // DS_MVB_BLK_PRE=1, the next block's first A quarter built during the last quarter (same bits): ffn_gate_up 54.0 vs
-// 51.8 us, step 7.986 vs 7.882 ms.)
+// 51.8 us, step 7.986 vs 7.882 ms. Removed in hb19 (commit c3cdf93): DS_MVB_HALF, half-block stages (4 stages of a half
+// block: x half + header and s = 0 codes as an 80-byte box / x half + s = 1 codes + block sums; the first half released
+// after quarter 2's issue, block i + 2's first half issued into it, the producer 1.5 blocks ahead; same bits):
+// ffn_down 37.3-37.7 vs 36.4-36.5 us, attn_qkv 25.1-25.6 vs 24.4-24.5, ffn_gate_up 50.1-50.5 vs 50.7-50.9; 9B step at
+// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -37,29 +41,13 @@ namespace ds::cuda {
 namespace wgb {
 
 constexpr int kXm = wgr::kXm, kWPitch = wgr::kWPitch;
-// kHalf (DS_MVB_HALF): half-block stages, per row 80 bytes (the header + the s = 0 codes, or bytes 64..143: the s = 1
-// codes at the same offset 16).
-constexpr int kHPitch = 80;
-// One stage: [x: a block (a half block with kHalf)][block sums: kXm (kXm / 2, kHalf: kMin2 only)][weights: 64·kWG rows].
-template <int kWG, bool kHalf = false>
-constexpr int stage_bytes() {
-  return kHalf ? wg::kXStep + kXm / 2 + 64 * kWG * kHPitch : wg::kXBlock + kXm + 64 * kWG * kWPitch;
-}
-// 2 stages (a block each) or 4 half-block stages, then the full / empty mbarriers (8 at most).
-template <int kWG, bool kHalf = false>
-constexpr int smem_bytes() { return (kHalf ? 4 : 2) * stage_bytes<kWG, kHalf>() + 64; }
+template <int kWG>
+constexpr int stage_bytes() { return wg::kXBlock + kXm + 64 * kWG * kWPitch; }
+template <int kWG>
+constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using wgr::saddr;
-// mbarrier phase test without waiting (true: the phase of this parity has completed).
-__device__ __forceinline__ bool bar_test(uint64_t* b, unsigned parity) {
-  uint32_t ok;
-  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-               : "=r"(ok)
-               : "r"(saddr(b)), "r"(parity)
-               : "memory");
-  return ok != 0;
-}
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 // m64n64k16: D (32 fp32 per thread) (+)= A (registers) · B (descriptor); acc_in 0 starts the sum.
 __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4], uint64_t desc, int acc_in) {
@@ -73,16 +61,14 @@ __device__ __forceinline__ void wgmma_64(float (&c)[32], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc_in));
 }
 
-// The fp16 scale terms of half block s (k-steps 8s .. 8s + 7) for this thread's rows rbase, rbase + 8 (from the header;
-// rows kP bytes apart).
+// The fp16 scale terms of half block s (k-steps 8s .. 8s + 7) for this thread's rows rbase, rbase + 8 (from the header).
 struct Scales {
   __half2 mul_lo[2], add_lo[2], mul_hi[2], add_hi[2];
 };
-template <int kP>
 __device__ __forceinline__ void scales_h(const uint8_t* wslot, int rbase, int s, int u, Scales& sc) {
 #pragma unroll
   for (int h = 0; h < 2; h++) {
-    const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kP);
+    const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
     const uint32_t scs = s == 0 ? (hd.y & 0x3F3F3F3Fu) : ((hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u));
     const __half2 sp = fold::byte_pair(scs, u);
     sc.mul_lo[h] = __low2half2(sp);
@@ -92,9 +78,8 @@ __device__ __forceinline__ void scales_h(const uint8_t* wslot, int rbase, int s,
   }
 }
 
-// A fragments of quarter q = 2s + p (half block s, k-steps 4p .. 4p + 3) for this thread's rows rbase, rbase + 8:
-// wgr::build_a's k-steps 4p .. +3 (the same dequantisation), from 8 bytes of each row's codes (codes: row 0's 64 bytes
-// of half block s, rows kP bytes apart), sc = half block s's.
+// A fragments of quarter q (half block s = q / 2, k-steps 4(q % 2) .. +3) for this thread's rows rbase, rbase + 8:
+// wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes, sc = half block s's.
 // (w & mask) | magic as one LOP3 (kFast): with both constants as immediates ptxas emits an AND and an OR; the magic
 // passed in a register lets it use the 3-input form. Same result bits.
 __device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t magic) {
@@ -103,12 +88,14 @@ __device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t m
   return r;
 }
 
-template <bool kFast, int kP>
-__device__ __forceinline__ void build_q(const uint8_t* codes, int rbase, int p, int t, uint32_t (&af)[4][4],
+template <bool kFast>
+__device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, int t, uint32_t (&af)[4][4],
                                         uint32_t magic, const Scales& sc) {
+  const int s = q >> 1, p = q & 1;
   uint2 qw[2];
 #pragma unroll
-  for (int h = 0; h < 2; h++) qw[h] = *reinterpret_cast<const uint2*>(codes + (rbase + 8 * h) * kP + 16 * t + 8 * p);
+  for (int h = 0; h < 2; h++)
+    qw[h] = *reinterpret_cast<const uint2*>(wslot + (rbase + 8 * h) * kWPitch + 16 + 64 * s + 16 * t + 8 * p);
 #pragma unroll
   for (int kl = 0; kl < 4; kl++) {
     const int wi = kl >> 1, hn = kl & 1;
@@ -128,19 +115,18 @@ __device__ __forceinline__ void build_q(const uint8_t* codes, int rbase, int p, 
   }
 }
 
-// The 4 k-steps of quarter p of half block xh (x of that half: 8 k-steps of 4 KB) into c (first: the block's first
-// quarter starts the sum), committed as one group.
-// kFast (n128 only): xd = wg::desc_lo(xh), computed once per block and half; each k-step's descriptor is xd plus its
+// The 4 k-steps of quarter q into c (first: the block's first quarter starts the sum), committed as one group.
+// kFast (n128 only): xd0 = wg::desc_lo(xslot), computed once per block; each k-step's descriptor is xd0 plus its
 // constant offset >> 4 (the same word: shared addresses < 256 KB, so the 14-bit field never carries).
 template <bool kN64, bool kFast, int kC>
-__device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4], const uint8_t* xh, int p, bool first,
-                                      uint32_t xd) {
-  const uint8_t* xs = xh + p * 4 * 4096;
+__device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4], const uint8_t* xslot, int q,
+                                      bool first, uint32_t xd0) {
+  const uint8_t* xs = xslot + (q >> 1) * wg::kXStep + (q & 1) * 4 * 4096;
   wg::wg_fence();
 #pragma unroll
   for (int kl = 0; kl < 4; kl++) {
     if constexpr (kFast && !kN64) {
-      const uint32_t lo = xd + (uint32_t)((p * 4 * 4096 + kl * 4096) >> 4);
+      const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
       wg::wgmma_128(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);
     } else if constexpr (kN64) {
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
@@ -168,28 +154,16 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
 // mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
-// kHalf (DS_MVB_HALF; kMin2 + kFast, n128; the same bits as kFast alone: the same operations in the same order, only
-// where the data waits differs): half-block stages. Stage 2i = block i's first half (x k-steps 0..7, the header and the
-// s = 0 codes: an 80-byte box at byte 0), stage 2i + 1 = its second half (x k-steps 8..15, the s = 1 codes: the 80-byte
-// box at byte 64, and the block sums); 4 stages in the shared memory of 2 whole ones. The first half is released once
-// quarters 0 and 1's wgmmas are done (after quarter 2's issue; d, dmin, the mins' A and the s = 1 scale terms are in
-// registers by then), and warp 0 issues block i + 2's first half into it: the producer runs up to 1.5 blocks ahead
-// instead of 1 (ncu17: the `full` wait, the stage not landed, 11-15% of samples on the big shapes, 27% on ssm_out).
-template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kHalf = false>
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(!kHalf || (kMin2 && kFast && !kN64), "half-block stages: the kFast kMin2 n128 form only");
-  constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG, kHalf>();
-  constexpr int kNs = kHalf ? 4 : 2, kPer = kHalf ? 2 : 1;  // stages in the ring, stages per block
-  constexpr int kP = kHalf ? kHPitch : kWPitch;              // bytes per weight row in a stage
-  constexpr int kXs = kHalf ? wg::kXStep : wg::kXBlock;      // bytes of x per stage
+  constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr int kXmB = kMin2 ? kXm / 2 : kXm;  // bytes of block sums copied per block
-  constexpr int kWOff = kXs + (kHalf ? kXmB : kXm);  // the weights' offset in a stage
-  constexpr unsigned kTxW = kXs + kRows * kP;        // bytes per stage, + kXmB in the stage with the block sums
+  constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kNs * kStage);
-  uint64_t* empty = full + kNs;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
+  uint64_t* empty = full + 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int u = 2 * (t >> 1);
   const int tile = blockIdx.x, split = blockIdx.y;
@@ -198,42 +172,38 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
   const int n_my = (int)(bk1 - bk0);
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int j = 0; j < kNs; j++) {
-      wgr::bar_init(&full[j], 1);
-      wgr::bar_init(&empty[j], 4 * kWG);
-    }
+    wgr::bar_init(&full[0], 1);
+    wgr::bar_init(&full[1], 1);
+    wgr::bar_init(&empty[0], 4 * kWG);
+    wgr::bar_init(&empty[1], 4 * kWG);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  // stage j (block j, or kHalf: half j & 1 of block j / 2) into slot j % kNs; called by all of warp 0 or by its lane 0
-  auto sums_in = [](int j) { return !kHalf || (j & 1) != 0; };
-  auto issue_w = [&](int j) {
-    const int slot = j % kNs;
-    const int64_t blk = bk0 + j / kPer;
+  // stage layout: [x: kXBlock][block sums: kXm][weights: kRows x kWPitch]; called by all of warp 0
+  auto issue_w = [&](int i) {
+    const int slot = i & 1;
     if (lane == 0) {
-      wgr::bar_expect(&full[slot], kTxW + (sums_in(j) ? kXmB : 0));
-      wgr::tensor_copy_2d(smem + slot * kStage + kWOff, &tw, (int)(blk * wg::kBlockBytes) + (j % kPer) * 64, (int)row0,
+      wgr::bar_expect(&full[slot], kTx);
+      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
                           &full[slot]);
     }
   };
-  auto issue_x = [&](int j) {
-    const int slot = j % kNs;
+  auto issue_x = [&](int i) {
+    const int slot = i & 1;
     uint8_t* dst = smem + slot * kStage;
-    const int64_t blk = bk0 + j / kPer;
-    const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock + (j % kPer) * wg::kXStep;
+    const int64_t blk = bk0 + i;
+    const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm) + blk * kXmB;
     if (lane == 0) {
-      wgr::bulk_copy(dst, xsrc, kXs, &full[slot]);
-      if (sums_in(j)) wgr::bulk_copy(dst + kXs, msrc, kXmB, &full[slot]);
+      wgr::bulk_copy(dst, xsrc, wg::kXBlock, &full[slot]);
+      wgr::bulk_copy(dst + wg::kXBlock, msrc, kXmB, &full[slot]);
     }
   };
-  const int n_st = kPer * n_my;
   if (warp == 0)
-    for (int j = 0; j < kNs && j < n_st; j++) issue_w(j);
+    for (int i = 0; i < 2 && i < n_my; i++) issue_w(i);
   wgr::grid_wait();
   if (warp == 0)
-    for (int j = 0; j < kNs && j < n_st; j++) issue_x(j);
+    for (int i = 0; i < 2 && i < n_my; i++) issue_x(i);
 
   float acc[8][4];
 #pragma unroll
@@ -246,25 +216,21 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
-    const int ja = kPer * i, jb = ja + kPer - 1;  // the block's first and last stage
-    const int sa = ja % kNs, sb = jb % kNs;
-    if (warp == 0 && i >= 1 && i + 1 < n_my) {  // the first kNs stages were issued above
-      const int jw = jb - kPer;                 // block i − 1's last stage: its slot takes block i + 1's
-      wgr::bar_wait(&empty[jw % kNs], (unsigned)((jw / kNs) & 1));
-      issue_w(jw + kNs);
-      issue_x(jw + kNs);
+    const int slot = i & 1;
+    if (warp == 0 && i >= 1 && i + 1 < n_my) {  // blocks 0 and 1 were issued above
+      wgr::bar_wait(&empty[slot ^ 1], (unsigned)(((i - 1) >> 1) & 1));  // slot ^ 1 held block i − 1
+      issue_w(i + 1);
+      issue_x(i + 1);
     }
-    wgr::bar_wait(&full[sa], (unsigned)((ja / kNs) & 1));
-    const uint8_t* xa = smem + sa * kStage;  // x (half 0 with kHalf)
-    const uint8_t* wa = xa + kWOff;          // header + codes
-    const uint8_t* xb = kHalf ? smem + sb * kStage : xa + wg::kXStep;  // x half 1
-    const uint8_t* cb = kHalf ? smem + sb * kStage + kWOff + 16 : wa + 16 + 64;  // s = 1 codes
-    const uint4* xms = reinterpret_cast<const uint4*>(smem + sb * kStage + kXs);
+    wgr::bar_wait(&full[slot], (unsigned)((i >> 1) & 1));
+    const uint8_t* xslot = smem + slot * kStage;
+    const uint4* xms = reinterpret_cast<const uint4*>(xslot + wg::kXBlock);
+    const uint8_t* wslot = xslot + wg::kXBlock + kXm;
     float dd[2], dm[2];
     uint32_t amin[4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wa + (rbase + 8 * h) * kP);
+      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
       const __half2 dh = gemm::u2h(hd.x);
       dd[h] = __low2float(dh);
       dm[h] = -16.f * __high2float(dh);
@@ -279,47 +245,22 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     }
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
-    const uint32_t xd0 = wg::desc_lo(xa), xd1 = kHalf ? wg::desc_lo(xb) : xd0 + (wg::kXStep >> 4);
+    const uint32_t xd0 = wg::desc_lo(xslot);
     Scales sc;
     auto build = [&](int q, uint32_t(&af)[4][4]) {
-      if (!kFast || (q & 1) == 0) scales_h<kP>(wa, rbase, q >> 1, u, sc);
-      build_q<kFast, kP>(q < 2 ? wa + 16 : cb, rbase, q & 1, t, af, magic, sc);
+      if (!kFast || (q & 1) == 0) scales_h(wslot, rbase, q >> 1, u, sc);
+      build_q<kFast>(wslot, rbase, q, t, af, magic, sc);
     };
     build(0, af0);
-    mma_q<kN64, kFast>(c, af0, xa, 0, true, xd0);
+    mma_q<kN64, kFast>(c, af0, xslot, 0, true, xd0);
     build(1, af1);
-    mma_q<kN64, kFast>(c, af1, xa, 1, false, xd0);
+    mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
     wg_wait1();  // quarter 0 done: af0 free
-    if constexpr (kHalf) wgr::bar_wait(&full[sb], (unsigned)((jb / kNs) & 1));
     build(2, af0);
-    mma_q<kN64, kFast>(c, af0, xb, 0, false, xd1);
+    mma_q<kN64, kFast>(c, af0, xslot, 2, false, xd0);
     wg_wait1();
-    // kHalf: quarters 0 and 1 done and the header read, so this warp is done with the first half; warp 0 then puts
-    // block i + 2's first half into its slot: now if every warp is done with it, else after quarter 3's issue
-    bool a_late = false;
-    if constexpr (kHalf) {
-      __syncwarp();
-      if (lane == 0) {
-        wgr::bar_arrive(&empty[sa]);
-        if (warp == 0 && i + 2 < n_my) {
-          if (bar_test(&empty[sa], (unsigned)((ja / kNs) & 1))) {
-            issue_w(ja + kNs);
-            issue_x(ja + kNs);
-          } else {
-            a_late = true;
-          }
-        }
-      }
-      __syncwarp();
-    }
     build(3, af1);
-    mma_q<kN64, kFast>(c, af1, xb, 1, false, xd1);
-    if (kHalf && a_late) {  // lane 0 of warp 0 only
-      wgr::bar_wait(&empty[sa], (unsigned)((ja / kNs) & 1));
-      issue_w(ja + kNs);
-      issue_x(ja + kNs);
-    }
-    if constexpr (kHalf) __syncwarp();
+    mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
 #pragma unroll
     for (int n = 0; n < 8; n++) {
@@ -349,7 +290,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
         }
       }
     __syncwarp();
-    if (lane == 0) wgr::bar_arrive(&empty[sb]);  // this warp is done with the block's (last) stage
+    if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
 
   wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
@@ -378,26 +319,16 @@ inline int& build_setting() {
   return v;
 }
 
-// DS_MVB_HALF (set_matvec_batched_block_half): half-block stages (block_kernel's kHalf) for the kFast kernels, the same
-// bits either way: 0 (the default) off, 1 for <2> and <3>, 2 for <2> only (ffn_gate_up keeps whole-block stages).
-inline int& half_setting() {
-  static int v = [] {
-    const char* e = std::getenv("DS_MVB_HALF");
-    return e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : 0;
-  }();
-  return v;
-}
-
-template <int kWG, bool kN64, bool kMin2, bool kFast, bool kHalf = false>
+template <int kWG, bool kN64, bool kMin2, bool kFast>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<kWG, kHalf>();
-  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kHalf>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  constexpr int kSmem = smem_bytes<kWG>();
+  static const cudaError_t e =
+      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
-  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kHalf ? kHPitch : kWPitch, 64 * kWG, map));
-  const cudaError_t le = launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kHalf>, grid, dim3(128 * kWG), kSmem, stream,
-                                    wgr::pdl_setting(), a, map);
+  DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
+  const cudaError_t le =
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
@@ -406,11 +337,7 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_setting() == 1) {
-      const int half = half_setting();
-      if (half == 1 || (half == 2 && kWG == 2)) return launch_block_form<kWG, kN64, kMin2, true, true>(a, grid, stream);
-      return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
-    }
+    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 

@@ -640,39 +640,5 @@ TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// DS_MVB_HALF (the block kernel's half-block stages: 4 half-block stages, the producer up to 1.5 blocks ahead) computes
-// the same operations in the same order as the default form: the same bits, on all 9B Q4_K shapes (2 and 3 warpgroups
-// per CTA), B = 25 / 40 / 64, accumulate on and off, and on shapes with partial row tiles and 1..few blocks per CTA
-// (the ring's fill and drain: blocks i + 1 and i + 2 issued or not).
-TEST(CudaMatvecBatched, BlockHalfStagesSameBits) {
-  DS_REQUIRE_GPU();
-  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma(), build0 = cuda::matvec_batched_block_build();
-  const int half0 = cuda::matvec_batched_block_half();
-  cuda::set_matvec_batched_wgmma(13);
-  cuda::set_matvec_batched_block_build(1);
-  const Case cases[] = {{24576, 4096, "9B ffn_gate_up"}, {4096, 12288, "9B ffn_down"}, {8192, 4096, "9B attn_qkv"},
-                        {4096, 4096, "9B ssm_out"},     {77, 256, "one block, partial tile"}, {300, 12288, "K split"},
-                        {4099, 1024, "22 tiles + 3 rows"}, {21, 17408, "few long rows"}};
-  uint64_t seed = 9800;
-  for (const Case& c : cases) {
-    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
-    for (int batch : {25, 40, 64})
-      for (bool accumulate : {false, true}) {
-        auto run = [&](int mode) {
-          cuda::set_matvec_batched_block_half(mode);
-          return pr.run(batch, accumulate);
-        };
-        const std::string what = pr.what(batch, accumulate);
-        const auto ref = run(0);
-        pr.expect_written(ref, what);
-        EXPECT_EQ(pr.diff(run(1), ref), "") << "DS_MVB_HALF 1 vs 0 " << what;
-      }
-  }
-  cuda::set_matvec_batched_block_half(half0);
-  cuda::set_matvec_batched_block_build(build0);
-  cuda::set_matvec_batched_wgmma(wg0);
-}
-
 }  // namespace
 }  // namespace ds
