@@ -331,9 +331,17 @@ inline int& red_setting() {
 inline int red_mode() { return red_setting(); }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A wgmma shared-memory descriptor: its low word (the 14-bit start address field, shared address >> 4) and the leading /
+// stride byte offsets above it. desc_lo / desc_from_lo apart so that a kernel can keep one low word per stage and add
+// k-step offsets to it (wgb::mma_q's kFast form).
+__device__ __forceinline__ uint32_t desc_lo(const void* p) {
+  return ((uint32_t)__cvta_generic_to_shared(p) & 0x3FFFF) >> 4;
+}
+__device__ __forceinline__ uint64_t desc_from_lo(uint32_t lo, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)lo | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
 __device__ __forceinline__ uint64_t desc_for(const void* p, uint32_t lbo, uint32_t sbo) {
-  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+  return desc_from_lo(desc_lo(p), lbo, sbo);
 }
 __device__ __forceinline__ void wgmma_128(float (&c)[64], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(

@@ -19,7 +19,11 @@
 // with 4 warpgroups per 128-row tile (x's hi and lo terms in separate warpgroups, m64n64k16): more eligible warps but
 // twice the instructions for the same tensor-pipe time, ffn_down 48.7 vs 37.6 us, 9B step 8.446 vs 7.882 ms at 64;
 // DS_MVB_BLK_PRE=1, the next block's first A quarter built during the last quarter (same bits): ffn_gate_up 54.0 vs
-// 51.8 us, step 7.986 vs 7.882 ms.)
+// 51.8 us, step 7.986 vs 7.882 ms. Removed in hb19 (commit c3cdf93): DS_MVB_HALF, half-block stages (4 stages of a half
+// block: x half + header and s = 0 codes as an 80-byte box / x half + s = 1 codes + block sums; the first half released
+// after quarter 2's issue, block i + 2's first half issued into it, the producer 1.5 blocks ahead; same bits):
+// ffn_down 37.3-37.7 vs 36.4-36.5 us, attn_qkv 25.1-25.6 vs 24.4-24.5, ffn_gate_up 50.1-50.5 vs 50.7-50.9; 9B step at
+// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402.)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -112,8 +116,8 @@ __device__ __forceinline__ void build_q(const uint8_t* wslot, int rbase, int q, 
 }
 
 // The 4 k-steps of quarter q into c (first: the block's first quarter starts the sum), committed as one group.
-// kFast (n128 only): xd0 = the low word of desc_for(xslot), computed once per block; each k-step's descriptor is xd0 plus
-// its constant offset >> 4 (the same word: shared addresses < 256 KB, so the 14-bit field never carries).
+// kFast (n128 only): xd0 = wg::desc_lo(xslot), computed once per block; each k-step's descriptor is xd0 plus its
+// constant offset >> 4 (the same word: shared addresses < 256 KB, so the 14-bit field never carries).
 template <bool kN64, bool kFast, int kC>
 __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4], const uint8_t* xslot, int q,
                                       bool first, uint32_t xd0) {
@@ -123,8 +127,7 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
   for (int kl = 0; kl < 4; kl++) {
     if constexpr (kFast && !kN64) {
       const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
-      const uint64_t desc = (uint64_t)lo | ((uint64_t)(128u >> 4) << 16) | ((uint64_t)(256u >> 4) << 32);
-      wg::wgmma_128(c, af[kl], desc, first && kl == 0 ? 0 : 1);
+      wg::wgmma_128(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);
     } else if constexpr (kN64) {
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096 + 2048, 128u, 256u), 1);                  // lo terms
@@ -242,7 +245,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     }
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
-    const uint32_t xd0 = (uint32_t)((__cvta_generic_to_shared(xslot) & 0x3FFFF) >> 4);
+    const uint32_t xd0 = wg::desc_lo(xslot);
     Scales sc;
     auto build = [&](int q, uint32_t(&af)[4][4]) {
       if (!kFast || (q & 1) == 0) scales_h(wslot, rbase, q >> 1, u, sc);
