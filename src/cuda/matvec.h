@@ -98,9 +98,6 @@ struct MatvecStreamQ6Tune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool wide = true;  // 16 consumer warps where one CTA per SM; DS_MATVEC_STREAM_Q6K_WIDE=0: 8 (decode9)
-  // q6s19 (DS_MATVEC_STREAM_Q6K_PAIR; same bits): 16-warp form, 1: two stages per warp at once, 2: a stage released
-  // once its words are loaded, 3: both.
-  int pair = 0;
 };
 // Names the weights of the product that will run after the next batch-1 matvec / matvec_fused (decode8): a
 // streamed kernel launched while this is set prefetches the start of them into L2 at its end (prefetch_kb of

@@ -60,7 +60,6 @@ struct Args {
   bool evict = false;         // mvq::Args::evict
   int xone = 0;               // mvq::Args::xone
   uint64_t* probe = nullptr;  // mvq::Args::probe
-  int pair = 0;               // Tune::pair (16 consumer warps, kc 8; mode 1 and 3 with >= 3 stages)
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -297,31 +296,31 @@ __device__ __forceinline__ Lane lane_consts(int g, int t) {
   return c;
 }
 
-// One item's raw words: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block (parity kOdd).
-struct RawQ6 {
-  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
-  uint32_t sw[2][4];                // [row]: the 16 int8 scales
-  float d[2];
-};
+// One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
+// bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
 template <bool kOdd>
-__device__ __forceinline__ void load_q6(const uint8_t* const (&p)[2], int t, RawQ6& r) {
+__device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
+                                        const int2* cq, float is, float (&yp)[2]) {
+  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
+  uint32_t sw[2][4];
+  float d[2];
   const int o = 4 * t + (kOdd ? 2 : 0);
   const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
 #pragma unroll
   for (int k = 0; k < 2; k++) {
     const uint8_t* b = p[k];
 #pragma unroll
-    for (int i = 0; i < 6; i++) {  // regions: ql 0..3, qh 4, 5 (32 bytes each)
-      const uint8_t* rb = b + 32 * i;
+    for (int r = 0; r < 6; r++) {  // regions: ql 0..3, qh 4, 5 (32 bytes each)
+      const uint8_t* rb = b + 32 * r;
       const uint32_t s0 = lds32(rb + o);
       uint32_t s1 = lds32(rb + 16 + o);
       if (kOdd) s1 = __byte_perm(s1, lds32(rb - 2), sel3);  // lane 3: l 30, 31 | 0, 1
-      if (i < 4) {
-        r.W[k][i][0] = s0;
-        r.W[k][i][1] = s1;
+      if (r < 4) {
+        W[k][r][0] = s0;
+        W[k][r][1] = s1;
       } else {
-        r.H[k][i - 4][0] = s0;
-        r.H[k][i - 4][1] = s1;
+        H[k][r - 4][0] = s0;
+        H[k][r - 4][1] = s1;
       }
     }
     if (kOdd) {
@@ -329,19 +328,14 @@ __device__ __forceinline__ void load_q6(const uint8_t* const (&p)[2], int t, Raw
 #pragma unroll
       for (int i = 0; i < 5; i++) s5[i] = lds32(b + 190 + 4 * i);
 #pragma unroll
-      for (int i = 0; i < 4; i++) r.sw[k][i] = __funnelshift_r(s5[i], s5[i + 1], 16);
-      r.d[k] = mvd::h2f(s5[4] >> 16);
+      for (int i = 0; i < 4; i++) sw[k][i] = __funnelshift_r(s5[i], s5[i + 1], 16);
+      d[k] = mvd::h2f(s5[4] >> 16);
     } else {
 #pragma unroll
-      for (int i = 0; i < 4; i++) r.sw[k][i] = lds32(b + 192 + 4 * i);
-      r.d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
+      for (int i = 0; i < 4; i++) sw[k][i] = lds32(b + 192 + 4 * i);
+      d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
     }
   }
-}
-// The item's dot products: f[k] for row g + 8 k in units of d 2^(e - 30), from its raw words r, the super-block's
-// B entries bq (+ g % 4 * 4 + t) and C entries cq (+ t).
-template <bool kOdd>
-__device__ __forceinline__ void dot_q6(const RawQ6& r, const Lane& lc, const uint2* bq, const int2* cq, float (&f)[2]) {
   const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
   int R[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -354,7 +348,7 @@ __device__ __forceinline__ void dot_q6(const RawQ6& r, const Lane& lc, const uin
       for (int k = 0; k < 2; k++)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-          const uint32_t w = r.W[k][2 * n + (Q & 1)][j], h = r.H[k][n][j];
+          const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
           const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
           const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
           A[k][j] = nib | hb;
@@ -362,153 +356,18 @@ __device__ __forceinline__ void dot_q6(const RawQ6& r, const Lane& lc, const uin
       const uint2 bv = bq[m * 16];
       int c[4];
       imma_c(c, A[0][0], A[1][0], A[0][1], A[1][1], bv.x & mk0, bv.y & mk1, cq[m * 4]);
-      const int s0 = prmt_s8(r.sw[0][2 * n + (Q >> 1)], lc.sel[Q & 1]);
-      const int s1 = prmt_s8(r.sw[1][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+      const int s0 = prmt_s8(sw[0][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+      const int s1 = prmt_s8(sw[1][2 * n + (Q >> 1)], lc.sel[Q & 1]);
       R[0] += s0 * c[0];
       R[1] += s0 * c[1];
       R[2] += s1 * c[2];
       R[3] += s1 * c[3];
     }
 #pragma unroll
-  for (int k = 0; k < 2; k++) f[k] = fmaf((float)R[2 * k], lc.wa, (float)R[2 * k + 1] * lc.wb);
-}
-
-// One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
-// bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
-template <bool kOdd>
-__device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
-                                        const int2* cq, float is, float (&yp)[2]) {
-  RawQ6 r;
-  load_q6<kOdd>(p, t, r);
-  float f[2];
-  dot_q6<kOdd>(r, lc, bq, cq, f);
-#pragma unroll
-  for (int k = 0; k < 2; k++) yp[k] = fmaf(r.d[k] * is, f[k], yp[k]);
-}
-
-// q6s19 (Tune::pair): half h (n = h: ql regions 2h, 2h + 1, qh region 4 + h, scale words 2h, 2h + 1) of an item's raw
-// words, and its 4 mma steps (Q = 0..3 of n = h) into R: load_q6 / dot_q6 split in two, so that two items' halves fit
-// the 16-warp kernel's 96 registers (two whole items spilled 168 bytes, ptxas).
-struct HalfQ6 {
-  uint32_t W[2][2][2], H[2][2], sw[2][2];  // [row][Q & 1][slot], [row][slot], [row][Q >> 1]
-};
-template <bool kOdd>
-__device__ __forceinline__ void load_q6_half(const uint8_t* const (&p)[2], int t, int h, HalfQ6& r) {
-  const int o = 4 * t + (kOdd ? 2 : 0);
-  const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
-#pragma unroll
   for (int k = 0; k < 2; k++) {
-    const uint8_t* b = p[k];
-#pragma unroll
-    for (int i = 0; i < 3; i++) {  // ql 2h, 2h + 1, qh 4 + h
-      const uint8_t* rb = b + 32 * (i < 2 ? 2 * h + i : 4 + h);
-      const uint32_t s0 = lds32(rb + o);
-      uint32_t s1 = lds32(rb + 16 + o);
-      if (kOdd) s1 = __byte_perm(s1, lds32(rb - 2), sel3);
-      if (i < 2) {
-        r.W[k][i][0] = s0;
-        r.W[k][i][1] = s1;
-      } else {
-        r.H[k][0] = s0;
-        r.H[k][1] = s1;
-      }
-    }
-    if (kOdd) {
-      uint32_t s3[3];
-#pragma unroll
-      for (int i = 0; i < 3; i++) s3[i] = lds32(b + 190 + 8 * h + 4 * i);
-#pragma unroll
-      for (int i = 0; i < 2; i++) r.sw[k][i] = __funnelshift_r(s3[i], s3[i + 1], 16);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 2; i++) r.sw[k][i] = lds32(b + 192 + 8 * h + 4 * i);
-    }
+    const float f = fmaf((float)R[2 * k], lc.wa, (float)R[2 * k + 1] * lc.wb);
+    yp[k] = fmaf(d[k] * is, f, yp[k]);
   }
-}
-template <bool kOdd>
-__device__ __forceinline__ float2 load_q6_d(const uint8_t* const (&p)[2]) {
-  float d[2];
-#pragma unroll
-  for (int k = 0; k < 2; k++)
-    d[k] = kOdd ? mvd::h2f(lds32(p[k] + 206) >> 16) : mvd::h2f(*reinterpret_cast<const uint16_t*>(p[k] + 208));
-  return make_float2(d[0], d[1]);
-}
-template <bool kOdd>
-__device__ __forceinline__ void dot_q6_half(const HalfQ6& r, int h, const Lane& lc, const uint2* bq, const int2* cq,
-                                            int (&R)[4]) {
-  const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
-#pragma unroll
-  for (int Q = 0; Q < 4; Q++) {
-    const int m = 4 * h + Q;
-    uint32_t A[2][2];  // [row][slot]
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const uint32_t w = r.W[k][Q & 1][j], hq = r.H[k][j];
-        const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
-        const uint32_t hb = (Q == 0 ? hq << 4 : Q == 1 ? hq << 2 : Q == 2 ? hq : hq >> 2) & 0x30303030u;
-        A[k][j] = nib | hb;
-      }
-    const uint2 bv = bq[m * 16];
-    int c[4];
-    imma_c(c, A[0][0], A[1][0], A[0][1], A[1][1], bv.x & mk0, bv.y & mk1, cq[m * 4]);
-    const int s0 = prmt_s8(r.sw[0][Q >> 1], lc.sel[Q & 1]);
-    const int s1 = prmt_s8(r.sw[1][Q >> 1], lc.sel[Q & 1]);
-    R[0] += s0 * c[0];
-    R[1] += s0 * c[1];
-    R[2] += s1 * c[2];
-    R[3] += s1 * c[3];
-  }
-}
-
-// Two items of one warp (super-blocks kb[0], kb[1] of the same parity, from two stages) with their loads and mma
-// steps interleaved by halves, added to yp in the order item_q6 would add them one after the other (the integer sums
-// R are exact in any order, the fp32 steps are item_q6's: the same bits). rel: with early release the stages' empty
-// barriers, arrived on once both items' words are in registers (before the second halves' mma steps); else nullptr.
-template <bool kOdd>
-__device__ __forceinline__ void items2_q6(const uint8_t* const (&pa)[2], const uint8_t* const (&pb)[2], int t,
-                                          const Lane& lc, const uint2* bq, const int2* cq, const float* inv_s,
-                                          const int (&kb)[2], uint64_t* const (&rel)[2], float (&yp)[2]) {
-  int R[2][4] = {};
-  float2 d[2];
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    HalfQ6 r[2];
-    load_q6_half<kOdd>(pa, t, h, r[0]);
-    load_q6_half<kOdd>(pb, t, h, r[1]);
-    if (h == 1) {
-      d[0] = load_q6_d<kOdd>(pa);
-      d[1] = load_q6_d<kOdd>(pb);
-#pragma unroll
-      for (int u = 0; u < 2; u++)
-        if (rel[u]) mvq::release_stage(rel[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < 2; u++) dot_q6_half<kOdd>(r[u], h, lc, bq + kb[u] * 128, cq + kb[u] * 32, R[u]);
-  }
-#pragma unroll
-  for (int u = 0; u < 2; u++) {
-    const float is = inv_s[kb[u]];
-    const float dd[2] = {d[u].x, d[u].y};
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      const float f = fmaf((float)R[u][2 * k], lc.wa, (float)R[u][2 * k + 1] * lc.wb);
-      yp[k] = fmaf(dd[k] * is, f, yp[k]);
-    }
-  }
-}
-// One item as item_q6, its stage released (rel) once its words are in registers.
-template <bool kOdd>
-__device__ __forceinline__ void item1_q6_early(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
-                                               const int2* cq, float is, uint64_t* rel, float (&yp)[2]) {
-  RawQ6 r;
-  load_q6<kOdd>(p, t, r);
-  mvq::release_stage(rel);
-  float f[2];
-  dot_q6<kOdd>(r, lc, bq, cq, f);
-#pragma unroll
-  for (int k = 0; k < 2; k++) yp[k] = fmaf(r.d[k] * is, f[k], yp[k]);
 }
 
 // decode10: x prepared once per product in this kernel's shared-memory layout (mvq::xprep_kernel's Q6_K form).
@@ -523,76 +382,11 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
   if (fence) mvq::fence_proxy_async_global();
 }
 
-// q6s19 (Tune::pair): a consumer warp's share of one row group when the stages hold kc = 8 super-blocks (one item per
-// warp and stage: super-block 8c + (lw ^ (c & 1)) of chunk c, none past nb) and two groups of 8 warps take alternate
-// stages. mode 1: the group's stages c and c + 2 waited on together and their two items (same parity) computed at once
-// by items_q6, an odd one out alone; 2: one stage at a time, released as soon as its words are in registers; 3: both.
-// yp gets the items in the order of the one-at-a-time loop (same bits). Pairs need >= 3 stages (the second stage's
-// fill must not wait for the first's release). j: the row group's first stage index on entry, the next one's on return.
-template <bool kMath>
-__device__ __forceinline__ void pair_row_group(const Args& a, const uint8_t* ring, uint64_t* full, uint64_t* empty,
-                                               int& j, int grp, int lw, int rowa, int rowb, const Lane& lc,
-                                               const uint2* bbase, const int2* cbase, const float* inv_s,
-                                               uint64_t* pr, uint64_t& t_full, float (&yp)[2]) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3, S = a.stages, stage_bytes = 16 * a.pitch;
-  const bool two_at_once = a.pair & 1, early = kMath && (a.pair & 2);
-  const int j0 = j;
-  // The warp's item of chunk c in stage s: rows g, g + 8; returns its super-block, -1 past nb.
-  const auto item_at = [&](int c, int s, const uint8_t* (&p)[2]) {
-    const int kb0 = 8 * c, kb = kb0 + (lw ^ (c & 1));
-    const uint8_t* st = ring + s * stage_bytes + (kb - kb0) * kBlockBytes;
-    p[0] = st + g * a.pitch + (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
-    p[1] = st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
-    return kb < a.t.nb ? kb : -1;
-  };
-  for (int c = (grp + 2 - j0 % 2) % 2; c < a.nchunk; c += two_at_once ? 4 : 2) {
-    const int c2 = c + 2, ja = j0 + c, jb = j0 + c2, sa = ja % S, sb = jb % S;
-    const bool two = two_at_once && c2 < a.nchunk;
-    mvq::mbar_wait(&full[sa], (ja / S) & 1);
-    if (pr) mvq::probe_full(pr, t_full);
-    if (two) {
-      mvq::mbar_wait(&full[sb], (jb / S) & 1);
-      if (pr) mvq::probe_full(pr, t_full);
-    }
-    int n = 0;
-    if (kMath) {
-      const uint8_t *pa[2], *pb[2];
-      const int kb[2] = {item_at(c, sa, pa), two ? item_at(c2, sb, pb) : -1};
-      n = kb[1] >= 0 ? 2 : kb[0] >= 0 ? 1 : 0;
-      const bool odd = (lw ^ (c & 1)) & 1;
-      if (n == 2) {
-        uint64_t* const rel[2] = {early ? &empty[sa] : nullptr, early ? &empty[sb] : nullptr};
-        if (odd) items2_q6<true>(pa, pb, t, lc, bbase, cbase, inv_s, kb, rel, yp);
-        else items2_q6<false>(pa, pb, t, lc, bbase, cbase, inv_s, kb, rel, yp);
-      } else if (n == 1) {
-        const uint2* bq = bbase + kb[0] * 128;
-        const int2* cq = cbase + kb[0] * 32;
-        if (early) {
-          if (two) mvq::release_stage(&empty[sb]);  // no item of this warp there
-          if (odd) item1_q6_early<true>(pa, t, lc, bq, cq, inv_s[kb[0]], &empty[sa], yp);
-          else item1_q6_early<false>(pa, t, lc, bq, cq, inv_s[kb[0]], &empty[sa], yp);
-        } else if (odd) {
-          item_q6<true>(pa, t, lc, bq, cq, inv_s[kb[0]], yp);
-        } else {
-          item_q6<false>(pa, t, lc, bq, cq, inv_s[kb[0]], yp);
-        }
-      }
-    }
-    if (!early || !n) {
-      mvq::release_stage(&empty[sa]);
-      if (two) mvq::release_stage(&empty[sb]);
-    }
-  }
-  j = j0 + a.nchunk;
-}
-
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (kWide, one CTA per SM: decode9). With
 // 16, the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
 // j % 2 == h; each stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage;
 // x is staged by all 16, and a row group's partial sums meet over all 16.
-// kPair (q6s19): the consumer warps' row groups by pair_row_group (Args::pair's modes; 16 warps, kc 8), a kernel of
-// its own so that the default one's code stays as it was.
-template <bool kMath, int kW, bool kPair = false>
+template <bool kMath, int kW>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
   static_assert(kW % kCW == 0, "consumer warps in groups of 8");
@@ -665,33 +459,27 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
-    if constexpr (kPair) {
-      static_assert(kG == 2, "pairs of a group's stages: two groups");
-      pair_row_group<kMath>(a, ring, full, empty, j, grp, lw, rowa, rowb, lc, bbase, cbase, inv_s, pr, t_full, yp);
-    } else {
-      for (int c = 0; c < a.nchunk; c++, j++) {
-        if (kG > 1 && j % kG != grp) continue;  // the other group's stage
-        const int s = j % S;
-        mvq::mbar_wait(&full[s], (j / S) & 1);
-        if (pr) mvq::probe_full(pr, t_full);
-        const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
-        if (kMath) {
-          const uint8_t* st = ring + s * stage_bytes;
-          const uint8_t* r0 =
-              st + g * a.pitch + (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
-          const uint8_t* r1 =
-              st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
-          for (int G = kb0 >> 3; G <= (kb0 + n - 1) >> 3; G++) {
-            const int kb = 8 * G + (lw ^ (G & 1));
-            if (kb < kb0 || kb >= kb0 + n) continue;
-            const int q = kb - kb0;
-            const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
-            if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
-            else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
-          }
+    for (int c = 0; c < a.nchunk; c++, j++) {
+      if (kG > 1 && j % kG != grp) continue;  // the other group's stage
+      const int s = j % S;
+      mvq::mbar_wait(&full[s], (j / S) & 1);
+      if (pr) mvq::probe_full(pr, t_full);
+      const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
+      if (kMath) {
+        const uint8_t* st = ring + s * stage_bytes;
+        const uint8_t* r0 = st + g * a.pitch + (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        const uint8_t* r1 =
+            st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        for (int G = kb0 >> 3; G <= (kb0 + n - 1) >> 3; G++) {
+          const int kb = 8 * G + (lw ^ (G & 1));
+          if (kb < kb0 || kb >= kb0 + n) continue;
+          const int q = kb - kb0;
+          const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
+          if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
-        mvq::release_stage(&empty[s]);
       }
+      mvq::release_stage(&empty[s]);
     }
     mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
@@ -712,10 +500,6 @@ struct Tune {
   // by op: 9B ffn_down [4096 x 12288] 28.1 vs 32.4 us, 27B [5120 x 17408] 46.9 vs 52.3; tg128 27B 125.8 tok/s with
   // this one alone vs 123.35 with neither kernel's 16-warp form.
   bool wide = true;
-  // q6s19: DS_MATVEC_STREAM_Q6K_PAIR=1: each consumer warp of the 16-warp form takes two of its group's stages at
-  // once; 2: one at a time, each released once its words are loaded; 3: both (pair_row_group; same bits). Applies
-  // where the plan has 16 warps and kc 8 (1 and 3 with >= 3 stages; 3 falls back to 2 with fewer).
-  int pair = 0;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -725,7 +509,6 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_CTAS")) d.ctas_per_sm = std::atoi(e);
-    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_PAIR")) d.pair = std::clamp(std::atoi(e), 0, 3);
     return d;
   }();
   return t;
@@ -792,18 +575,17 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <bool kMath, int kW, bool kPair>
+template <bool kMath, int kW>
 cudaError_t allow_smem_q6() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath, kW, kPair>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     (int)(kW == kCW ? kOneSmem : kOneSmemWide));
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW, kPair>);
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW>);
 }
-template <bool kMath, int kW, bool kPair = false>
+template <bool kMath, int kW>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_q6<kMath, kW, kPair>();
+  const cudaError_t attr = allow_smem_q6<kMath, kW>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kMath, kW, kPair>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+  const cudaError_t e = launch_pdl(kernel<kMath, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
                                    mvq::launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
@@ -848,11 +630,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     }
   }
   const bool wide = p.warps > kCW;
-  a.pair = wide && p.kc == 8 ? (p.stages >= 3 ? tune().pair : tune().pair & 2) : 0;
   if (!tune().math)
     return wide ? launch_t<false, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
                 : launch_t<false, kCW>(a, p.smem, (unsigned)grid, stream);
-  if (a.pair) return launch_t<true, 2 * kCW, true>(a, p.smem, (unsigned)grid, stream);
   return wide ? launch_t<true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
               : launch_t<true, kCW>(a, p.smem, (unsigned)grid, stream);
 }

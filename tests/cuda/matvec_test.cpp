@@ -476,9 +476,7 @@ TEST(CudaMatvec, StreamQ6KVariants) {
     cuda::MatvecStreamTune q4 = keep.q4;
     if (v.xoff) q4.xone = 0;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
-    cuda::MatvecStreamQ6Tune q6{1, v.kc, v.stages, v.ctas, v.wide};
-    q6.pair = keep.q6.pair;  // DS_MATVEC_STREAM_Q6K_PAIR (q6s19) where the variant takes it
-    cuda::set_matvec_stream_q6_tune(q6);
+    cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
     const std::string name = std::string("stream Q6_K") + (v.xoff ? " xone off" : "") + (v.wide ? "" : " 8 warps") + " kc " +
                              std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
                              std::to_string(v.ctas);
@@ -764,86 +762,6 @@ TEST(CudaMatvec, StreamXoneSameBits) {
       EXPECT_LE(e, 1e-6) << "the int8-digit split of x is exact";
     }
   }
-}
-
-// q6s19: the Q6_K stream kernel's paired / early-release forms (DS_MATVEC_STREAM_Q6K_PAIR 1, 2, 3: a 16-warp consumer
-// takes two of its group's stages at once, releases a stage once its words are loaded, or both) against the
-// one-at-a-time loop they replace: bit-identical y in every product, and each against the CPU. Widths of 40 .. 100
-// super-blocks (6 chunks of 8; 9 chunks with a last one of 4, so the groups' stage parity alternates between row
-// groups; 44: a last chunk of 4, warps 4..7 without an item there), rows not a multiple of 16, plain / RMSNorm /
-// SwiGLU (the SwiGLU products take the prepared x at >= 32 super-blocks), accumulate; the default plan, one CTA per SM
-// forced (16 warps on every width), 3 stages (the fewest pairs take) and 2 (pairs not taken: modes 1 / 3 run as 0 / 2).
-// DS_TEST_STREAM_PART shards the shapes; DS_TEST_STREAM_SMALL the sanitizer runs.
-TEST(CudaMatvec, StreamQ6KPairSameBits) {
-  DS_REQUIRE_GPU();
-  const KeepMatvecSettings keep;
-  const std::vector<Shape> shapes = stream_shapes({{2500, 12288, "9B ffn_down width (48 super-blocks)"},
-                                                   {515, 17408, "27B ffn_down width (68)"},
-                                                   {300, 11264, "44 super-blocks"},
-                                                   {77, 25600, "100 super-blocks"},
-                                                   {21, 10240, "40 super-blocks"},
-                                                   {4097, 12288, "odd rows, 48 super-blocks"}});
-  const float eps = 1e-6f;
-  struct V { int stages, ctas; };
-  const V vs[] = {{0, 0}, {0, 1}, {3, 1}, {2, 1}};
-  uint64_t seed = 19100;
-  size_t products = 0, differ = 0;
-  g_worst_seen = 0;
-  int part = 0;
-  for (const Shape& s : shapes) {
-    if (!stream_part_takes(part++)) continue;
-    const auto w = test::random_weights(GgmlType::Q6_K, s.rows * s.cols, seed += 7);
-    const auto x = test::random_floats(s.cols, seed + 1, 5.f);
-    const auto norm_w = test::random_floats(s.cols, seed + 2);
-    const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
-    const auto y0 = test::random_floats(s.rows, seed + 4);
-    std::vector<float> xn(s.cols), xg(s.cols);
-    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
-    cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dn = test::to_device(norm_w);
-    auto dg = test::to_device(gate);
-    auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
-    ASSERT_TRUE(dy.ok());
-    const std::vector<float> nans(s.rows, NAN);
-    for (const V& v : vs)
-      for (int pro = 0; pro < 3; pro++)
-        for (bool acc : {false, true}) {
-          std::vector<float> ys[4];
-          for (int mode = 0; mode < 4; mode++) {
-            cuda::MatvecStreamQ6Tune q6{1, 0, v.stages, v.ctas};
-            q6.pair = mode;
-            cuda::set_matvec_stream_q6_tune(q6);
-            ASSERT_TRUE(cuda::matvec_stream_q6_takes(s.rows, s.cols)) << s.what;
-            ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
-            cuda::MatvecInput in{dx.as<float>()};
-            if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
-            if (pro == 2) in.gate = dg.as<float>();
-            const Status st = cuda::matvec_fused(GgmlType::Q6_K, dw.data(), s.rows, s.cols, in, dy->as<float>(),
-                                                 nullptr, nullptr, acc);
-            ASSERT_TRUE(st.ok()) << st.error().message;
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            ys[mode] = test::to_host<float>(*dy, s.rows);
-          }
-          const std::string what = std::string("stages ") + std::to_string(v.stages) + " ctas " +
-                                   std::to_string(v.ctas) + (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
-                                   (acc ? " accumulate " : " ") + s.what;
-          for (int mode = 0; mode < 4; mode++) {
-            if (mode > 0) {
-              products++;
-              const bool same = std::memcmp(ys[0].data(), ys[mode].data(), s.rows * 4) == 0;
-              differ += !same;
-              EXPECT_TRUE(same) << what << ": pair mode " << mode << " and 0 differ";
-            }
-            check_rows(GgmlType::Q6_K, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
-                       ys[mode].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
-                       what + " pair mode " + std::to_string(mode));
-          }
-        }
-  }
-  std::printf("[stream q6 pair] %zu products of modes 1..3 compared with mode 0, %zu not bit-identical; "
-              "worst |y - ref| / sum|w x| = %.3g\n", products, differ, g_worst_seen);
 }
 
 // decode11: the ordering of the prepared x (xprep_kernel's stores, then the stream kernel's bulk copies of them)
