@@ -19,6 +19,10 @@
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
 // gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
 //   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
+// gdn_tma_out_kernel<DK, false, true, 4> (cf19; DS_GDN_CONV_FUSE_TMA=1, default off): conv_silu_l2 inside
+//   gdn_tma_out_kernel where it is taken and every sequence has one token; CTAs take (key head, sequence) groups of
+//   nv / nk items (the same bits; see there).
+// Every conv form computes a channel's token with conv_silu_channel (the same roundings).
 // gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences):
 //   gdn_conv_kernel with each value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed
 //   shared memory (the same bits).
@@ -31,12 +35,39 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
 
 namespace ds::cuda::mk {
 namespace {
+
+// One token of one channel's causal conv + SiLU (spec §4.2): the taps in order, tap 0 on the oldest sample (the CPU
+// reference's summation order) over the window win (the W = kernel - 1 previous inputs, oldest first) and x, then the
+// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, the fused kernels;
+// W is a compile-time constant there, arrays of N >= W + 1 entries): the same roundings everywhere.
+template <int N>
+__device__ __forceinline__ float conv_silu_channel(const float (&w)[N], float (&win)[N], int W, float x) {
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    if (j < W) sum += w[j] * win[j];
+    else if (j == W) sum += w[j] * x;
+  }
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    if (j + 1 < W) win[j] = win[j + 1];
+    else if (j + 1 == W) win[j] = x;
+  }
+  return silu_f(sum);
+}
+
+// The conv channel of part p (0 q, 1 k, 2 v) index i of key head kh / value head h (Kd = nk * DK).
+template <int DK>
+__device__ __forceinline__ int64_t conv_channel(int p, int i, int kh, int h, int64_t Kd) {
+  return p == 0 ? (int64_t)kh * DK + i : p == 1 ? Kd + (int64_t)kh * DK + i : 2 * Kd + (int64_t)h * DK + i;
+}
 
 // One sequence's tokens t0 .. t1-1 for channel c (window win: this channel's W = kc - 1 previous inputs, oldest
 // first; x_first: token t0's input, already loaded); every thread of the block reaches the same block_sums.
@@ -47,19 +78,7 @@ __device__ __forceinline__ void conv_tokens(const ConvArgs& a, int t0, int t1, i
   const int64_t Cc = a.n_channels;
   for (int t = t0; t < t1; t++) {
     const float xv = t == t0 ? x_first : a.x[(int64_t)t * a.ldx + c];
-    // Taps in order, tap 0 on the oldest sample (the CPU reference's summation order).
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < kMaxConvKernel; j++) {
-      if (j < W) sum += w[j] * win[j];
-      else if (j == W) sum += w[j] * xv;
-    }
-#pragma unroll
-    for (int j = 0; j < kMaxConvKernel; j++) {
-      if (j + 1 < W) win[j] = win[j + 1];
-      else if (j + 1 == W) win[j] = xv;
-    }
-    float y = silu_f(sum);
+    float y = conv_silu_channel(w, win, W, xv);
     if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + c] = y;
     if (norm) {
       const float ss = block_sum(y * y, red);
@@ -133,7 +152,7 @@ __global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvAr
   if ((int64_t)h * a.head_dim >= a.n_channels) return;  // the grid's last block: whole warps only, no barrier
   const int64_t Cc = a.n_channels, cb = (int64_t)h * a.head_dim + lane;
   const bool norm = (int64_t)h * a.head_dim < a.n_norm_channels;  // uniform over the warp
-  float w[kNpt][KC], win[kSeqs][kNpt][W > 0 ? W : 1], xv[kSeqs][kNpt];
+  float w[kNpt][KC], win[kSeqs][kNpt][KC], xv[kSeqs][kNpt];  // win: W used
   int t0[kSeqs], t1[kSeqs];
 #pragma unroll
   for (int i = 0; i < kNpt; i++)
@@ -164,15 +183,7 @@ __global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvAr
 #pragma unroll
       for (int i = 0; i < kNpt; i++) {
         const float x = t == t0[q] ? xv[q][i] : a.x[(int64_t)t * a.ldx + cb + 32 * i];
-        // Taps in order, tap 0 on the oldest sample (conv_tokens' and the CPU reference's order).
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < W; j++) sum += w[i][j] * win[q][i][j];
-        sum += w[i][W] * x;
-#pragma unroll
-        for (int j = 0; j + 1 < W; j++) win[q][i][j] = win[q][i][j + 1];
-        if (W > 0) win[q][i][W > 0 ? W - 1 : 0] = x;
-        y[i] = silu_f(sum);
+        y[i] = conv_silu_channel(w[i], win[q][i], W, x);
         if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + cb + 32 * i] = y[i];
       }
       if (norm) {
@@ -325,13 +336,11 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
   const int kh = (int)blockIdx.x / g, mi = (int)blockIdx.x - kh * g, h = kh + mi * nk, s = blockIdx.y;
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL, part = tid / DK, lane = tid & 31;
   const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
-  const int64_t ch = part == 0 ? (int64_t)kh * DK + tid
-                     : part == 1 ? Kd + (int64_t)kh * DK + (tid - DK)
-                                 : 2 * Kd + (int64_t)h * DK + (tid - 2 * DK);
+  const int64_t ch = conv_channel<DK>(part, tid - part * DK, kh, h, Kd);
   const bool conv = part < 3;                      // warp-uniform (DK a multiple of 32)
   const bool writer = part == 2 || (conv && mi == 0);  // this channel's window: written by this CTA only
   float* cst = state_ptr(io, s, c.state_off);
-  float w[KC], win[W > 0 ? W : 1];
+  float w[KC], win[KC];  // win: W used
   if (conv) {
 #pragma unroll
     for (int i = 0; i < KC; i++) w[i] = c.w[ch * KC + i];
@@ -355,16 +364,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
     const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
     if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
     float y = 0.f;
-    if (conv) {  // conv_warp_kernel's per-channel arithmetic
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < W; i++) sum += w[i] * win[i];
-      sum += w[W] * x;
-#pragma unroll
-      for (int i = 0; i + 1 < W; i++) win[i] = win[i + 1];
-      if (W > 0) win[W > 0 ? W - 1 : 0] = x;
-      y = silu_f(sum);
-    }
+    if (conv) y = conv_silu_channel(w, win, W, x);
     if (part < 2) {
       const float p = warp_sum(y * y);
       if (lane == 0) rqk[tid >> 5] = p;  // the previous token's readers passed its barriers below
@@ -439,14 +439,13 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
   const int s = blockIdx.y, tid = threadIdx.x, jl = tid / kL, j = sp * kRows + jl, r = tid % kL, lane = tid & 31;
   const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
   float* cst = state_ptr(io, s, c.state_off);
-  float w[kPer][KC], win[kPer][W > 0 ? W : 1];
+  float w[kPer][KC], win[kPer][KC];  // win: W used
   int64_t chn[kPer];
 #pragma unroll
   for (int p = 0; p < kPer; p++) {
     const int i = tid + p * kT;
-    chn[p] = i < DK       ? (int64_t)kh * DK + i
-             : i < 2 * DK ? Kd + (int64_t)kh * DK + (i - DK)
-                          : 2 * Kd + (int64_t)h * DK + sp * kRows + (i - 2 * DK);
+    const int part = i < DK ? 0 : i < 2 * DK ? 1 : 2;
+    chn[p] = conv_channel<DK>(part, i - part * DK + (part == 2 ? sp * kRows : 0), kh, h, Kd);
     if (i < kCh) {
 #pragma unroll
       for (int q = 0; q < KC; q++) w[p][q] = c.w[chn[p] * KC + q];
@@ -477,15 +476,8 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
     const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
     if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
 #pragma unroll
-    for (int p = 0; p < kPer; p++) {  // conv_warp_kernel's per-channel arithmetic
-      float sum = 0.f;
-#pragma unroll
-      for (int q = 0; q < W; q++) sum += w[p][q] * win[p][q];
-      sum += w[p][W] * x[p];
-#pragma unroll
-      for (int q = 0; q + 1 < W; q++) win[p][q] = win[p][q + 1];
-      if (W > 0) win[p][W > 0 ? W - 1 : 0] = x[p];
-      y[p] = silu_f(sum);
+    for (int p = 0; p < kPer; p++) {
+      y[p] = conv_silu_channel(w[p], win[p], W, x[p]);
       const int i = tid + p * kT;
       if (i < 2 * DK) {  // warp-uniform: a 32-channel q / k group
         const float pw = warp_sum(y[p] * y[p]);
@@ -693,14 +685,110 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 }
 #endif
 
+// kConvKC (cf19): an item's conv inputs (its one token's qkv inputs, windows and taps of conv channel i of the
+// q / k / v parts, q / k only for the first item of a group) and the gate inputs, in shared memory.
+template <int DK, int KC>
+struct TmcIn {
+  float x[3 * DK];
+  float win[KC][3 * DK];  // KC - 1 rows used, oldest first
+  float w[3 * DK][KC];
+  float z[DK];
+  float a, b, sa, dtb;
+};
+
+#ifdef DS_GDN_TMA_ARCH
+// Item `item`'s TmcIn by cp.async (one group per thread, committed also when empty): thread tid < 3 DK its conv
+// channel (part tid / DK; the q / k parts only where qk), the others z and the scalars; t: the item's token.
+template <int DK, int KC>
+__device__ __forceinline__ void issue_conv_in(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int item, int t,
+                                              bool qk, TmcIn<DK, KC>& in) {
+  const int nv = a.n_v_heads, h = item % nv, s = item / nv, tid = threadIdx.x, part = tid / DK, i = tid - part * DK;
+  if (part < 3) {
+    if (part == 2 || qk) {
+      const int64_t ch = conv_channel<DK>(part, i, h % a.n_k_heads, h, (int64_t)a.n_k_heads * DK);
+      const float* cst = state_ptr(io, s, c.state_off);
+      cp_async4(&in.x[tid], c.x + (int64_t)t * c.ldx + ch);
+#pragma unroll
+      for (int q = 0; q + 1 < KC; q++) cp_async4(&in.win[q][tid], cst + q * c.n_channels + ch);
+#pragma unroll
+      for (int q = 0; q < KC; q++) cp_async4(&in.w[tid][q], c.w + ch * KC + q);
+    }
+  } else {
+    cp_async4(&in.z[i], a.z + (int64_t)t * a.ldz + (int64_t)h * DK + i);
+    if (i == 0) cp_async4(&in.a, a.a + (int64_t)t * a.lda + h);
+    if (i == 1) cp_async4(&in.b, a.b + (int64_t)t * a.ldb + h);
+    if (i == 2) cp_async4(&in.sa, a.ssm_a + h);
+    if (i == 3) cp_async4(&in.dtb, a.dt_bias + h);
+  }
+  cp_async_commit();
+}
+#endif
+
+#ifdef DS_GDN_TMA_ARCH
+// kConvKC: item `item`'s conv from `in` (this thread's own copies, landed): thread tid < 3 DK channel tid % DK of part
+// tid / DK, the q / k parts only on a group's first item (qk; then one barrier for their L2 norms), y into sq / sk /
+// sv and the moved window back to global memory. sq / sk / sv / rqk: their last readers (the item before) passed its
+// out-slot barrier; the readers here pass the item's barrier (1) first.
+template <int DK, int KC>
+__device__ __forceinline__ void conv_item(const ConvArgs& c, const StepIO* io, int item, int nv, int nk, bool qk,
+                                          const TmcIn<DK, KC>& in, float* sq, float* sk, float* sv, float* rqk) {
+  constexpr int kWh = DK / 32, W = KC - 1;
+  const int tid = threadIdx.x, part = tid / DK, i = tid - part * DK, h = item % nv;
+  const bool on = part == 2 || (part < 2 && qk);  // warp-uniform
+  float y = 0.f;
+  if (on) {
+    float w[KC], win[KC];
+#pragma unroll
+    for (int q = 0; q < KC; q++) w[q] = in.w[tid][q];
+#pragma unroll
+    for (int q = 0; q < W; q++) win[q] = in.win[q][tid];
+    y = conv_silu_channel(w, win, W, in.x[tid]);
+    float* cst = state_ptr(io, item / nv, c.state_off);
+    const int64_t ch = conv_channel<DK>(part, i, h % nk, h, (int64_t)nk * DK);
+#pragma unroll
+    for (int q = 0; q < W; q++) cst[q * c.n_channels + ch] = win[q];
+    if (part < 2) {
+      const float p = warp_sum(y * y);
+      if ((tid & 31) == 0) rqk[tid >> 5] = p;
+    }
+  }
+  if (qk) __syncthreads();  // rqk (uniform over the block)
+  if (on && part < 2) {
+    float ss = 0.f;  // conv_warp_kernel's sum: the warp sums from 0.f in warp order
+#pragma unroll
+    for (int q = 0; q < kWh; q++) ss += rqk[part * kWh + q];
+    y *= 1.0f / sqrtf(ss + c.eps);
+    (part == 0 ? sq : sk)[i] = y;
+  } else if (part == 2) {
+    sv[i] = y;
+  }
+}
+#endif
+
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-template <int DK, bool kCopy, bool kSIn>
+// kConvKC > 0 (cf19; DS_GDN_CONV_FUSE_TMA, with kSIn; every sequence exactly one token, the host checks T == S):
+// conv_silu_l2 (conv kernel kConvKC) inside, c.u not written. Why: at B = 64 conv_warp_kernel costs ~8.6 us per
+// layer launched alone (207 us per 9B step). The q / k windows of key head kh are read by its g = nv / nk value heads,
+// so the work unit is a (key head, sequence) group of g items taken by ONE CTA (groups blockIdx.x, + gridDim.x, ...;
+// item m of group (s, kh): value head kh + m nk): the group's first item computes the q / k conv (threads tid < 2 DK,
+// one channel each, L2 norm as gdn_conv_kernel: each warp's warp_sum, added in warp order from 0.f) into sq / sk,
+// which the group's g items read; every item its own v channels (threads 2 DK .. 3 DK) into sv. Every channel's
+// window is read (by the cp.async one item ahead) and written (right after its conv) by this CTA only, so no
+// ordering across CTAs. The conv inputs, windows and taps come one item ahead by cp.async (TmcIn, like kSIn's
+// inputs); each thread computes the channel whose copies it issued, so the conv runs before the state's mbarrier
+// wait. Per-channel arithmetic conv_silu_channel, the rule and norm unchanged: the same bits as conv_warp_kernel +
+// this kernel. 9B, 64 sequences: 1,024 groups of 2 items on 132 CTAs, at most 8 groups = 16 items per CTA, as the
+// 2,048 items' 16.
+template <int DK, bool kCopy, bool kSIn, int kConvKC = 0>
 __global__ void __launch_bounds__(DK * 4, 1)
-    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
+    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift, const ConvArgs c) {
 #ifdef DS_GDN_TMA_ARCH
   using C = TmaOutCfg<DK>;
-  constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
+  constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32, kWh = DK / 32;
+  constexpr bool kConv = kConvKC > 0;
+  static_assert(!kConv || (kSIn && !kCopy), "the conv form is kSIn's");
+  using In = std::conditional_t<kConv, TmcIn<DK, kConv ? kConvKC : 1>, TmoIn<DK>>;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
   extern __shared__ __align__(128) unsigned char gdn_tmo_smem[];
@@ -708,18 +796,30 @@ __global__ void __launch_bounds__(DK * 4, 1)
   __shared__ __align__(16) float sk[DK];
   __shared__ float red[kW];
   __shared__ __align__(8) uint64_t full[kIn];
-  __shared__ __align__(16) TmoIn<DK> ins[kSIn ? 2 : 1];  // kSIn: item k's inputs in ins[k & 1]
+  __shared__ __align__(16) In ins[kSIn ? 2 : 1];  // kSIn: item k's inputs in ins[k & 1]
   __shared__ int sstart[kSIn ? kMaxStepTokens + 1 : 1];
+  __shared__ float sv[kConv ? DK : 1];
+  __shared__ float rqk[kConv ? 2 * kWh : 1];
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
-  const int nv = a.n_v_heads, G = (int)gridDim.x;
-  const int n_my = (n_items - (int)blockIdx.x + G - 1) / G;  // >= 1: the grid has at most n_items CTAs
+  const int nv = a.n_v_heads, nk = a.n_k_heads, g = kConv ? nv / nk : 1, G = (int)gridDim.x;
+  // >= 1: the grid has at most n_items (kConv: n_items / g groups) CTAs
+  const int n_my = g * ((n_items / g - (int)blockIdx.x + G - 1) / G);
+  // This CTA's item k (s * nv + h): kConv item k % g of group blockIdx.x + (k / g) G (= s * nk + kh)
+  auto item_of = [&](int k) {
+    if constexpr (kConv) {
+      const int gi = (int)blockIdx.x + (k / g) * G, s = gi / nk;
+      return s * nv + (gi - s * nk) + (k % g) * nk;
+    } else {
+      return (int)blockIdx.x + k * G;
+    }
+  };
   if constexpr (kSIn) {  // StepIO: uploaded before the step
     for (int i = tid; i <= n_items / nv; i += DK * 4) sstart[i] = io->start[i];
   }
   auto slot = [&](int k) { return gdn_tmo_smem + (size_t)(k % kIn) * C::kBytes; };
   unsigned char* const out = gdn_tmo_smem + (size_t)kIn * C::kBytes;
   auto gstate = [&](int k) {
-    const int item = (int)blockIdx.x + k * G;
+    const int item = item_of(k);
     return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
   };
   if (tid == 0) {
@@ -737,13 +837,16 @@ __global__ void __launch_bounds__(DK * 4, 1)
   pdl_trigger();
   ItemIn nxt{}, cur{};
   if constexpr (!kCopy && !kSIn) load_item<DK>(a, io, (int)blockIdx.x, nxt);
-  if constexpr (!kCopy && kSIn) {  // sstart: written before the barrier after the mbarrier init
+  if constexpr (kConv) {  // sstart: written before the barrier after the mbarrier init
+    const int it0 = item_of(0);
+    issue_conv_in<DK, kConvKC>(c, a, io, it0, sstart[it0 / nv], true, ins[0]);
+  } else if constexpr (!kCopy && kSIn) {
     const int s0 = (int)blockIdx.x / nv;
     issue_item_in<DK>(a, (int)blockIdx.x, sstart[s0], sstart[s0 + 1], ins[0]);
   }
   float4* O4 = reinterpret_cast<float4*>(out) + j * (DK / 4);
   for (int k = 0; k < n_my; k++) {
-    const int item = (int)blockIdx.x + k * G, h = item % nv;
+    const int item = item_of(k), h = item % nv;
     const float4* L4 = reinterpret_cast<const float4*>(slot(k)) + j * (DK / 4);
     // Item k's slot, once every thread has read it (called after a barrier that follows the reads), refilled
     // with item k + kIn; every thread has passed its wait on this slot's current phase (before the reads).
@@ -757,7 +860,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
       cur = nxt;
       if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
     }
-    const TmoIn<DK>& in = ins[kSIn ? k & 1 : 0];
+    const In& in = ins[kSIn ? k & 1 : 0];
     if constexpr (!kCopy && kSIn) {
       const int s = item / nv;
       cur.t0 = sstart[s];
@@ -765,13 +868,15 @@ __global__ void __launch_bounds__(DK * 4, 1)
       // The next item's inputs in flight during this one: into ins[(k + 1) & 1], whose last readers (item
       // k - 1) have passed that item's out-slot barrier.
       if (k + 1 < n_my) {
-        const int s1 = (item + G) / nv;
-        issue_item_in<DK>(a, item + G, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
+        const int it1 = item_of(k + 1), s1 = it1 / nv;
+        if constexpr (kConv) issue_conv_in<DK, kConvKC>(c, a, io, it1, sstart[s1], (k + 1) % g == 0, ins[(k + 1) & 1]);
+        else issue_item_in<DK>(a, it1, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
       } else {
         cp_async_commit();  // an empty group: "all but the newest" stays item k's
       }
       cp_async_wait1();  // this thread's copies of item k's inputs (issued an item ago) have landed
     }
+    if constexpr (kConv) conv_item<DK, kConvKC>(c, io, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
     mbar_wait(&full[k % kIn], (unsigned)(k / kIn) & 1u);
     float4 m[kC];
 #pragma unroll
@@ -800,7 +905,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         }
         // every reader of the previous token's sq / sk has passed its barrier (2); kSIn: the first token's
         // q and k are read from `in`
-        if (tid < DK && !(kSIn && first)) {
+        if (tid < DK && !(kSIn && first) && !kConv) {
           sq[tid] = qv;
           sk[tid] = kv0;
         }
@@ -810,12 +915,19 @@ __global__ void __launch_bounds__(DK * 4, 1)
           refill();
           refilled = true;
         }
-        if (kSIn && first) {
+        if constexpr (kConv) {  // one token (sq / sk / sv: conv_item's, before barrier (1))
+          av = in.a, bv = in.b, vj = sv[j], zv = in.z[j];
+        } else if (kSIn && first) {
           av = in.a, bv = in.b, vj = in.v[j], zv = in.z[j];
         }
         const float sa = kSIn ? in.sa : cur.sa, dtb = kSIn ? in.dtb : cur.dtb;
-        const float4* q4 = reinterpret_cast<const float4*>(kSIn && first ? in.q : sq);
-        const float4* k4 = reinterpret_cast<const float4*>(kSIn && first ? in.k : sk);
+        const float* qsrc = sq;
+        const float* ksrc = sk;
+        if constexpr (kSIn && !kConv) {
+          if (first) qsrc = in.q, ksrc = in.k;
+        }
+        const float4* q4 = reinterpret_cast<const float4*>(qsrc);
+        const float4* k4 = reinterpret_cast<const float4*>(ksrc);
         const float g = sa * softplus_f(av + dtb);
         const float beta = sigmoid_f(bv);
         const float decay = expf(g);
@@ -865,15 +977,16 @@ __global__ void __launch_bounds__(DK * 4, 1)
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn>
-cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
+template <int DK, bool kCopy, bool kSIn, int kConvKC = 0>
+cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0,
+                           const ConvArgs& c = {}) {
   using C = TmaOutCfg<DK>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, kConvKC>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
-  const int n_items = a.n_v_heads * n_seqs;
-  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
-                    a, io, n_items, copy_shift);
+  const int n_items = a.n_v_heads * n_seqs, n_units = kConvKC > 0 ? n_items / (a.n_v_heads / a.n_k_heads) : n_items;
+  return launch_pdl(k, dim3((unsigned)std::min(n_units, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items, copy_shift, c);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
@@ -999,10 +1112,28 @@ int split_b1_env() {  // -1: by g
   return v;
 }
 
+// gdn_step's kernel at n_seqs sequences is gdn_tma_out_kernel (gdn_force_kernel, DS_GDN_TMA, DS_GDN_TMA_MIN).
+bool tma_batch(int n_seqs) {
+  const int force = g_force.load(std::memory_order_relaxed);
+  return force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
+}
+
+// DS_GDN_CONV_FUSE_TMA (cf19): 1 = gdn_conv_step on gdn_tma_out_kernel<DK, false, true, 4> where gdn_step takes
+// gdn_tma_out_kernel and every sequence has one token, 0 (default) = conv_silu_l2 + gdn_step there;
+// gdn_force_conv_fuse_tma overrides it. DS_GDN_CONV_FUSE=0 turns it off too.
+std::atomic<int> g_conv_fuse_tma_force{-1};
+bool conv_fuse_tma_env() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_CONV_FUSE_TMA");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
+
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
-  if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
+  if (tma_batch(n_seqs)) {
     const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
     const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
                                : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
@@ -1131,13 +1262,17 @@ Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t str
 
 void gdn_force_conv_fuse(int on) { g_conv_fuse_force.store(on == 0 || on == 1 ? on : -1); }
 
-bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
+void gdn_force_conv_fuse_tma(int on) { g_conv_fuse_tma_force.store(on == 0 || on == 1 ? on : -1); }
+
+bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs, int n_tokens) {
   const int f = g_conv_fuse_force.load(std::memory_order_relaxed);
   if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
-  const int kf = g_force.load(std::memory_order_relaxed);
-  const bool tma = kf >= 1 || (kf < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
+  if (tma_batch(n_seqs)) {  // cf19: one token per sequence (the forward gives every sequence >= 1)
+    const int ft = g_conv_fuse_tma_force.load(std::memory_order_relaxed);
+    if (!(ft < 0 ? conv_fuse_tma_env() : ft == 1) || n_tokens != n_seqs) return false;
+  }
   const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
-  return !tma && c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
+  return c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
          a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2 * Kd &&
          c.n_channels == 2 * Kd + (int64_t)a.n_v_heads * a.d_k && !c.dbg_pre && !a.dbg_core && !a.dbg_g &&
          !a.dbg_beta && a.state_off % 16 == 0 && n_seqs >= 1 && n_seqs <= kMaxStepTokens;
@@ -1148,12 +1283,22 @@ void gdn_force_split_b1(int k) { g_split_force.store(k == 0 || k == 2 || k == 4 
 int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
   const int f = g_split_force.load(std::memory_order_relaxed), e = f >= 0 ? f : split_b1_env();
   const int k = e >= 0 ? e : (a.n_k_heads > 0 && a.n_v_heads == a.n_k_heads ? 4 : 0);
-  if (k == 0 || n_seqs >= 16 || !gdn_conv_fused(c, a, n_seqs)) return 0;
+  if (k == 0 || n_seqs >= 16 || tma_batch(n_seqs) || !gdn_conv_fused(c, a, n_seqs, 1)) return 0;
   return a.n_v_heads / a.n_k_heads * k <= 8 ? k : 0;
 }
 
-Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
+Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, int n_tokens,
+                     cudaStream_t stream) {
+  if (!gdn_conv_fused(c, a, n_seqs, n_tokens))
+    return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
+  if (tma_batch(n_seqs)) {  // cf19
+    const cudaError_t e = a.d_k == 64 ? launch_tma_out<64, false, true, 4>(a, io, n_seqs, stream, 0, c)
+                                      : launch_tma_out<128, false, true, 4>(a, io, n_seqs, stream, 0, c);
+    if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): launch: {}", cudaGetErrorString(e));
+    const cudaError_t st = launch_status(stream);
+    if (st != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): after launch: {}", cudaGetErrorString(st));
+    return {};
+  }
   const int g = a.n_v_heads / a.n_k_heads, ks = gdn_conv_split(c, a, n_seqs);
   if (ks > 0) {
     auto k = a.d_k == 64 ? (ks == 2 ? gdn_conv_split_kernel<64, 4, 2> : gdn_conv_split_kernel<64, 4, 4>)
