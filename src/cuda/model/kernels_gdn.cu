@@ -697,16 +697,21 @@ struct TmcIn {
 };
 
 #ifdef DS_GDN_TMA_ARCH
+// StepIO's base[s] + off from its copy in shared memory (kConvKC: no global load on an item's critical path).
+__device__ __forceinline__ float* state_at(const unsigned long long* sbase, int s, int64_t off) {
+  return reinterpret_cast<float*>(static_cast<uintptr_t>(sbase[s]) + static_cast<uintptr_t>(off));
+}
+
 // Item `item`'s TmcIn by cp.async (one group per thread, committed also when empty): thread tid < 3 DK its conv
 // channel (part tid / DK; the q / k parts only where qk), the others z and the scalars; t: the item's token.
 template <int DK, int KC>
-__device__ __forceinline__ void issue_conv_in(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int item, int t,
-                                              bool qk, TmcIn<DK, KC>& in) {
+__device__ __forceinline__ void issue_conv_in(const ConvArgs& c, const GdnArgs& a, const unsigned long long* sbase,
+                                              int item, int t, bool qk, TmcIn<DK, KC>& in) {
   const int nv = a.n_v_heads, h = item % nv, s = item / nv, tid = threadIdx.x, part = tid / DK, i = tid - part * DK;
   if (part < 3) {
     if (part == 2 || qk) {
       const int64_t ch = conv_channel<DK>(part, i, h % a.n_k_heads, h, (int64_t)a.n_k_heads * DK);
-      const float* cst = state_ptr(io, s, c.state_off);
+      const float* cst = state_at(sbase, s, c.state_off);
       cp_async4(&in.x[tid], c.x + (int64_t)t * c.ldx + ch);
 #pragma unroll
       for (int q = 0; q + 1 < KC; q++) cp_async4(&in.win[q][tid], cst + q * c.n_channels + ch);
@@ -730,7 +735,8 @@ __device__ __forceinline__ void issue_conv_in(const ConvArgs& c, const GdnArgs& 
 // sv and the moved window back to global memory. sq / sk / sv / rqk: their last readers (the item before) passed its
 // out-slot barrier; the readers here pass the item's barrier (1) first.
 template <int DK, int KC>
-__device__ __forceinline__ void conv_item(const ConvArgs& c, const StepIO* io, int item, int nv, int nk, bool qk,
+__device__ __forceinline__ void conv_item(const ConvArgs& c, const unsigned long long* sbase, int item, int nv, int nk,
+                                          bool qk,
                                           const TmcIn<DK, KC>& in, float* sq, float* sk, float* sv, float* rqk) {
   constexpr int kWh = DK / 32, W = KC - 1;
   const int tid = threadIdx.x, part = tid / DK, i = tid - part * DK, h = item % nv;
@@ -743,7 +749,7 @@ __device__ __forceinline__ void conv_item(const ConvArgs& c, const StepIO* io, i
 #pragma unroll
     for (int q = 0; q < W; q++) win[q] = in.win[q][tid];
     y = conv_silu_channel(w, win, W, in.x[tid]);
-    float* cst = state_ptr(io, item / nv, c.state_off);
+    float* cst = state_at(sbase, item / nv, c.state_off);
     const int64_t ch = conv_channel<DK>(part, i, h % nk, h, (int64_t)nk * DK);
 #pragma unroll
     for (int q = 0; q < W; q++) cst[q * c.n_channels + ch] = win[q];
@@ -780,7 +786,9 @@ __device__ __forceinline__ void conv_item(const ConvArgs& c, const StepIO* io, i
 // wait. Per-channel arithmetic conv_silu_channel, the rule and norm unchanged: the same bits as conv_warp_kernel +
 // this kernel. 9B, 64 sequences: 1,024 groups of 2 items on 132 CTAs, at most 8 groups = 16 items per CTA, as the
 // 2,048 items' 16.
-template <int DK, bool kCopy, bool kSIn, int kConvKC = 0>
+// kConvPost (DS_GDN_CONV_FUSE_TMA=2): the conv after the item's state read and its slot's refill (then one barrier
+// more) instead of before the state's mbarrier wait: the refill is not delayed by the conv.
+template <int DK, bool kCopy, bool kSIn, int kConvKC = 0, bool kConvPost = false>
 __global__ void __launch_bounds__(DK * 4, 1)
     gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift, const ConvArgs c) {
 #ifdef DS_GDN_TMA_ARCH
@@ -800,6 +808,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
   __shared__ int sstart[kSIn ? kMaxStepTokens + 1 : 1];
   __shared__ float sv[kConv ? DK : 1];
   __shared__ float rqk[kConv ? 2 * kWh : 1];
+  __shared__ unsigned long long sbase[kConv ? kMaxStepTokens : 1];  // StepIO's base[]
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
   const int nv = a.n_v_heads, nk = a.n_k_heads, g = kConv ? nv / nk : 1, G = (int)gridDim.x;
   // >= 1: the grid has at most n_items (kConv: n_items / g groups) CTAs
@@ -816,11 +825,15 @@ __global__ void __launch_bounds__(DK * 4, 1)
   if constexpr (kSIn) {  // StepIO: uploaded before the step
     for (int i = tid; i <= n_items / nv; i += DK * 4) sstart[i] = io->start[i];
   }
+  if constexpr (kConv) {
+    for (int i = tid; i < n_items / nv; i += DK * 4) sbase[i] = io->base[i];
+  }
   auto slot = [&](int k) { return gdn_tmo_smem + (size_t)(k % kIn) * C::kBytes; };
   unsigned char* const out = gdn_tmo_smem + (size_t)kIn * C::kBytes;
   auto gstate = [&](int k) {
     const int item = item_of(k);
-    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+    if constexpr (kConv) return state_at(sbase, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+    else return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
   };
   if (tid == 0) {
     for (int i = 0; i < kIn; i++) mbar_init(&full[i], 1);
@@ -837,9 +850,9 @@ __global__ void __launch_bounds__(DK * 4, 1)
   pdl_trigger();
   ItemIn nxt{}, cur{};
   if constexpr (!kCopy && !kSIn) load_item<DK>(a, io, (int)blockIdx.x, nxt);
-  if constexpr (kConv) {  // sstart: written before the barrier after the mbarrier init
+  if constexpr (kConv) {  // sstart, sbase: written before the barrier after the mbarrier init
     const int it0 = item_of(0);
-    issue_conv_in<DK, kConvKC>(c, a, io, it0, sstart[it0 / nv], true, ins[0]);
+    issue_conv_in<DK, kConvKC>(c, a, sbase, it0, sstart[it0 / nv], true, ins[0]);
   } else if constexpr (!kCopy && kSIn) {
     const int s0 = (int)blockIdx.x / nv;
     issue_item_in<DK>(a, (int)blockIdx.x, sstart[s0], sstart[s0 + 1], ins[0]);
@@ -869,14 +882,14 @@ __global__ void __launch_bounds__(DK * 4, 1)
       // k - 1) have passed that item's out-slot barrier.
       if (k + 1 < n_my) {
         const int it1 = item_of(k + 1), s1 = it1 / nv;
-        if constexpr (kConv) issue_conv_in<DK, kConvKC>(c, a, io, it1, sstart[s1], (k + 1) % g == 0, ins[(k + 1) & 1]);
+        if constexpr (kConv) issue_conv_in<DK, kConvKC>(c, a, sbase, it1, sstart[s1], (k + 1) % g == 0, ins[(k + 1) & 1]);
         else issue_item_in<DK>(a, it1, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
       } else {
         cp_async_commit();  // an empty group: "all but the newest" stays item k's
       }
       cp_async_wait1();  // this thread's copies of item k's inputs (issued an item ago) have landed
     }
-    if constexpr (kConv) conv_item<DK, kConvKC>(c, io, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
+    if constexpr (kConv && !kConvPost) conv_item<DK, kConvKC>(c, sbase, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
     mbar_wait(&full[k % kIn], (unsigned)(k / kIn) & 1u);
     float4 m[kC];
 #pragma unroll
@@ -914,6 +927,10 @@ __global__ void __launch_bounds__(DK * 4, 1)
         if (!refilled) {
           refill();
           refilled = true;
+        }
+        if constexpr (kConv && kConvPost) {
+          conv_item<DK, kConvKC>(c, sbase, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
+          __syncthreads();  // (1b) sq / sk / sv written
         }
         if constexpr (kConv) {  // one token (sq / sk / sv: conv_item's, before barrier (1))
           av = in.a, bv = in.b, vj = sv[j], zv = in.z[j];
@@ -977,11 +994,11 @@ __global__ void __launch_bounds__(DK * 4, 1)
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn, int kConvKC = 0>
+template <int DK, bool kCopy, bool kSIn, int kConvKC = 0, bool kConvPost = false>
 cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0,
                            const ConvArgs& c = {}) {
   using C = TmaOutCfg<DK>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, kConvKC>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, kConvKC, kConvPost>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs, n_units = kConvKC > 0 ? n_items / (a.n_v_heads / a.n_k_heads) : n_items;
@@ -1118,16 +1135,17 @@ bool tma_batch(int n_seqs) {
   return force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
 }
 
-// DS_GDN_CONV_FUSE_TMA (cf19): 1 = gdn_conv_step on gdn_tma_out_kernel<DK, false, true, 4> where gdn_step takes
-// gdn_tma_out_kernel and every sequence has one token, 0 (default) = conv_silu_l2 + gdn_step there;
-// gdn_force_conv_fuse_tma overrides it. DS_GDN_CONV_FUSE=0 turns it off too.
+// DS_GDN_CONV_FUSE_TMA (cf19): 1 / 2 = gdn_conv_step on gdn_tma_out_kernel<DK, false, true, 4, kConvPost = false /
+// true> where gdn_step takes gdn_tma_out_kernel and every sequence has one token, 0 (default) = conv_silu_l2 +
+// gdn_step there; gdn_force_conv_fuse_tma overrides it. DS_GDN_CONV_FUSE=0 turns it off too.
 std::atomic<int> g_conv_fuse_tma_force{-1};
-bool conv_fuse_tma_env() {
-  static const bool v = [] {
+int conv_fuse_tma() {
+  static const int v = [] {
     const char* e = std::getenv("DS_GDN_CONV_FUSE_TMA");
-    return e && e[0] == '1';
+    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
   }();
-  return v;
+  const int f = g_conv_fuse_tma_force.load(std::memory_order_relaxed);
+  return f >= 0 ? f : v;
 }
 
 template <int DK>
@@ -1262,14 +1280,13 @@ Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t str
 
 void gdn_force_conv_fuse(int on) { g_conv_fuse_force.store(on == 0 || on == 1 ? on : -1); }
 
-void gdn_force_conv_fuse_tma(int on) { g_conv_fuse_tma_force.store(on == 0 || on == 1 ? on : -1); }
+void gdn_force_conv_fuse_tma(int on) { g_conv_fuse_tma_force.store(on >= 0 && on <= 2 ? on : -1); }
 
 bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs, int n_tokens) {
   const int f = g_conv_fuse_force.load(std::memory_order_relaxed);
   if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
   if (tma_batch(n_seqs)) {  // cf19: one token per sequence (the forward gives every sequence >= 1)
-    const int ft = g_conv_fuse_tma_force.load(std::memory_order_relaxed);
-    if (!(ft < 0 ? conv_fuse_tma_env() : ft == 1) || n_tokens != n_seqs) return false;
+    if (conv_fuse_tma() == 0 || n_tokens != n_seqs) return false;
   }
   const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
   return c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
@@ -1292,8 +1309,11 @@ Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int 
   if (!gdn_conv_fused(c, a, n_seqs, n_tokens))
     return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
   if (tma_batch(n_seqs)) {  // cf19
-    const cudaError_t e = a.d_k == 64 ? launch_tma_out<64, false, true, 4>(a, io, n_seqs, stream, 0, c)
-                                      : launch_tma_out<128, false, true, 4>(a, io, n_seqs, stream, 0, c);
+    const bool post = conv_fuse_tma() == 2;
+    const cudaError_t e = a.d_k == 64 ? (post ? launch_tma_out<64, false, true, 4, true>(a, io, n_seqs, stream, 0, c)
+                                              : launch_tma_out<64, false, true, 4>(a, io, n_seqs, stream, 0, c))
+                          : post ? launch_tma_out<128, false, true, 4, true>(a, io, n_seqs, stream, 0, c)
+                                 : launch_tma_out<128, false, true, 4>(a, io, n_seqs, stream, 0, c);
     if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): after launch: {}", cudaGetErrorString(st));
