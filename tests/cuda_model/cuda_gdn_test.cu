@@ -7,8 +7,7 @@
 // 9B's and 27B's shapes and the state-copy rooflines (Time), one launch of each for Nsight Compute (Profile).
 // ConvStep.*: conv_silu_l2 with 1, 2, 4 sequences per block gives the same bits, and matches float64.
 // GdnConvStep.*: gdn_conv_step (cg18: the conv + SiLU + L2 norm inside the delta-rule kernel) gives the bits of
-// conv_silu_l2 + gdn_step's gdn_kernel (outputs, states, windows); cf19: its gdn_tma_out_kernel form (batches from 16
-// sequences, one token each) the bits of conv_silu_l2 (conv_warp_kernel) + gdn_tma_out_kernel, over several steps.
+// conv_silu_l2 + gdn_step's gdn_kernel (outputs, states, windows).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -628,10 +627,10 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
     mk::gdn_force_conv_fuse(v >= 1 ? 1 : 0);
     mk::gdn_force_split_b1(kSplit[v]);
     mk::gdn_force_kernel(0);
-    const bool fused = mk::gdn_conv_fused(ca, ga, p.S, p.T);
+    const bool fused = mk::gdn_conv_fused(ca, ga, p.S);
     const int split = mk::gdn_conv_split(ca, ga, p.S);
     const Status r = [&]() -> Status {
-      if (v >= 1) return mk::gdn_conv_step(ca, ga, p.dio, p.S, p.T, nullptr);
+      if (v >= 1) return mk::gdn_conv_step(ca, ga, p.dio, p.S, nullptr);
       DS_TRY(mk::conv_silu_l2(ca, p.dio, p.S, nullptr));
       return mk::gdn_step(ga, p.dio, p.S, nullptr);
     }();
@@ -693,118 +692,6 @@ TEST(GdnConvStep, FusedGivesSameBits) {
   conv_fuse_case(64, 4, 4, {1}, 40);
 }
 
-namespace {
-
-// cf19: conv_silu_l2 (conv_warp_kernel) + gdn_step (gdn_tma_out_kernel, kSIn) against gdn_conv_step's
-// gdn_tma_out_kernel conv form, `steps` decode steps in a row of S sequences (one token each) on the same states and
-// windows: each step's outputs, and at the end every byte of the allocations (states, windows, the 0xA5 around them)
-// compared; u must stay unwritten by the fused form.
-void conv_fuse_tma_case(int dk, int nk, int nv, int S, int steps, uint32_t seed) {
-  Problem p;
-  p.init(dk, nk, nv, std::vector<int>(S, 1), seed);
-  const int kc = 4;
-  const int64_t wbytes = (int64_t)(kc - 1) * p.Cc * 4;
-  p.extra = 48 + wbytes;
-  ASSERT_TRUE(p.upload());
-  const int64_t woff = p.off + p.seq_floats() * 4 + 48;  // 16-byte aligned
-  const std::string what = "tma fuse dk " + std::to_string(dk) + " nk " + std::to_string(nk) + " nv " +
-                           std::to_string(nv) + " S " + std::to_string(S) + " steps " + std::to_string(steps);
-  std::mt19937 g(seed + 2000);
-  std::uniform_real_distribution<float> U(-1.f, 1.f);
-  std::vector<float> x((size_t)steps * S * p.Cc), w((size_t)p.Cc * kc), win((size_t)S * (kc - 1) * p.Cc);
-  for (auto& v : x) v = 2.f * U(g);
-  for (auto& v : w) v = U(g);
-  for (auto& v : win) v = 2.f * U(g);
-  float *dx = nullptr, *dw = nullptr;
-  CU(cudaMalloc(&dx, (size_t)S * p.Cc * 4));
-  CU(cudaMalloc(&dw, w.size() * 4));
-  CU(cudaMemcpy(dw, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
-  mk::ConvArgs ca;
-  ca.x = dx, ca.ldx = p.Cc, ca.w = dw, ca.state_off = woff, ca.u = p.du, ca.ldu = p.Cc;
-  ca.n_channels = p.Cc, ca.n_norm_channels = 2 * p.Kd, ca.head_dim = dk, ca.kernel = kc, ca.eps = 1e-6f;
-  const mk::GdnArgs ga = p.args(false);
-  std::vector<float> out[3];
-  std::vector<unsigned char> st[3];
-  for (int v = 0; v < 3; v++) {  // 0: the two kernels, 1 / 2: fused, the conv before the state's wait / after its read
-    ASSERT_TRUE(p.reset_state());
-    for (int s = 0; s < S; s++)
-      CU(cudaMemcpy(p.dstate + (int64_t)p.perm(s) * p.stride + woff, &win[(size_t)s * (kc - 1) * p.Cc], wbytes,
-                    cudaMemcpyHostToDevice));
-    CU(cudaMemset(p.du, 0xFF, (size_t)S * p.Cc * 4));
-    out[v].resize((size_t)steps * S * p.Vd);
-    mk::gdn_force_conv_fuse(1);
-    mk::gdn_force_conv_fuse_tma(v);
-    mk::gdn_force_kernel(2);
-    mk::conv_force_warp(1);
-    const bool fused = mk::gdn_conv_fused(ca, ga, S, S);
-    std::string err;
-    for (int k = 0; k < steps && err.empty(); k++) {
-      CU(cudaMemcpy(dx, &x[(size_t)k * S * p.Cc], (size_t)S * p.Cc * 4, cudaMemcpyHostToDevice));
-      CU(cudaMemset(p.dout, 0xFF, (size_t)S * p.Vd * 4));
-      const Status r = [&]() -> Status {
-        if (v >= 1) return mk::gdn_conv_step(ca, ga, p.dio, S, S, nullptr);
-        DS_TRY(mk::conv_silu_l2(ca, p.dio, S, nullptr));
-        return mk::gdn_step(ga, p.dio, S, nullptr);
-      }();
-      if (!r.ok()) err = r.error().message;
-      CU(cudaDeviceSynchronize());
-      CU(cudaMemcpy(&out[v][(size_t)k * S * p.Vd], p.dout, (size_t)S * p.Vd * 4, cudaMemcpyDeviceToHost));
-    }
-    mk::conv_force_warp(-1);
-    mk::gdn_force_kernel(-1);
-    mk::gdn_force_conv_fuse_tma(-1);
-    mk::gdn_force_conv_fuse(-1);
-    ASSERT_EQ(fused, v >= 1) << what;
-    ASSERT_TRUE(err.empty()) << what << ": " << err;
-    st[v].resize((size_t)S * p.stride);
-    CU(cudaMemcpy(st[v].data(), p.dstate, st[v].size(), cudaMemcpyDeviceToHost));
-    if (v >= 1) {
-      std::vector<uint32_t> u((size_t)S * p.Cc);
-      CU(cudaMemcpy(u.data(), p.du, u.size() * 4, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < u.size(); i++) ASSERT_EQ(u[i], 0xFFFFFFFFu) << what << ": u[" << i << "] written";
-    }
-  }
-  for (size_t i = 0; i < out[0].size(); i++) ASSERT_TRUE(std::isfinite(out[0][i])) << what << ": out " << i;
-  for (int v = 1; v < 3; v++) {
-    for (int s = 0; s < S; s++) {  // the windows moved: the last step's input is the newest row
-      const float* got = reinterpret_cast<const float*>(&st[v][(size_t)p.perm(s) * p.stride + woff]);
-      for (int64_t c = 0; c < p.Cc; c++)
-        ASSERT_EQ(got[(kc - 2) * p.Cc + c], x[((size_t)(steps - 1) * S + s) * p.Cc + c]) << what << ": window " << c;
-    }
-    for (int k = 0; k < steps; k++)
-      EXPECT_EQ(0, std::memcmp(&out[v][(size_t)k * S * p.Vd], &out[0][(size_t)k * S * p.Vd], (size_t)S * p.Vd * 4))
-          << what << " v " << v << ": out of step " << k;
-    EXPECT_EQ(0, std::memcmp(st[v].data(), st[0].data(), st[0].size())) << what << " v " << v << ": states, windows";
-  }
-  std::printf("[cf19] %s: fused gdn_tma_out_kernel (conv before / after the state read) vs conv_warp_kernel + gdn_tma_out_kernel compared (out of every "
-              "step, states, windows)\n", what.c_str());
-  cudaFree(dx);
-  cudaFree(dw);
-  p.free_all();
-}
-
-}  // namespace
-
-// cf19: the 9B's shape (nk 16, nv 32: groups of 2) at 16 / 40 / 64 sequences, the 27B's nv = 3 nk, nv = nk and
-// nv = 4 nk at d_k 64; grids of fewer CTAs than SMs (groups < 132) and uneven ones; 3 steps in a row.
-TEST(GdnConvStep, TmaFusedGivesSameBits) {
-  GDN_SKIP_WITHOUT_GPU();
-  conv_fuse_tma_case(128, 16, 32, 16, 3, 51);
-  conv_fuse_tma_case(128, 16, 32, 40, 3, 52);
-  conv_fuse_tma_case(128, 16, 32, 64, 3, 53);
-  conv_fuse_tma_case(128, 16, 48, 40, 3, 54);
-  conv_fuse_tma_case(128, 16, 48, 64, 2, 55);
-  conv_fuse_tma_case(64, 4, 4, 20, 3, 56);
-  conv_fuse_tma_case(64, 4, 16, 37, 3, 57);
-}
-
-// Small shapes of the same (for compute-sanitizer racecheck / memcheck): d_k 64 nv = 3 nk, d_k 128 nv = 2 nk.
-TEST(GdnConvStep, TmaFusedSmall) {
-  GDN_SKIP_WITHOUT_GPU();
-  conv_fuse_tma_case(64, 2, 6, 16, 2, 61);
-  conv_fuse_tma_case(128, 4, 8, 17, 2, 62);
-}
-
 // gdn_conv_fused's conditions: off by default, off from DS_GDN_TMA_MIN sequences and with debug outputs.
 TEST(GdnConvStep, FusedOnlyWhereItApplies) {
   mk::ConvArgs ca;
@@ -812,31 +699,17 @@ TEST(GdnConvStep, FusedOnlyWhereItApplies) {
   mk::GdnArgs ga;
   ga.n_k_heads = 16, ga.n_v_heads = 16, ga.d_k = 128;
   mk::gdn_force_conv_fuse(0);
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1, 1));
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
   mk::gdn_force_conv_fuse(1);
-  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 1, 1));
-  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 15, 15));
-  mk::gdn_force_conv_fuse_tma(0);
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16, 16));  // gdn_tma_out_kernel's batches (DS_GDN_TMA_MIN default)
-  mk::gdn_force_conv_fuse_tma(1);  // cf19: there only with one token per sequence
-  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 16, 16));
-  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 64, 64));
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16, 17));
-  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 1, 3));  // gdn_conv_kernel: any tokens
-  EXPECT_EQ(mk::gdn_conv_split(ca, ga, 16), 0);
-  mk::gdn_force_conv_fuse(0);
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16, 16));  // DS_GDN_CONV_FUSE=0: no fusion at all
-  mk::gdn_force_conv_fuse(1);
-  mk::gdn_force_conv_fuse_tma(-1);
+  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 1));
+  EXPECT_TRUE(mk::gdn_conv_fused(ca, ga, 15));
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16));  // gdn_tma_out_kernel's batches (DS_GDN_TMA_MIN default)
   float dummy = 0;
   ca.dbg_pre = &dummy;
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1, 1));
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
   ca.dbg_pre = nullptr;
   ca.kernel = 3;
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1, 1));
-  mk::gdn_force_conv_fuse_tma(1);
-  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 16, 16));
-  mk::gdn_force_conv_fuse_tma(-1);
+  EXPECT_FALSE(mk::gdn_conv_fused(ca, ga, 1));
   ca.kernel = 4;
   // gs18's split: by default (DS_GDN_SPLIT_B1 unset) 4 CTAs per head where nv = nk (the 0.8B), none where nv > nk (the
   // 9B, where it did not gain) or from 16 sequences; forced, wherever the cluster stays <= 8 CTAs.

@@ -19,13 +19,15 @@
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
 // gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
 //   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
-// gdn_tma_out_kernel<DK, false, true, 4> (cf19; DS_GDN_CONV_FUSE_TMA=1, default off): conv_silu_l2 inside
-//   gdn_tma_out_kernel where it is taken and every sequence has one token; CTAs take (key head, sequence) groups of
-//   nv / nk items (the same bits; see there).
-// Every conv form computes a channel's token with conv_silu_channel (the same roundings).
 // gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences):
 //   gdn_conv_kernel with each value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed
 //   shared memory (the same bits).
+// Every conv form computes a channel's token with conv_silu_channel (the same roundings).
+// Removed in cf19 (same bits, slower; bench/cuda/NOTES.md cf19; branch cf19 064937e): gdn_tma_out_kernel with the conv
+//   inside (DS_GDN_CONV_FUSE_TMA=1 / 2; CTAs on (key head, sequence) groups of nv / nk items, conv inputs one item
+//   ahead by cp.async): 9B step at B = 64 x 512 8.44-8.49 ms vs 8.35-8.36 with conv_warp_kernel + gdn_tma_out_kernel
+//   (op by op the fused kernel 85.6-87.5 us per layer vs 78.6 + 8.8: the conv lengthens each CTA's serial item
+//   chain, while under PDL the separate conv_warp_kernel mostly hides behind its neighbours).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -35,7 +37,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <type_traits>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
@@ -45,8 +46,9 @@ namespace {
 
 // One token of one channel's causal conv + SiLU (spec §4.2): the taps in order, tap 0 on the oldest sample (the CPU
 // reference's summation order) over the window win (the W = kernel - 1 previous inputs, oldest first) and x, then the
-// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, the fused kernels;
-// W is a compile-time constant there, arrays of N >= W + 1 entries): the same roundings everywhere.
+// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, gdn_conv_kernel,
+// gdn_conv_split_kernel; W a compile-time constant but in conv_tokens, arrays of N >= W + 1 entries): the same
+// roundings everywhere (cf19; it was written out in each of them).
 template <int N>
 __device__ __forceinline__ float conv_silu_channel(const float (&w)[N], float (&win)[N], int W, float x) {
   float sum = 0.f;
@@ -685,118 +687,14 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 }
 #endif
 
-// kConvKC (cf19): an item's conv inputs (its one token's qkv inputs, windows and taps of conv channel i of the
-// q / k / v parts, q / k only for the first item of a group) and the gate inputs, in shared memory.
-template <int DK, int KC>
-struct TmcIn {
-  float x[3 * DK];
-  float win[KC][3 * DK];  // KC - 1 rows used, oldest first
-  float w[3 * DK][KC];
-  float z[DK];
-  float a, b, sa, dtb;
-};
-
-#ifdef DS_GDN_TMA_ARCH
-// StepIO's base[s] + off from its copy in shared memory (kConvKC: no global load on an item's critical path).
-__device__ __forceinline__ float* state_at(const unsigned long long* sbase, int s, int64_t off) {
-  return reinterpret_cast<float*>(static_cast<uintptr_t>(sbase[s]) + static_cast<uintptr_t>(off));
-}
-
-// Item `item`'s TmcIn by cp.async (one group per thread, committed also when empty): thread tid < 3 DK its conv
-// channel (part tid / DK; the q / k parts only where qk), the others z and the scalars; t: the item's token.
-template <int DK, int KC>
-__device__ __forceinline__ void issue_conv_in(const ConvArgs& c, const GdnArgs& a, const unsigned long long* sbase,
-                                              int item, int t, bool qk, TmcIn<DK, KC>& in) {
-  const int nv = a.n_v_heads, h = item % nv, s = item / nv, tid = threadIdx.x, part = tid / DK, i = tid - part * DK;
-  if (part < 3) {
-    if (part == 2 || qk) {
-      const int64_t ch = conv_channel<DK>(part, i, h % a.n_k_heads, h, (int64_t)a.n_k_heads * DK);
-      const float* cst = state_at(sbase, s, c.state_off);
-      cp_async4(&in.x[tid], c.x + (int64_t)t * c.ldx + ch);
-#pragma unroll
-      for (int q = 0; q + 1 < KC; q++) cp_async4(&in.win[q][tid], cst + q * c.n_channels + ch);
-#pragma unroll
-      for (int q = 0; q < KC; q++) cp_async4(&in.w[tid][q], c.w + ch * KC + q);
-    }
-  } else {
-    cp_async4(&in.z[i], a.z + (int64_t)t * a.ldz + (int64_t)h * DK + i);
-    if (i == 0) cp_async4(&in.a, a.a + (int64_t)t * a.lda + h);
-    if (i == 1) cp_async4(&in.b, a.b + (int64_t)t * a.ldb + h);
-    if (i == 2) cp_async4(&in.sa, a.ssm_a + h);
-    if (i == 3) cp_async4(&in.dtb, a.dt_bias + h);
-  }
-  cp_async_commit();
-}
-#endif
-
-#ifdef DS_GDN_TMA_ARCH
-// kConvKC: item `item`'s conv from `in` (this thread's own copies, landed): thread tid < 3 DK channel tid % DK of part
-// tid / DK, the q / k parts only on a group's first item (qk; then one barrier for their L2 norms), y into sq / sk /
-// sv and the moved window back to global memory. sq / sk / sv / rqk: their last readers (the item before) passed its
-// out-slot barrier; the readers here pass the item's barrier (1) first.
-template <int DK, int KC>
-__device__ __forceinline__ void conv_item(const ConvArgs& c, const unsigned long long* sbase, int item, int nv, int nk,
-                                          bool qk,
-                                          const TmcIn<DK, KC>& in, float* sq, float* sk, float* sv, float* rqk) {
-  constexpr int kWh = DK / 32, W = KC - 1;
-  const int tid = threadIdx.x, part = tid / DK, i = tid - part * DK, h = item % nv;
-  const bool on = part == 2 || (part < 2 && qk);  // warp-uniform
-  float y = 0.f;
-  if (on) {
-    float w[KC], win[KC];
-#pragma unroll
-    for (int q = 0; q < KC; q++) w[q] = in.w[tid][q];
-#pragma unroll
-    for (int q = 0; q < W; q++) win[q] = in.win[q][tid];
-    y = conv_silu_channel(w, win, W, in.x[tid]);
-    float* cst = state_at(sbase, item / nv, c.state_off);
-    const int64_t ch = conv_channel<DK>(part, i, h % nk, h, (int64_t)nk * DK);
-#pragma unroll
-    for (int q = 0; q < W; q++) cst[q * c.n_channels + ch] = win[q];
-    if (part < 2) {
-      const float p = warp_sum(y * y);
-      if ((tid & 31) == 0) rqk[tid >> 5] = p;
-    }
-  }
-  if (qk) __syncthreads();  // rqk (uniform over the block)
-  if (on && part < 2) {
-    float ss = 0.f;  // conv_warp_kernel's sum: the warp sums from 0.f in warp order
-#pragma unroll
-    for (int q = 0; q < kWh; q++) ss += rqk[part * kWh + q];
-    y *= 1.0f / sqrtf(ss + c.eps);
-    (part == 0 ? sq : sk)[i] = y;
-  } else if (part == 2) {
-    sv[i] = y;
-  }
-}
-#endif
-
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-// kConvKC > 0 (cf19; DS_GDN_CONV_FUSE_TMA, with kSIn; every sequence exactly one token, the host checks T == S):
-// conv_silu_l2 (conv kernel kConvKC) inside, c.u not written. Why: at B = 64 conv_warp_kernel costs ~8.6 us per
-// layer launched alone (207 us per 9B step). The q / k windows of key head kh are read by its g = nv / nk value heads,
-// so the work unit is a (key head, sequence) group of g items taken by ONE CTA (groups blockIdx.x, + gridDim.x, ...;
-// item m of group (s, kh): value head kh + m nk): the group's first item computes the q / k conv (threads tid < 2 DK,
-// one channel each, L2 norm as gdn_conv_kernel: each warp's warp_sum, added in warp order from 0.f) into sq / sk,
-// which the group's g items read; every item its own v channels (threads 2 DK .. 3 DK) into sv. Every channel's
-// window is read (by the cp.async one item ahead) and written (right after its conv) by this CTA only, so no
-// ordering across CTAs. The conv inputs, windows and taps come one item ahead by cp.async (TmcIn, like kSIn's
-// inputs); each thread computes the channel whose copies it issued, so the conv runs before the state's mbarrier
-// wait. Per-channel arithmetic conv_silu_channel, the rule and norm unchanged: the same bits as conv_warp_kernel +
-// this kernel. 9B, 64 sequences: 1,024 groups of 2 items on 132 CTAs, at most 8 groups = 16 items per CTA, as the
-// 2,048 items' 16.
-// kConvPost (DS_GDN_CONV_FUSE_TMA=2): the conv after the item's state read and its slot's refill (then one barrier
-// more) instead of before the state's mbarrier wait: the refill is not delayed by the conv.
-template <int DK, bool kCopy, bool kSIn, int kConvKC = 0, bool kConvPost = false>
+template <int DK, bool kCopy, bool kSIn>
 __global__ void __launch_bounds__(DK * 4, 1)
-    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift, const ConvArgs c) {
+    gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
   using C = TmaOutCfg<DK>;
-  constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32, kWh = DK / 32;
-  constexpr bool kConv = kConvKC > 0;
-  static_assert(!kConv || (kSIn && !kCopy), "the conv form is kSIn's");
-  using In = std::conditional_t<kConv, TmcIn<DK, kConv ? kConvKC : 1>, TmoIn<DK>>;
+  constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
   extern __shared__ __align__(128) unsigned char gdn_tmo_smem[];
@@ -804,36 +702,19 @@ __global__ void __launch_bounds__(DK * 4, 1)
   __shared__ __align__(16) float sk[DK];
   __shared__ float red[kW];
   __shared__ __align__(8) uint64_t full[kIn];
-  __shared__ __align__(16) In ins[kSIn ? 2 : 1];  // kSIn: item k's inputs in ins[k & 1]
+  __shared__ __align__(16) TmoIn<DK> ins[kSIn ? 2 : 1];  // kSIn: item k's inputs in ins[k & 1]
   __shared__ int sstart[kSIn ? kMaxStepTokens + 1 : 1];
-  __shared__ float sv[kConv ? DK : 1];
-  __shared__ float rqk[kConv ? 2 * kWh : 1];
-  __shared__ unsigned long long sbase[kConv ? kMaxStepTokens : 1];  // StepIO's base[]
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL, odd = j & 1;
-  const int nv = a.n_v_heads, nk = a.n_k_heads, g = kConv ? nv / nk : 1, G = (int)gridDim.x;
-  // >= 1: the grid has at most n_items (kConv: n_items / g groups) CTAs
-  const int n_my = g * ((n_items / g - (int)blockIdx.x + G - 1) / G);
-  // This CTA's item k (s * nv + h): kConv item k % g of group blockIdx.x + (k / g) G (= s * nk + kh)
-  auto item_of = [&](int k) {
-    if constexpr (kConv) {
-      const int gi = (int)blockIdx.x + (k / g) * G, s = gi / nk;
-      return s * nv + (gi - s * nk) + (k % g) * nk;
-    } else {
-      return (int)blockIdx.x + k * G;
-    }
-  };
+  const int nv = a.n_v_heads, G = (int)gridDim.x;
+  const int n_my = (n_items - (int)blockIdx.x + G - 1) / G;  // >= 1: the grid has at most n_items CTAs
   if constexpr (kSIn) {  // StepIO: uploaded before the step
     for (int i = tid; i <= n_items / nv; i += DK * 4) sstart[i] = io->start[i];
-  }
-  if constexpr (kConv) {
-    for (int i = tid; i < n_items / nv; i += DK * 4) sbase[i] = io->base[i];
   }
   auto slot = [&](int k) { return gdn_tmo_smem + (size_t)(k % kIn) * C::kBytes; };
   unsigned char* const out = gdn_tmo_smem + (size_t)kIn * C::kBytes;
   auto gstate = [&](int k) {
-    const int item = item_of(k);
-    if constexpr (kConv) return state_at(sbase, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
-    else return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+    const int item = (int)blockIdx.x + k * G;
+    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
   };
   if (tid == 0) {
     for (int i = 0; i < kIn; i++) mbar_init(&full[i], 1);
@@ -850,16 +731,13 @@ __global__ void __launch_bounds__(DK * 4, 1)
   pdl_trigger();
   ItemIn nxt{}, cur{};
   if constexpr (!kCopy && !kSIn) load_item<DK>(a, io, (int)blockIdx.x, nxt);
-  if constexpr (kConv) {  // sstart, sbase: written before the barrier after the mbarrier init
-    const int it0 = item_of(0);
-    issue_conv_in<DK, kConvKC>(c, a, sbase, it0, sstart[it0 / nv], true, ins[0]);
-  } else if constexpr (!kCopy && kSIn) {
+  if constexpr (!kCopy && kSIn) {  // sstart: written before the barrier after the mbarrier init
     const int s0 = (int)blockIdx.x / nv;
     issue_item_in<DK>(a, (int)blockIdx.x, sstart[s0], sstart[s0 + 1], ins[0]);
   }
   float4* O4 = reinterpret_cast<float4*>(out) + j * (DK / 4);
   for (int k = 0; k < n_my; k++) {
-    const int item = item_of(k), h = item % nv;
+    const int item = (int)blockIdx.x + k * G, h = item % nv;
     const float4* L4 = reinterpret_cast<const float4*>(slot(k)) + j * (DK / 4);
     // Item k's slot, once every thread has read it (called after a barrier that follows the reads), refilled
     // with item k + kIn; every thread has passed its wait on this slot's current phase (before the reads).
@@ -873,7 +751,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
       cur = nxt;
       if (k + 1 < n_my) load_item<DK>(a, io, item + G, nxt);
     }
-    const In& in = ins[kSIn ? k & 1 : 0];
+    const TmoIn<DK>& in = ins[kSIn ? k & 1 : 0];
     if constexpr (!kCopy && kSIn) {
       const int s = item / nv;
       cur.t0 = sstart[s];
@@ -881,15 +759,13 @@ __global__ void __launch_bounds__(DK * 4, 1)
       // The next item's inputs in flight during this one: into ins[(k + 1) & 1], whose last readers (item
       // k - 1) have passed that item's out-slot barrier.
       if (k + 1 < n_my) {
-        const int it1 = item_of(k + 1), s1 = it1 / nv;
-        if constexpr (kConv) issue_conv_in<DK, kConvKC>(c, a, sbase, it1, sstart[s1], (k + 1) % g == 0, ins[(k + 1) & 1]);
-        else issue_item_in<DK>(a, it1, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
+        const int s1 = (item + G) / nv;
+        issue_item_in<DK>(a, item + G, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
       } else {
         cp_async_commit();  // an empty group: "all but the newest" stays item k's
       }
       cp_async_wait1();  // this thread's copies of item k's inputs (issued an item ago) have landed
     }
-    if constexpr (kConv && !kConvPost) conv_item<DK, kConvKC>(c, sbase, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
     mbar_wait(&full[k % kIn], (unsigned)(k / kIn) & 1u);
     float4 m[kC];
 #pragma unroll
@@ -918,7 +794,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         }
         // every reader of the previous token's sq / sk has passed its barrier (2); kSIn: the first token's
         // q and k are read from `in`
-        if (tid < DK && !(kSIn && first) && !kConv) {
+        if (tid < DK && !(kSIn && first)) {
           sq[tid] = qv;
           sk[tid] = kv0;
         }
@@ -928,23 +804,12 @@ __global__ void __launch_bounds__(DK * 4, 1)
           refill();
           refilled = true;
         }
-        if constexpr (kConv && kConvPost) {
-          conv_item<DK, kConvKC>(c, sbase, item, nv, nk, k % g == 0, in, sq, sk, sv, rqk);
-          __syncthreads();  // (1b) sq / sk / sv written
-        }
-        if constexpr (kConv) {  // one token (sq / sk / sv: conv_item's, before barrier (1))
-          av = in.a, bv = in.b, vj = sv[j], zv = in.z[j];
-        } else if (kSIn && first) {
+        if (kSIn && first) {
           av = in.a, bv = in.b, vj = in.v[j], zv = in.z[j];
         }
         const float sa = kSIn ? in.sa : cur.sa, dtb = kSIn ? in.dtb : cur.dtb;
-        const float* qsrc = sq;
-        const float* ksrc = sk;
-        if constexpr (kSIn && !kConv) {
-          if (first) qsrc = in.q, ksrc = in.k;
-        }
-        const float4* q4 = reinterpret_cast<const float4*>(qsrc);
-        const float4* k4 = reinterpret_cast<const float4*>(ksrc);
+        const float4* q4 = reinterpret_cast<const float4*>(kSIn && first ? in.q : sq);
+        const float4* k4 = reinterpret_cast<const float4*>(kSIn && first ? in.k : sk);
         const float g = sa * softplus_f(av + dtb);
         const float beta = sigmoid_f(bv);
         const float decay = expf(g);
@@ -994,16 +859,15 @@ __global__ void __launch_bounds__(DK * 4, 1)
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn, int kConvKC = 0, bool kConvPost = false>
-cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0,
-                           const ConvArgs& c = {}) {
+template <int DK, bool kCopy, bool kSIn>
+cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
   using C = TmaOutCfg<DK>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, kConvKC, kConvPost>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
-  const int n_items = a.n_v_heads * n_seqs, n_units = kConvKC > 0 ? n_items / (a.n_v_heads / a.n_k_heads) : n_items;
-  return launch_pdl(k, dim3((unsigned)std::min(n_units, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
-                    a, io, n_items, copy_shift, c);
+  const int n_items = a.n_v_heads * n_seqs;
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items, copy_shift);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
@@ -1129,29 +993,10 @@ int split_b1_env() {  // -1: by g
   return v;
 }
 
-// gdn_step's kernel at n_seqs sequences is gdn_tma_out_kernel (gdn_force_kernel, DS_GDN_TMA, DS_GDN_TMA_MIN).
-bool tma_batch(int n_seqs) {
-  const int force = g_force.load(std::memory_order_relaxed);
-  return force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
-}
-
-// DS_GDN_CONV_FUSE_TMA (cf19): 1 / 2 = gdn_conv_step on gdn_tma_out_kernel<DK, false, true, 4, kConvPost = false /
-// true> where gdn_step takes gdn_tma_out_kernel and every sequence has one token, 0 (default) = conv_silu_l2 +
-// gdn_step there; gdn_force_conv_fuse_tma overrides it. DS_GDN_CONV_FUSE=0 turns it off too.
-std::atomic<int> g_conv_fuse_tma_force{-1};
-int conv_fuse_tma() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_CONV_FUSE_TMA");
-    return e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
-  }();
-  const int f = g_conv_fuse_tma_force.load(std::memory_order_relaxed);
-  return f >= 0 ? f : v;
-}
-
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
-  if (tma_batch(n_seqs)) {
+  if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
     const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
     const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
                                : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
@@ -1280,16 +1125,13 @@ Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t str
 
 void gdn_force_conv_fuse(int on) { g_conv_fuse_force.store(on == 0 || on == 1 ? on : -1); }
 
-void gdn_force_conv_fuse_tma(int on) { g_conv_fuse_tma_force.store(on >= 0 && on <= 2 ? on : -1); }
-
-bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs, int n_tokens) {
+bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
   const int f = g_conv_fuse_force.load(std::memory_order_relaxed);
   if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
-  if (tma_batch(n_seqs)) {  // cf19: one token per sequence (the forward gives every sequence >= 1)
-    if (conv_fuse_tma() == 0 || n_tokens != n_seqs) return false;
-  }
+  const int kf = g_force.load(std::memory_order_relaxed);
+  const bool tma = kf >= 1 || (kf < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
   const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
-  return c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
+  return !tma && c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
          a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2 * Kd &&
          c.n_channels == 2 * Kd + (int64_t)a.n_v_heads * a.d_k && !c.dbg_pre && !a.dbg_core && !a.dbg_g &&
          !a.dbg_beta && a.state_off % 16 == 0 && n_seqs >= 1 && n_seqs <= kMaxStepTokens;
@@ -1300,25 +1142,12 @@ void gdn_force_split_b1(int k) { g_split_force.store(k == 0 || k == 2 || k == 4 
 int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
   const int f = g_split_force.load(std::memory_order_relaxed), e = f >= 0 ? f : split_b1_env();
   const int k = e >= 0 ? e : (a.n_k_heads > 0 && a.n_v_heads == a.n_k_heads ? 4 : 0);
-  if (k == 0 || n_seqs >= 16 || tma_batch(n_seqs) || !gdn_conv_fused(c, a, n_seqs, 1)) return 0;
+  if (k == 0 || n_seqs >= 16 || !gdn_conv_fused(c, a, n_seqs)) return 0;
   return a.n_v_heads / a.n_k_heads * k <= 8 ? k : 0;
 }
 
-Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, int n_tokens,
-                     cudaStream_t stream) {
-  if (!gdn_conv_fused(c, a, n_seqs, n_tokens))
-    return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
-  if (tma_batch(n_seqs)) {  // cf19
-    const bool post = conv_fuse_tma() == 2;
-    const cudaError_t e = a.d_k == 64 ? (post ? launch_tma_out<64, false, true, 4, true>(a, io, n_seqs, stream, 0, c)
-                                              : launch_tma_out<64, false, true, 4>(a, io, n_seqs, stream, 0, c))
-                          : post ? launch_tma_out<128, false, true, 4, true>(a, io, n_seqs, stream, 0, c)
-                                 : launch_tma_out<128, false, true, 4>(a, io, n_seqs, stream, 0, c);
-    if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): launch: {}", cudaGetErrorString(e));
-    const cudaError_t st = launch_status(stream);
-    if (st != cudaSuccess) return cu_err("cuda gdn_conv_step (tma): after launch: {}", cudaGetErrorString(st));
-    return {};
-  }
+Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
   const int g = a.n_v_heads / a.n_k_heads, ks = gdn_conv_split(c, a, n_seqs);
   if (ks > 0) {
     auto k = a.d_k == 64 ? (ks == 2 ? gdn_conv_split_kernel<64, 4, 2> : gdn_conv_split_kernel<64, 4, 4>)

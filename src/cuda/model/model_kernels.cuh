@@ -114,16 +114,11 @@ Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, 
 // cg18: conv_silu_l2 (c) + gdn_step (a) in one kernel (gdn_conv_kernel; a.u unused, c.u not written), the same bits,
 // where gdn_conv_fused says so: DS_GDN_CONV_FUSE not 0 (default on) or gdn_force_conv_fuse(1), gdn_step's batch on
 // gdn_kernel (below DS_GDN_TMA_MIN sequences), conv kernel 4, d_k = head dim 64 / 128, nv a multiple (<= 8) of nk,
-// no debug outputs. cf19: also where gdn_step takes gdn_tma_out_kernel, if DS_GDN_CONV_FUSE_TMA=1 (default off) or
-// gdn_force_conv_fuse_tma(1 / 2) and n_tokens == n_seqs (every sequence one token): its conv form (the same bits).
-bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs, int n_tokens);
-Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, int n_tokens,
-                     cudaStream_t stream);
+// no debug outputs.
+bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs);
+Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 // Tests and benches: 1 / 0 = fused or not from now on, -1 = DS_GDN_CONV_FUSE.
 void gdn_force_conv_fuse(int on);
-// Tests and benches: the batched (gdn_tma_out_kernel) fusion from now on: 0 off, 1 the conv before the state's wait, 2
-// after its read (the same bits), -1 = DS_GDN_CONV_FUSE_TMA.
-void gdn_force_conv_fuse_tma(int on);
 // gs18: the split gdn_conv_step takes (gdn_conv_split_kernel, each value head's rows over 2 / 4 CTAs of a cluster;
 // the same bits), 0 = gdn_conv_kernel: DS_GDN_SPLIT_B1 (0, 2, 4; unset: 4 where nv = nk, else 0) or
 // gdn_force_split_b1, where gdn_conv_fused holds, below 16 sequences, and the cluster (nv / nk) * split <= 8 CTAs.

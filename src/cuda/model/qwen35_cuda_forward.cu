@@ -260,11 +260,9 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ga.dbg_beta = dbg ? s.f(I.dbg_beta) : nullptr;
   const double ssm_state = 4.0 * nv * c.d_v * c.d_k;
   const double rule_bytes = 2 * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd);
-  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping); cf19: at gdn_tma_out_kernel's batches
-  // only with DS_GDN_CONV_FUSE_TMA=1 and one token per sequence
-  if (mk::gdn_conv_fused(ca, ga, (int)s.S, (int)T)) {
+  if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping)
     DS_TRY(op(s, L + "conv_delta_rule", "gdn conv+rule", conv_bytes + rule_bytes,
-              [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, (int)T, s.st); }));
+              [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, s.st); }));
   } else {
     DS_TRY(op(s, L + "conv", "conv+silu+l2", conv_bytes, [&] { return mk::conv_silu_l2(ca, s.io, s.S, s.st); }));
     DS_TRY(op(s, L + "delta_rule", "gdn rule+norm", rule_bytes, [&] { return mk::gdn_step(ga, s.io, s.S, s.st); }));
