@@ -22,6 +22,12 @@
 // gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences):
 //   gdn_conv_kernel with each value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed
 //   shared memory (the same bits).
+// Every conv form computes a channel's token with conv_silu_channel (the same roundings).
+// Removed in cf19 (same bits, slower; bench/cuda/NOTES.md cf19; branch cf19 064937e): gdn_tma_out_kernel with the conv
+//   inside (DS_GDN_CONV_FUSE_TMA=1 / 2; CTAs on (key head, sequence) groups of nv / nk items, conv inputs one item
+//   ahead by cp.async): 9B step at B = 64 x 512 8.44-8.49 ms vs 8.35-8.36 with conv_warp_kernel + gdn_tma_out_kernel
+//   (op by op the fused kernel 85.6-87.5 us per layer vs 78.6 + 8.8: the conv lengthens each CTA's serial item
+//   chain, while under PDL the separate conv_warp_kernel mostly hides behind its neighbours).
 // Removed in sync13 (same bits, slower; bench/cuda/NOTES.md gdn9, gdn11, gdn12): gdn_split_kernel (a head split
 //   over a 4-CTA cluster, DS_GDN_SPLIT / _SPLIT_MIN / _REGCAP / _CS: B = 64 104.4 us per layer) and
 //   gdn_tma_kernel (gdn11: load slots refilled only after the bulk store had read them, DS_GDN_TMA_OUT=0: 89.1 us
@@ -38,6 +44,33 @@
 namespace ds::cuda::mk {
 namespace {
 
+// One token of one channel's causal conv + SiLU (spec §4.2): the taps in order, tap 0 on the oldest sample (the CPU
+// reference's summation order) over the window win (the W = kernel - 1 previous inputs, oldest first) and x, then the
+// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, gdn_conv_kernel,
+// gdn_conv_split_kernel; W a compile-time constant but in conv_tokens, arrays of N >= W + 1 entries): the same
+// roundings everywhere (cf19; it was written out in each of them).
+template <int N>
+__device__ __forceinline__ float conv_silu_channel(const float (&w)[N], float (&win)[N], int W, float x) {
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    if (j < W) sum += w[j] * win[j];
+    else if (j == W) sum += w[j] * x;
+  }
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    if (j + 1 < W) win[j] = win[j + 1];
+    else if (j + 1 == W) win[j] = x;
+  }
+  return silu_f(sum);
+}
+
+// The conv channel of part p (0 q, 1 k, 2 v) index i of key head kh / value head h (Kd = nk * DK).
+template <int DK>
+__device__ __forceinline__ int64_t conv_channel(int p, int i, int kh, int h, int64_t Kd) {
+  return p == 0 ? (int64_t)kh * DK + i : p == 1 ? Kd + (int64_t)kh * DK + i : 2 * Kd + (int64_t)h * DK + i;
+}
+
 // One sequence's tokens t0 .. t1-1 for channel c (window win: this channel's W = kc - 1 previous inputs, oldest
 // first; x_first: token t0's input, already loaded); every thread of the block reaches the same block_sums.
 __device__ __forceinline__ void conv_tokens(const ConvArgs& a, int t0, int t1, int64_t c, bool norm,
@@ -47,19 +80,7 @@ __device__ __forceinline__ void conv_tokens(const ConvArgs& a, int t0, int t1, i
   const int64_t Cc = a.n_channels;
   for (int t = t0; t < t1; t++) {
     const float xv = t == t0 ? x_first : a.x[(int64_t)t * a.ldx + c];
-    // Taps in order, tap 0 on the oldest sample (the CPU reference's summation order).
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < kMaxConvKernel; j++) {
-      if (j < W) sum += w[j] * win[j];
-      else if (j == W) sum += w[j] * xv;
-    }
-#pragma unroll
-    for (int j = 0; j < kMaxConvKernel; j++) {
-      if (j + 1 < W) win[j] = win[j + 1];
-      else if (j + 1 == W) win[j] = xv;
-    }
-    float y = silu_f(sum);
+    float y = conv_silu_channel(w, win, W, xv);
     if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + c] = y;
     if (norm) {
       const float ss = block_sum(y * y, red);
@@ -133,7 +154,7 @@ __global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvAr
   if ((int64_t)h * a.head_dim >= a.n_channels) return;  // the grid's last block: whole warps only, no barrier
   const int64_t Cc = a.n_channels, cb = (int64_t)h * a.head_dim + lane;
   const bool norm = (int64_t)h * a.head_dim < a.n_norm_channels;  // uniform over the warp
-  float w[kNpt][KC], win[kSeqs][kNpt][W > 0 ? W : 1], xv[kSeqs][kNpt];
+  float w[kNpt][KC], win[kSeqs][kNpt][KC], xv[kSeqs][kNpt];  // win: W used
   int t0[kSeqs], t1[kSeqs];
 #pragma unroll
   for (int i = 0; i < kNpt; i++)
@@ -164,15 +185,7 @@ __global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvAr
 #pragma unroll
       for (int i = 0; i < kNpt; i++) {
         const float x = t == t0[q] ? xv[q][i] : a.x[(int64_t)t * a.ldx + cb + 32 * i];
-        // Taps in order, tap 0 on the oldest sample (conv_tokens' and the CPU reference's order).
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < W; j++) sum += w[i][j] * win[q][i][j];
-        sum += w[i][W] * x;
-#pragma unroll
-        for (int j = 0; j + 1 < W; j++) win[q][i][j] = win[q][i][j + 1];
-        if (W > 0) win[q][i][W > 0 ? W - 1 : 0] = x;
-        y[i] = silu_f(sum);
+        y[i] = conv_silu_channel(w[i], win[q][i], W, x);
         if (a.dbg_pre) a.dbg_pre[(int64_t)t * Cc + cb + 32 * i] = y[i];
       }
       if (norm) {
@@ -325,13 +338,11 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
   const int kh = (int)blockIdx.x / g, mi = (int)blockIdx.x - kh * g, h = kh + mi * nk, s = blockIdx.y;
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL, part = tid / DK, lane = tid & 31;
   const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
-  const int64_t ch = part == 0 ? (int64_t)kh * DK + tid
-                     : part == 1 ? Kd + (int64_t)kh * DK + (tid - DK)
-                                 : 2 * Kd + (int64_t)h * DK + (tid - 2 * DK);
+  const int64_t ch = conv_channel<DK>(part, tid - part * DK, kh, h, Kd);
   const bool conv = part < 3;                      // warp-uniform (DK a multiple of 32)
   const bool writer = part == 2 || (conv && mi == 0);  // this channel's window: written by this CTA only
   float* cst = state_ptr(io, s, c.state_off);
-  float w[KC], win[W > 0 ? W : 1];
+  float w[KC], win[KC];  // win: W used
   if (conv) {
 #pragma unroll
     for (int i = 0; i < KC; i++) w[i] = c.w[ch * KC + i];
@@ -355,16 +366,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, cons
     const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
     if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
     float y = 0.f;
-    if (conv) {  // conv_warp_kernel's per-channel arithmetic
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < W; i++) sum += w[i] * win[i];
-      sum += w[W] * x;
-#pragma unroll
-      for (int i = 0; i + 1 < W; i++) win[i] = win[i + 1];
-      if (W > 0) win[W > 0 ? W - 1 : 0] = x;
-      y = silu_f(sum);
-    }
+    if (conv) y = conv_silu_channel(w, win, W, x);
     if (part < 2) {
       const float p = warp_sum(y * y);
       if (lane == 0) rqk[tid >> 5] = p;  // the previous token's readers passed its barriers below
@@ -439,14 +441,13 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
   const int s = blockIdx.y, tid = threadIdx.x, jl = tid / kL, j = sp * kRows + jl, r = tid % kL, lane = tid & 31;
   const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
   float* cst = state_ptr(io, s, c.state_off);
-  float w[kPer][KC], win[kPer][W > 0 ? W : 1];
+  float w[kPer][KC], win[kPer][KC];  // win: W used
   int64_t chn[kPer];
 #pragma unroll
   for (int p = 0; p < kPer; p++) {
     const int i = tid + p * kT;
-    chn[p] = i < DK       ? (int64_t)kh * DK + i
-             : i < 2 * DK ? Kd + (int64_t)kh * DK + (i - DK)
-                          : 2 * Kd + (int64_t)h * DK + sp * kRows + (i - 2 * DK);
+    const int part = i < DK ? 0 : i < 2 * DK ? 1 : 2;
+    chn[p] = conv_channel<DK>(part, i - part * DK + (part == 2 ? sp * kRows : 0), kh, h, Kd);
     if (i < kCh) {
 #pragma unroll
       for (int q = 0; q < KC; q++) w[p][q] = c.w[chn[p] * KC + q];
@@ -477,15 +478,8 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
     const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
     if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
 #pragma unroll
-    for (int p = 0; p < kPer; p++) {  // conv_warp_kernel's per-channel arithmetic
-      float sum = 0.f;
-#pragma unroll
-      for (int q = 0; q < W; q++) sum += w[p][q] * win[p][q];
-      sum += w[p][W] * x[p];
-#pragma unroll
-      for (int q = 0; q + 1 < W; q++) win[p][q] = win[p][q + 1];
-      if (W > 0) win[p][W > 0 ? W - 1 : 0] = x[p];
-      y[p] = silu_f(sum);
+    for (int p = 0; p < kPer; p++) {
+      y[p] = conv_silu_channel(w[p], win[p], W, x[p]);
       const int i = tid + p * kT;
       if (i < 2 * DK) {  // warp-uniform: a 32-channel q / k group
         const float pw = warp_sum(y[p] * y[p]);
