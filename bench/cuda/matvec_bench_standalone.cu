@@ -277,9 +277,10 @@ LaunchFn stream_path(int64_t rows, int64_t cols, int kc, int stages = 0, int cta
 // stages / CTAs per SM (0: auto); math false: the ring alone (y = 0, not checkable); wide: Tune::wide (false: 8
 // consumer warps where the plan has one CTA per SM).
 LaunchFn stream6_path(int64_t rows, int64_t cols, int kc, int stages = 0, int ctas = 0, bool math = true,
-                      bool wide = true) {
+                      bool wide = true, bool lean = false) {
   return [=](const void* w, const float* x, float* y, bool acc) {
     const cuda::mvq6::Tune keep = cuda::mvq6::tune();
+    cuda::mvq6::tune().lean = lean;  // q6i19: the variants without _lean run the previous form (Tune::lean false)
     cuda::mvq6::tune().kc = kc;
     cuda::mvq6::tune().stages = stages;
     cuda::mvq6::tune().ctas_per_sm = ctas;
@@ -430,11 +431,15 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
       time_path(model, tensor, "rms_q6stream_off", T, rows, cols, W, x, y, fused6_path(T, rows, cols, scratch, false, 0));
       CK(cudaFree(scratch));
       time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
-      struct V { const char* name; int kc, stages, ctas; bool math, wide = true; };
+      struct V { const char* name; int kc, stages, ctas; bool math, wide = true, lean = false; };
       const V vs[] = {{"stream6", 0, 0, 0, true},      {"stream6_kc4", 4, 0, 0, true},   {"stream6_kc16", 16, 0, 0, true},
                       {"stream6_c1", 8, 0, 1, true},   {"stream6_c2_kc4", 4, 0, 2, true}, {"stream6_c1_kc16", 16, 0, 1, true},
                       {"stream6_s3", 8, 3, 0, true},   {"stream6_s4", 8, 4, 0, true},    {"stream6_s5", 8, 5, 0, true},
-                      {"stream6_w8", 0, 0, 0, true, false},                 {"stream6_nomath", 0, 0, 0, false}};
+                      {"stream6_w8", 0, 0, 0, true, false},                 {"stream6_nomath", 0, 0, 0, false},
+                      // q6i19, interleaved: the lean form (same bits) against the default, twice, 16 and 8 warps
+                      {"stream6_lean", 0, 0, 0, true, true, true},          {"stream6", 0, 0, 0, true},
+                      {"stream6_lean", 0, 0, 0, true, true, true},          {"stream6_w8_lean", 0, 0, 0, true, false, true},
+                      {"stream6_w8", 0, 0, 0, true, false},                 {"stream6_s3_lean", 8, 3, 0, true, true, true}};
       time_path(model, tensor, "stream6_xone0", T, rows, cols, W, x, y, with_xone0(stream6_path(rows, cols, 0)));
       for (const V& v : vs) {
         cuda::mvq6::Plan pl;
@@ -442,7 +447,7 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
         tn.kc = v.kc; tn.stages = v.stages; tn.ctas_per_sm = v.ctas; tn.wide = v.wide;
         if (!cuda::mvq6::plan((int)(cols / 256), tn, pl)) continue;
         time_path(model, tensor, v.name, T, rows, cols, W, x, y,
-                  stream6_path(rows, cols, v.kc, v.stages, v.ctas, v.math, v.wide));
+                  stream6_path(rows, cols, v.kc, v.stages, v.ctas, v.math, v.wide, v.lean));
       }
     } else if (cuda::mvt::fits(3, cols)) {
       time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, q6));
@@ -543,7 +548,11 @@ void verify_type(uint64_t& seed) {
             verify(v.name, T, rows, cols, stream6_path(rows, cols, v.kc, v.stages, v.ctas), seed++);
         }
         if (cuda::mvq6::plan((int)(cols / 256), cuda::mvq6::Tune{}, pl))
+        {
           verify("stream6_xone0", T, rows, cols, with_xone0(stream6_path(rows, cols, 0)), seed++);
+          verify("stream6_lean", T, rows, cols, stream6_path(rows, cols, 0, 0, 0, true, true, true), seed++);
+          verify("stream6_lean_c1_s3", T, rows, cols, stream6_path(rows, cols, 0, 3, 1, true, true, true), seed++);
+        }
       }
       if (g_stream || g_stream6) continue;
     }

@@ -183,7 +183,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();
-  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.wide};
+  return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.wide, t.lean};
 }
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
   return stream_takes(true, rows, cols);
@@ -194,6 +194,7 @@ void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().stages = t.stages;
   mvq6::tune().ctas_per_sm = t.ctas_per_sm;
   mvq6::tune().wide = t.wide;
+  mvq6::tune().lean = t.lean;
 }
 void set_matvec_tc_tune(const MatvecTcTune& t) {
   mvt::tune().on = t.on;

@@ -98,6 +98,7 @@ struct MatvecStreamQ6Tune {
   int stages = 0;
   int ctas_per_sm = 0;
   bool wide = true;  // 16 consumer warps where one CTA per SM; DS_MATVEC_STREAM_Q6K_WIDE=0: 8 (decode9)
+  bool lean = true;  // q6i19 (DS_MATVEC_STREAM_Q6K_LEAN=0: off; same bits): the ring bookkeeping without divisions
 };
 // Names the weights of the product that will run after the next batch-1 matvec / matvec_fused (decode8): a
 // streamed kernel launched while this is set prefetches the start of them into L2 at its end (prefetch_kb of

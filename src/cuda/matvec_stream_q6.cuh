@@ -298,7 +298,24 @@ __device__ __forceinline__ Lane lane_consts(int g, int t) {
 
 // One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
 // bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
-template <bool kOdd>
+// q6i19 (Tune::lean): the 6-bit codes as one bit-select each, (nibble word & 0x0F0F0F0F) | (X & 0xF0F0F0F0), where the
+// four X of a qh word h (bits 4, 5 of each byte: its Q's 2 high bits, bits 6, 7 zero) come from two masks and three
+// shifts shared by the word's four Q: hA = h & 0x33333333 (Q 0, 2), hB = h & 0xCCCCCCCC (Q 1, 3); X = hA << 4, hB << 2,
+// hA, hB >> 2. The same A bytes as the per-register shift-and-mask (same bits). ptxas already compiled that one to as
+// few instructions: both item bodies have the same SASS mix in either form (odd 296: LOP3 80, LDS 62, IMAD 60, SHF 35,
+// PRMT 28; even 263), another schedule; what made the lean kernel faster is the per-stage code.
+__device__ __forceinline__ uint32_t bitsel_lo4(uint32_t lo, uint32_t hi) {  // (lo & 0x0F0F0F0F) | (hi & 0xF0F0F0F0)
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xE4;\n" : "=r"(r) : "r"(lo), "r"(hi), "r"(0x0F0F0F0Fu));
+  return r;
+}
+__device__ __forceinline__ uint32_t code_q6_lean(uint32_t w, uint32_t h, int Q) {
+  const uint32_t hA = h & 0x33333333u, hB = h & 0xCCCCCCCCu;
+  const uint32_t x = Q == 0 ? hA << 4 : Q == 1 ? hB << 2 : Q == 2 ? hA : hB >> 2;
+  return bitsel_lo4(Q < 2 ? w : w >> 4, x);
+}
+
+template <bool kOdd, bool kLean = false>
 __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
                                         const int2* cq, float is, float (&yp)[2]) {
   uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
@@ -349,9 +366,13 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
 #pragma unroll
         for (int j = 0; j < 2; j++) {
           const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
-          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
-          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
-          A[k][j] = nib | hb;
+          if (kLean) {
+            A[k][j] = code_q6_lean(w, h, Q);
+          } else {
+            const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+            const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
+            A[k][j] = nib | hb;
+          }
         }
       const uint2 bv = bq[m * 16];
       int c[4];
@@ -386,7 +407,9 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
 // 16, the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
 // j % 2 == h; each stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage;
 // x is staged by all 16, and a row group's partial sums meet over all 16.
-template <bool kMath, int kW>
+// kLean (q6i19, Tune::lean; same bits): the ring slot and phase as counters advanced per stage (no divisions by the
+// runtime stage count), the stage's window offsets in 32 bits, the codes by code_q6_lean.
+template <bool kMath, int kW, bool kLean = false>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
   static_assert(kW % kCW == 0, "consumer warps in groups of 8");
@@ -411,12 +434,18 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       x_done = true;
     };
     const uint64_t pol = a.evict ? mvq::l2_evict_first() : 0;
-    int j = 0;
+    int j = 0, sl = 0, ph = 0;  // kLean: j % S, (j / S) & 1
+    const auto step = [&] {
+      if (kLean && ++sl == S) {
+        sl = 0;
+        ph ^= 1;
+      }
+    };
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
-      for (int c = 0; c < a.nchunk; c++, j++) {
+      for (int c = 0; c < a.nchunk; c++, j++, step()) {
         if (j == S && !x_done) x_part();
-        const int s = j % S;
-        if (j >= S) mvq::mbar_wait(&empty[s], ((j / S) - 1) & 1);
+        const int s = kLean ? sl : j % S;
+        if (j >= S) mvq::mbar_wait(&empty[s], kLean ? ph ^ 1 : ((j / S) - 1) & 1);
         const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
         const int row = min(rg * 16 + (lane & 15), a.t.rows - 1);
         const int64_t src = (int64_t)row * a.t.row_bytes + (int64_t)kb0 * kBlockBytes;
@@ -454,29 +483,40 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const Lane lc = lane_consts(g, t);
   const uint2* bbase = bfr + (g & 3) * 4 + t;
   const int2* cbase = cfr + t;
-  int j = 0, par = 0;
+  int j = 0, par = 0, sl = 0, ph = 0;  // kLean: sl = j % S, ph = (j / S) & 1
+  const auto step = [&] {
+    if (kLean && ++sl == S) {
+      sl = 0;
+      ph ^= 1;
+    }
+  };
   uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
     const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
-    for (int c = 0; c < a.nchunk; c++, j++) {
-      if (kG > 1 && j % kG != grp) continue;  // the other group's stage
-      const int s = j % S;
-      mvq::mbar_wait(&full[s], (j / S) & 1);
+    // kLean: the rows' start addresses mod 16 (a window's offset: (row start + kb0 x 210) mod 16).
+    const int oa = (int)(((int64_t)rowa * a.t.row_bytes) & 15), ob = (int)(((int64_t)rowb * a.t.row_bytes) & 15);
+    for (int c = 0; c < a.nchunk; c++, j++, step()) {
+      if (kG > 1 && (kLean ? (int)((unsigned)j % kG) : j % kG) != grp) continue;  // the other group's stage
+      const int s = kLean ? sl : j % S;
+      mvq::mbar_wait(&full[s], kLean ? ph : (j / S) & 1);
       if (pr) mvq::probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       if (kMath) {
         const uint8_t* st = ring + s * stage_bytes;
-        const uint8_t* r0 = st + g * a.pitch + (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
-        const uint8_t* r1 =
-            st + (g + 8) * a.pitch + (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        const int o0 = kLean ? (oa + kb0 * kBlockBytes) & 15
+                             : (int)(((int64_t)rowa * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        const int o1 = kLean ? (ob + kb0 * kBlockBytes) & 15
+                             : (int)(((int64_t)rowb * a.t.row_bytes + (int64_t)kb0 * kBlockBytes) & 15);
+        const uint8_t* r0 = st + g * a.pitch + o0;
+        const uint8_t* r1 = st + (g + 8) * a.pitch + o1;
         for (int G = kb0 >> 3; G <= (kb0 + n - 1) >> 3; G++) {
           const int kb = 8 * G + (lw ^ (G & 1));
           if (kb < kb0 || kb >= kb0 + n) continue;
           const int q = kb - kb0;
           const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
-          if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
-          else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          if (kb & 1) item_q6<true, kLean>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          else item_q6<false, kLean>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
       }
       mvq::release_stage(&empty[s]);
@@ -500,12 +540,18 @@ struct Tune {
   // by op: 9B ffn_down [4096 x 12288] 28.1 vs 32.4 us, 27B [5120 x 17408] 46.9 vs 52.3; tg128 27B 125.8 tok/s with
   // this one alone vs 123.35 with neither kernel's 16-warp form.
   bool wide = true;
+  // q6i19: kernel<, , true> (same bits): the per-stage ring bookkeeping without divisions (34 -> 7 SASS instructions
+  // before the full wait; 16 warps take one item per stage). DS_MATVEC_STREAM_Q6K_LEAN=0: the previous form. H200
+  // (mvbench, weights past L2): 9B ffn_down 18.82 / 18.85 vs 19.24 / 19.20 us, 27B 34.88 / 34.91 vs 36.56 / 36.39;
+  // tg128 9B 435.19 vs 433.06 tok/s, 27B 144.86 vs 143.36 (means of 3 interleaved pairs, each pair faster).
+  bool lean = true;
 };
 inline Tune& tune() {
   static Tune t = [] {
     Tune d;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K")) d.mode = e[0] == '0' ? 0 : e[0] == '1' ? 1 : -1;
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_WIDE")) d.wide = e[0] != '0';
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_LEAN")) d.lean = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_KC")) d.kc = std::max(0, std::atoi(e));
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_STAGES")) d.stages = std::atoi(e);
     if (const char* e = std::getenv("DS_MATVEC_STREAM_Q6K_CTAS")) d.ctas_per_sm = std::atoi(e);
@@ -575,17 +621,17 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <bool kMath, int kW>
+template <bool kMath, int kW, bool kLean>
 cudaError_t allow_smem_q6() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kMath, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    (int)(kW == kCW ? kOneSmem : kOneSmemWide));
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW>);
+  static const cudaError_t e = cudaFuncSetAttribute(
+      kernel<kMath, kW, kLean>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(kW == kCW ? kOneSmem : kOneSmemWide));
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW, kLean>);
 }
-template <bool kMath, int kW>
+template <bool kMath, int kW, bool kLean = false>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_q6<kMath, kW>();
+  const cudaError_t attr = allow_smem_q6<kMath, kW, kLean>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kMath, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+  const cudaError_t e = launch_pdl(kernel<kMath, kW, kLean>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
                                    mvq::launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
@@ -633,6 +679,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   if (!tune().math)
     return wide ? launch_t<false, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
                 : launch_t<false, kCW>(a, p.smem, (unsigned)grid, stream);
+  if (tune().lean)
+    return wide ? launch_t<true, 2 * kCW, true>(a, p.smem, (unsigned)grid, stream)
+                : launch_t<true, kCW, true>(a, p.smem, (unsigned)grid, stream);
   return wide ? launch_t<true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
               : launch_t<true, kCW>(a, p.smem, (unsigned)grid, stream);
 }

@@ -476,7 +476,9 @@ TEST(CudaMatvec, StreamQ6KVariants) {
     cuda::MatvecStreamTune q4 = keep.q4;
     if (v.xoff) q4.xone = 0;  // the staging switch is shared with the Q4_K stream kernel
     cuda::set_matvec_stream_tune(q4);
-    cuda::set_matvec_stream_q6_tune({1, v.kc, v.stages, v.ctas, v.wide});
+    cuda::MatvecStreamQ6Tune q6{1, v.kc, v.stages, v.ctas, v.wide};
+    q6.lean = keep.q6.lean;  // DS_MATVEC_STREAM_Q6K_LEAN (q6i19)
+    cuda::set_matvec_stream_q6_tune(q6);
     const std::string name = std::string("stream Q6_K") + (v.xoff ? " xone off" : "") + (v.wide ? "" : " 8 warps") + " kc " +
                              std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
                              std::to_string(v.ctas);
@@ -655,6 +657,87 @@ TEST(CudaMatvec, StreamXprep) {
       }
     }
   }
+}
+
+// q6i19: the Q6_K stream kernel's lean form (Tune::lean, the default since q6i19; DS_MATVEC_STREAM_Q6K_LEAN=0 off: ring
+// slot / phase counters, 32-bit window offsets, the 6-bit codes by shared-mask bit-selects) against the form it replaced
+// (lean false): bit-identical y in every product,
+// and the lean y against the CPU. The 9B / 27B ffn_down shapes and smaller / odd ones (1, 5, 14, 16, 68, 100
+// super-blocks; rows % 16 != 0; odd blocks at 2 mod 4 where the rows' byte counts are odd multiples of 2), plain /
+// RMSNorm / SwiGLU (the prepared x at >= 32 super-blocks), accumulate; the default plan, one CTA x 16 warps forced, 3 and
+// 2 stages (the counters wrap many times), 8 warps (wide off), two CTAs per SM. DS_TEST_STREAM_PART shards the shapes.
+TEST(CudaMatvec, StreamQ6KLeanSameBits) {
+  DS_REQUIRE_GPU();
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{4096, 12288, "9B ffn_down (48 super-blocks)"},
+                                                   {5120, 17408, "27B ffn_down (68)"},
+                                                   {1027, 256, "one super-block, rows % 16 = 3"},
+                                                   {333, 1280, "5 super-blocks"},
+                                                   {77, 3584, "0.8B ffn width"},
+                                                   {4097, 4096, "odd rows, 9B width"},
+                                                   {3, 25600, "100 super-blocks"},
+                                                   {515, 17408, "27B ffn width, rows % 16 = 3"}});
+  const float eps = 1e-6f;
+  struct V { int stages, ctas; bool wide; };
+  const V vs[] = {{0, 0, true}, {0, 1, true}, {3, 1, true}, {2, 1, true}, {0, 0, false}, {2, 2, true}};
+  uint64_t seed = 19600;
+  size_t products = 0, differ = 0;
+  g_worst_seen = 0;
+  int part = 0;
+  for (const Shape& s : shapes) {
+    if (!stream_part_takes(part++)) continue;
+    const auto w = test::random_weights(GgmlType::Q6_K, s.rows * s.cols, seed += 7);
+    const auto x = test::random_floats(s.cols, seed + 1, 5.f);
+    const auto norm_w = test::random_floats(s.cols, seed + 2);
+    const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
+    const auto y0 = test::random_floats(s.rows, seed + 4);
+    std::vector<float> xn(s.cols), xg(s.cols);
+    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
+    cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dn = test::to_device(norm_w);
+    auto dg = test::to_device(gate);
+    auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    const std::vector<float> nans(s.rows, NAN);
+    for (const V& v : vs)
+      for (int pro = 0; pro < 3; pro++)
+        for (bool acc : {false, true}) {
+          std::vector<float> ys[2];
+          bool ran = true;
+          for (int lean = 0; lean < 2 && ran; lean++) {
+            cuda::MatvecStreamQ6Tune q6{1, 0, v.stages, v.ctas, v.wide};
+            q6.lean = lean == 1;
+            cuda::set_matvec_stream_q6_tune(q6);
+            ran = cuda::matvec_stream_q6_takes(s.rows, s.cols);  // e.g. two CTAs per SM: not for the widest rows
+            if (!ran) break;
+            ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
+            cuda::MatvecInput in{dx.as<float>()};
+            if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
+            if (pro == 2) in.gate = dg.as<float>();
+            const Status st = cuda::matvec_fused(GgmlType::Q6_K, dw.data(), s.rows, s.cols, in, dy->as<float>(),
+                                                 nullptr, nullptr, acc);
+            ASSERT_TRUE(st.ok()) << st.error().message;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            ys[lean] = test::to_host<float>(*dy, s.rows);
+          }
+          if (!ran) continue;
+          const std::string what = std::string("stages ") + std::to_string(v.stages) + " ctas " +
+                                   std::to_string(v.ctas) + (v.wide ? "" : " 8 warps") +
+                                   (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
+                                   (acc ? " accumulate " : " ") + s.what;
+          products++;
+          const bool same = std::memcmp(ys[0].data(), ys[1].data(), s.rows * 4) == 0;
+          differ += !same;
+          EXPECT_TRUE(same) << what << ": lean and non-lean differ";
+          check_rows(GgmlType::Q6_K, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
+                     ys[1].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1, what + " lean");
+        }
+  }
+  EXPECT_GT(products, 0u);
+  std::printf("[stream q6 lean] %zu lean products compared with the non-lean form, %zu not bit-identical; "
+              "worst |y - ref| / sum|w x| = %.3g\n", products, differ, g_worst_seen);
 }
 
 // b1x16: the one-round staging of x (DS_MATVEC_STREAM_XONE, both stream kernels: norm weights loaded before
