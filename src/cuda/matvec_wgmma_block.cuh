@@ -142,6 +142,55 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
   return __hsub2(gemm::u2h(__byte_perm(v >> (8 * t), 0x64646464u, 0x4040u)), __float2half2_rn(1024.f));
 }
+
+// kLean: the producer's per-CTA state (its first block, the tensor map's address) in shared memory beside the
+// mbarriers, read by warp 0 at each issue, and the epilogue's indices re-read from the special registers after the block
+// loop: values that lived in registers across the loop (ptxas spilled 12 bytes of them in the <3> kernel at its
+// 168-register cap).
+struct Producer {
+  int64_t bk0;
+  const CUtensorMap* map;
+};
+__device__ __forceinline__ int64_t prod_bk0(const Producer* p) { return *reinterpret_cast<const volatile int64_t*>(&p->bk0); }
+__device__ __forceinline__ const CUtensorMap* prod_map(const Producer* p) {
+  return *reinterpret_cast<const CUtensorMap* const volatile*>(&p->map);
+}
+__device__ __forceinline__ uint32_t sreg_ctaid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t sreg_ctaid_y() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t sreg_tid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(v));
+  return v;
+}
+
+// From the rows' headers (rbase, rbase + 8): d, −16·dmin as float, and the mins' A fragments (kMin2: m_t pairs).
+template <bool kMin2>
+__device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, int u, float (&dd)[2], float (&dm)[2],
+                                       uint32_t (&amin)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
+    const __half2 dh = gemm::u2h(hd.x);
+    dd[h] = __low2float(dh);
+    dm[h] = -16.f * __high2float(dh);
+    const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
+    if constexpr (kMin2) {
+      amin[h] = gemm::h2u(byte_dup(m03, t));
+      amin[2 + h] = gemm::h2u(byte_dup(m47, t));
+    } else {
+      amin[h] = gemm::h2u(fold::byte_pair(m03, u));
+      amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
+    }
+  }
+}
 #endif
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
@@ -154,9 +203,16 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
 // mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
-template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
+// kForm (kFast only; the same operations in the same order for every float result, so the same bits):
+//  bit 0 kLean (DS_MVB_LEAN=1): the producer's state in shared memory, the epilogue's indices re-read (Producer below):
+//   the <3> kernel without its spill (ptxas -v here: 16 bytes of stack, 12 bytes spilled -> 0, 168 registers).
+//  bit 1 kMinsQ2 (DS_MVB_MINQ=1): the mins' mma.sync between quarter 2's issue (+ wait_group 1) and quarter 3's build
+//   instead of behind quarter 3's wgmmas (ncu17: ffn_gate_up's first HMMA throttled on the math pipe); d, dmin and the
+//   mins' A then read from the header there, not at the block start (8 registers fewer live across the A builds).
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kLean = (kForm & 1) != 0, kMinsQ2 = (kForm & 2) != 0, kHdrLate = kMinsQ2;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr int kXmB = kMin2 ? kXm / 2 : kXm;  // bytes of block sums copied per block
   constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
@@ -171,7 +227,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   const int64_t nblk = a.cols / 256;
   const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
   const int n_my = (int)(bk1 - bk0);
+  Producer* prod = reinterpret_cast<Producer*>(empty + 2);
   if (threadIdx.x == 0) {
+    if constexpr (kLean) *prod = {bk0, &tw};
     wgr::bar_init(&full[0], 1);
     wgr::bar_init(&full[1], 1);
     wgr::bar_init(&empty[0], 4 * kWG);
@@ -184,14 +242,16 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const int slot = i & 1;
     if (lane == 0) {
       wgr::bar_expect(&full[slot], kTx);
-      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
-                          &full[slot]);
+      const int64_t b0 = kLean ? prod_bk0(prod) : bk0;
+      const int r0 = kLean ? (int)sreg_ctaid_x() * kRows : (int)row0;
+      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, kLean ? prod_map(prod) : &tw,
+                          (int)((b0 + i) * wg::kBlockBytes), r0, &full[slot]);
     }
   };
   auto issue_x = [&](int i) {
     const int slot = i & 1;
     uint8_t* dst = smem + slot * kStage;
-    const int64_t blk = bk0 + i;
+    const int64_t blk = (kLean ? prod_bk0(prod) : bk0) + i;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm) + blk * kXmB;
     if (lane == 0) {
@@ -228,21 +288,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const uint8_t* wslot = xslot + wg::kXBlock + kXm;
     float dd[2], dm[2];
     uint32_t amin[4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
-      const __half2 dh = gemm::u2h(hd.x);
-      dd[h] = __low2float(dh);
-      dm[h] = -16.f * __high2float(dh);
-      const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
-      if constexpr (kMin2) {
-        amin[h] = gemm::h2u(byte_dup(m03, t));
-        amin[2 + h] = gemm::h2u(byte_dup(m47, t));
-      } else {
-        amin[h] = gemm::h2u(fold::byte_pair(m03, u));
-        amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
-      }
-    }
+    if constexpr (!kHdrLate) header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
     const uint32_t xd0 = wg::desc_lo(xslot);
@@ -256,26 +302,31 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     build(1, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
     wg_wait1();  // quarter 0 done: af0 free
+    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while wgmmas run (kHdrLate: the header's d, dmin and mins read here)
+    auto mins = [&] {
+      if constexpr (kHdrLate) header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
+#pragma unroll
+      for (int n = 0; n < 8; n++) {
+        float cm[4] = {0.f, 0.f, 0.f, 0.f};
+        if constexpr (kMin2) {
+          const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
+          fold::mma_f16(cm, amin, xv.x, xv.y);
+        } else {
+          const uint4 xv = xms[n * 32 + lane];
+          fold::mma_f16(cm, amin, xv.x, xv.y);
+          fold::mma_f16(cm, amin, xv.z, xv.w);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+      }
+    };
     build(2, af0);
     mma_q<kN64, kFast>(c, af0, xslot, 2, false, xd0);
     wg_wait1();
+    if constexpr (kMinsQ2) mins();  // behind quarter 2's wgmmas, before quarter 3's build
     build(3, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
-    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
-#pragma unroll
-    for (int n = 0; n < 8; n++) {
-      float cm[4] = {0.f, 0.f, 0.f, 0.f};
-      if constexpr (kMin2) {
-        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
-        fold::mma_f16(cm, amin, xv.x, xv.y);
-      } else {
-        const uint4 xv = xms[n * 32 + lane];
-        fold::mma_f16(cm, amin, xv.x, xv.y);
-        fold::mma_f16(cm, amin, xv.z, xv.w);
-      }
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
-    }
+    if constexpr (!kMinsQ2) mins();  // behind the last quarter's wgmmas
     wg::wg_wait0();
     wg::keep(c);
 #pragma unroll
@@ -293,7 +344,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if constexpr (kLean) {  // the indices re-read, not kept across the block loop
+    const int tx = (int)sreg_tid_x(), bx = (int)sreg_ctaid_x(), ln = tx & 31;
+    wg::store_acc<kRows, kThreads>(a, acc, bx, (int)sreg_ctaid_y(), (int64_t)bx * kRows, 16 * (tx >> 5) + (ln >> 2),
+                                   ln & 3);
+  } else {
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  }
 #endif
 }
 
@@ -319,16 +376,32 @@ inline int& build_setting() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2, bool kFast>
+// DS_MVB_LEAN / DS_MVB_MINQ (set_matvec_batched_block_lean / _minq): block_kernel's kForm bits 0 / 1 for the kFast
+// kernels (0 = off, the default), the same bits either way.
+inline int env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && e[0] == '1' && !e[1] ? 1 : 0;
+}
+inline int& lean_setting() {
+  static int v = env_on("DS_MVB_LEAN");
+  return v;
+}
+inline int& minq_setting() {
+  static int v = env_on("DS_MVB_MINQ");
+  return v;
+}
+
+template <int kWG, bool kN64, bool kMin2, bool kFast, int kForm = 0>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
-  static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kForm>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kForm>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
+                 a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
@@ -337,7 +410,12 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+    if (build_setting() == 1) switch (lean_setting() | 2 * minq_setting()) {
+        case 1: return launch_block_form<kWG, kN64, kMin2, true, 1>(a, grid, stream);
+        case 2: return launch_block_form<kWG, kN64, kMin2, true, 2>(a, grid, stream);
+        case 3: return launch_block_form<kWG, kN64, kMin2, true, 3>(a, grid, stream);
+        default: return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+      }
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
