@@ -23,7 +23,10 @@
 // block: x half + header and s = 0 codes as an 80-byte box / x half + s = 1 codes + block sums; the first half released
 // after quarter 2's issue, block i + 2's first half issued into it, the producer 1.5 blocks ahead; same bits):
 // ffn_down 37.3-37.7 vs 36.4-36.5 us, attn_qkv 25.1-25.6 vs 24.4-24.5, ffn_gate_up 50.1-50.5 vs 50.7-50.9; 9B step at
-// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402.)
+// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402. Removed in sp19 (commit 2f92357): DS_MVB_MINQ, the
+// mins' 8 mma.sync after quarter 2's issue + wait_group 1 (before quarter 3's build) instead of behind quarter 3's
+// wgmmas, the header read there (same bits): with DS_MVB_LEAN ffn_gate_up 49.3 vs 48.5-48.7 us, ffn_down 37.6-37.8 vs
+// 36.7-36.8; 9B step at 64 x 512+ 8.362 / 8.364 vs 8.311 / 8.314 ms (LEAN alone), 8.355 / 8.363 (neither).)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -203,16 +206,12 @@ __device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, i
 // descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
 // mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
-// kForm (kFast only; the same operations in the same order for every float result, so the same bits):
-//  bit 0 kLean (DS_MVB_LEAN=1): the producer's state in shared memory, the epilogue's indices re-read (Producer below):
-//   the <3> kernel without its spill (ptxas -v here: 16 bytes of stack, 12 bytes spilled -> 0, 168 registers).
-//  bit 1 kMinsQ2 (DS_MVB_MINQ=1): the mins' mma.sync between quarter 2's issue (+ wait_group 1) and quarter 3's build
-//   instead of behind quarter 3's wgmmas (ncu17: ffn_gate_up's first HMMA throttled on the math pipe); d, dmin and the
-//   mins' A then read from the header there, not at the block start (8 registers fewer live across the A builds).
-template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, int kForm = 0>
+// kLean (DS_MVB_LEAN=1, the default; kFast only; the same operations in the same order for every float result, so the
+// same bits): the producer's state in shared memory, the epilogue's indices re-read (Producer above): the <3> kernel
+// without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168 registers; <2> 180 -> 176 registers).
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr bool kLean = (kForm & 1) != 0, kMinsQ2 = (kForm & 2) != 0, kHdrLate = kMinsQ2;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr int kXmB = kMin2 ? kXm / 2 : kXm;  // bytes of block sums copied per block
   constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
@@ -288,7 +287,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const uint8_t* wslot = xslot + wg::kXBlock + kXm;
     float dd[2], dm[2];
     uint32_t amin[4];
-    if constexpr (!kHdrLate) header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
+    header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
     const uint32_t xd0 = wg::desc_lo(xslot);
@@ -302,31 +301,26 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     build(1, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
     wg_wait1();  // quarter 0 done: af0 free
-    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while wgmmas run (kHdrLate: the header's d, dmin and mins read here)
-    auto mins = [&] {
-      if constexpr (kHdrLate) header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
-#pragma unroll
-      for (int n = 0; n < 8; n++) {
-        float cm[4] = {0.f, 0.f, 0.f, 0.f};
-        if constexpr (kMin2) {
-          const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
-          fold::mma_f16(cm, amin, xv.x, xv.y);
-        } else {
-          const uint4 xv = xms[n * 32 + lane];
-          fold::mma_f16(cm, amin, xv.x, xv.y);
-          fold::mma_f16(cm, amin, xv.z, xv.w);
-        }
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
-      }
-    };
     build(2, af0);
     mma_q<kN64, kFast>(c, af0, xslot, 2, false, xd0);
     wg_wait1();
-    if constexpr (kMinsQ2) mins();  // behind quarter 2's wgmmas, before quarter 3's build
     build(3, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
-    if constexpr (!kMinsQ2) mins();  // behind the last quarter's wgmmas
+    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      float cm[4] = {0.f, 0.f, 0.f, 0.f};
+      if constexpr (kMin2) {
+        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+      } else {
+        const uint4 xv = xms[n * 32 + lane];
+        fold::mma_f16(cm, amin, xv.x, xv.y);
+        fold::mma_f16(cm, amin, xv.z, xv.w);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
+    }
     wg::wg_wait0();
     wg::keep(c);
 #pragma unroll
@@ -376,31 +370,28 @@ inline int& build_setting() {
   return v;
 }
 
-// DS_MVB_LEAN / DS_MVB_MINQ (set_matvec_batched_block_lean / _minq): block_kernel's kForm bits 0 / 1 for the kFast
-// kernels (0 = off, the default), the same bits either way.
-inline int env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e && e[0] == '1' && !e[1] ? 1 : 0;
-}
+// DS_MVB_LEAN (set_matvec_batched_block_lean): block_kernel's kLean for the kFast kernels, the same bits either way;
+// 1 (the default) on, 0 off. H200 (sp19, bench/cuda/NOTES.md): 9B step at 64 x 512+ 8.311 / 8.314 vs 8.355 / 8.363 ms
+// (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
+// 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
 inline int& lean_setting() {
-  static int v = env_on("DS_MVB_LEAN");
-  return v;
-}
-inline int& minq_setting() {
-  static int v = env_on("DS_MVB_MINQ");
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_LEAN");
+    return e && e[0] == '0' && !e[1] ? 0 : 1;
+  }();
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2, bool kFast, int kForm = 0>
+template <int kWG, bool kN64, bool kMin2, bool kFast, bool kLean = false>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
-  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kForm>,
+  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kLean>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kForm>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kLean>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
                  a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
@@ -410,12 +401,9 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_setting() == 1) switch (lean_setting() | 2 * minq_setting()) {
-        case 1: return launch_block_form<kWG, kN64, kMin2, true, 1>(a, grid, stream);
-        case 2: return launch_block_form<kWG, kN64, kMin2, true, 2>(a, grid, stream);
-        case 3: return launch_block_form<kWG, kN64, kMin2, true, 3>(a, grid, stream);
-        default: return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
-      }
+    if (build_setting() == 1)
+      return lean_setting() ? launch_block_form<kWG, kN64, kMin2, true, true>(a, grid, stream)
+                            : launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
