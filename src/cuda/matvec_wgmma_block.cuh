@@ -23,7 +23,10 @@
 // block: x half + header and s = 0 codes as an 80-byte box / x half + s = 1 codes + block sums; the first half released
 // after quarter 2's issue, block i + 2's first half issued into it, the producer 1.5 blocks ahead; same bits):
 // ffn_down 37.3-37.7 vs 36.4-36.5 us, attn_qkv 25.1-25.6 vs 24.4-24.5, ffn_gate_up 50.1-50.5 vs 50.7-50.9; 9B step at
-// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402.)
+// 64 x 512+ 8.355 / 8.423 vs 8.394 / 8.386 ms, <2> only 8.417 / 8.402. Removed in sp19 (commit 2f92357): DS_MVB_MINQ, the
+// mins' 8 mma.sync after quarter 2's issue + wait_group 1 (before quarter 3's build) instead of behind quarter 3's
+// wgmmas, the header read there (same bits): with DS_MVB_LEAN ffn_gate_up 49.3 vs 48.5-48.7 us, ffn_down 37.6-37.8 vs
+// 36.7-36.8; 9B step at 64 x 512+ 8.362 / 8.364 vs 8.311 / 8.314 ms (LEAN alone), 8.355 / 8.363 (neither).)
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -142,6 +145,55 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
 __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
   return __hsub2(gemm::u2h(__byte_perm(v >> (8 * t), 0x64646464u, 0x4040u)), __float2half2_rn(1024.f));
 }
+
+// kLean: the producer's per-CTA state (its first block, the tensor map's address) in shared memory beside the
+// mbarriers, read by warp 0 at each issue, and the epilogue's indices re-read from the special registers after the block
+// loop: values that lived in registers across the loop (ptxas spilled 12 bytes of them in the <3> kernel at its
+// 168-register cap).
+struct Producer {
+  int64_t bk0;
+  const CUtensorMap* map;
+};
+__device__ __forceinline__ int64_t prod_bk0(const Producer* p) { return *reinterpret_cast<const volatile int64_t*>(&p->bk0); }
+__device__ __forceinline__ const CUtensorMap* prod_map(const Producer* p) {
+  return *reinterpret_cast<const CUtensorMap* const volatile*>(&p->map);
+}
+__device__ __forceinline__ uint32_t sreg_ctaid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t sreg_ctaid_y() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t sreg_tid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(v));
+  return v;
+}
+
+// From the rows' headers (rbase, rbase + 8): d, −16·dmin as float, and the mins' A fragments (kMin2: m_t pairs).
+template <bool kMin2>
+__device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, int u, float (&dd)[2], float (&dm)[2],
+                                       uint32_t (&amin)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
+    const __half2 dh = gemm::u2h(hd.x);
+    dd[h] = __low2float(dh);
+    dm[h] = -16.f * __high2float(dh);
+    const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
+    if constexpr (kMin2) {
+      amin[h] = gemm::h2u(byte_dup(m03, t));
+      amin[2 + h] = gemm::h2u(byte_dup(m47, t));
+    } else {
+      amin[h] = gemm::h2u(fold::byte_pair(m03, u));
+      amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
+    }
+  }
+}
 #endif
 
 // tw: the weights as a 2D uint8 tensor [rows][row_bytes], boxes of kRows rows x 144 bytes (wgr::weight_map); rows past
@@ -154,7 +206,10 @@ __device__ __forceinline__ __half2 byte_dup(uint32_t v, int t) {
 // descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
 // mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
-template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false>
+// kLean (DS_MVB_LEAN=1, the default; kFast only; the same operations in the same order for every float result, so the
+// same bits): the producer's state in shared memory, the epilogue's indices re-read (Producer above): the <3> kernel
+// without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168 registers; <2> 180 -> 176 registers).
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
@@ -171,7 +226,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   const int64_t nblk = a.cols / 256;
   const int64_t bk0 = nblk * split / a.splits, bk1 = nblk * (split + 1) / a.splits;
   const int n_my = (int)(bk1 - bk0);
+  Producer* prod = reinterpret_cast<Producer*>(empty + 2);
   if (threadIdx.x == 0) {
+    if constexpr (kLean) *prod = {bk0, &tw};
     wgr::bar_init(&full[0], 1);
     wgr::bar_init(&full[1], 1);
     wgr::bar_init(&empty[0], 4 * kWG);
@@ -184,14 +241,16 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const int slot = i & 1;
     if (lane == 0) {
       wgr::bar_expect(&full[slot], kTx);
-      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, &tw, (int)((bk0 + i) * wg::kBlockBytes), (int)row0,
-                          &full[slot]);
+      const int64_t b0 = kLean ? prod_bk0(prod) : bk0;
+      const int r0 = kLean ? (int)sreg_ctaid_x() * kRows : (int)row0;
+      wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, kLean ? prod_map(prod) : &tw,
+                          (int)((b0 + i) * wg::kBlockBytes), r0, &full[slot]);
     }
   };
   auto issue_x = [&](int i) {
     const int slot = i & 1;
     uint8_t* dst = smem + slot * kStage;
-    const int64_t blk = bk0 + i;
+    const int64_t blk = (kLean ? prod_bk0(prod) : bk0) + i;
     const uint8_t* xsrc = reinterpret_cast<const uint8_t*>(a.xw) + blk * wg::kXBlock;
     const uint8_t* msrc = reinterpret_cast<const uint8_t*>(a.xm) + blk * kXmB;
     if (lane == 0) {
@@ -228,21 +287,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     const uint8_t* wslot = xslot + wg::kXBlock + kXm;
     float dd[2], dm[2];
     uint32_t amin[4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const uint4 hd = *reinterpret_cast<const uint4*>(wslot + (rbase + 8 * h) * kWPitch);
-      const __half2 dh = gemm::u2h(hd.x);
-      dd[h] = __low2float(dh);
-      dm[h] = -16.f * __high2float(dh);
-      const uint32_t m03 = hd.z & 0x3F3F3F3Fu, m47 = ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
-      if constexpr (kMin2) {
-        amin[h] = gemm::h2u(byte_dup(m03, t));
-        amin[2 + h] = gemm::h2u(byte_dup(m47, t));
-      } else {
-        amin[h] = gemm::h2u(fold::byte_pair(m03, u));
-        amin[2 + h] = gemm::h2u(fold::byte_pair(m47, u));
-      }
-    }
+    header<kMin2>(wslot, rbase, t, u, dd, dm, amin);
     float c[kC];
     uint32_t af0[4][4], af1[4][4];
     const uint32_t xd0 = wg::desc_lo(xslot);
@@ -293,7 +338,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     if (lane == 0) wgr::bar_arrive(&empty[slot]);  // this warp is done with the slot
   }
 
-  wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  if constexpr (kLean) {  // the indices re-read, not kept across the block loop
+    const int tx = (int)sreg_tid_x(), bx = (int)sreg_ctaid_x(), ln = tx & 31;
+    wg::store_acc<kRows, kThreads>(a, acc, bx, (int)sreg_ctaid_y(), (int64_t)bx * kRows, 16 * (tx >> 5) + (ln >> 2),
+                                   ln & 3);
+  } else {
+    wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
+  }
 #endif
 }
 
@@ -319,16 +370,29 @@ inline int& build_setting() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2, bool kFast>
+// DS_MVB_LEAN (set_matvec_batched_block_lean): block_kernel's kLean for the kFast kernels, the same bits either way;
+// 1 (the default) on, 0 off. H200 (sp19, bench/cuda/NOTES.md): 9B step at 64 x 512+ 8.311 / 8.314 vs 8.355 / 8.363 ms
+// (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
+// 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
+inline int& lean_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_LEAN");
+    return e && e[0] == '0' && !e[1] ? 0 : 1;
+  }();
+  return v;
+}
+
+template <int kWG, bool kN64, bool kMin2, bool kFast, bool kLean = false>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
-  static const cudaError_t e =
-      cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kLean>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kLean>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
+                 a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
   return {};
@@ -337,7 +401,9 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
-    if (build_setting() == 1) return launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+    if (build_setting() == 1)
+      return lean_setting() ? launch_block_form<kWG, kN64, kMin2, true, true>(a, grid, stream)
+                            : launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 

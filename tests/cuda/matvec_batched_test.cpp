@@ -640,5 +640,41 @@ TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
+// ---- sp19: the block kernel's kLean form (DS_MVB_LEAN=1, the default: the producer's state in shared memory, the
+// epilogue's indices re-read; no spill in the <3> kernel) computes the same operations in the same order for every float
+// result as the form before it (0): the same bits, on all 9B Q4_K shapes (2 and 3 warpgroups per CTA), B = 25 / 40 / 64,
+// accumulate on and off, and on shapes with partial row tiles and 1..few blocks per CTA (the producer's issues: blocks
+// 0 and 1 before the loop, i + 1 in it, row tiles past the end). (Measured as BlockFormsSameBits with DS_MVB_MINQ, which
+// was removed: passed on the H200.)
+TEST(CudaMatvecBatched, BlockLeanSameBits) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const int wg0 = cuda::matvec_batched_wgmma(), build0 = cuda::matvec_batched_block_build();
+  const int lean0 = cuda::matvec_batched_block_lean();
+  cuda::set_matvec_batched_wgmma(13);
+  cuda::set_matvec_batched_block_build(1);
+  const Case cases[] = {{24576, 4096, "9B ffn_gate_up"}, {4096, 12288, "9B ffn_down"}, {8192, 4096, "9B attn_qkv"},
+                        {4096, 4096, "9B ssm_out"},     {77, 256, "one block, partial tile"}, {300, 12288, "K split"},
+                        {4099, 1024, "22 tiles + 3 rows"}, {21, 17408, "few long rows"}};
+  uint64_t seed = 9900;
+  for (const Case& c : cases) {
+    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
+    for (int batch : {25, 40, 64})
+      for (bool accumulate : {false, true}) {
+        auto run = [&](int lean) {
+          cuda::set_matvec_batched_block_lean(lean);
+          return pr.run(batch, accumulate);
+        };
+        const std::string what = pr.what(batch, accumulate);
+        const auto ref = run(0);
+        pr.expect_written(ref, what);
+        EXPECT_EQ(pr.diff(run(1), ref), "") << "DS_MVB_LEAN 1 vs 0 " << what;
+      }
+  }
+  cuda::set_matvec_batched_block_lean(lean0);
+  cuda::set_matvec_batched_block_build(build0);
+  cuda::set_matvec_batched_wgmma(wg0);
+}
+
 }  // namespace
 }  // namespace ds
