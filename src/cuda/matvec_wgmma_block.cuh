@@ -374,10 +374,11 @@ inline int& build_setting() {
 // 1 (the default) on, 0 off. H200 (sp19, bench/cuda/NOTES.md): 9B step at 64 x 512+ 8.311 / 8.314 vs 8.355 / 8.363 ms
 // (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
 // 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
+// 2: the <3> kernels only (the one with the spill; coordinator A/B of session 16).
 inline int& lean_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_LEAN");
-    return e && e[0] == '0' && !e[1] ? 0 : 1;
+    return e && e[0] == '0' && !e[1] ? 0 : e && e[0] == '2' && !e[1] ? 2 : 1;
   }();
   return v;
 }
@@ -402,8 +403,9 @@ template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   if constexpr (kMin2 && !kN64)
     if (build_setting() == 1)
-      return lean_setting() ? launch_block_form<kWG, kN64, kMin2, true, true>(a, grid, stream)
-                            : launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
+      return lean_setting() == 1 || (lean_setting() == 2 && kWG == 3)
+                 ? launch_block_form<kWG, kN64, kMin2, true, true>(a, grid, stream)
+                 : launch_block_form<kWG, kN64, kMin2, true>(a, grid, stream);
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
