@@ -44,8 +44,8 @@ void set_matvec_batched_prep_reg(bool on);
 int matvec_batched_block_build();
 void set_matvec_batched_block_build(int form);
 // The Q4_K block kernel's kLean form (DS_MVB_LEAN; matvec_wgmma_block.cuh wgb::lean_setting), the same bits either
-// way: 1 = the producer's state in shared memory and the epilogue's indices re-read, no spill in the <3> kernel (the
-// default), 0 = the form before sp19, 2 = kLean for the 3-warpgroup kernels only.
+// way: 1 = the producer's state in shared memory and the epilogue's indices re-read (no spill in the <3> kernel) for
+// every kFast kernel, 0 = the form before sp19, 2 (the default) = kLean for the 3-warpgroup kernels only.
 int matvec_batched_block_lean();
 void set_matvec_batched_block_lean(int on);
 int matvec_batched_split_reduce();

@@ -206,9 +206,9 @@ __device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, i
 // descriptors) and the scale terms once per half block (quarters 0 / 2 compute them, 1 / 3 reuse them; without it each
 // mma_q's "memory" clobber makes every quarter re-read the header and redo them): static SASS per block -40 (<2> 6520,
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
-// kLean (DS_MVB_LEAN=1, the default; kFast only; the same operations in the same order for every float result, so the
-// same bits): the producer's state in shared memory, the epilogue's indices re-read (Producer above): the <3> kernel
-// without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168 registers; <2> 180 -> 176 registers).
+// kLean (DS_MVB_LEAN=1 every kFast kernel, =2 the default: the <3> ones; kFast only; the same operations in the same
+// order for every float result, so the same bits): the producer's state in shared memory, the epilogue's indices
+// re-read (Producer above): the <3> kernel without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168 registers; <2> 180 -> 176 registers).
 template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -371,14 +371,16 @@ inline int& build_setting() {
 }
 
 // DS_MVB_LEAN (set_matvec_batched_block_lean): block_kernel's kLean for the kFast kernels, the same bits either way;
-// 1 (the default) on, 0 off. H200 (sp19, bench/cuda/NOTES.md): 9B step at 64 x 512+ 8.311 / 8.314 vs 8.355 / 8.363 ms
-// (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
+// 1 on for every kFast kernel, 0 off, 2 (default) the <3> kernels only. H200 (sp19, bench/cuda/NOTES.md): 9B step at
+// 64 x 512+ with 1 8.311 / 8.314 vs 8.355 / 8.363 ms with 0 (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
 // 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
-// 2: the <3> kernels only (the one with the spill; coordinator A/B of session 16).
+// 2 (the default since session 16's final call): kLean for the <3> kernels only (the one with the spill). H200, 9B
+// step at 64 x 512+, interleaved (docs/measurements/2026-12-04-h200-session16-final.txt): 2 8.254 / 8.256 ms, 1 8.267 /
+// 8.281, 0 8.314 / 8.324.
 inline int& lean_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_LEAN");
-    return e && e[0] == '0' && !e[1] ? 0 : e && e[0] == '2' && !e[1] ? 2 : 1;
+    return e && e[0] == '0' && !e[1] ? 0 : e && e[0] == '1' && !e[1] ? 1 : 2;
   }();
   return v;
 }

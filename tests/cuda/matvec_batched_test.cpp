@@ -640,8 +640,8 @@ TEST(CudaMatvecBatched, BlockBuildFastSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// ---- sp19: the block kernel's kLean form (DS_MVB_LEAN=1, the default: the producer's state in shared memory, the
-// epilogue's indices re-read; no spill in the <3> kernel) computes the same operations in the same order for every float
+// ---- sp19: the block kernel's kLean form (DS_MVB_LEAN=1 everywhere; 2, the default, on the <3> kernels only: the
+// producer's state in shared memory, the epilogue's indices re-read; no spill in the <3> kernel) computes the same operations in the same order for every float
 // result as the form before it (0): the same bits, on all 9B Q4_K shapes (2 and 3 warpgroups per CTA), B = 25 / 40 / 64,
 // accumulate on and off, and on shapes with partial row tiles and 1..few blocks per CTA (the producer's issues: blocks
 // 0 and 1 before the loop, i + 1 in it, row tiles past the end). (Measured as BlockFormsSameBits with DS_MVB_MINQ, which
