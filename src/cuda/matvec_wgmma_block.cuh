@@ -208,7 +208,8 @@ __device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, i
 // <3> 6480 instructions; 6 LDS, 12 HMUL2 fewer), registers as before (<2> 180, <3> 168 with 16 bytes of stack).
 // kLean (DS_MVB_LEAN=1 every kFast kernel, =2 the default: the <3> ones; kFast only; the same operations in the same
 // order for every float result, so the same bits): the producer's state in shared memory, the epilogue's indices
-// re-read (Producer above): the <3> kernel without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168 registers; <2> 180 -> 176 registers).
+// re-read (Producer above): the <3> kernel without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168
+// registers; <2> 180 -> 176 registers).
 template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
