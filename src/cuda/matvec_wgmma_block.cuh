@@ -373,8 +373,8 @@ inline int& build_setting() {
 
 // DS_MVB_LEAN (set_matvec_batched_block_lean): block_kernel's kLean for the kFast kernels, the same bits either way;
 // 1 on for every kFast kernel, 0 off, 2 (default) the <3> kernels only. H200 (sp19, bench/cuda/NOTES.md): 9B step at
-// 64 x 512+ with 1 8.311 / 8.314 vs 8.355 / 8.363 ms with 0 (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>) 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs
-// 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
+// 64 x 512+ with 1 8.311 / 8.314 vs 8.355 / 8.363 ms with 0 (A B A B); mvb_bench timedef B = 64: ffn_gate_up (<3>)
+// 48.5-48.7 vs 50.3-50.4 us, output (Q4_K, <3>) 415-419 vs 435-437, but ffn_down 36.7-36.8 vs 36.3-36.4, attn_qkv 24.5-24.8 vs 24.3-24.4 (<2>: no spill to remove there).
 // 2 (the default since session 16's final call): kLean for the <3> kernels only (the one with the spill). H200, 9B
 // step at 64 x 512+, interleaved (docs/measurements/2026-12-04-h200-session16-final.txt): 2 8.254 / 8.256 ms, 1 8.267 /
 // 8.281, 0 8.314 / 8.324.

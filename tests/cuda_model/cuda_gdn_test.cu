@@ -692,7 +692,8 @@ TEST(GdnConvStep, FusedGivesSameBits) {
   conv_fuse_case(64, 4, 4, {1}, 40);
 }
 
-// gdn_conv_fused's conditions: off by default, off from DS_GDN_TMA_MIN sequences and with debug outputs.
+// gdn_conv_fused's conditions: on (DS_GDN_CONV_FUSE=1 or forced) below DS_GDN_TMA_MIN sequences, off from there and
+// with debug outputs; off when forced off.
 TEST(GdnConvStep, FusedOnlyWhereItApplies) {
   mk::ConvArgs ca;
   ca.n_channels = 3 * 16 * 128, ca.n_norm_channels = 2 * 16 * 128, ca.head_dim = 128, ca.kernel = 4;
