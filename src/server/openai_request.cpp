@@ -3,6 +3,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "server/json_text.h"
+
 namespace ds::server {
 
 using json = nlohmann::ordered_json;
@@ -213,7 +215,12 @@ std::optional<ApiError> normalise_tool_calls(json& m, size_t idx) {
       (*f)["arguments"] = json::object();
     } else if (args->is_string()) {
       // OpenAI sends arguments as JSON text; the chat templates iterate them as a mapping.
-      json parsed = json::parse(args->get<std::string>(), nullptr, false);
+      const std::string& text = args->get_ref<const std::string&>();
+      if (nests_deeper_than(text, kMaxJsonDepth))
+        return bad_request(
+            fmt::format("'{}': function.arguments nests arrays/objects more than {} levels deep", param, kMaxJsonDepth),
+            param);
+      json parsed = json::parse(text, nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object())
         return bad_request(fmt::format("'{}': function.arguments must be a JSON object (as text)", param), param);
       *args = std::move(parsed);

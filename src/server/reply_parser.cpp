@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/json_text.h"
 
 namespace ds::server {
 
@@ -56,7 +57,7 @@ std::string param_type(const json& tools, const std::string& fn, const std::stri
 
 json xml_value(std::string_view v, const std::string& type) {
   if (type == "string") return std::string(v);
-  json j = json::parse(v, nullptr, false);
+  json j = parse_json_text(v);
   if (!j.is_discarded()) return j;
   // Qwen3.5's template writes non-JSON scalars with Python's str(): True, False, None.
   if (v == "True") return true;
@@ -101,7 +102,7 @@ bool parse_xml(std::string_view s, const json& tools, ToolCall& out) {
 }
 
 bool parse_json_call(std::string_view s, ToolCall& out) {
-  json j = json::parse(s, nullptr, false);
+  json j = parse_json_text(s);
   if (j.is_discarded() || !j.is_object()) return false;
   auto n = j.find("name");
   if (n == j.end() || !n->is_string() || n->get<std::string>().empty()) return false;
@@ -110,7 +111,7 @@ bool parse_json_call(std::string_view s, ToolCall& out) {
   json args = json::object();
   if (a != j.end() && !a->is_null()) {
     if (a->is_string()) {
-      args = json::parse(a->get<std::string>(), nullptr, false);
+      args = parse_json_text(a->get<std::string>());
       if (args.is_discarded() || !args.is_object()) return false;
     } else if (a->is_object()) {
       args = *a;

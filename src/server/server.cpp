@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "server/job.h"
+#include "server/json_text.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
@@ -35,7 +36,6 @@ Status validate(const ServerConfig& c) {
 namespace {
 
 thread_local Clock::time_point t_request_start;
-constexpr int kMaxJsonDepth = 256;
 
 const std::set<std::string>& known_routes() {
   static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
@@ -65,28 +65,6 @@ std::string random_hex(size_t n) {
   std::string s;
   while (s.size() < n) s += fmt::format("{:016x}", rng());
   return s.substr(0, n);
-}
-
-// True when arrays/objects in `body` nest deeper than `max_depth` (brackets inside strings do not
-// count). The parsed value is copied and walked recursively later (request parsing, the chat
-// template), so a body of 10^5 '[' must be refused before it is parsed, not overflow a stack.
-bool nests_deeper_than(const std::string& body, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : body) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return true;
-    } else if (c == ']' || c == '}') {
-      depth--;
-    }
-  }
-  return false;
 }
 
 int64_t unix_now() {

@@ -380,6 +380,16 @@ TEST(Http, AbuseGetsRightStatus) {
   expect_error(rig.post(cc, std::string(300, '[') + std::string(300, ']')), 400);
   EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"deep", json::parse(std::string(100, '[') + std::string(100, ']'))},
                                          {"s", std::string(1000, '[')}})).first, 200);
+  // So is deep nesting inside a string that the server parses as JSON (a tool call's arguments).
+  json deep_args = json::parse(chat_body("S", {{"max_tokens", 2}}));
+  deep_args["messages"].push_back({{"role", "assistant"},
+                                   {"content", ""},
+                                   {"tool_calls", {{{"id", "c1"},
+                                                    {"type", "function"},
+                                                    {"function", {{"name", "f"},
+                                                                  {"arguments", "{\"a\":" + std::string(20000, '[') +
+                                                                                    std::string(20000, ']') + "}"}}}}}}});
+  expect_error(rig.post(cc, deep_args.dump()), 400, "messages[1].tool_calls");
   // Unknown fields are ignored.
   EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"frobnicate", {{"x", 1}}}})).first, 200);
   // Malformed HTTP on a raw socket: the server answers 400 and keeps serving.

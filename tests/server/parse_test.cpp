@@ -7,6 +7,7 @@
 #include "engine/byte_codec.h"
 #include "server/chat_prompt.h"
 #include "server/job.h"
+#include "server/json_text.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/reply_parser.h"
@@ -100,6 +101,31 @@ TEST(Request, RejectsWithParamNamed) {
   }
   ChatRequest r;
   EXPECT_TRUE(parse_chat_request(json::array(), 100, r));
+  // JSON inside a string is parsed too: its nesting is bounded like the body's (a 200 KB argument of '['
+  // overflowed the stack when the parsed value was copied).
+  const int depth = 100000;
+  json deep = json::parse(R"({"messages":[{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f"}}]}]})");
+  deep["messages"][0]["tool_calls"][0]["function"]["arguments"] =
+      "{\"a\":" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  auto e = parse_chat_request(deep, 1000, r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(e->param, "messages[0].tool_calls");
+  // Nesting within the bound is still accepted.
+  deep["messages"][0]["tool_calls"][0]["function"]["arguments"] =
+      "{\"a\":" + std::string(200, '[') + std::string(200, ']') + "}";
+  EXPECT_FALSE(parse_chat_request(deep, 1000, r));
+}
+
+TEST(JsonText, NestingBound) {
+  EXPECT_FALSE(nests_deeper_than("[[]]", 2));
+  EXPECT_TRUE(nests_deeper_than("[[[]]]", 2));
+  EXPECT_TRUE(nests_deeper_than("{\"a\":{\"b\":[1]}}", 2));
+  EXPECT_FALSE(nests_deeper_than(R"(["[[[[", "\"[[[["])", 1));  // brackets inside strings, escaped quotes
+  EXPECT_TRUE(parse_json_text(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']')).is_discarded());
+  EXPECT_EQ(parse_json_text(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).dump().size(),
+            2u * kMaxJsonDepth);
+  EXPECT_TRUE(parse_json_text("{bad").is_discarded());
 }
 
 TEST(Request, Completions) {
@@ -178,6 +204,22 @@ TEST(ReplyParser, Qwen35XmlToolCalls) {
     EXPECT_TRUE(d.tool_calls[0].id.starts_with("call_"));
     EXPECT_NE(d.tool_calls[0].id, d.tool_calls[1].id);
   }
+}
+
+TEST(ReplyParser, DeeplyNestedCallIsContentNotACrash) {
+  // The model's own output is parsed as JSON (Qwen3 calls, Qwen3.5 parameter values) and dumped again
+  // (recursively): nesting beyond the bound makes it text, as any other malformed call.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ReplyParser p(false, true, json::array());
+  const std::string call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}\n</tool_call>";
+  auto d = feed(p, call, 4096);
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_EQ(d.content, call);
+  ReplyParser q(false, true, json::array());
+  const std::string xml = "<tool_call>\n<function=f>\n<parameter=a>\n" + deep + "\n</parameter>\n</function>\n</tool_call>";
+  d = feed(q, xml, 4096);
+  ASSERT_EQ(d.tool_calls.size(), 1u);  // the value stays a string
+  EXPECT_EQ(json::parse(d.tool_calls[0].arguments)["a"], deep);
 }
 
 TEST(ReplyParser, Qwen3JsonToolCallAndFallbacks) {
