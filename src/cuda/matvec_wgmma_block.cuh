@@ -158,19 +158,15 @@ __device__ __forceinline__ int64_t prod_bk0(const Producer* p) { return *reinter
 __device__ __forceinline__ const CUtensorMap* prod_map(const Producer* p) {
   return *reinterpret_cast<const CUtensorMap* const volatile*>(&p->map);
 }
-__device__ __forceinline__ uint32_t sreg_ctaid_x() {
+// A special register read where it is used (asm volatile: not kept in a register across the loop as blockIdx /
+// threadIdx may be).
+enum class Sreg { kCtaidX, kCtaidY, kTidX };
+template <Sreg R>
+__device__ __forceinline__ uint32_t sreg() {
   uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t sreg_ctaid_y() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t sreg_tid_x() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(v));
+  if constexpr (R == Sreg::kCtaidX) asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(v));
+  else if constexpr (R == Sreg::kCtaidY) asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(v));
+  else asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(v));
   return v;
 }
 
@@ -243,7 +239,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     if (lane == 0) {
       wgr::bar_expect(&full[slot], kTx);
       const int64_t b0 = kLean ? prod_bk0(prod) : bk0;
-      const int r0 = kLean ? (int)sreg_ctaid_x() * kRows : (int)row0;
+      const int r0 = kLean ? (int)sreg<Sreg::kCtaidX>() * kRows : (int)row0;
       wgr::tensor_copy_2d(smem + slot * kStage + wg::kXBlock + kXm, kLean ? prod_map(prod) : &tw,
                           (int)((b0 + i) * wg::kBlockBytes), r0, &full[slot]);
     }
@@ -340,9 +336,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   }
 
   if constexpr (kLean) {  // the indices re-read, not kept across the block loop
-    const int tx = (int)sreg_tid_x(), bx = (int)sreg_ctaid_x(), ln = tx & 31;
-    wg::store_acc<kRows, kThreads>(a, acc, bx, (int)sreg_ctaid_y(), (int64_t)bx * kRows, 16 * (tx >> 5) + (ln >> 2),
-                                   ln & 3);
+    const int tx = (int)sreg<Sreg::kTidX>(), bx = (int)sreg<Sreg::kCtaidX>(), ln = tx & 31;
+    wg::store_acc<kRows, kThreads>(a, acc, bx, (int)sreg<Sreg::kCtaidY>(), (int64_t)bx * kRows,
+                                   16 * (tx >> 5) + (ln >> 2), ln & 3);
   } else {
     wg::store_acc<kRows, kThreads>(a, acc, tile, split, row0, rbase, t);
   }
