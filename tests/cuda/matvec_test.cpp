@@ -315,6 +315,13 @@ void run_fused_case(GgmlType t, const Shape& s, uint64_t seed, bool swiglu, bool
              what + (swiglu ? " swiglu" : " rms_norm") + (accumulate ? " accumulate " : " ") + s.what);
 }
 
+// At shape s with accumulate acc: run_case, then run_fused_case with RMSNorm and with SwiGLU (seeds advanced by 3,
+// then 5 each), the variant tests' sweep.
+void run_plain_and_fused(GgmlType t, const Shape& s, uint64_t& seed, bool acc, const std::string& name) {
+  run_case(t, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+  for (bool sw : {false, true}) run_fused_case(t, s, seed += 5, sw, acc, name);
+}
+
 TEST(CudaMatvec, FusedInputMatchesCpu) {
   DS_REQUIRE_GPU();
   const cuda::MatvecPath keep = cuda::matvec_path();
@@ -386,10 +393,7 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
                                std::to_string(tn.ks);
       g_worst_seen = 0;
       for (const Shape& s : shapes)
-        for (bool acc : {false, true}) {
-          run_case(type, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
-          for (bool sw : {false, true}) run_fused_case(type, s, seed += 5, sw, acc, name);
-        }
+        for (bool acc : {false, true}) run_plain_and_fused(type, s, seed, acc, name);
       std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
     }
 }
@@ -439,10 +443,7 @@ TEST(CudaMatvec, StreamQ4KVariants) {
                              (v.i8 ? "" : " terms " + std::to_string(v.terms));
     g_worst_seen = 0;
     for (const Shape& s : shapes)
-      for (bool acc : {false, true}) {
-        run_case(GgmlType::Q4_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
-        for (bool sw : {false, true}) run_fused_case(GgmlType::Q4_K, s, seed += 5, sw, acc, name);
-      }
+      for (bool acc : {false, true}) run_plain_and_fused(GgmlType::Q4_K, s, seed, acc, name);
     std::printf("[stream] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
   }
 }
@@ -489,10 +490,7 @@ TEST(CudaMatvec, StreamQ6KVariants) {
         EXPECT_TRUE(v.kc != 0 || v.ctas != 0) << name << " does not take [" << s.rows << " x " << s.cols << "]";
         continue;
       }
-      for (bool acc : {false, true}) {
-        run_case(GgmlType::Q6_K, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
-        for (bool sw : {false, true}) run_fused_case(GgmlType::Q6_K, s, seed += 5, sw, acc, name);
-      }
+      for (bool acc : {false, true}) run_plain_and_fused(GgmlType::Q6_K, s, seed, acc, name);
     }
     std::printf("[stream q6] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
     EXPECT_LE(g_worst_seen, 1e-6) << name << ": the int8-digit split of x is exact, only fp32 rounding remains";
@@ -659,10 +657,59 @@ TEST(CudaMatvec, StreamXprep) {
   }
 }
 
+// The inputs of the stream same-bits tests (StreamQ6KLeanSameBits, StreamXoneSameBits) at shape s: random weights of
+// `type` (seed), x, RMSNorm weights, SwiGLU gate, the accumulate start y0 (seed + 1 .. + 4), the CPU's RMSNorm / SwiGLU
+// x for the references, their device copies and a y buffer (empty when not allocated).
+struct StreamInputs {
+  static constexpr float kEps = 1e-6f;
+  GgmlType type;
+  Shape s;
+  std::vector<uint8_t> w;
+  std::vector<float> x, norm_w, gate, y0, xn, xg, nans;
+  cuda::DeviceBuffer dw, dx, dn, dg, dy;
+
+  StreamInputs(GgmlType t, const Shape& shape, uint64_t seed)
+      : type(t), s(shape), w(test::random_weights(t, shape.rows * shape.cols, seed)),
+        x(test::random_floats(shape.cols, seed + 1, 5.f)), norm_w(test::random_floats(shape.cols, seed + 2)),
+        gate(test::random_floats(shape.cols, seed + 3, 4.f)), y0(test::random_floats(shape.rows, seed + 4)),
+        xn(shape.cols), xg(shape.cols), nans(shape.rows, NAN) {
+    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, kEps), x.data(), norm_w.data(), xn.data());
+    cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+    dw = test::to_device(w);
+    dx = test::to_device(x);
+    dn = test::to_device(norm_w);
+    dg = test::to_device(gate);
+    auto y = cuda::DeviceBuffer::alloc(s.rows * 4);
+    EXPECT_TRUE(y.ok());
+    if (y.ok()) dy = std::move(*y);
+  }
+  // The x that product `pro` (0 plain, 1 RMSNorm, 2 SwiGLU) multiplies, for the CPU reference.
+  const float* ref_x(int pro) const { return pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(); }
+  // One cuda::matvec_fused product under the current tuning: y = W x' (+ y0 with acc; y starts as NaN without).
+  void product(int pro, bool acc, std::vector<float>& y) {
+    ASSERT_TRUE(dy.upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
+    cuda::MatvecInput in{dx.as<float>()};
+    if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = kEps; }
+    if (pro == 2) in.gate = dg.as<float>();
+    const Status st = cuda::matvec_fused(type, dw.data(), s.rows, s.cols, in, dy.as<float>(), nullptr, nullptr, acc);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    y = test::to_host<float>(dy, s.rows);
+  }
+  // y of product (pro, acc) against the CPU (check_rows; every 7th row of the large shapes).
+  void check(int pro, bool acc, const std::vector<float>& y, const std::string& what) const {
+    check_rows(type, w, s.rows, s.cols, ref_x(pro), y.data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1, what);
+  }
+  // " rms_norm accumulate <shape>" and the like.
+  std::string what(int pro, bool acc) const {
+    return std::string(pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") + (acc ? " accumulate " : " ") +
+           s.what;
+  }
+};
+
 // q6i19: the Q6_K stream kernel's lean form (Tune::lean, the default since q6i19; DS_MATVEC_STREAM_Q6K_LEAN=0 off: ring
-// slot / phase counters, 32-bit window offsets, the 6-bit codes by shared-mask bit-selects) against the form it replaced
-// (lean false): bit-identical y in every product,
-// and the lean y against the CPU. The 9B / 27B ffn_down shapes and smaller / odd ones (1, 5, 14, 16, 68, 100
+// slot / phase counters, 32-bit window offsets) against the form it replaced (lean false): bit-identical y in every
+// product, and the lean y against the CPU. The 9B / 27B ffn_down shapes and smaller / odd ones (1, 5, 14, 16, 68, 100
 // super-blocks; rows % 16 != 0; odd blocks at 2 mod 4 where the rows' byte counts are odd multiples of 2), plain /
 // RMSNorm / SwiGLU (the prepared x at >= 32 super-blocks), accumulate; the default plan, one CTA x 16 warps forced, 3 and
 // 2 stages (the counters wrap many times), 8 warps (wide off), two CTAs per SM. DS_TEST_STREAM_PART shards the shapes.
@@ -677,7 +724,6 @@ TEST(CudaMatvec, StreamQ6KLeanSameBits) {
                                                    {4097, 4096, "odd rows, 9B width"},
                                                    {3, 25600, "100 super-blocks"},
                                                    {515, 17408, "27B ffn width, rows % 16 = 3"}});
-  const float eps = 1e-6f;
   struct V { int stages, ctas; bool wide; };
   const V vs[] = {{0, 0, true}, {0, 1, true}, {3, 1, true}, {2, 1, true}, {0, 0, false}, {2, 2, true}};
   uint64_t seed = 19600;
@@ -686,21 +732,8 @@ TEST(CudaMatvec, StreamQ6KLeanSameBits) {
   int part = 0;
   for (const Shape& s : shapes) {
     if (!stream_part_takes(part++)) continue;
-    const auto w = test::random_weights(GgmlType::Q6_K, s.rows * s.cols, seed += 7);
-    const auto x = test::random_floats(s.cols, seed + 1, 5.f);
-    const auto norm_w = test::random_floats(s.cols, seed + 2);
-    const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
-    const auto y0 = test::random_floats(s.rows, seed + 4);
-    std::vector<float> xn(s.cols), xg(s.cols);
-    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
-    cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dn = test::to_device(norm_w);
-    auto dg = test::to_device(gate);
-    auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
-    ASSERT_TRUE(dy.ok());
-    const std::vector<float> nans(s.rows, NAN);
+    StreamInputs in(GgmlType::Q6_K, s, seed += 7);
+    ASSERT_FALSE(in.dy.empty());
     for (const V& v : vs)
       for (int pro = 0; pro < 3; pro++)
         for (bool acc : {false, true}) {
@@ -712,27 +745,16 @@ TEST(CudaMatvec, StreamQ6KLeanSameBits) {
             cuda::set_matvec_stream_q6_tune(q6);
             ran = cuda::matvec_stream_q6_takes(s.rows, s.cols);  // e.g. two CTAs per SM: not for the widest rows
             if (!ran) break;
-            ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
-            cuda::MatvecInput in{dx.as<float>()};
-            if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
-            if (pro == 2) in.gate = dg.as<float>();
-            const Status st = cuda::matvec_fused(GgmlType::Q6_K, dw.data(), s.rows, s.cols, in, dy->as<float>(),
-                                                 nullptr, nullptr, acc);
-            ASSERT_TRUE(st.ok()) << st.error().message;
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            ys[lean] = test::to_host<float>(*dy, s.rows);
+            ASSERT_NO_FATAL_FAILURE(in.product(pro, acc, ys[lean]));
           }
           if (!ran) continue;
           const std::string what = std::string("stages ") + std::to_string(v.stages) + " ctas " +
-                                   std::to_string(v.ctas) + (v.wide ? "" : " 8 warps") +
-                                   (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
-                                   (acc ? " accumulate " : " ") + s.what;
+                                   std::to_string(v.ctas) + (v.wide ? "" : " 8 warps") + in.what(pro, acc);
           products++;
           const bool same = std::memcmp(ys[0].data(), ys[1].data(), s.rows * 4) == 0;
           differ += !same;
           EXPECT_TRUE(same) << what << ": lean and non-lean differ";
-          check_rows(GgmlType::Q6_K, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
-                     ys[1].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1, what + " lean");
+          in.check(pro, acc, ys[1], what + " lean");
         }
   }
   EXPECT_GT(products, 0u);
@@ -756,7 +778,6 @@ TEST(CudaMatvec, StreamXoneSameBits) {
                                                    {60, 4096, "16 super-blocks"}, {4097, 4096, "odd rows, 9B width"},
                                                    {100, 5120, "20 super-blocks"}, {130, 6144, "24 super-blocks"},
                                                    {77, 12288, "48 super-blocks"}});
-  const float eps = 1e-6f;
   const auto set_xone = [&](int mode, int ctas) {
     cuda::MatvecStreamTune q4 = q4_ring(keep.q4, 0, 0, ctas, true);
     q4.i8 = true;
@@ -774,46 +795,25 @@ TEST(CudaMatvec, StreamXoneSameBits) {
       if (!stream_part_takes(part++)) continue;
       set_xone(0, 0);
       if (type == GgmlType::Q6_K && !cuda::matvec_stream_q6_takes(s.rows, s.cols)) continue;  // odd super-blocks
-      const auto w = test::random_weights(type, s.rows * s.cols, seed += 7);
-      const auto x = test::random_floats(s.cols, seed + 1, 5.f);
-      const auto norm_w = test::random_floats(s.cols, seed + 2);
-      const auto gate = test::random_floats(s.cols, seed + 3, 4.f);
-      const auto y0 = test::random_floats(s.rows, seed + 4);
-      std::vector<float> xn(s.cols), xg(s.cols);
-      cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), norm_w.data(), xn.data());
-      cpu::swiglu(ops::SwigluParams{1, s.cols}, gate.data(), x.data(), xg.data());
+      StreamInputs in(type, s, seed += 7);
       std::vector<double> mag(s.rows);  // sum |w x'| per row with RMSNorm
       {
         std::vector<float> scratch;
         const uint64_t rb = ggml_row_bytes(*ggml_type_info(type), s.cols);
-        for (int64_t r = 0; r < s.rows; r++) mag[r] = ref_row(type, w.data() + r * rb, xn.data(), s.cols, scratch).second;
+        for (int64_t r = 0; r < s.rows; r++)
+          mag[r] = ref_row(type, in.w.data() + r * rb, in.xn.data(), s.cols, scratch).second;
       }
-      auto dw = test::to_device(w);
-      auto dx = test::to_device(x);
-      auto dn = test::to_device(norm_w);
-      auto dg = test::to_device(gate);
-      auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
-      ASSERT_TRUE(dy.ok());
-      const std::vector<float> nans(s.rows, NAN);
+      ASSERT_FALSE(in.dy.empty());
       for (int ctas : {0, 1})
         for (int pro = 0; pro < 3; pro++)
           for (bool acc : {false, true}) {
             std::vector<float> ys[3];
             for (int mode = 0; mode < 3; mode++) {
               set_xone(mode, ctas);
-              ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
-              cuda::MatvecInput in{dx.as<float>()};
-              if (pro == 1) { in.norm_w = dn.as<float>(); in.eps = eps; }
-              if (pro == 2) in.gate = dg.as<float>();
-              const Status st =
-                  cuda::matvec_fused(type, dw.data(), s.rows, s.cols, in, dy->as<float>(), nullptr, nullptr, acc);
-              ASSERT_TRUE(st.ok()) << st.error().message;
-              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-              ys[mode] = test::to_host<float>(*dy, s.rows);
+              ASSERT_NO_FATAL_FAILURE(in.product(pro, acc, ys[mode]));
             }
-            const std::string what = std::string(cuda::type_cstr(type)) + " ctas " + std::to_string(ctas) +
-                                     (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
-                                     (acc ? " accumulate " : " ") + s.what;
+            const std::string what =
+                std::string(cuda::type_cstr(type)) + " ctas " + std::to_string(ctas) + in.what(pro, acc);
             for (int mode = 1; mode < 3; mode++) {
               products++;
               const bool same = std::memcmp(ys[0].data(), ys[mode].data(), s.rows * 4) == 0;
@@ -824,9 +824,7 @@ TEST(CudaMatvec, StreamXoneSameBits) {
               if (mode == 2 && pro == 1)
                 for (int64_t r = 0; r < s.rows; r++)
                   worst_rms2 = std::max(worst_rms2, std::fabs((double)ys[2][r] - ys[0][r]) / std::max(mag[r], 1e-30));
-              check_rows(type, w, s.rows, s.cols, pro == 1 ? xn.data() : pro == 2 ? xg.data() : x.data(),
-                         ys[mode].data(), acc ? y0.data() : nullptr, s.rows > 2000 ? 7 : 1,
-                         what + " xone " + std::to_string(mode));
+              in.check(pro, acc, ys[mode], what + " xone " + std::to_string(mode));
             }
           }
     }
