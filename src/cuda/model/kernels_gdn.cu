@@ -376,12 +376,17 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c,
     const int i = tid + p * kT;
     const int part = i < DK ? 0 : i < 2 * DK ? 1 : 2;
     chn[p] = conv_channel<DK>(part, i - part * DK + (part == 2 ? sp * kRows : 0), kh, h, Kd);
-    if (i < kCh) {  // beyond it no channel (kS = 1: tid >= 3 DK, the last pass's tail at kS > 1)
+    if (i < kCh) {
 #pragma unroll
       for (int q = 0; q < KC; q++) w[p][q] = c.w[chn[p] * KC + q];
 #pragma unroll
       for (int q = 0; q < W; q++) win[p][q] = cst[q * Cc + chn[p]];
-    }
+    } else if constexpr (kS > 1) {  // no channel (the last pass's tail): computed, never stored
+#pragma unroll
+      for (int q = 0; q < KC; q++) w[p][q] = 0.f;
+#pragma unroll
+      for (int q = 0; q < W; q++) win[p][q] = 0.f;
+    }  // kS = 1: threads tid >= 3 DK own no channel and skip the conv below
   }
   float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
   float4 m[kC];
@@ -395,7 +400,7 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c,
   const float4* k4 = reinterpret_cast<const float4*>(sk);
   const int t0 = io->start[s], t1 = io->start[s + 1];
   for (int t = t0; t < t1; t++) {
-    float x[kPer], y[kPer] = {}, zv = 0.f;
+    float x[kPer], y[kPer], zv = 0.f;
 #pragma unroll
     for (int p = 0; p < kPer; p++) x[p] = tid + p * kT < kCh ? c.x[(int64_t)t * c.ldx + chn[p]] : 0.f;
     const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c,
 #pragma unroll
     for (int p = 0; p < kPer; p++) {
       const int i = tid + p * kT;
-      if (i < kCh) y[p] = conv_silu_channel(w[p], win[p], W, x[p]);
+      y[p] = kS > 1 || i < kCh ? conv_silu_channel(w[p], win[p], W, x[p]) : 0.f;
       if (i < 2 * DK) {  // warp-uniform: a 32-channel q / k group
         const float pw = warp_sum(y[p] * y[p]);
         if (lane == 0) rqk[i >> 5] = pw;
