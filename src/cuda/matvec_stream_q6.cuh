@@ -298,24 +298,10 @@ __device__ __forceinline__ Lane lane_consts(int g, int t) {
 
 // One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
 // bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
-// q6i19 (Tune::lean): the 6-bit codes as one bit-select each, (nibble word & 0x0F0F0F0F) | (X & 0xF0F0F0F0), where the
-// four X of a qh word h (bits 4, 5 of each byte: its Q's 2 high bits, bits 6, 7 zero) come from two masks and three
-// shifts shared by the word's four Q: hA = h & 0x33333333 (Q 0, 2), hB = h & 0xCCCCCCCC (Q 1, 3); X = hA << 4, hB << 2,
-// hA, hB >> 2. The same A bytes as the per-register shift-and-mask (same bits). ptxas already compiled that one to as
-// few instructions: both item bodies have the same SASS mix in either form (odd 296: LOP3 80, LDS 62, IMAD 60, SHF 35,
-// PRMT 28; even 263), another schedule; what made the lean kernel faster is the per-stage code.
-__device__ __forceinline__ uint32_t bitsel_lo4(uint32_t lo, uint32_t hi) {  // (lo & 0x0F0F0F0F) | (hi & 0xF0F0F0F0)
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xE4;\n" : "=r"(r) : "r"(lo), "r"(hi), "r"(0x0F0F0F0Fu));
-  return r;
-}
-__device__ __forceinline__ uint32_t code_q6_lean(uint32_t w, uint32_t h, int Q) {
-  const uint32_t hA = h & 0x33333333u, hB = h & 0xCCCCCCCCu;
-  const uint32_t x = Q == 0 ? hA << 4 : Q == 1 ? hB << 2 : Q == 2 ? hA : hB >> 2;
-  return bitsel_lo4(Q < 2 ? w : w >> 4, x);
-}
-
-template <bool kOdd, bool kLean = false>
+// The 6-bit codes: (nibbles & 0x0F0F0F0F) | (the qh bits shifted & 0x30303030), per register. q6i19's form (one
+// bit-select each from masks shared by a qh word's four Q; same bits) compiled to the same SASS mix (odd body 296: LOP3
+// 80, LDS 62, IMAD 60, SHF 35, PRMT 28; even 263) in another schedule: removed in clean20 (it is in 7f96404).
+template <bool kOdd>
 __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
                                         const int2* cq, float is, float (&yp)[2]) {
   uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
@@ -366,13 +352,9 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
 #pragma unroll
         for (int j = 0; j < 2; j++) {
           const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
-          if (kLean) {
-            A[k][j] = code_q6_lean(w, h, Q);
-          } else {
-            const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
-            const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
-            A[k][j] = nib | hb;
-          }
+          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
+          A[k][j] = nib | hb;
         }
       const uint2 bv = bq[m * 16];
       int c[4];
@@ -408,7 +390,7 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
 // j % 2 == h; each stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage;
 // x is staged by all 16, and a row group's partial sums meet over all 16.
 // kLean (q6i19, Tune::lean; same bits): the ring slot and phase as counters advanced per stage (no divisions by the
-// runtime stage count), the stage's window offsets in 32 bits, the codes by code_q6_lean.
+// runtime stage count), the stage's window offsets in 32 bits.
 template <bool kMath, int kW, bool kLean = false>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
@@ -515,8 +497,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           if (kb < kb0 || kb >= kb0 + n) continue;
           const int q = kb - kb0;
           const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
-          if (kb & 1) item_q6<true, kLean>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
-          else item_q6<false, kLean>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
         }
       }
       mvq::release_stage(&empty[s]);

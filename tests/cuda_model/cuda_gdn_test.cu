@@ -611,8 +611,8 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
   ca.x = dx, ca.ldx = p.Cc, ca.w = dw, ca.state_off = woff, ca.u = p.du, ca.ldu = p.Cc;
   ca.n_channels = p.Cc, ca.n_norm_channels = 2 * p.Kd, ca.head_dim = dk, ca.kernel = kc, ca.eps = 1e-6f;
   const mk::GdnArgs ga = p.args(false);
-  // v: 0 conv_silu_l2 + gdn_kernel, 1 gdn_conv_kernel, 2 / 3 gdn_conv_split_kernel with 2 / 4 CTAs per head (gs18;
-  // gdn_conv_kernel where the cluster would exceed 8 CTAs).
+  // v: 0 conv_silu_l2 + gdn_kernel, 1 gdn_conv_kernel<DK, 4, 1>, 2 / 3 gdn_conv_kernel<DK, 4, 2 / 4> with 2 / 4 CTAs
+  // per head (gs18; kS 1 where the cluster would exceed 8 CTAs).
   constexpr int kV = 4;
   const int kSplit[kV] = {0, 0, 2, 4};
   std::vector<float> out[kV];
@@ -677,7 +677,7 @@ void conv_fuse_case(int dk, int nk, int nv, const std::vector<int>& ntok, uint32
 
 // The 9B's shape (nk 16, nv 32: clusters of 2), the 0.8B's (16 / 16: no cluster), the 27B's nv = 3 nk and small d_k 64
 // ones (nv = 3 nk, 4 nk), decode steps of 1 to 15 sequences and multi-token steps (one sequence without tokens);
-// gs18: the split forms 2 / 4 too (clusters of 2, 4, 6, 8 CTAs; 12 falls back to gdn_conv_kernel).
+// gs18: the split forms kS 2 / 4 too (clusters of 2, 4, 6, 8 CTAs; 12 falls back to kS 1).
 TEST(GdnConvStep, FusedGivesSameBits) {
   GDN_SKIP_WITHOUT_GPU();
   conv_fuse_case(128, 16, 32, {1}, 31);

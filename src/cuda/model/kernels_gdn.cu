@@ -17,11 +17,11 @@
 //   persistent CTAs, one per SM, gdn_kernel's threads and arithmetic on one (value head, sequence) at a time;
 //   each head's state comes in by one bulk copy into a ring of load slots and goes back by one bulk store
 //   through an out slot (see the kernel). H200, 9B step at B = 64: 8.95-8.98 ms (GDN 1.84 ms of it, 3.55 TB/s).
-// gdn_conv_kernel<DK, 4> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch where
-//   gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
-// gdn_conv_split_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences):
-//   gdn_conv_kernel with each value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed
-//   shared memory (the same bits).
+// gdn_conv_kernel<DK, 4, 1> (cg18; DS_GDN_CONV_FUSE, default 1): conv_silu_l2 + gdn_kernel<DK, true> in one launch
+//   where gdn_kernel is taken (batch 1: one kernel fewer per GDN layer; the same bits; see there).
+// gdn_conv_kernel<DK, 4, kS> (gs18; DS_GDN_SPLIT_B1=2 / 4, by default 4 where nv = nk, below 16 sequences): each
+//   value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed shared memory (the same
+//   bits).
 // Every conv form computes a channel's token with conv_silu_channel (the same roundings).
 // Removed in cf19 (same bits, slower; bench/cuda/NOTES.md cf19; branch cf19 064937e): gdn_tma_out_kernel with the conv
 //   inside (DS_GDN_CONV_FUSE_TMA=1 / 2; CTAs on (key head, sequence) groups of nv / nk items, conv inputs one item
@@ -46,8 +46,8 @@ namespace {
 
 // One token of one channel's causal conv + SiLU (spec §4.2): the taps in order, tap 0 on the oldest sample (the CPU
 // reference's summation order) over the window win (the W = kernel - 1 previous inputs, oldest first) and x, then the
-// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, gdn_conv_kernel,
-// gdn_conv_split_kernel; W a compile-time constant but in conv_tokens, arrays of N >= W + 1 entries): the same
+// window moved past x. Every conv form calls this one function (conv_tokens, conv_warp_kernel, gdn_conv_kernel at
+// every kS; W a compile-time constant but in conv_tokens, arrays of N >= W + 1 entries): the same
 // roundings everywhere (cf19; it was written out in each of them).
 template <int N>
 __device__ __forceinline__ float conv_silu_channel(const float (&w)[N], float (&win)[N], int W, float x) {
@@ -301,18 +301,19 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
 }
 
-// ---- gdn_conv_kernel (cg18; DS_GDN_CONV_FUSE=1): conv_silu_l2 + gdn_kernel<DK, true> in one launch ----
+// ---- gdn_conv_kernel<DK, KC, kS> (cg18; DS_GDN_CONV_FUSE=1): conv_silu_l2 + gdn_kernel<DK, true> in one launch ----
 // Why: at batch 1 every kernel of the step costs ~4.8 us of latency in the graph (0.8B: ~157 of them), not bandwidth;
 // this drops one per GDN layer. Everything the conv gives value head h is local to it: the q / k channels of its k
-// head kh = h % nk and its own v channels. One CTA per (value head, sequence), gdn_kernel's DK * 4 threads: thread
-// tid < 3 DK also owns one conv channel (q of kh, k of kh, v of h: warp-uniform parts), computes it as
+// head kh = h % nk and its own v channels. kS = 1: one CTA per (value head, sequence), gdn_kernel's DK * 4 threads:
+// thread tid < 3 DK also owns one conv channel (q of kh, k of kh, v of h: warp-uniform parts), computes it as
 // conv_warp_kernel does (taps oldest first, KC at compile time, SiLU; the q / k norm: each warp's warp_sum added in
 // warp order from 0.f, i.e. conv_warp_kernel's p[i] sum), and puts it in shared memory where gdn_kernel reads u;
-// the rule, the gated norm and the state are gdn_kernel<DK, true>'s arithmetic: the same bits as the two kernels.
-// The windows: v channels are one CTA's own; the q / k channels of kh are read by the nv / nk CTAs of kh (blockIdx.x
-// = kh * g + m, h = kh + m * nk, g = nv / nk), so these form one thread-block cluster of g CTAs: each CTA arrives at
-// the cluster barrier (release) once it has read its windows, and the CTA with m = 0 (the q / k windows' only
-// writer) waits on it (acquire) before writing them at its end: no CTA of kh reads a window that was already moved.
+// the rule, the gated norm (block_sum) and the state are gdn_kernel<DK, true>'s arithmetic: the same bits as the two
+// kernels. The windows: v channels are one CTA's own; the q / k channels of kh are read by the nv / nk CTAs of kh
+// (blockIdx.x = kh * g + m, h = kh + m * nk, g = nv / nk), so these form one thread-block cluster of g CTAs: each CTA
+// arrives at the cluster barrier (release) once it has read its windows, and the CTA with m = 0 (the q / k windows'
+// only writer) waits on it (acquire) before writing them at its end: no CTA of kh reads a window that was already
+// moved. kS = 1 has no other cluster code (none at all where g = 1) and no distributed shared memory.
 // Debug outputs: not written (the forward takes the two kernels when it dumps).
 __device__ __forceinline__ void cluster_arrive() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -325,95 +326,22 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
-template <int DK, int KC>
-__global__ void __launch_bounds__(DK * 4) gdn_conv_kernel(const ConvArgs c, const GdnArgs a,
-                                                          const StepIO* __restrict__ io) {
-  constexpr int kL = 4, kC = DK / 16, W = KC - 1, kWh = DK / 32;  // kWh: warps per conv head
-  __shared__ __align__(16) float sq[DK];
-  __shared__ __align__(16) float sk[DK];
-  __shared__ float sv[DK];
-  __shared__ float red[32];
-  __shared__ float rqk[2 * kWh];
-  const int nk = a.n_k_heads, nv = a.n_v_heads, g = nv / nk;  // g: the cluster's size
-  const int kh = (int)blockIdx.x / g, mi = (int)blockIdx.x - kh * g, h = kh + mi * nk, s = blockIdx.y;
-  const int tid = threadIdx.x, j = tid / kL, r = tid % kL, part = tid / DK, lane = tid & 31;
-  const int64_t Kd = (int64_t)nk * DK, Cc = c.n_channels;
-  const int64_t ch = conv_channel<DK>(part, tid - part * DK, kh, h, Kd);
-  const bool conv = part < 3;                      // warp-uniform (DK a multiple of 32)
-  const bool writer = part == 2 || (conv && mi == 0);  // this channel's window: written by this CTA only
-  float* cst = state_ptr(io, s, c.state_off);
-  float w[KC], win[KC];  // win: W used
-  if (conv) {
-#pragma unroll
-    for (int i = 0; i < KC; i++) w[i] = c.w[ch * KC + i];
-#pragma unroll
-    for (int i = 0; i < W; i++) win[i] = cst[i * Cc + ch];
-  }
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
-  float4 m[kC];
-#pragma unroll
-  for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
-  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  if (g > 1) cluster_arrive();  // this CTA's window reads are done
-  pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
-  pdl_trigger();
-  const float4* q4 = reinterpret_cast<const float4*>(sq);
-  const float4* k4 = reinterpret_cast<const float4*>(sk);
-  const int t0 = io->start[s], t1 = io->start[s + 1];
-  for (int t = t0; t < t1; t++) {
-    float x = 0.f, zv = 0.f;
-    if (conv) x = c.x[(int64_t)t * c.ldx + ch];
-    const float av = a.a[(int64_t)t * a.lda + h], bv = a.b[(int64_t)t * a.ldb + h];
-    if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
-    float y = 0.f;
-    if (conv) y = conv_silu_channel(w, win, W, x);
-    if (part < 2) {
-      const float p = warp_sum(y * y);
-      if (lane == 0) rqk[tid >> 5] = p;  // the previous token's readers passed its barriers below
-    }
-    __syncthreads();  // (1) rqk; the previous token's readers of sq / sk / sv passed its block_sum
-    if (part < 2) {
-      float ss = 0.f;
-#pragma unroll
-      for (int i = 0; i < kWh; i++) ss += rqk[part * kWh + i];
-      y *= 1.0f / sqrtf(ss + c.eps);
-    }
-    if (part == 0) sq[tid] = y;
-    else if (part == 1) sk[tid - DK] = y;
-    else if (part == 2) sv[tid - 2 * DK] = y;
-    __syncthreads();  // (2)
-    const float gg = sa * softplus_f(av + dtb);
-    const float beta = sigmoid_f(bv);
-    const float decay = expf(gg);
-    const float o = rule_row<DK>(m, k4, q4, r, decay, beta, sv[j], a.scale);
-    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
-    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-    if (r == 0) a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
-  }
-#pragma unroll
-  for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
-  if (g > 1) cluster_wait();  // every CTA of kh has read the q / k windows
-  if (writer) {
-#pragma unroll
-    for (int i = 0; i < W; i++) cst[i * Cc + ch] = win[i];
-  }
-}
-
-// ---- gdn_conv_split_kernel (gs18; DS_GDN_SPLIT_B1): gdn_conv_kernel with each value head's rows over kS CTAs ----
-// Why: at batch 1 gdn_conv_kernel is nv CTAs (0.8B 16, 9B 32) of DK * 4 threads on a 132-SM GPU, latency bound; the
-// delta rule is independent per value row j of the state (k^T S[:, j], the update, q^T S[:, j]), so kS CTAs can each
-// take DK / kS rows: kS times the SMs on the same state. Each CTA recomputes the q / k conv + L2 of kh (2 DK channels,
-// cheap) and its own DK / kS v channels, kPer channels per thread (channel i = tid + p * threads: q, k, v slice; each
-// 32-channel q / k group is one warp, whose warp_sum goes to rqk in group order: conv_warp_kernel's sum, as in
-// gdn_conv_kernel). Only the gated RMSNorm's sum of squares crosses CTAs: each warp's warp_sum (the same lanes and
-// values as warp sp * kWarps + wi of gdn_conv_kernel) is stored into every head CTA's red[global warp] through
-// distributed shared memory, one cluster barrier, then each CTA adds red[0 .. DK / 8) from 0.f (block_sum's order):
-// the same bits as gdn_conv_kernel. red is double-buffered by token parity: a CTA writes buffer b again only after the
-// next token's barrier, which every CTA reaches after reading b. Cluster: the g = nv / nk heads of kh, kS CTAs each
-// (blockIdx.x = (kh * g + mi) * kS + sp, cluster rank mi * kS + sp; g * kS <= 8). The q / k windows of kh: read by all
-// of them in the prologue, before each CTA's first cluster arrive (which also says it runs: CUDA wants every CTA of a
-// cluster started before DSMEM stores into it, so the first token's stores wait on that phase), written at the end
-// by rank 0 only, after waiting on it; the v slice's windows: this CTA's own.
+// kS = 2 / 4 (gs18; DS_GDN_SPLIT_B1): each value head's rows over kS CTAs. Why: at batch 1 the kernel is nv CTAs
+// (0.8B 16, 9B 32) of DK * 4 threads on a 132-SM GPU, latency bound; the delta rule is independent per value row j
+// of the state (k^T S[:, j], the update, q^T S[:, j]), so kS CTAs can each take DK / kS rows: kS times the SMs on the
+// same state. Each CTA recomputes the q / k conv + L2 of kh (2 DK channels, cheap) and its own DK / kS v channels,
+// kPer channels per thread (channel i = tid + p * threads: q, k, v slice; each 32-channel q / k group is one warp,
+// whose warp_sum goes to rqk in group order: conv_warp_kernel's sum, as at kS = 1). Only the gated RMSNorm's sum of
+// squares crosses CTAs: each warp's warp_sum (the same lanes and values as warp sp * kWarps + wi at kS = 1) is stored
+// into every head CTA's red[global warp] through distributed shared memory, one cluster barrier, then each CTA adds
+// red[0 .. DK / 8) from 0.f (block_sum's order): the same bits as kS = 1. red is double-buffered by token parity: a
+// CTA writes buffer b again only after the next token's barrier, which every CTA reaches after reading b. Cluster:
+// the g = nv / nk heads of kh, kS CTAs each (blockIdx.x = (kh * g + mi) * kS + sp, cluster rank mi * kS + sp; g * kS
+// <= 8). The q / k windows of kh: read by all of them in the prologue, before each CTA's first cluster arrive (which
+// also says it runs: CUDA wants every CTA of a cluster started before DSMEM stores into it, so the first token's
+// stores wait on that phase), written at the end by rank 0 only, after waiting on it; the v slice's windows: this
+// CTA's own. (One template since clean20: it was gdn_conv_split_kernel beside gdn_conv_kernel, the same code at kS = 1
+// but for the norm's reduction and the cluster barriers.)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ void st_cluster_f32(float* p, unsigned rank, float v) {
   const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
@@ -426,15 +354,15 @@ __device__ __forceinline__ void st_cluster_f32(float* p, unsigned, float v) { *p
 #endif
 
 template <int DK, int KC, int kS>
-__global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvArgs c, const GdnArgs a,
-                                                                     const StepIO* __restrict__ io) {
+__global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c, const GdnArgs a,
+                                                               const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16, W = KC - 1, kWh = DK / 32;
   constexpr int kT = DK * 4 / kS, kRows = DK / kS, kCh = 2 * DK + kRows, kPer = (kCh + kT - 1) / kT;
-  constexpr int kWarps = kT / 32, kAllW = DK * 4 / 32;  // this CTA's warps, gdn_conv_kernel's
+  constexpr int kWarps = kT / 32, kAllW = DK * 4 / 32;  // this CTA's warps, a head's (kS = 1)
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
   __shared__ float sv[kRows];
-  __shared__ float red[2][kAllW];
+  __shared__ float red[kS == 1 ? 1 : 2][kAllW];  // kS = 1: block_sum's
   __shared__ float rqk[2 * kWh];
   const int nk = a.n_k_heads, nv = a.n_v_heads, g = nv / nk;
   const int sp = (int)blockIdx.x % kS, hm = (int)blockIdx.x / kS, kh = hm / g, mi = hm - kh * g, h = kh + mi * nk;
@@ -453,19 +381,19 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
       for (int q = 0; q < KC; q++) w[p][q] = c.w[chn[p] * KC + q];
 #pragma unroll
       for (int q = 0; q < W; q++) win[p][q] = cst[q * Cc + chn[p]];
-    } else {  // no channel (the last pass): computed, never stored
+    } else if constexpr (kS > 1) {  // no channel (the last pass's tail): computed, never stored
 #pragma unroll
       for (int q = 0; q < KC; q++) w[p][q] = 0.f;
 #pragma unroll
       for (int q = 0; q < W; q++) win[p][q] = 0.f;
-    }
+    }  // kS = 1: threads tid >= 3 DK own no channel and skip the conv below
   }
   float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
   float4 m[kC];
 #pragma unroll
   for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  cluster_arrive();  // this CTA's window reads are done and it runs (DSMEM stores into it wait for this phase)
+  if (kS > 1 || g > 1) cluster_arrive();  // its window reads are done and it runs (kS > 1: DSMEM stores wait for it)
   pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
   pdl_trigger();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
@@ -479,14 +407,14 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
     if (r == 0) zv = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
 #pragma unroll
     for (int p = 0; p < kPer; p++) {
-      y[p] = conv_silu_channel(w[p], win[p], W, x[p]);
       const int i = tid + p * kT;
+      y[p] = kS > 1 || i < kCh ? conv_silu_channel(w[p], win[p], W, x[p]) : 0.f;
       if (i < 2 * DK) {  // warp-uniform: a 32-channel q / k group
         const float pw = warp_sum(y[p] * y[p]);
         if (lane == 0) rqk[i >> 5] = pw;
       }
     }
-    __syncthreads();  // (1) rqk; the previous token's readers of sq / sk / sv passed its cluster barrier
+    __syncthreads();  // (1) rqk; the previous token's readers of sq / sk / sv passed its norm's barriers
 #pragma unroll
     for (int p = 0; p < kPer; p++) {
       const int i = tid + p * kT;
@@ -506,21 +434,26 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_split_kernel(const ConvA
     const float beta = sigmoid_f(bv);
     const float decay = expf(gg);
     const float o = rule_row<DK>(m, k4, q4, r, decay, beta, sv[jl], a.scale);
-    const float pw = warp_sum(r == 0 ? o * o : 0.f);
-    float* rb = red[(t - t0) & 1];
-    if (t == t0) cluster_wait();  // the prologue's phase: every CTA of the cluster started, windows read
-    if (lane < kS) st_cluster_f32(rb + sp * kWarps + (tid >> 5), (unsigned)(mi * kS + lane), pw);
-    cluster_arrive();
-    cluster_wait();  // every head CTA's warp sums are in rb
     float ss = 0.f;
+    if constexpr (kS == 1) {
+      ss = block_sum(r == 0 ? o * o : 0.f, red[0]);
+    } else {
+      const float pw = warp_sum(r == 0 ? o * o : 0.f);
+      float* rb = red[(t - t0) & 1];
+      if (t == t0) cluster_wait();  // the prologue's phase: every CTA of the cluster started, windows read
+      if (lane < kS) st_cluster_f32(rb + sp * kWarps + (tid >> 5), (unsigned)(mi * kS + lane), pw);
+      cluster_arrive();
+      cluster_wait();  // every head CTA's warp sums are in rb
 #pragma unroll
-    for (int i = 0; i < kAllW; i++) ss += rb[i];
+      for (int i = 0; i < kAllW; i++) ss += rb[i];
+    }
     const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
     if (r == 0) a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
   }
 #pragma unroll
   for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
-  if (t1 == t0) cluster_wait();  // the prologue's phase (no token waited on it)
+  if (kS > 1 ? t1 == t0 : g > 1) cluster_wait();  // the prologue's phase (every CTA read the q / k windows), if no
+                                                  // token waited on it
 #pragma unroll
   for (int p = 0; p < kPer; p++) {
     const int i = tid + p * kT;
@@ -977,7 +910,7 @@ bool conv_fuse_env() {
   return v;
 }
 
-// DS_GDN_SPLIT_B1: 0 = gdn_conv_kernel, 2 / 4 = gdn_conv_split_kernel with each value head over 2 / 4 CTAs (below 16
+// DS_GDN_SPLIT_B1: 0 = gdn_conv_kernel<DK, 4, 1>, 2 / 4 = kS 2 / 4: each value head over 2 / 4 CTAs (below 16
 // sequences, where the cluster g * kS <= 8); unset (the default): 4 where g = nv / nk is 1, else 0. gdn_force_split_b1
 // overrides it. The same bits. H200 (session 15, binaries of gs18 f9f926b, tg128, interleaved 0 / 2 / 4 twice): 0.8B
 // (g 1) 1331.7 / 1317.8 vs 1360.0 / 1346.7 (2) vs 1359.3 / 1360.6 (4), graph step 0.744 -> 0.728 ms with 4; 9B (g 2)
@@ -1045,6 +978,12 @@ Status launch_conv_warp(int k, const ConvArgs& a, const StepIO* io, int n_seqs, 
   if (k == 4) return launch_conv_warp<kNpt, 4>(a, io, n_seqs, stream);
   if (k == 2) return launch_conv_warp<kNpt, 2>(a, io, n_seqs, stream);
   return launch_conv_warp<kNpt, 1>(a, io, n_seqs, stream);
+}
+
+// gdn_conv_step's kernel for kS = ks (1, 2, 4).
+template <int DK>
+auto conv_kernel_for(int ks) {
+  return ks == 4 ? gdn_conv_kernel<DK, 4, 4> : ks == 2 ? gdn_conv_kernel<DK, 4, 2> : gdn_conv_kernel<DK, 4, 1>;
 }
 
 }  // namespace
@@ -1148,26 +1087,14 @@ int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
 
 Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
-  const int g = a.n_v_heads / a.n_k_heads, ks = gdn_conv_split(c, a, n_seqs);
-  if (ks > 0) {
-    auto k = a.d_k == 64 ? (ks == 2 ? gdn_conv_split_kernel<64, 4, 2> : gdn_conv_split_kernel<64, 4, 4>)
-                         : (ks == 2 ? gdn_conv_split_kernel<128, 4, 2> : gdn_conv_split_kernel<128, 4, 4>);
-    if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    const dim3 grid(a.n_v_heads * ks, n_seqs), block(a.d_k * 4 / ks);
-    const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g * ks, c, a, io);
-    if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): launch: {}", ks, cudaGetErrorString(e));
-    const cudaError_t st = launch_status(stream);
-    if (st != cudaSuccess)
-      return cu_err("cuda gdn_conv_step (split {}): after launch: {}", ks, cudaGetErrorString(st));
-    return {};
-  }
-  const dim3 grid(a.n_v_heads, n_seqs), block(a.d_k * 4);
-  auto k = a.d_k == 64 ? gdn_conv_kernel<64, 4> : gdn_conv_kernel<128, 4>;
+  const int g = a.n_v_heads / a.n_k_heads, ks = std::max(1, gdn_conv_split(c, a, n_seqs));
+  auto k = a.d_k == 64 ? conv_kernel_for<64>(ks) : conv_kernel_for<128>(ks);
   if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-  const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g, c, a, io);
-  if (e != cudaSuccess) return cu_err("cuda gdn_conv_step: launch: {}", cudaGetErrorString(e));
+  const dim3 grid(a.n_v_heads * ks, n_seqs), block(a.d_k * 4 / ks);
+  const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g * ks, c, a, io);
+  if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): launch: {}", ks, cudaGetErrorString(e));
   const cudaError_t st = launch_status(stream);
-  if (st != cudaSuccess) return cu_err("cuda gdn_conv_step: after launch: {}", cudaGetErrorString(st));
+  if (st != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): after launch: {}", ks, cudaGetErrorString(st));
   return {};
 }
 

@@ -119,8 +119,8 @@ bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs);
 Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 // Tests and benches: 1 / 0 = fused or not from now on, -1 = DS_GDN_CONV_FUSE.
 void gdn_force_conv_fuse(int on);
-// gs18: the split gdn_conv_step takes (gdn_conv_split_kernel, each value head's rows over 2 / 4 CTAs of a cluster;
-// the same bits), 0 = gdn_conv_kernel: DS_GDN_SPLIT_B1 (0, 2, 4; unset: 4 where nv = nk, else 0) or
+// gs18: the split gdn_conv_step takes (gdn_conv_kernel's kS, each value head's rows over 2 / 4 CTAs of a cluster;
+// the same bits), 0 = kS 1: DS_GDN_SPLIT_B1 (0, 2, 4; unset: 4 where nv = nk, else 0) or
 // gdn_force_split_b1, where gdn_conv_fused holds, below 16 sequences, and the cluster (nv / nk) * split <= 8 CTAs.
 int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs);
 // Tests and benches: 0 / 2 / 4 from now on, -1 = DS_GDN_SPLIT_B1.
