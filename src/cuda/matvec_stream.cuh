@@ -525,7 +525,6 @@ __device__ __forceinline__ void lean_mins(uint4 h, int t, uint32_t msel, float& 
   m0 = __uint_as_float(__byte_perm(word, 0x4B000000u, msel)) - 8388608.0f;  // mvd::bf's 2^23 form
   m1 = __uint_as_float(__byte_perm(word, 0x4B000000u, msel + 1)) - 8388608.0f;
 }
-
 // One item of the integer form from a stage: rows g (row0) and g + 8 (row0 + 8 pitch), super-block q of
 // the stage (kb of the row). Lane t holds code bytes 32p + 8t .. 32p + 8t + 7 of sub-block pair p: k
 // 4t..4t+3 (a0 / a1) and 16+4t..19+4t (a2 / a3) of the pair's two mma calls (low nibbles: sub-block 2p,
@@ -552,19 +551,16 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
 #pragma unroll
     for (int k = 0; k < 2; k++) sw[k] = scale_words(h[k], false);
   }
+  // The non-lean statements in their order before b1q420: item_i8<false> compiles to the same SASS as before (a probe
+  // kernel around one item, sm_90a cubin compared byte for byte).
 #pragma unroll
   for (int p = 0; p < 4; p++) {
-    int se[2], so[2];  // the rows' scales of sub-blocks 2p, 2p + 1
+    uint32_t sc[2], mn;
+    int se[2], so[2];  // kLean: the rows' scales of sub-blocks 2p, 2p + 1
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-      if constexpr (kLean) {
-        lean_scales(sw[k], p, se[k], so[k]);
-      } else {
-        uint32_t sc, mn;
-        mvt::pair_scales(h[k], p, sc, mn);
-        se[k] = (int)(sc & 0xFFu);
-        so[k] = (int)(sc >> 8);
-      }
+      if constexpr (kLean) lean_scales(sw[k], p, se[k], so[k]);
+      else mvt::pair_scales(h[k], p, sc[k], mn);
     }
     int ce[4], co[4];
     imma(ce, w[0][p].x & 0x0F0F0F0Fu, w[1][p].x & 0x0F0F0F0Fu, w[0][p].y & 0x0F0F0F0Fu, w[1][p].y & 0x0F0F0F0Fu,
@@ -573,8 +569,14 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
          bq[(2 * p + 1) * 16]);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      re[i] += se[i >> 1] * ce[i];
-      ro[i] += so[i >> 1] * co[i];
+      if constexpr (kLean) {
+        re[i] += se[i >> 1] * ce[i];
+        ro[i] += so[i >> 1] * co[i];
+      } else {
+        const uint32_t scp = sc[i >> 1];
+        re[i] += (int)(scp & 0xFFu) * ce[i];
+        ro[i] += (int)(scp >> 8) * co[i];
+      }
     }
   }
   // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
@@ -584,18 +586,15 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
   const float2 sxp = *reinterpret_cast<const float2*>(sx + kb * 8 + 2 * t);
 #pragma unroll
   for (int k = 0; k < 2; k++) {
-    float m0, m1;  // the mins of sub-blocks 2t, 2t + 1
-    if constexpr (kLean) {
-      lean_mins(h[k], t, msel, m0, m1);
-    } else {
-      uint32_t sc, mn;
-      mvt::pair_scales(h[k], t, sc, mn);
-      m0 = mvd::bf<0>(mn, 0.f);
-      m1 = mvd::bf<1>(mn, 0.f);
-    }
+    uint32_t sc, mn;
+    float m0, m1;  // kLean: the mins of sub-blocks 2t, 2t + 1
+    if constexpr (kLean) lean_mins(h[k], t, msel, m0, m1);
+    else mvt::pair_scales(h[k], t, sc, mn);
     const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
     const float f = fmaf((float)(16 * re[2 * k] + ro[2 * k]), wa, (float)(16 * re[2 * k + 1] + ro[2 * k + 1]) * wb);
-    const float mins = fmaf(m0, sxp.x, m1 * sxp.y);
+    float mins;
+    if constexpr (kLean) mins = fmaf(m0, sxp.x, m1 * sxp.y);
+    else mins = fmaf(mvd::bf<0>(mn, 0.f), sxp.x, mvd::bf<1>(mn, 0.f) * sxp.y);
     yp[k] += fmaf(d * is, f, -dmin * mins);
   }
 }
@@ -803,7 +802,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
     const uint64_t pol = a.evict ? l2_evict_first() : 0;
     int j = 0, sl = 0, ph = 0;  // kLean: j % S, (j / S) & 1
     for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
-      const uint8_t* wrow = a.t.w + (int64_t)min(rg * 16 + lane, a.t.rows - 1) * a.t.row_bytes;  // kLean
+      const uint8_t* wrow = kLean ? a.t.w + (int64_t)min(rg * 16 + lane, a.t.rows - 1) * a.t.row_bytes : nullptr;
       for (int c = 0; c < a.nchunk; c++, j++) {
         if (j == S && !x_done) x_part();
         const int s = kLean ? sl : j % S;
@@ -853,7 +852,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const uint2* bbase = kI8 ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
                            : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
   const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
-  const uint32_t msel = lean_min_sel(t);  // kLean
+  const uint32_t msel = kLean ? lean_min_sel(t) : 0u;
   int j = 0, par = 0, sl = 0, ph = 0;  // kLean: sl = j % S, ph = (j / S) & 1
   uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {

@@ -8,6 +8,10 @@
 # test_cuda_model --gtest_brief=1 under LEAN=1); then tg128 one run at a time: 9B A B A B A B (A = LEAN 0, B = LEAN 1),
 # 27B A B W A B W A B W (W = LEAN 0 + DS_MATVEC_STREAM_Q6K_WIDE=0: q6i19's Next 2), 0.8B A B; then, time left, the 9B
 # graph step with --breakdown under A and B (Q4_K 112 ops op by op).
+# b.tar.xz: tools/gpu_bundle.sh of this branch's build (deltaserve, test_cuda, test_cuda_model; cuBLAS / cudart left to
+# the device's /usr/local/cuda/lib64). mvbench.xz: bench/cuda/matvec_bench_standalone.cu compiled alone (nvcc -O3
+# -DNDEBUG, the project's defines, sm_90a) and linked against the build's libds_cuda.a / libds_quant.a / libds_core.a,
+# -lspdlog -lfmt -lgomp (libfmt.so.9 comes with the bundle's lib/).
 # Lives in /work/main/devwork-b1q420/ as go.sh beside b.tar.xz and mvbench.xz. Run as:
 #   cd devwork-b1q420 && OUT=$OUT timeout 170 bash go.sh   (timeout_s 180; LIM=130: no timing run starts later)
 set -u
