@@ -14,7 +14,7 @@
 //     src/quant/*.cpp
 // -DNDEBUG matters: without it every launch synchronizes the stream (cuda_util.cpp launch_status) and
 // every timing includes ~10 us of sync.
-// Run: ./mvbench [--quick] [--filter SUBSTRING]   (exit status 1 if any check fails)
+// Run: ./mvbench [--quick] [--filter SUBSTRING[,SUBSTRING...]]   (exit status 1 if any check fails)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,6 +46,7 @@ bool g_q4k = false;  // --q4k: Q4_K only (checks and timings)
 bool g_q6k = false;  // --q6k: Q6_K only (checks and timings; decode5)
 bool g_stream = false;  // --stream: Q4_K streamed kernel vs tc and the read probes (decode6)
 bool g_stream6 = false;  // --stream6: Q6_K streamed kernel vs the previous choice (decode7)
+bool g_lean_ab = false;  // --stream-lean: only the Q4_K stream kernel's lean form against the default, interleaved (b1q420)
 std::string g_filter;
 int g_fail = 0;
 
@@ -255,11 +256,13 @@ LaunchFn tc_path(int64_t rows, int64_t cols, int terms, int ks = 0, int grid_cap
 }
 // The streamed Q4_K kernel (matvec_stream.cuh): kc super-blocks per stage, stages / CTAs per SM (0: auto),
 // math false: the bulk-copy ring alone (probe: y = 0, not checkable).
+// lean: Tune::lean (b1q420; the variants without _lean run the previous form).
 LaunchFn stream_path(int64_t rows, int64_t cols, int kc, int stages = 0, int ctas = 0, bool math = true, int terms = 3,
-                     bool i8 = true) {
+                     bool i8 = true, bool lean = false) {
   return [=](const void* w, const float* x, float* y, bool acc) {
     const cuda::mvq::Tune keep = cuda::mvq::tune();
     const cuda::mvt::Tune keep_t = cuda::mvt::tune();
+    cuda::mvq::tune().lean = lean;
     cuda::mvq::tune().kc = kc;
     cuda::mvq::tune().stages = stages;
     cuda::mvq::tune().ctas_per_sm = ctas;
@@ -377,10 +380,21 @@ std::string tune_name(const cuda::mvd::Tune& t) {
          std::to_string(t.warps_per_sm) + (t.pipe ? "_pipe" : "_nopipe");
 }
 
+// --filter: comma-separated substrings, any of which selects a shape key (empty: all).
+bool filter_takes(const std::string& key) {
+  if (g_filter.empty()) return true;
+  for (size_t b = 0; b <= g_filter.size();) {
+    const size_t e = std::min(g_filter.find(',', b), g_filter.size());
+    if (e > b && key.find(g_filter.substr(b, e - b)) != std::string::npos) return true;
+    b = e + 1;
+  }
+  return false;
+}
+
 template <GgmlType T, class D, class S = void>
 void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t cols, bool sweep) {
   const std::string key = std::string(model) + " " + tensor + " " + std::string(ggml_type_name(T));
-  if (!g_filter.empty() && key.find(g_filter) == std::string::npos) return;
+  if (!filter_takes(key)) return;
   Weights W;
   fill_weights(W, T, rows, cols);
   float *x, *y;
@@ -403,7 +417,14 @@ void bench_shape(const char* model, const char* tensor, int64_t rows, int64_t co
   }
   if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q6_K) {
     constexpr bool q6 = T == GgmlType::Q6_K;
-    if (!q6 && g_stream) {
+    if (!q6 && g_lean_ab) {
+      // b1q420: the lean form against the default, interleaved, three times (default plan, kc 8 as the model).
+      for (int r = 0; r < 3; r++) {
+        time_path(model, tensor, "stream", T, rows, cols, W, x, y, stream_path(rows, cols, 8));
+        time_path(model, tensor, "stream_lean", T, rows, cols, W, x, y,
+                  stream_path(rows, cols, 8, 0, 0, true, 3, true, true));
+      }
+    } else if (!q6 && g_stream) {
       time_path(model, tensor, "tc3", T, rows, cols, W, x, y, tc_path(rows, cols, 3, 0, 2, false));
       time_path(model, tensor, "tcread", T, rows, cols, W, x, y, tc_read_path(rows, cols));
       struct V { const char* name; int kc, stages, ctas; bool math; int terms; bool i8; };
@@ -533,6 +554,9 @@ void verify_type(uint64_t& seed) {
           verify("stream_kc16_c1", T, rows, cols, stream_path(rows, cols, 16, 0, 1), seed++);
           verify("stream_kc3_c2", T, rows, cols, stream_path(rows, cols, 3, 0, 2), seed++);
           verify("stream_xone0", T, rows, cols, with_xone0(stream_path(rows, cols, 8)), seed++);
+          verify("stream_lean", T, rows, cols, stream_path(rows, cols, 8, 0, 0, true, 3, true, true), seed++);
+          verify("stream_lean_kc3_c2", T, rows, cols, stream_path(rows, cols, 3, 0, 2, true, 3, true, true), seed++);
+          verify("stream_lean_kc16_c1", T, rows, cols, stream_path(rows, cols, 16, 0, 1, true, 3, true, true), seed++);
           verify("stream_f16", T, rows, cols, stream_path(rows, cols, 8, 0, 0, true, 3, false), seed++);
           verify("stream_f16_kc3_c2_t2", T, rows, cols, stream_path(rows, cols, 3, 0, 2, true, 2, false), seed++);
         }
@@ -583,6 +607,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--q6k")) g_q6k = true;  // Q6_K only
     else if (!std::strcmp(argv[i], "--stream")) g_stream = g_q4k = g_quick = true;  // decode6
     else if (!std::strcmp(argv[i], "--stream6")) g_stream6 = g_q6k = g_quick = true;  // decode7
+    else if (!std::strcmp(argv[i], "--stream-lean")) g_lean_ab = g_stream = g_q4k = g_quick = true;  // b1q420
     else if (!std::strcmp(argv[i], "--time-only")) do_check = false;
     else {
       std::fprintf(stderr, "usage: mvbench [--quick] [--filter S] [--check-only|--time-only]\n");

@@ -166,7 +166,7 @@ void set_matvec_next(const void* w, size_t bytes) {
 MatvecStreamTune matvec_stream_tune() {
   const mvq::Tune& t = mvq::tune();
   return {t.mode, t.kc, t.stages, t.ctas_per_sm, t.i8, t.prefetch_kb, t.wide, t.one_cta_nb, t.xprep, t.xprep_q6k,
-          t.xone};
+          t.xone, t.lean};
 }
 void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().mode = t.mode;
@@ -180,6 +180,7 @@ void set_matvec_stream_tune(const MatvecStreamTune& t) {
   mvq::tune().xprep = std::max(0, t.xprep);
   mvq::tune().xprep_q6k = std::max(-1, t.xprep_q6k);
   mvq::tune().xone = std::clamp(t.xone, 0, 2);
+  mvq::tune().lean = t.lean;
 }
 MatvecStreamQ6Tune matvec_stream_q6_tune() {
   const mvq6::Tune& t = mvq6::tune();

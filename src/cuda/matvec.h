@@ -83,6 +83,9 @@ struct MatvecStreamTune {
   // the staging before it). 2 (default, b1x17): the RMSNorm factor from the staging's own loads of x (one load of x;
   // not the same bits as 0, within fp32 rounding of the factor); 1: mvt::rms_scale's loads (the same bits as 0).
   int xone = 2;
+  // b1q420 (DS_MATVEC_STREAM_Q4K_LEAN; same bits): the integer form's ring bookkeeping without divisions and its
+  // scales / mins by whole-word masks and byte picks (matvec_stream.cuh, kernel<, , , true>).
+  bool lean = false;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);

@@ -499,12 +499,43 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "r"(0));
 }
 
+// b1q420 (kLean of item_i8 / kernel, Tune::lean): a Q4_K header's eight 6-bit scales (m false) or mins (m true) as
+// two words, byte j of .x = sub-block j, of .y = sub-block 4 + j; once per item and row for all four sub-block pairs
+// (mvt::pair_scales builds one pair's two bytes per call, with its own shifts and masks for every pair).
+__device__ __forceinline__ uint2 scale_words(uint4 h, bool m) {
+  const uint32_t a = m ? h.z : h.y;  // the low 6 bits of sub-blocks 0..3, the top 2 bits of 4..7
+  const uint32_t b = m ? h.w >> 4 : h.w;  // the low 4 bits of 4..7
+  return make_uint2(a & 0x3F3F3F3Fu, (b & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
+}
+// item_i8<true>'s scales of sub-blocks 2p (se) and 2p + 1 (so) from a row's scale words sw (scale_words(h, false)):
+// (int)(sc & 0xFF) and (int)(sc >> 8) of mvt::pair_scales(h, p, sc, mn). p is a constant in the unrolled item loop:
+// one byte pick (PRMT / LOP3 / SHF) each.
+__device__ __forceinline__ void lean_scales(uint2 sw, int p, int& se, int& so) {
+  const uint32_t word = p < 2 ? sw.x : sw.y, j = 2 * (p & 1);
+  se = (int)__byte_perm(word, 0u, 0x4440u | j);
+  so = (int)__byte_perm(word, 0u, 0x4440u | (j + 1));
+}
+// item_i8<true>'s PRMT selector of lane t's first min (byte 2 (t % 2) of its scale word into mvd::bf's 2^23 float).
+__device__ __forceinline__ uint32_t lean_min_sel(int t) { return 0x7440u | (uint32_t)(2 * (t & 1)); }
+// item_i8<true>'s mins of sub-blocks 2t, 2t + 1 (msel = lean_min_sel(t)): mvd::bf<0> / bf<1>(mn, 0.f) of
+// mvt::pair_scales(h, t, sc, mn), the same floats.
+__device__ __forceinline__ void lean_mins(uint4 h, int t, uint32_t msel, float& m0, float& m1) {
+  const uint2 mw = scale_words(h, true);
+  const uint32_t word = t < 2 ? mw.x : mw.y;
+  m0 = __uint_as_float(__byte_perm(word, 0x4B000000u, msel)) - 8388608.0f;  // mvd::bf's 2^23 form
+  m1 = __uint_as_float(__byte_perm(word, 0x4B000000u, msel + 1)) - 8388608.0f;
+}
 // One item of the integer form from a stage: rows g (row0) and g + 8 (row0 + 8 pitch), super-block q of
 // the stage (kb of the row). Lane t holds code bytes 32p + 8t .. 32p + 8t + 7 of sub-block pair p: k
 // 4t..4t+3 (a0 / a1) and 16+4t..19+4t (a2 / a3) of the pair's two mma calls (low nibbles: sub-block 2p,
 // high nibbles: 2p + 1), matching stage_i8's B order. bq: the lane's B fragments of super-block kb.
+// kLean (b1q420; same bits: the same integers and the same fp32 expressions): the scales by scale_words + one byte
+// pick each; the lane's two mins (sub-blocks 2t, 2t + 1; mvt::pair_scales(h, t) shifted and selected by the runtime t
+// per item) by scale_words(h, true) and mvd::bf's PRMT with the lane-constant selectors msel, msel + 1
+// (lean_min_sel).
+template <bool kLean = false>
 __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, int kb, int t, const uint2* bq,
-                                        const float* sx, const float* inv_s, float (&yp)[2]) {
+                                        const float* sx, const float* inv_s, float (&yp)[2], uint32_t msel = 0) {
   const uint8_t* r[2] = {row0 + q * kBlockBytes, row0 + 8 * pitch + q * kBlockBytes};
   uint4 h[2];
   uint2 w[2][4];
@@ -515,11 +546,22 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
     for (int p = 0; p < 4; p++) w[k][p] = *reinterpret_cast<const uint2*>(r[k] + 16 + 32 * p + 8 * t);
   }
   int re[4] = {0, 0, 0, 0}, ro[4] = {0, 0, 0, 0};  // sum of scale x mma over even / odd sub-blocks
+  uint2 sw[2];  // kLean: the rows' scale words
+  if constexpr (kLean) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) sw[k] = scale_words(h[k], false);
+  }
+  // The non-lean statements in their order before b1q420: item_i8<false> compiles to the same SASS as before (a probe
+  // kernel around one item, sm_90a cubin compared byte for byte).
 #pragma unroll
   for (int p = 0; p < 4; p++) {
     uint32_t sc[2], mn;
+    int se[2], so[2];  // kLean: the rows' scales of sub-blocks 2p, 2p + 1
 #pragma unroll
-    for (int k = 0; k < 2; k++) mvt::pair_scales(h[k], p, sc[k], mn);
+    for (int k = 0; k < 2; k++) {
+      if constexpr (kLean) lean_scales(sw[k], p, se[k], so[k]);
+      else mvt::pair_scales(h[k], p, sc[k], mn);
+    }
     int ce[4], co[4];
     imma(ce, w[0][p].x & 0x0F0F0F0Fu, w[1][p].x & 0x0F0F0F0Fu, w[0][p].y & 0x0F0F0F0Fu, w[1][p].y & 0x0F0F0F0Fu,
          bq[(2 * p) * 16]);
@@ -527,9 +569,14 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
          bq[(2 * p + 1) * 16]);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const uint32_t scp = sc[i >> 1];
-      re[i] += (int)(scp & 0xFFu) * ce[i];
-      ro[i] += (int)(scp >> 8) * co[i];
+      if constexpr (kLean) {
+        re[i] += se[i >> 1] * ce[i];
+        ro[i] += so[i >> 1] * co[i];
+      } else {
+        const uint32_t scp = sc[i >> 1];
+        re[i] += (int)(scp & 0xFFu) * ce[i];
+        ro[i] += (int)(scp >> 8) * co[i];
+      }
     }
   }
   // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
@@ -540,10 +587,14 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
 #pragma unroll
   for (int k = 0; k < 2; k++) {
     uint32_t sc, mn;
-    mvt::pair_scales(h[k], t, sc, mn);
+    float m0, m1;  // kLean: the mins of sub-blocks 2t, 2t + 1
+    if constexpr (kLean) lean_mins(h[k], t, msel, m0, m1);
+    else mvt::pair_scales(h[k], t, sc, mn);
     const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
     const float f = fmaf((float)(16 * re[2 * k] + ro[2 * k]), wa, (float)(16 * re[2 * k + 1] + ro[2 * k + 1]) * wb);
-    const float mins = fmaf(mvd::bf<0>(mn, 0.f), sxp.x, mvd::bf<1>(mn, 0.f) * sxp.y);
+    float mins;
+    if constexpr (kLean) mins = fmaf(m0, sxp.x, m1 * sxp.y);
+    else mins = fmaf(mvd::bf<0>(mn, 0.f), sxp.x, mvd::bf<1>(mn, 0.f) * sxp.y);
     yp[k] += fmaf(d * is, f, -dmin * mins);
   }
 }
@@ -707,14 +758,28 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
   if (fence) fence_proxy_async_global();
 }
 
+// kLean's ring position (b1q420, as q6i19's): slot sl = j % S and phase ph = (j / S) & 1 advanced to stage j + 1.
+template <bool kLean>
+__device__ __forceinline__ void ring_step(int& sl, int& ph, int S) {
+  if (kLean && ++sl == S) {
+    sl = 0;
+    ph ^= 1;
+  }
+}
+
 // kW consumer warps: 8 (two CTAs per SM fit the register file) or 16 (integer form only, one CTA per SM: decode9).
 // With 16 the warps form two groups of 8 that take alternate stages of the ring (group h the stages j with
 // j % 2 == h; a stage's empty mbarrier still counts 8 warps), with the same super-block map inside a stage; x is
 // staged by all 16, and a row group's partial sums meet over all 16.
-template <int kT, bool kI8, int kW = kCW>
+// kLean (b1q420, Tune::lean, integer form; same bits): q6i19's ring bookkeeping for this kernel (the slot and phase as
+// counters sl / ph advanced once per stage in both loops instead of j % S and j / S by the runtime stage count; the
+// group test j % 2 unsigned; the producer's row addresses once per row group, 64-bit products out of the stage loop)
+// and item_i8<true>'s scales and mins.
+template <int kT, bool kI8, int kW = kCW, bool kLean = false>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
   static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
+  static_assert(!kLean || kI8, "the lean form is the integer form's");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   float* sx = reinterpret_cast<float*>(bfr + (kI8 ? sx_offset_i8(a.t.nb) : (a.t.nb + 1) * 16 * kT * 4));
@@ -735,23 +800,27 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       x_done = true;
     };
     const uint64_t pol = a.evict ? l2_evict_first() : 0;
-    int j = 0;
-    for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x)
+    int j = 0, sl = 0, ph = 0;  // kLean: j % S, (j / S) & 1
+    for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
+      const uint8_t* wrow = kLean ? a.t.w + (int64_t)min(rg * 16 + lane, a.t.rows - 1) * a.t.row_bytes : nullptr;
       for (int c = 0; c < a.nchunk; c++, j++) {
         if (j == S && !x_done) x_part();
-        const int s = j % S;
-        if (j >= S) mbar_wait(&empty[s], ((j / S) - 1) & 1);
+        const int s = kLean ? sl : j % S;
+        if (j >= S) mbar_wait(&empty[s], kLean ? ph ^ 1 : ((j / S) - 1) & 1);
         const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
         const uint32_t bytes = (uint32_t)n * kBlockBytes;
         if (lane == 0) mbar_expect_tx(&full[s], 16 * bytes);
         __syncwarp();
         if (lane < 16) {
           const int row = min(rg * 16 + lane, a.t.rows - 1);
-          bulk_w(ring + s * stage_bytes + lane * a.pitch, a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes,
-                 bytes, &full[s], a.evict, pol);
+          const uint8_t* src = kLean ? wrow + kb0 * kBlockBytes
+                                     : a.t.w + (int64_t)row * a.t.row_bytes + kb0 * kBlockBytes;
+          bulk_w(ring + s * stage_bytes + lane * a.pitch, src, bytes, &full[s], a.evict, pol);
         }
         if (j == 0 && lane == 0) probe_at(a.probe, kPrFirstCopy);
+        ring_step<kLean>(sl, ph, S);
       }
+    }
     if (lane == 0) probe_at(a.probe, kPrLastCopy);
     if (!x_done) x_part();
     prefetch_next(a.pf, a.pf_cta);
@@ -783,20 +852,21 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const uint2* bbase = kI8 ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
                            : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
   const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
-  int j = 0, par = 0;
+  const uint32_t msel = kLean ? lean_min_sel(t) : 0u;
+  int j = 0, par = 0, sl = 0, ph = 0;  // kLean: sl = j % S, ph = (j / S) & 1
   uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
-    for (int c = 0; c < a.nchunk; c++, j++) {
-      if (kG > 1 && j % kG != grp) continue;  // the other group's stage
-      const int s = j % S;
-      mbar_wait(&full[s], (j / S) & 1);
+    for (int c = 0; c < a.nchunk; c++, j++, ring_step<kLean>(sl, ph, S)) {
+      if (kG > 1 && (kLean ? (int)((unsigned)j % kG) : j % kG) != grp) continue;  // the other group's stage
+      const int s = kLean ? sl : j % S;
+      mbar_wait(&full[s], kLean ? ph : (j / S) & 1);
       if (pr) probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
       if (kI8 && a.math) {
         for (int q = lw; q < n; q += kCW)
-          item_i8(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp);
+          item_i8<kLean>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp, msel);
       } else if (a.math && lw < n) {
         mvt::Raw cur, nxt;
         load_s(row0, a.pitch, lw, t, cur);
@@ -883,6 +953,9 @@ struct Tune {
   // 27B 142.89 / 142.91 / 142.94 vs 142.58 / 142.65 / 142.65, 0.8B 1323.85 / 1324.15 / 1323.10 vs 1315.34 / 1316.10 /
   // 1313.57 (all nine pairs faster): 2 is the default since b1x17; 1 stays for A/B (the same bits as 0).
   int xone = 2;
+  // b1q420: kernel<3, true, kW, true> (same bits; integer form): q6i19's division-free ring bookkeeping and the scales /
+  // mins of item_i8<true>. DS_MATVEC_STREAM_Q4K_LEAN=1 / 0.
+  bool lean = false;
 };
 inline Tune& tune() {
   static Tune t = [] {
@@ -902,6 +975,7 @@ inline Tune& tune() {
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XPREP_PDL")) d.xprep_pdl = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_EVICT")) d.evict = e[0] != '0';
     if (const char* e = std::getenv("DS_MATVEC_STREAM_XONE")) d.xone = std::clamp(std::atoi(e), 0, 2);
+    if (const char* e = std::getenv("DS_MATVEC_STREAM_Q4K_LEAN")) d.lean = e[0] != '0';
     return d;
   }();
   return t;
@@ -981,17 +1055,18 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <int kT, bool kI8, int kW>
+template <int kT, bool kI8, int kW, bool kLean>
 cudaError_t allow_smem_stream() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kI8, kW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kI8, kW, kLean>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                     (int)(kW == kCW ? kOneSmem : kOneSmemWide));
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8, kW>);
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8, kW, kLean>);
 }
-template <int kT, bool kI8, int kW = kCW>
+template <int kT, bool kI8, int kW = kCW, bool kLean = false>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_stream<kT, kI8, kW>();
+  const cudaError_t attr = allow_smem_stream<kT, kI8, kW, kLean>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kT, kI8, kW>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+  const cudaError_t e = launch_pdl(kernel<kT, kI8, kW, kLean>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
                                    launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream", stream);
@@ -1036,6 +1111,9 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
       a.xfence = fence;
     }
   }
+  if (tune().i8 && tune().lean)
+    return p.warps > kCW ? launch_t<3, true, 2 * kCW, true>(a, p.smem, (unsigned)grid, stream)
+                         : launch_t<3, true, kCW, true>(a, p.smem, (unsigned)grid, stream);
   if (tune().i8)
     return p.warps > kCW ? launch_t<3, true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
                          : launch_t<3, true>(a, p.smem, (unsigned)grid, stream);

@@ -1165,5 +1165,80 @@ TEST(CudaMatvec, RejectsBadInput) {
   EXPECT_FALSE(cuda::matvec_batched(GgmlType::Q8_0, base, 4, 32, x, y, 0, nullptr).ok());
 }
 
+// b1q420: the Q4_K stream kernel's lean form (MatvecStreamTune::lean, DS_MATVEC_STREAM_Q4K_LEAN: ring slot / phase
+// counters instead of divisions by the stage count, the producer's row addresses per row group, the scales and mins
+// by whole-word masks and byte picks) against the form it replaces (lean false): bit-identical y in every product, and
+// the lean y against the CPU. The 9B in_proj (16 super-blocks, 8 warps x 2 CTAs), 9B ffn_down (48: 16 warps, the
+// prepared x), 27B ffn_down (68: kc 16) and small / odd shapes (1, 5, 14, 101 super-blocks; rows % 16 != 0);
+// plain / RMSNorm / SwiGLU, accumulate; ring variants: the default plan, kc 3 x 2 stages and kc 1 x 3 stages (the
+// counters wrap many times, chunks not a multiple of the 8 warps), kc 16 on one CTA x 16 warps, 8 warps (wide off),
+// 16 warps with 3 stages (odd: the two groups' stages alternate in the slots). DS_TEST_STREAM_PART shards the shapes.
+TEST(CudaMatvec, StreamQ4KLeanSameBits) {
+  DS_REQUIRE_GPU();
+  const KeepMatvecSettings keep;
+  const std::vector<Shape> shapes = stream_shapes({{8192, 4096, "9B in_proj (16 super-blocks)"},
+                                                   {4096, 12288, "9B ffn_down (48)"},
+                                                   {5120, 17408, "27B ffn_down (68)"},
+                                                   {1027, 256, "one super-block, rows % 16 = 3"},
+                                                   {333, 1280, "5 super-blocks"},
+                                                   {77, 3584, "14 super-blocks"},
+                                                   {3, 25856, "101 super-blocks"}});
+  const float eps = 1e-6f;
+  struct V { int kc, stages, ctas; bool wide; };
+  const V vs[] = {{0, 0, 0, true}, {3, 2, 0, true}, {1, 3, 2, true}, {16, 0, 1, true}, {8, 0, 0, false}, {8, 3, 1, true}};
+  uint64_t seed = 42000;
+  size_t products = 0, differ = 0;
+  g_worst_seen = 0;
+  int part = 0;
+  for (const Shape& s : shapes) {
+    if (!stream_part_takes(part++)) continue;
+    const auto w = test::random_weights(GgmlType::Q4_K, s.rows * s.cols, seed += 11);
+    const auto x = test::random_floats(s.cols, seed + 1, 3.f);
+    const auto aux = test::random_floats(s.cols, seed + 2, 2.f);  // norm weights or gate
+    const auto y0 = test::random_floats(s.rows, seed + 3);
+    std::vector<float> xt[3] = {x, std::vector<float>(s.cols), std::vector<float>(s.cols)};  // the product's input
+    cpu::rms_norm(ops::RmsNormParams::packed(1, s.cols, eps), x.data(), aux.data(), xt[1].data());
+    cpu::swiglu(ops::SwigluParams{1, s.cols}, aux.data(), x.data(), xt[2].data());
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto da = test::to_device(aux);
+    auto dy = cuda::DeviceBuffer::alloc(s.rows * 4);
+    ASSERT_TRUE(dy.ok());
+    const std::vector<float> nans(s.rows, NAN);
+    for (const V& v : vs)
+      for (int pro = 0; pro < 3; pro++)
+        for (bool acc : {false, true}) {
+          std::vector<float> ys[2];
+          for (int lean = 0; lean < 2; lean++) {
+            cuda::MatvecStreamTune q4 = q4_ring(keep.q4, v.kc, v.stages, v.ctas, v.wide);
+            q4.lean = lean == 1;
+            cuda::set_matvec_stream_tune(q4);
+            ASSERT_TRUE(dy->upload(acc ? y0.data() : nans.data(), s.rows * 4).ok());
+            cuda::MatvecInput in{dx.as<float>()};
+            if (pro == 1) { in.norm_w = da.as<float>(); in.eps = eps; }
+            if (pro == 2) in.gate = da.as<float>();
+            const Status st = cuda::matvec_fused(GgmlType::Q4_K, dw.data(), s.rows, s.cols, in, dy->as<float>(),
+                                                 nullptr, nullptr, acc);
+            ASSERT_TRUE(st.ok()) << st.error().message;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            ys[lean] = test::to_host<float>(*dy, s.rows);
+          }
+          const std::string what = "kc " + std::to_string(v.kc) + " stages " + std::to_string(v.stages) + " ctas " +
+                                   std::to_string(v.ctas) + (v.wide ? "" : " 8 warps") +
+                                   (pro == 1 ? " rms_norm" : pro == 2 ? " swiglu" : " plain") +
+                                   (acc ? " accumulate " : " ") + s.what;
+          products++;
+          const bool same = std::memcmp(ys[0].data(), ys[1].data(), s.rows * 4) == 0;
+          differ += !same;
+          EXPECT_TRUE(same) << what << ": lean and non-lean differ";
+          check_rows(GgmlType::Q4_K, w, s.rows, s.cols, xt[pro].data(), ys[1].data(), acc ? y0.data() : nullptr,
+                     s.rows > 2000 ? 7 : 1, what + " lean");
+        }
+  }
+  EXPECT_GT(products, 0u);
+  std::printf("[stream q4 lean] %zu lean products compared with the non-lean form, %zu not bit-identical; "
+              "worst |y - ref| / sum|w x| = %.3g\n", products, differ, g_worst_seen);
+}
+
 }  // namespace
 }  // namespace ds
