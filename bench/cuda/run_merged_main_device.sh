@@ -6,7 +6,8 @@
 # go.sh, and optionally sanitize.txt ("TOOL ENV BINARY FILTER" per line, ENV as in extra_tests.txt), lines9B.txt (one env setting per 9B tg128 line; default below), batched.txt (one env
 # "B ENV [-- ARGS]" per extra batched line), lines_<size>.txt (tg128 lines of the other sizes), extra_tests.txt ("ENV BINARY FILTER" per line; ENV = VAR=V[,VAR=V...]), MEMCHECK (a gtest filter). Run as `OUT=$OUT bash devwork-X/go.sh`
 # (~400 s + the cold start). Env: LIM (s), SIZES, TC_FILTER, SHARDS (test_cuda processes at once), CB_ARGS (extra
-# cuda-bench arguments for the batched lines, e.g. --select 0). Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
+# cuda-bench arguments for the batched lines, e.g. --select 0), NO_SERVE=1 (no serving run). A bench line whose env
+# holds OLD=1 runs gpu-bundle/deltaserve.old (an older build put in the bundle) instead; early_tests.txt: see below. Everything under $OUT ends in all.tgz (the tool returns at most 8 files).
 # Records: session 6 (docs/measurements/2026-12-03-h200-session6-final.txt), session 7
 # (docs/measurements/2026-12-03-h200-session7-final.txt).
 set -u
@@ -34,6 +35,12 @@ sanitize_early() { local n=0 P=(); while read -r tool e b f; do n=$((n+1))
     ( step "$tool $e $b $f" 150 "$OUT/sanitizer$n.log" env ${e//,/ } "$CS" --tool "$tool" --error-exitcode 1 "$B/$b" --gtest_brief=1 --gtest_filter="$f" ) & P+=($!)
   done < "$D/sanitize.txt"; wait "${P[@]}"; cat "$OUT"/sanitizer[0-9]*.log >> "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[0-9]*.log
   grep -E "^====|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | tee -a "$OUT/steps.log"; }
+# early_tests.txt: every line ("ENV BINARY FILTER") at once in its own process (150 s each), beside the sanitizers and
+# test_cuda's shards (e.g. test_cuda_model under each default-off switch).
+early_tests() { local n=0 P=(); while read -r e b f; do n=$((n+1))
+    ( step "$b $e $f" 150 "$OUT/early$n.log" env ${e//,/ } "$B/$b" --gtest_brief=1 --gtest_filter="$f" ) & P+=($!)
+  done < "$D/early_tests.txt"; wait "${P[@]}"; cat "$OUT"/early[0-9]*.log >> "$OUT/tests.log"; rm -f "$OUT"/early[0-9]*.log; }
+ETPID=; [ -e "$D/early_tests.txt" ] && { early_tests & ETPID=$!; }
 SANPID=; [ -n "$CS" ] && [ -e "$D/sanitize.txt" ] && [ -n "${SAN_EARLY:-}" ] && { sanitize_early & SANPID=$!; }
 # test_cuda in SHARDS (default 4) processes at once on the one GPU: most of its time is host-side float64 references.
 say "== test_cuda (${SHARDS:-4} shards)"
@@ -47,8 +54,10 @@ step test_cuda_model 60 "$OUT/tests.log" "$B/test_cuda_model" --gtest_brief=1
 step test_cuda_prefill 40 "$OUT/tests.log" "$B/test_cuda_prefill" --gtest_brief=1
 grep -E "FAILED|PASSED|tests ran|worst" "$OUT/tests.log" | tee -a "$OUT/steps.log"
 [ -n "$SANPID" ] && { wait $SANPID; say "== early sanitizers done"; }
+[ -n "$ETPID" ] && { wait $ETPID; say "== early tests done"; grep -E "^====|PASSED|FAILED|tests ran" "$OUT/tests.log" | tail -40 | tee -a "$OUT/steps.log"; }
 bench() { [ $(el) -lt $LIM ] || { say "skip $1 $2"; return; }
-  step "bench $1 $2" 40 "$OUT/bench.log" env $2 "$X" bench -m "$W/m$1.gguf" --backend cuda -p 0 -n 128 -r 3 --json
+  local bin=$X; case " $2 " in *" OLD=1 "*) bin=$B/deltaserve.old;; esac  # OLD=1: the bundle's older binary
+  step "bench $1 $2" 40 "$OUT/bench.log" env $2 "$bin" bench -m "$W/m$1.gguf" --backend cuda -p 0 -n 128 -r 3 --json
   grep '^{' "$OUT/bench.log" | tail -1 | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['label']=sys.argv[1]; print(json.dumps(d))" "$2" >> "$OUT/bench.jsonl"
   tail -1 "$OUT/bench.jsonl" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('TG', d['model'], d['label'], d['tokens_per_s'])" | tee -a "$OUT/steps.log"; }
 waitm() { while [ ! -e "$W/m$1.ok" ] && [ $(el) -lt $LIM ]; do sleep 1; done; [ -e "$W/m$1.ok" ]; }
@@ -63,7 +72,9 @@ if waitm 9B; then
   [ -e "$D/batched.txt" ] && while read -r b l; do e=${l%% -- *}; a=; [ "$e" != "$l" ] && a=${l#* -- }
     step "batch $b $l" 30 "$OUT/cb.log" env $e $C --batch $b --breakdown --top 2 $a; done < "$D/batched.txt"
   grep -E "^decode|^matvec|^gdn rule" "$OUT/cb.log" | tee -a "$OUT/steps.log"
-  say "== serve"; DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$W/m9B.gguf" --levels 1,8,32,64 --budget-s 80 >> "$OUT/serve.log" 2>&1; say "== serve rc=$?"; tail -3 "$OUT/serve.log" | cut -c1-200 | tee -a "$OUT/steps.log"
+  if [ -z "${NO_SERVE:-}" ]; then
+    say "== serve"; DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$W/m9B.gguf" --levels 1,8,32,64 --budget-s 80 >> "$OUT/serve.log" 2>&1; say "== serve rc=$?"; tail -3 "$OUT/serve.log" | cut -c1-200 | tee -a "$OUT/steps.log"
+  fi
 fi
 # lines_<size>.txt: env settings per tg128 line of that size (default: the defaults alone)
 for s in ${SIZES:-9B 0.8B 27B 4B}; do [ $s = 9B ] && continue; waitm $s || { say "no $s"; continue; }

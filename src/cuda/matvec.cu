@@ -189,6 +189,7 @@ MatvecStreamQ6Tune matvec_stream_q6_tune() {
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols) {
   return stream_takes(true, rows, cols);
 }
+bool matvec_stream_takes(int64_t rows, int64_t cols) { return stream_takes(false, rows, cols); }
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t) {
   mvq6::tune().mode = t.mode;
   mvq6::tune().kc = std::max(0, t.kc);

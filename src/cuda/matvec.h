@@ -83,9 +83,9 @@ struct MatvecStreamTune {
   // the staging before it). 2 (default, b1x17): the RMSNorm factor from the staging's own loads of x (one load of x;
   // not the same bits as 0, within fp32 rounding of the factor); 1: mvt::rms_scale's loads (the same bits as 0).
   int xone = 2;
-  // b1q420 (DS_MATVEC_STREAM_Q4K_LEAN; same bits): the integer form's ring bookkeeping without divisions and its
-  // scales / mins by whole-word masks and byte picks (matvec_stream.cuh, kernel<, , , true>).
-  bool lean = false;
+  // b1q420 (DS_MATVEC_STREAM_Q4K_LEAN=0: off; same bits): the integer form's ring bookkeeping without divisions and its
+  // scales / mins by whole-word masks and byte picks (matvec_stream.cuh, kernel<, , , true>); default since session 18.
+  bool lean = true;
 };
 MatvecStreamTune matvec_stream_tune();
 void set_matvec_stream_tune(const MatvecStreamTune& t);
@@ -127,6 +127,8 @@ MatvecStreamQ6Tune matvec_stream_q6_tune();
 void set_matvec_stream_q6_tune(const MatvecStreamQ6Tune& t);
 // Whether matvec / matvec_fused run Q6_K [rows, cols] on that kernel with the current settings.
 bool matvec_stream_q6_takes(int64_t rows, int64_t cols);
+// The same for the Q4_K stream kernel (matvec_stream.cuh) under the current MatvecStreamTune.
+bool matvec_stream_takes(int64_t rows, int64_t cols);
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate = false);

@@ -954,8 +954,10 @@ struct Tune {
   // 1313.57 (all nine pairs faster): 2 is the default since b1x17; 1 stays for A/B (the same bits as 0).
   int xone = 2;
   // b1q420: kernel<3, true, kW, true> (same bits; integer form): q6i19's division-free ring bookkeeping and the scales /
-  // mins of item_i8<true>. DS_MATVEC_STREAM_Q4K_LEAN=1 / 0.
-  bool lean = false;
+  // mins of item_i8<true>. DS_MATVEC_STREAM_Q4K_LEAN=0: off. Default since session 18 (H200, tg128, two interleaved
+  // pairs each): 9B 440.42 / 439.78 vs 433.50 / 435.37, 27B 151.23 / 151.49 vs 145.04 / 145.37, 0.8B 1399.29 / 1397.66
+  // vs 1370.47 / 1371.42 tok/s.
+  bool lean = true;
 };
 inline Tune& tune() {
   static Tune t = [] {
