@@ -39,6 +39,7 @@ class ReplyParser {
   ReplyParser(bool in_reasoning, bool parse_tools, nlohmann::ordered_json tools);
   ReplyDelta push(std::string_view text);
   ReplyDelta finish();  // end of reply: flushes everything held back
+  bool in_reasoning() const { return mode_ == Mode::Reasoning; }
 
  private:
   enum class Mode { Reasoning, Content, ToolCall };
