@@ -19,7 +19,10 @@ int64_t utf8_chars(std::string_view s) {
 }
 
 Job::Job(JobOptions o, const engine::TextCodec& codec) : o_(std::move(o)), codec_(codec), text_offset_(o_.prompt_chars) {
-  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, o_.parse_tools, o_.tools);
+  // Tool calls only when the request offered tools: OpenAI never answers tool_calls otherwise, and a
+  // client without tools would lose the text (e.g. a <tool_call> format example the model writes).
+  const bool tools = o_.parse_tools && o_.tools.is_array() && !o_.tools.empty();
+  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, tools, o_.tools);
 }
 
 json Job::chunk(json choice) const {

@@ -28,7 +28,7 @@ struct JobOptions {
   int32_t top_logprobs = -1;     // -1: no logprobs
   int64_t prompt_chars = 0;      // completions: characters of the prompt (logprobs text_offset starts there)
   bool in_reasoning = false;     // chat: the prompt opened <think>
-  bool parse_tools = false;      // chat: tools were given and tool_choice is not "none"
+  bool parse_tools = false;      // chat: tool_choice is not "none" (calls are parsed only if `tools` is non-empty)
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
 };
 

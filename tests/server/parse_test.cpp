@@ -412,6 +412,7 @@ TEST(Job, NonStreamToolCallsAndErrors) {
   JobOptions o;
   o.kind = Endpoint::Chat;
   o.parse_tools = true;
+  o.tools = json::parse(R"([{"type":"function","function":{"name":"f"}}])");
   Job job(o, codec);
   std::vector<engine::Event> evs(1);
   evs[0].text = "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>";
@@ -541,6 +542,7 @@ TEST(Job, ChatStreamToolCallDeltas) {
   o.in_reasoning = false;
   o.top_logprobs = -1;
   o.parse_tools = true;
+  o.tools = json::parse(R"([{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}])");
   Job job(o, codec);
   std::vector<engine::Event> evs(3);
   evs[0].text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
@@ -570,6 +572,42 @@ TEST(Job, ChatStreamToolCallDeltas) {
   EXPECT_EQ(json::parse(calls[1]["function"]["arguments"].get<std::string>()), json::parse(R"({"b":"x"})"));
   // OpenAI's choice: a reply that called a tool finishes with "tool_calls".
   EXPECT_EQ(p.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Job, NoToolsGivenNoToolCalls) {
+  // The server asks for tool-call parsing unless tool_choice is "none"; without tools in the request
+  // a <tool_call> the model writes (a format example, say) is text: OpenAI never answers tool_calls
+  // to a request that offered no tools, and a client without tools would lose that text.
+  engine::ByteCodec codec;
+  for (bool stream : {false, true}) {
+    JobOptions o = chat_options(stream);
+    o.in_reasoning = false;
+    o.top_logprobs = -1;
+    o.parse_tools = true;
+    Job job(o, codec);
+    std::vector<engine::Event> evs(1);
+    const std::string text = "Like this: <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    evs[0].text = text;
+    evs[0].finish = engine::FinishReason::Stop;
+    std::string s = job.sse_start() + job.on_events(evs);
+    if (stream) {
+      bool done;
+      std::string content;
+      for (auto& c : sse_payloads(s, &done)) {
+        if (c["choices"].empty()) continue;
+        auto& d = c["choices"][0]["delta"];
+        EXPECT_FALSE(d.contains("tool_calls"));
+        if (d.contains("content")) content += d["content"].get<std::string>();
+        if (!c["choices"][0]["finish_reason"].is_null()) EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+      }
+      EXPECT_EQ(content, text);
+    } else {
+      auto [st, body] = job.result();
+      EXPECT_EQ(body["choices"][0]["message"]["content"], text);
+      EXPECT_FALSE(body["choices"][0]["message"].contains("tool_calls"));
+      EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    }
+  }
 }
 
 TEST(Job, CompletionLogprobsTextOffset) {
