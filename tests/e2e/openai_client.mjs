@@ -233,6 +233,22 @@ await test('completions logprobs: text_offset counts characters from the prompt 
   }
 });
 
+await test('agent loop: the SDK reply with tool_calls replayed (content null), then the tool result', async () => {
+  // What runTools and LangChain-style loops send back: the assistant message as the SDK returned it
+  // (content null beside tool_calls), then a tool message answering its id. The tiny model's
+  // template is Qwen3's, which tests `'</think>' in message.content`.
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city',
+                   parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const assistant = { role: 'assistant', content: null, refusal: null,
+                      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] };
+  const r = await client.chat.completions.create({
+    model: 'x', tools, ...greedy,
+    messages: [...msgs('Weather in Paris?'), assistant, { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c": 20}' }],
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+});
+
 // ---- raw sockets ----
 const raw = (bytes) => rawRequest(srv.port, bytes, { readMs: 3000 });
 const post = (path, body, extra = '') => rawPost(path, body, KEY, extra);

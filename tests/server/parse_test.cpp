@@ -334,6 +334,14 @@ TEST(ChatPrompt, TemplateErrorIs400) {
                              json::object());
   ASSERT_TRUE(std::holds_alternative<ApiError>(p));
   EXPECT_NE(std::get<ApiError>(p).message.find("No user query"), std::string::npos);
+  // The template's own errors name it already: not "chat template: chat template: ...".
+  auto named = [](const json&, const json&, bool, const json&) -> Result<std::string> {
+    return err("chat template: line 34: argument of type 'NoneType' is not iterable");
+  };
+  p = build_chat_prompt(named, codec, json::array({json{{"role", "user"}, {"content", "x"}}}), json::array(), json::object());
+  ASSERT_TRUE(std::holds_alternative<ApiError>(p));
+  EXPECT_EQ(std::get<ApiError>(p).message, "chat template: line 34: argument of type 'NoneType' is not iterable");
+  EXPECT_EQ(std::get<ApiError>(p).param, "messages");
 }
 
 // ---- SSE framing ----
@@ -654,13 +662,15 @@ TEST(Job, CompletionLogprobsTextOffset) {
 }
 
 // Multi-turn with tools as an OpenAI client sends it (arguments as JSON text, content null beside
-// tool_calls, tool results with tool_call_id) renders exactly as Qwen3.5's template renders the
+// tool_calls, tool results with tool_call_id) renders exactly as the model's template renders the
 // golden conversations (which give arguments as objects).
-TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldens) {
-  auto src = test::read_file(test::fixture("chat/qwen3.5.jinja"));
+void check_openai_tool_turns(const std::string& template_file, const std::string& golden_file) {
+  SCOPED_TRACE(template_file);
+  auto src = test::read_file(test::fixture("chat/" + template_file));
   auto t = chat::ChatTemplate::parse(std::string(src.begin(), src.end()));
   ASSERT_TRUE(t.ok()) << t.error().message;
-  std::ifstream in(test::fixture("chat/golden-qwen3.5.jsonl"));
+  engine::ByteCodec codec;
+  std::ifstream in(test::fixture("chat/" + golden_file));
   std::string line;
   int checked = 0;
   while (std::getline(in, line)) {
@@ -695,13 +705,21 @@ TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldens) {
     ASSERT_FALSE(e) << e->message;
     json kwargs = json::object();
     if (g.contains("enable_thinking")) kwargs["enable_thinking"] = g["enable_thinking"];
-    auto out = t->render(r.messages, r.tools.empty() ? json() : r.tools, g["add_generation_prompt"].get<bool>(), kwargs);
-    ASSERT_TRUE(out.ok()) << out.error().message;
-    EXPECT_EQ(*out, g["rendered"].get<std::string>()) << line.substr(0, 300);
+    // As the server renders: through build_chat_prompt, tools null when there are none (cmd_serve).
+    const bool agp = g["add_generation_prompt"];
+    auto render = [&](const json& m, const json& tools, bool, const json& kw) {
+      return t->render(m, tools.empty() ? json() : tools, agp, kw);
+    };
+    auto p = build_chat_prompt(render, codec, r.messages, r.tools, kwargs);
+    ASSERT_TRUE(std::holds_alternative<ChatPrompt>(p)) << std::get<ApiError>(p).message << "\n" << line.substr(0, 300);
+    EXPECT_EQ(std::get<ChatPrompt>(p).text, g["rendered"].get<std::string>()) << line.substr(0, 300);
     checked++;
   }
   EXPECT_GE(checked, 16);
 }
+
+TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldensQwen35) { check_openai_tool_turns("qwen3.5.jinja", "golden-qwen3.5.jsonl"); }
+TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldensQwen3) { check_openai_tool_turns("qwen3.jinja", "golden-qwen3.jsonl"); }
 
 TEST(Metrics, PrometheusText) {
   HttpMetrics m;
