@@ -1,6 +1,9 @@
 // End-to-end: the official OpenAI client (npm `openai`) against `deltaserve serve` on the tiny
 // fixture model, unchanged: models, chat and completions with and without streaming, logprobs,
-// usage, multi-turn prefix reuse, typed errors (401, 400), an aborted stream, concurrent streams
+// usage, multi-turn prefix reuse, the response shapes field by field as the SDK types them (refusal,
+// logprobs.refusal, usage null until the usage chunk, reasoning_tokens, the SDK's stream helper,
+// completions text_offset), an agent loop replaying a tool-call reply, typed errors (401, 400),
+// an aborted stream, concurrent streams
 // equal to the same prompts run alone, and raw-socket abuse (malformed JSON, invalid UTF-8, huge
 // body, slow sender, disconnect mid-stream) while another stream keeps going. Bounded: ~1 minute.
 import assert from 'node:assert/strict';
