@@ -1,5 +1,7 @@
 #include "server/job.h"
 
+#include <fmt/format.h>
+
 #include "engine/text_stream.h"
 #include "server/api_error.h"
 
@@ -10,6 +12,16 @@ using engine::FinishReason;
 
 namespace {
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+// A completions logprobs token: its text, or, when its bytes are not whole UTF-8 characters (byte-level
+// BPE splits CJK and emoji), OpenAI's "bytes:\xNN..." form, so distinct tokens stay distinct keys
+// of top_logprobs (as U+FFFD they collided and all but one were lost).
+std::string completion_token(const std::string& bytes) {
+  if (engine::utf8_sanitize(bytes) == bytes) return bytes;
+  std::string s = "bytes:";
+  for (unsigned char c : bytes) s += fmt::format("\\x{:02x}", c);
+  return s;
+}
 }  // namespace
 
 int64_t utf8_chars(std::string_view s) {
@@ -72,14 +84,13 @@ json Job::take_logprobs() {
   json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
              {"text_offset", json::array()}};
   for (auto& t : toks) {
-    std::string s = engine::utf8_sanitize(codec_.token_bytes(t.id));
-    lp["tokens"].push_back(s);
+    lp["tokens"].push_back(completion_token(codec_.token_bytes(t.id)));
     lp["token_logprobs"].push_back(t.logprob);
     json top = json::object();
-    for (auto& alt : t.top) top[engine::utf8_sanitize(codec_.token_bytes(alt.token))] = alt.logprob;
+    for (auto& alt : t.top) top[completion_token(codec_.token_bytes(alt.token))] = alt.logprob;
     lp["top_logprobs"].push_back(top);
     // OpenAI counts characters from the start of the prompt, echo or not; a token ending inside a
-    // character counts the characters it begins (its U+FFFD in `tokens` is not the text).
+    // character counts the characters it begins.
     lp["text_offset"].push_back(text_offset_);
     text_offset_ += utf8_chars(codec_.token_bytes(t.id));
   }

@@ -661,6 +661,28 @@ TEST(Job, CompletionLogprobsTextOffset) {
   EXPECT_EQ(utf8_chars("a\xC3\xA9\xE2\x82\xAC"), 3);
 }
 
+TEST(Job, CompletionTokensThatSplitACharacter) {
+  // Byte-level BPE splits CJK and emoji across tokens. Shown as U+FFFD, distinct alternatives
+  // collided as top_logprobs keys and all but one were lost; OpenAI writes such a token as
+  // "bytes:\xNN..." (the escapes as text), which keeps them apart.
+  engine::ByteCodec codec;
+  JobOptions o;
+  o.kind = Endpoint::Completion;
+  o.top_logprobs = 3;
+  Job job(o, codec);
+  std::vector<engine::Event> evs(2);
+  evs[0].tokens = {{0xE4, -0.5f, {{0xE4, -0.5f}, {0xE5, -1.f}, {'a', -2.f}}}};
+  evs[1].text = "\xE4\xB8\x80";
+  evs[1].tokens = {{0xB8, -0.1f, {{0xB8, -0.1f}}}, {0x80, -0.1f, {{0x80, -0.1f}}}};
+  evs[1].finish = engine::FinishReason::Length;
+  job.on_events(evs);
+  auto [st, body] = job.result();
+  auto& lp = body["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"bytes:\\xe4", "bytes:\\xb8", "bytes:\\x80"}));
+  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({"bytes:\\xe4": -0.5, "bytes:\\xe5": -1.0, "a": -2.0})"));
+  EXPECT_EQ(lp["text_offset"], json::array({0, 1, 1}));
+}
+
 // Multi-turn with tools as an OpenAI client sends it (arguments as JSON text, content null beside
 // tool_calls, tool results with tool_call_id) renders exactly as the model's template renders the
 // golden conversations (which give arguments as objects).
