@@ -207,6 +207,26 @@ TEST(ReplyParser, Qwen35XmlToolCalls) {
   }
 }
 
+TEST(ReplyParser, Qwen35XmlOptionalStringParameters) {
+  // Optional parameters are typed ["string", "null"] or anyOf [{string}, {null}] (Pydantic's
+  // Optional[str]): a value the schema allows as a string stays a string ("12345" is not 12345, which
+  // Pydantic refuses for a str), null is null where the schema allows it, and JSON is an object or
+  // array where the schema allows that beside a string.
+  json tools = json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{
+      "zip":{"type":["string","null"]},"note":{"anyOf":[{"type":"string"},{"type":"null"}]},
+      "n":{"type":["integer","null"]},"m":{"oneOf":[{"type":"integer"},{"type":"null"}]},"s":{"type":"string"},
+      "u":{"type":["array","string"]},"w":{"type":["array","string"]}}}}}])");
+  ReplyParser p(false, true, tools);
+  auto d = feed(p,
+                "<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n<parameter=note>\ntrue\n</parameter>\n"
+                "<parameter=n>\nNone\n</parameter>\n<parameter=m>\n5\n</parameter>\n<parameter=s>\nnull\n</parameter>\n"
+                "<parameter=u>\n[1, 2]\n</parameter>\n<parameter=w>\n{\"a\": 1}\n</parameter>\n"
+                "</function>\n</tool_call>",
+                7);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(json::parse(d.tool_calls[0].arguments), json::parse(R"({"zip":"12345","note":"true","n":null,"m":5,"s":"null","u":[1,2],"w":"{\"a\": 1}"})"));
+}
+
 TEST(ReplyParser, DeeplyNestedCallIsContentNotACrash) {
   // The model's own output is parsed as JSON (Qwen3 calls, Qwen3.5 parameter values) and dumped again
   // (recursively): nesting beyond the bound makes it text, as any other malformed call.
