@@ -72,10 +72,27 @@ bool ends_in_open_think(const std::string& text) {
   return e != std::string::npos && std::string_view(text).substr(0, e + 1).ends_with("<think>");
 }
 
+// Messages as templates expect them: content null (OpenAI clients send it beside tool_calls, and
+// replay the SDK's own reply objects that way) becomes "". Qwen3's template tests
+// `'</think>' in message.content`, which fails on null; the golden conversations give such
+// messages content "", and a template that accepts null renders it as "" (Qwen3.5's does).
+json template_messages(const json& messages) {
+  json out = messages;
+  for (auto& m : out)
+    if (m.is_object() && m.contains("content") && m["content"].is_null()) m["content"] = "";
+  return out;
+}
+
+ApiError template_error(const std::string& message) {
+  // The template's own errors already say "chat template: ...".
+  return bad_request(message.starts_with("chat template") ? message : "chat template: " + message, "messages");
+}
+
 }  // namespace
 
 std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render, const engine::TextCodec& codec,
-                                                     const json& messages, const json& tools, const json& kwargs) {
+                                                     const json& request_messages, const json& tools, const json& kwargs) {
+  const json messages = template_messages(request_messages);
   const std::vector<std::string> ctl = codec.control_texts();
   bool any = false;
   auto find_ctl = [&](const std::string& s) {
@@ -88,7 +105,7 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
   ChatPrompt out;
   if (!any) {
     auto r = render(messages, tools, true, kwargs);
-    if (!r.ok()) return bad_request("chat template: " + r.error().message, "messages");
+    if (!r.ok()) return template_error(r.error().message);
     out.text = std::move(r.value());
     out.tokens = codec.encode(out.text, true);
     out.in_reasoning = ends_in_open_think(out.text);
@@ -117,7 +134,7 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
   json pm = protect_json(messages, ctl, sent, n);
   json pt = protect_json(tools, ctl, sent, n);
   auto r = render(pm, pt, true, kwargs);
-  if (!r.ok()) return bad_request("chat template: " + r.error().message, "messages");
+  if (!r.ok()) return template_error(r.error().message);
   const std::string& text = r.value();
 
   size_t found = 0, pos = 0;

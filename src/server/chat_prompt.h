@@ -36,7 +36,8 @@ struct ChatPrompt {
   int32_t conversation_tokens = 0;
 };
 
-// On a template error, ApiError 400 with the template's message.
+// On a template error, ApiError 400 with the template's message. Message content null (beside
+// tool_calls) reaches the template as "".
 std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render, const engine::TextCodec& codec,
                                                      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                                      const nlohmann::ordered_json& kwargs);

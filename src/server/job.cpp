@@ -1,5 +1,7 @@
 #include "server/job.h"
 
+#include <fmt/format.h>
+
 #include "engine/text_stream.h"
 #include "server/api_error.h"
 
@@ -10,10 +12,29 @@ using engine::FinishReason;
 
 namespace {
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+// A completions logprobs token: its text, or, when its bytes are not whole UTF-8 characters (byte-level
+// BPE splits CJK and emoji), OpenAI's "bytes:\xNN..." form, so distinct tokens stay distinct keys
+// of top_logprobs (as U+FFFD they collided and all but one were lost).
+std::string completion_token(const std::string& bytes) {
+  if (engine::utf8_sanitize(bytes) == bytes) return bytes;
+  std::string s = "bytes:";
+  for (unsigned char c : bytes) s += fmt::format("\\x{:02x}", c);
+  return s;
+}
 }  // namespace
 
-Job::Job(JobOptions o, const engine::TextCodec& codec) : o_(std::move(o)), codec_(codec) {
-  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, o_.parse_tools, o_.tools);
+int64_t utf8_chars(std::string_view s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // each character has one lead byte
+  return n;
+}
+
+Job::Job(JobOptions o, const engine::TextCodec& codec) : o_(std::move(o)), codec_(codec), text_offset_(o_.prompt_chars) {
+  // Tool calls only when the request offered tools: OpenAI never answers tool_calls otherwise, and a
+  // client without tools would lose the text (e.g. a <tool_call> format example the model writes).
+  const bool tools = o_.parse_tools && o_.tools.is_array() && !o_.tools.empty();
+  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, tools, o_.tools);
 }
 
 json Job::chunk(json choice) const {
@@ -23,14 +44,18 @@ json Job::chunk(json choice) const {
             {"model", o_.model},
             {"choices", json::array()}};
   if (!choice.is_null()) c["choices"].push_back(std::move(choice));
+  // OpenAI: with include_usage, every chunk but the last (which sets it) has "usage": null.
+  if (o_.stream && o_.include_usage) c["usage"] = nullptr;
   return c;
 }
 
 json Job::usage() const {
-  return {{"prompt_tokens", last_.n_prompt},
-          {"completion_tokens", last_.n_generated},
-          {"total_tokens", last_.n_prompt + last_.n_generated},
-          {"prompt_tokens_details", {{"cached_tokens", last_.n_cached}}}};
+  json u = {{"prompt_tokens", last_.n_prompt},
+            {"completion_tokens", last_.n_generated},
+            {"total_tokens", last_.n_prompt + last_.n_generated},
+            {"prompt_tokens_details", {{"cached_tokens", last_.n_cached}}}};
+  if (o_.kind == Endpoint::Chat) u["completion_tokens_details"] = {{"reasoning_tokens", n_reasoning_}};
+  return u;
 }
 
 json Job::chat_logprob(const engine::TokenOut& t) const {
@@ -54,19 +79,20 @@ json Job::take_logprobs() {
     if (o_.stream && toks.empty()) return nullptr;
     json c = json::array();
     for (auto& t : toks) c.push_back(chat_logprob(t));
-    return json{{"content", c}};
+    return json{{"content", c}, {"refusal", nullptr}};  // both fields are required (nullable)
   }
   json lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
              {"text_offset", json::array()}};
   for (auto& t : toks) {
-    std::string s = engine::utf8_sanitize(codec_.token_bytes(t.id));
-    lp["tokens"].push_back(s);
+    lp["tokens"].push_back(completion_token(codec_.token_bytes(t.id)));
     lp["token_logprobs"].push_back(t.logprob);
     json top = json::object();
-    for (auto& alt : t.top) top[engine::utf8_sanitize(codec_.token_bytes(alt.token))] = alt.logprob;
+    for (auto& alt : t.top) top[completion_token(codec_.token_bytes(alt.token))] = alt.logprob;
     lp["top_logprobs"].push_back(top);
+    // OpenAI counts characters from the start of the prompt, echo or not; a token ending inside a
+    // character counts the characters it begins.
     lp["text_offset"].push_back(text_offset_);
-    text_offset_ += s.size();
+    text_offset_ += utf8_chars(codec_.token_bytes(t.id));
   }
   return lp;
 }
@@ -79,7 +105,7 @@ std::string Job::finish_reason() const {
 std::string Job::sse_start() {
   if (o_.kind != Endpoint::Chat) return {};
   return sse(chunk({{"index", 0},
-                    {"delta", {{"role", "assistant"}, {"content", ""}}},
+                    {"delta", {{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}},
                     {"logprobs", nullptr},
                     {"finish_reason", nullptr}}));
 }
@@ -123,7 +149,11 @@ std::string Job::on_events(std::vector<engine::Event>& evs) {
       break;
     }
     if (o_.kind == Endpoint::Chat) {
+      // An event carries the token(s) whose text it brings: counted as reasoning when the thinking
+      // block is open before it (</think>) or after it (<think>).
+      const bool was_reasoning = parser_->in_reasoning();
       ReplyDelta d = parser_->push(ev.text);
+      if (was_reasoning || parser_->in_reasoning()) n_reasoning_ += static_cast<int32_t>(ev.tokens.size());
       if (final) {
         ReplyDelta f = parser_->finish();
         d.reasoning += f.reasoning;
@@ -165,6 +195,7 @@ std::pair<int, json> Job::result() {
   if (o_.kind == Endpoint::Chat) {
     json msg = {{"role", "assistant"}};
     msg["content"] = content_.empty() && !calls_.empty() ? json(nullptr) : json(content_);
+    msg["refusal"] = nullptr;  // `string | null` in OpenAI's message, not optional
     if (!reasoning_.empty()) msg["reasoning_content"] = reasoning_;
     if (!calls_.empty()) {
       msg["tool_calls"] = json::array();

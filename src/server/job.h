@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/request.h"
@@ -25,10 +26,14 @@ struct JobOptions {
   bool stream = false;
   bool include_usage = false;    // streaming: a last chunk with usage
   int32_t top_logprobs = -1;     // -1: no logprobs
+  int64_t prompt_chars = 0;      // completions: characters of the prompt (logprobs text_offset starts there)
   bool in_reasoning = false;     // chat: the prompt opened <think>
-  bool parse_tools = false;      // chat: tools were given and tool_choice is not "none"
+  bool parse_tools = false;      // chat: tool_choice is not "none" (calls are parsed only if `tools` is non-empty)
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
 };
+
+// Unicode characters (code points) in UTF-8 text: what OpenAI's text_offset counts.
+int64_t utf8_chars(std::string_view s);
 
 class Job {
  public:
@@ -61,7 +66,8 @@ class Job {
   std::string reasoning_, content_, text_;
   std::vector<ToolCall> calls_;
   std::vector<engine::TokenOut> pending_lp_, all_lp_;
-  size_t text_offset_ = 0;     // completions logprobs: offset of the next token's text
+  int32_t n_reasoning_ = 0;    // chat: tokens sampled inside the thinking block
+  int64_t text_offset_ = 0;    // completions logprobs: characters before the next token (prompt included)
 };
 
 }  // namespace ds::server

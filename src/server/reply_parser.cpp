@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "server/api_error.h"
@@ -36,28 +37,48 @@ std::string new_call_id() {
   return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-// The JSON-schema type of a tool parameter, "" if unknown.
-std::string param_type(const json& tools, const std::string& fn, const std::string& param) {
-  if (!tools.is_array()) return {};
+// The JSON-schema types a tool parameter allows: its "type" (a name or a list of names), or those of
+// its anyOf / oneOf alternatives (Pydantic writes Optional[str] as anyOf [{string}, {null}]).
+// Empty if unknown.
+std::vector<std::string> param_types(const json& tools, const std::string& fn, const std::string& param) {
+  std::vector<std::string> out;
+  if (!tools.is_array()) return out;
+  auto add = [&out](const json& schema) {
+    auto ty = schema.find("type");
+    if (ty == schema.end()) return;
+    if (ty->is_string()) out.push_back(ty->get<std::string>());
+    if (ty->is_array())
+      for (auto& t : *ty)
+        if (t.is_string()) out.push_back(t.get<std::string>());
+  };
   for (auto& t : tools) {
     auto f = t.find("function");
     if (f == t.end() || !f->is_object() || f->value("name", "") != fn) continue;
     auto p = f->find("parameters");
-    if (p == f->end() || !p->is_object()) return {};
+    if (p == f->end() || !p->is_object()) return out;
     auto props = p->find("properties");
-    if (props == p->end() || !props->is_object()) return {};
+    if (props == p->end() || !props->is_object()) return out;
     auto q = props->find(param);
-    if (q == props->end() || !q->is_object()) return {};
-    auto ty = q->find("type");
-    if (ty != q->end() && ty->is_string()) return ty->get<std::string>();
-    return {};
+    if (q == props->end() || !q->is_object()) return out;
+    add(*q);
+    for (const char* alt : {"anyOf", "oneOf"})
+      if (auto a = q->find(alt); a != q->end() && a->is_array())
+        for (auto& s : *a)
+          if (s.is_object()) add(s);
+    return out;
   }
-  return {};
+  return out;
 }
 
-json xml_value(std::string_view v, const std::string& type) {
-  if (type == "string") return std::string(v);
+json xml_value(std::string_view v, const std::vector<std::string>& types) {
+  auto allows = [&types](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+  // Qwen3.5's template writes None with Python's str().
+  if (allows("null") && (v == "None" || v == "null")) return nullptr;
   json j = parse_json_text(v);
+  // The template writes objects and arrays as JSON, strings as they are: with both allowed, JSON
+  // that is an allowed object or array is one.
+  if (!j.is_discarded() && ((j.is_object() && allows("object")) || (j.is_array() && allows("array")))) return j;
+  if (allows("string")) return std::string(v);
   if (!j.is_discarded()) return j;
   // Qwen3.5's template writes non-JSON scalars with Python's str(): True, False, None.
   if (v == "True") return true;
@@ -92,7 +113,7 @@ bool parse_xml(std::string_view s, const json& tools, ToolCall& out) {
     std::string_view v = rest.substr(pe + 1, ve - pe - 1);
     if (v.starts_with("\n")) v.remove_prefix(1);
     if (v.ends_with("\n")) v.remove_suffix(1);
-    args[pname] = xml_value(v, param_type(tools, name, pname));
+    args[pname] = xml_value(v, param_types(tools, name, pname));
     rest = rest.substr(ve + kParEnd.size());
   }
   if (!trim(rest).empty()) return false;

@@ -29,8 +29,9 @@ struct ReplyDelta {
 };
 
 // One tool call body (the text between <tool_call> and </tool_call>); false if it is neither form.
-// `tools` (the request's tool list) gives parameter types: an XML value whose schema type is
-// "string" stays a string; otherwise it is read as JSON when it parses, else kept as a string.
+// `tools` (the request's tool list) gives parameter types: an XML value whose schema allows a
+// string stays a string (None / null is null where the schema allows null); otherwise it is read as
+// JSON when it parses, else kept as a string.
 bool parse_tool_call_body(std::string_view body, const nlohmann::ordered_json& tools, ToolCall& out);
 
 class ReplyParser {
@@ -39,6 +40,7 @@ class ReplyParser {
   ReplyParser(bool in_reasoning, bool parse_tools, nlohmann::ordered_json tools);
   ReplyDelta push(std::string_view text);
   ReplyDelta finish();  // end of reply: flushes everything held back
+  bool in_reasoning() const { return mode_ == Mode::Reasoning; }
 
  private:
   enum class Mode { Reasoning, Content, ToolCall };

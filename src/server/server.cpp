@@ -250,13 +250,15 @@ void Server::Impl::routes() {
     CompletionRequest cr;
     if (auto e = parse_completion_request(*body, codec.n_vocab(), cr)) return send_error(res, *e);
     std::vector<int32_t> tokens;
-    if (auto* s = std::get_if<std::string>(&cr.prompt)) {
-      tokens = codec.encode(*s, false);  // raw text: special-token text stays text
-    } else {
-      tokens = std::get<std::vector<int32_t>>(cr.prompt);
-    }
     JobOptions o;
     o.kind = Endpoint::Completion;
+    if (auto* s = std::get_if<std::string>(&cr.prompt)) {
+      tokens = codec.encode(*s, false);  // raw text: special-token text stays text
+      o.prompt_chars = utf8_chars(*s);
+    } else {
+      tokens = std::get<std::vector<int32_t>>(cr.prompt);
+      for (int32_t t : tokens) o.prompt_chars += utf8_chars(codec.token_bytes(t));
+    }
     generate(res, std::move(o), cr.common, std::move(tokens));
   });
   auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {

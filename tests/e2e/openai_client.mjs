@@ -1,6 +1,9 @@
 // End-to-end: the official OpenAI client (npm `openai`) against `deltaserve serve` on the tiny
 // fixture model, unchanged: models, chat and completions with and without streaming, logprobs,
-// usage, multi-turn prefix reuse, typed errors (401, 400), an aborted stream, concurrent streams
+// usage, multi-turn prefix reuse, the response shapes field by field as the SDK types them (refusal,
+// logprobs.refusal, usage null until the usage chunk, reasoning_tokens, the SDK's stream helper,
+// completions text_offset), an agent loop replaying a tool-call reply, typed errors (401, 400),
+// an aborted stream, concurrent streams
 // equal to the same prompts run alone, and raw-socket abuse (malformed JSON, invalid UTF-8, huge
 // body, slow sender, disconnect mid-stream) while another stream keeps going. Bounded: ~1 minute.
 import assert from 'node:assert/strict';
@@ -149,6 +152,104 @@ await test('concurrent streams equal the same prompts run alone', async () => {
     assert.equal(r.content, alone[i].content ?? '', `prompt ${i}`);
     assert.equal(r.reasoning, alone[i].reasoning_content ?? '', `prompt ${i}`);
   });
+});
+
+// ---- response shapes, field by field, as openai-node 6.x types them ----
+
+await test('chat shapes: refusal, logprobs, reasoning_tokens (non-streaming)', async () => {
+  const r = await client.chat.completions.create({ model: 'x', messages: msgs('Shape'), ...greedy, logprobs: true, top_logprobs: 1 });
+  const c = r.choices[0];
+  assert.equal(c.index, 0);
+  assert.equal(typeof r.created, 'number');
+  assert.ok(r.id.startsWith('chatcmpl-'));
+  assert.equal(c.message.refusal, null);              // `string | null`, not optional
+  assert.equal(c.logprobs.refusal, null);
+  for (const t of c.logprobs.content) assert.ok(Array.isArray(t.bytes) && typeof t.token === 'string');
+  const d = r.usage.completion_tokens_details;
+  assert.ok(d.reasoning_tokens >= 0 && d.reasoning_tokens <= r.usage.completion_tokens);
+  // The tiny model rarely closes its think block: all reasoning then, every token counted.
+  if (!c.message.content) assert.equal(d.reasoning_tokens, r.usage.completion_tokens);
+  if (!c.message.reasoning_content) assert.equal(d.reasoning_tokens, 0);
+  const off = await client.chat.completions.create({ model: 'x', messages: msgs('Shape'), ...greedy,
+                                                     chat_template_kwargs: { enable_thinking: false } });
+  assert.equal(off.usage.completion_tokens_details.reasoning_tokens, 0);
+});
+
+await test('chat stream: usage null until the usage chunk; the SDK helper accumulates it', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'x', messages: msgs('Shape'), ...greedy, logprobs: true, stream: true, stream_options: { include_usage: true },
+  });
+  const chunks = [];
+  for await (const c of stream) chunks.push(c);
+  const last = chunks.pop();
+  assert.deepEqual(last.choices, []);
+  assert.ok(last.usage.total_tokens > 0);
+  for (const c of chunks) {
+    assert.equal(c.usage, null);
+    assert.equal(c.object, 'chat.completion.chunk');
+    assert.equal(c.choices.length, 1);
+    if (c.choices[0].logprobs) assert.equal(c.choices[0].logprobs.refusal, null);
+  }
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  assert.ok(chunks.slice(1).every((c) => c.choices[0].delta.role === undefined), 'role only in the first chunk');
+  // The SDK's own stream helper (what runTools and many UIs use) builds the same completion.
+  const helper = client.chat.completions.stream({ model: 'x', messages: msgs('Shape'), ...greedy, logprobs: true });
+  const fin = await helper.finalChatCompletion();
+  const plainShape = await client.chat.completions.create({ model: 'x', messages: msgs('Shape'), ...greedy, logprobs: true });
+  assert.equal(fin.choices[0].finish_reason, plainShape.choices[0].finish_reason);
+  assert.equal(fin.choices[0].message.role, 'assistant');
+  assert.equal(fin.choices[0].message.refusal, null);
+  assert.equal(fin.choices[0].logprobs.content.length, plainShape.choices[0].logprobs.content.length);
+});
+
+await test('completions logprobs: text_offset counts characters from the prompt start', async () => {
+  const prompt = 'Once upon a time';
+  for (const stream of [false, true]) {
+    const req = { model: 'x', prompt, ...greedy, logprobs: 1 };
+    let text = '';
+    const lp = { tokens: [], text_offset: [] };
+    if (stream) {
+      for await (const c of await client.completions.create({ ...req, stream: true })) {
+        const ch = c.choices[0];
+        if (!ch) continue;
+        text += ch.text;
+        lp.tokens.push(...ch.logprobs.tokens);
+        lp.text_offset.push(...ch.logprobs.text_offset);
+      }
+    } else {
+      const r = await client.completions.create(req);
+      text = r.choices[0].text;
+      Object.assign(lp, r.choices[0].logprobs);
+      assert.equal(lp.token_logprobs.length, lp.tokens.length);
+      assert.equal(lp.top_logprobs.length, lp.tokens.length);
+    }
+    assert.equal(lp.text_offset[0], prompt.length, `stream ${stream}`);
+    // Each token starts where the previous one's characters end (up to a token that is part of a
+    // character, which OpenAI writes as "bytes:\xNN").
+    let pos = prompt.length;
+    lp.tokens.forEach((t, i) => {
+      if (lp.tokens.slice(0, i).some((x) => x.startsWith('bytes:'))) return;
+      assert.equal(lp.text_offset[i], pos, `token ${i} of ${JSON.stringify(lp.tokens)}`);
+      pos += [...t].length;
+    });
+    assert.ok(text.length > 0);
+  }
+});
+
+await test('agent loop: the SDK reply with tool_calls replayed (content null), then the tool result', async () => {
+  // What runTools and LangChain-style loops send back: the assistant message as the SDK returned it
+  // (content null beside tool_calls), then a tool message answering its id. The tiny model's
+  // template is Qwen3's, which tests `'</think>' in message.content`.
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city',
+                   parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const assistant = { role: 'assistant', content: null, refusal: null,
+                      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] };
+  const r = await client.chat.completions.create({
+    model: 'x', tools, ...greedy,
+    messages: [...msgs('Weather in Paris?'), assistant, { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c": 20}' }],
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
 });
 
 // ---- raw sockets ----

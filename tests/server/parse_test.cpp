@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "chat/chat_template.h"
 #include "engine/byte_codec.h"
 #include "server/chat_prompt.h"
 #include "server/job.h"
@@ -206,6 +207,26 @@ TEST(ReplyParser, Qwen35XmlToolCalls) {
   }
 }
 
+TEST(ReplyParser, Qwen35XmlOptionalStringParameters) {
+  // Optional parameters are typed ["string", "null"] or anyOf [{string}, {null}] (Pydantic's
+  // Optional[str]): a value the schema allows as a string stays a string ("12345" is not 12345, which
+  // Pydantic refuses for a str), null is null where the schema allows it, and JSON is an object or
+  // array where the schema allows that beside a string.
+  json tools = json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{
+      "zip":{"type":["string","null"]},"note":{"anyOf":[{"type":"string"},{"type":"null"}]},
+      "n":{"type":["integer","null"]},"m":{"oneOf":[{"type":"integer"},{"type":"null"}]},"s":{"type":"string"},
+      "u":{"type":["array","string"]},"w":{"type":["array","string"]}}}}}])");
+  ReplyParser p(false, true, tools);
+  auto d = feed(p,
+                "<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n<parameter=note>\ntrue\n</parameter>\n"
+                "<parameter=n>\nNone\n</parameter>\n<parameter=m>\n5\n</parameter>\n<parameter=s>\nnull\n</parameter>\n"
+                "<parameter=u>\n[1, 2]\n</parameter>\n<parameter=w>\n{\"a\": 1}\n</parameter>\n"
+                "</function>\n</tool_call>",
+                7);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(json::parse(d.tool_calls[0].arguments), json::parse(R"({"zip":"12345","note":"true","n":null,"m":5,"s":"null","u":[1,2],"w":"{\"a\": 1}"})"));
+}
+
 TEST(ReplyParser, DeeplyNestedCallIsContentNotACrash) {
   // The model's own output is parsed as JSON (Qwen3 calls, Qwen3.5 parameter values) and dumped again
   // (recursively): nesting beyond the bound makes it text, as any other malformed call.
@@ -333,6 +354,14 @@ TEST(ChatPrompt, TemplateErrorIs400) {
                              json::object());
   ASSERT_TRUE(std::holds_alternative<ApiError>(p));
   EXPECT_NE(std::get<ApiError>(p).message.find("No user query"), std::string::npos);
+  // The template's own errors name it already: not "chat template: chat template: ...".
+  auto named = [](const json&, const json&, bool, const json&) -> Result<std::string> {
+    return err("chat template: line 34: argument of type 'NoneType' is not iterable");
+  };
+  p = build_chat_prompt(named, codec, json::array({json{{"role", "user"}, {"content", "x"}}}), json::array(), json::object());
+  ASSERT_TRUE(std::holds_alternative<ApiError>(p));
+  EXPECT_EQ(std::get<ApiError>(p).message, "chat template: line 34: argument of type 'NoneType' is not iterable");
+  EXPECT_EQ(std::get<ApiError>(p).param, "messages");
 }
 
 // ---- SSE framing ----
@@ -411,6 +440,7 @@ TEST(Job, NonStreamToolCallsAndErrors) {
   JobOptions o;
   o.kind = Endpoint::Chat;
   o.parse_tools = true;
+  o.tools = json::parse(R"([{"type":"function","function":{"name":"f"}}])");
   Job job(o, codec);
   std::vector<engine::Event> evs(1);
   evs[0].text = "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}\n</tool_call>";
@@ -435,6 +465,303 @@ TEST(Job, NonStreamToolCallsAndErrors) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0]["error"]["message"], "boom");
 }
+
+// ---- response shapes against OpenAI's API reference (openai-node 6.x types) ----
+
+// One reasoning token, the </think> token, then two content tokens; logprobs on.
+std::vector<engine::Event> thinking_reply(engine::FinishReason fin) {
+  std::vector<engine::Event> evs(4);
+  const char* texts[] = {"hm", "</think>", "\n\nHi", "!"};
+  for (int i = 0; i < 4; i++) {
+    evs[i].text = texts[i];
+    evs[i].tokens = {{'a' + i, -0.25f, {{'a' + i, -0.25f}}}};
+  }
+  evs[3].finish = fin;
+  evs[3].n_prompt = 5;
+  evs[3].n_generated = 4;
+  return evs;
+}
+
+JobOptions chat_options(bool stream) {
+  JobOptions o;
+  o.kind = Endpoint::Chat;
+  o.id = "chatcmpl-x";
+  o.model = "m";
+  o.created = 7;
+  o.stream = stream;
+  o.in_reasoning = true;
+  o.top_logprobs = 1;
+  return o;
+}
+
+TEST(Job, ChatCompletionShape) {
+  engine::ByteCodec codec;
+  Job job(chat_options(false), codec);
+  auto evs = thinking_reply(engine::FinishReason::Stop);
+  job.on_events(evs);
+  auto [st, body] = job.result();
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["created"], 7);
+  auto& msg = body["choices"][0]["message"];
+  EXPECT_EQ(msg["content"], "Hi!");
+  EXPECT_EQ(msg["reasoning_content"], "hm");
+  // ChatCompletionMessage.refusal is `string | null`, not optional.
+  ASSERT_TRUE(msg.contains("refusal"));
+  EXPECT_TRUE(msg["refusal"].is_null());
+  // ChatCompletion.Choice.Logprobs: {content, refusal}, both present.
+  auto& lp = body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["content"].size(), 4u);
+  ASSERT_TRUE(lp.contains("refusal"));
+  EXPECT_TRUE(lp["refusal"].is_null());
+  EXPECT_EQ(lp["content"][1]["token"], "b");
+  EXPECT_EQ(lp["content"][1]["bytes"], json::array({'b'}));
+  // usage.completion_tokens_details.reasoning_tokens: the thinking block's tokens, </think> included.
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(body["usage"]["completion_tokens_details"]["reasoning_tokens"], 2);
+}
+
+TEST(Job, ChatStreamShapeWithUsage) {
+  engine::ByteCodec codec;
+  JobOptions o = chat_options(true);
+  o.include_usage = true;
+  Job job(o, codec);
+  auto evs = thinking_reply(engine::FinishReason::Length);
+  std::string s = job.sse_start() + job.on_events(evs);
+  bool done;
+  auto p = sse_payloads(s, &done);
+  ASSERT_TRUE(done);
+  ASSERT_GE(p.size(), 4u);
+  EXPECT_EQ(p[0]["choices"][0]["delta"]["role"], "assistant");
+  size_t n_lp = 0;
+  for (size_t i = 0; i < p.size(); i++) {
+    EXPECT_EQ(p[i]["object"], "chat.completion.chunk");
+    EXPECT_EQ(p[i]["created"], 7);
+    // With include_usage, "all other chunks will also include a usage field, but with a null value".
+    ASSERT_TRUE(p[i].contains("usage")) << p[i];
+    if (i + 1 < p.size()) {
+      EXPECT_TRUE(p[i]["usage"].is_null()) << p[i];
+      ASSERT_EQ(p[i]["choices"].size(), 1u);
+      if (i > 0) EXPECT_FALSE(p[i]["choices"][0]["delta"].contains("role")) << "role only in the first chunk";
+      auto& lp = p[i]["choices"][0]["logprobs"];
+      if (!lp.is_null()) {
+        n_lp += lp["content"].size();
+        ASSERT_TRUE(lp.contains("refusal")) << lp;
+        EXPECT_TRUE(lp["refusal"].is_null());
+      }
+    }
+  }
+  EXPECT_EQ(n_lp, 4u);
+  EXPECT_EQ(p[p.size() - 2]["choices"][0]["finish_reason"], "length");
+  auto& last = p.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["total_tokens"], 9);
+  EXPECT_EQ(last["usage"]["completion_tokens_details"]["reasoning_tokens"], 2);
+
+  // Without include_usage no chunk carries a usage field.
+  Job plain(chat_options(true), codec);
+  evs = thinking_reply(engine::FinishReason::Stop);
+  for (auto& c : sse_payloads(plain.sse_start() + plain.on_events(evs), &done)) EXPECT_FALSE(c.contains("usage")) << c;
+}
+
+TEST(Job, ChatStreamToolCallDeltas) {
+  engine::ByteCodec codec;
+  JobOptions o = chat_options(true);
+  o.in_reasoning = false;
+  o.top_logprobs = -1;
+  o.parse_tools = true;
+  o.tools = json::parse(R"([{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}])");
+  Job job(o, codec);
+  std::vector<engine::Event> evs(3);
+  evs[0].text = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
+  evs[1].text = "\n<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": \"x\"}}\n";
+  evs[2].text = "</tool_call>";
+  evs[2].finish = engine::FinishReason::Stop;
+  bool done;
+  auto p = sse_payloads(job.sse_start() + job.on_events(evs), &done);
+  ASSERT_TRUE(done);
+  std::vector<json> calls;
+  for (auto& c : p) {
+    if (c["choices"].empty()) continue;
+    auto& d = c["choices"][0]["delta"];
+    if (d.contains("content")) EXPECT_EQ(d["content"], "") << "no content besides the first chunk's";
+    if (d.contains("tool_calls"))
+      for (auto& tc : d["tool_calls"]) calls.push_back(tc);
+  }
+  ASSERT_EQ(calls.size(), 2u);
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ(calls[i]["index"], i);
+    EXPECT_TRUE(calls[i]["id"].get<std::string>().starts_with("call_"));
+    EXPECT_EQ(calls[i]["type"], "function");
+  }
+  EXPECT_EQ(calls[0]["function"]["name"], "f");
+  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()), json::parse(R"({"a":1})"));
+  EXPECT_EQ(calls[1]["function"]["name"], "g");
+  EXPECT_EQ(json::parse(calls[1]["function"]["arguments"].get<std::string>()), json::parse(R"({"b":"x"})"));
+  // OpenAI's choice: a reply that called a tool finishes with "tool_calls".
+  EXPECT_EQ(p.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Job, NoToolsGivenNoToolCalls) {
+  // The server asks for tool-call parsing unless tool_choice is "none"; without tools in the request
+  // a <tool_call> the model writes (a format example, say) is text: OpenAI never answers tool_calls
+  // to a request that offered no tools, and a client without tools would lose that text.
+  engine::ByteCodec codec;
+  for (bool stream : {false, true}) {
+    JobOptions o = chat_options(stream);
+    o.in_reasoning = false;
+    o.top_logprobs = -1;
+    o.parse_tools = true;
+    Job job(o, codec);
+    std::vector<engine::Event> evs(1);
+    const std::string text = "Like this: <tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    evs[0].text = text;
+    evs[0].finish = engine::FinishReason::Stop;
+    std::string s = job.sse_start() + job.on_events(evs);
+    if (stream) {
+      bool done;
+      std::string content;
+      for (auto& c : sse_payloads(s, &done)) {
+        if (c["choices"].empty()) continue;
+        auto& d = c["choices"][0]["delta"];
+        EXPECT_FALSE(d.contains("tool_calls"));
+        if (d.contains("content")) content += d["content"].get<std::string>();
+        if (!c["choices"][0]["finish_reason"].is_null()) EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+      }
+      EXPECT_EQ(content, text);
+    } else {
+      auto [st, body] = job.result();
+      EXPECT_EQ(body["choices"][0]["message"]["content"], text);
+      EXPECT_FALSE(body["choices"][0]["message"].contains("tool_calls"));
+      EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    }
+  }
+}
+
+TEST(Job, CompletionLogprobsTextOffset) {
+  // OpenAI's text_offset counts characters from the start of the prompt (also without echo); a
+  // token that ends inside a character (byte-level BPE) moves the offset by the characters begun.
+  engine::ByteCodec codec;
+  for (bool stream : {false, true}) {
+    JobOptions o;
+    o.kind = Endpoint::Completion;
+    o.id = "cmpl-x";
+    o.stream = stream;
+    o.top_logprobs = 0;
+    o.prompt_chars = 5;
+    Job job(o, codec);
+    std::vector<engine::Event> evs(4);
+    evs[0].tokens = {{0xC3, -1.f, {}}};
+    evs[1].text = "\xC3\xA9";
+    evs[1].tokens = {{0xA9, -1.f, {}}};
+    evs[2].text = "x";
+    evs[2].tokens = {{'x', -1.f, {}}};
+    evs[3].text = "y";
+    evs[3].tokens = {{'y', -1.f, {}}};
+    evs[3].finish = engine::FinishReason::Length;
+    std::string s = job.on_events(evs);
+    json offsets = json::array(), tokens = json::array();
+    std::string text;
+    if (stream) {
+      bool done;
+      for (auto& c : sse_payloads(s, &done)) {
+        EXPECT_EQ(c["object"], "text_completion");
+        text += c["choices"][0]["text"].get<std::string>();
+        for (auto& x : c["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(x);
+      }
+    } else {
+      auto [st, body] = job.result();
+      text = body["choices"][0]["text"];
+      offsets = body["choices"][0]["logprobs"]["text_offset"];
+      EXPECT_EQ(body["choices"][0]["logprobs"]["tokens"].size(), 4u);
+    }
+    EXPECT_EQ(text, "\xC3\xA9xy");
+    EXPECT_EQ(offsets, json::array({5, 6, 6, 7})) << stream;
+  }
+  EXPECT_EQ(utf8_chars("a\xC3\xA9\xE2\x82\xAC"), 3);
+}
+
+TEST(Job, CompletionTokensThatSplitACharacter) {
+  // Byte-level BPE splits CJK and emoji across tokens. Shown as U+FFFD, distinct alternatives
+  // collided as top_logprobs keys and all but one were lost; OpenAI writes such a token as
+  // "bytes:\xNN..." (the escapes as text), which keeps them apart.
+  engine::ByteCodec codec;
+  JobOptions o;
+  o.kind = Endpoint::Completion;
+  o.top_logprobs = 3;
+  Job job(o, codec);
+  std::vector<engine::Event> evs(2);
+  evs[0].tokens = {{0xE4, -0.5f, {{0xE4, -0.5f}, {0xE5, -1.f}, {'a', -2.f}}}};
+  evs[1].text = "\xE4\xB8\x80";
+  evs[1].tokens = {{0xB8, -0.1f, {{0xB8, -0.1f}}}, {0x80, -0.1f, {{0x80, -0.1f}}}};
+  evs[1].finish = engine::FinishReason::Length;
+  job.on_events(evs);
+  auto [st, body] = job.result();
+  auto& lp = body["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"bytes:\\xe4", "bytes:\\xb8", "bytes:\\x80"}));
+  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({"bytes:\\xe4": -0.5, "bytes:\\xe5": -1.0, "a": -2.0})"));
+  EXPECT_EQ(lp["text_offset"], json::array({0, 1, 1}));
+}
+
+// Multi-turn with tools as an OpenAI client sends it (arguments as JSON text, content null beside
+// tool_calls, tool results with tool_call_id) renders exactly as the model's template renders the
+// golden conversations (which give arguments as objects).
+void check_openai_tool_turns(const std::string& template_file, const std::string& golden_file) {
+  SCOPED_TRACE(template_file);
+  auto src = test::read_file(test::fixture("chat/" + template_file));
+  auto t = chat::ChatTemplate::parse(std::string(src.begin(), src.end()));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  engine::ByteCodec codec;
+  std::ifstream in(test::fixture("chat/" + golden_file));
+  std::string line;
+  int checked = 0;
+  while (std::getline(in, line)) {
+    json g = json::parse(line);
+    if (!g.contains("rendered")) continue;
+    bool tools_used = false;
+    json wire = json::array();
+    int call = 0;
+    std::vector<std::string> ids;
+    for (json m : g["messages"]) {
+      if (m.contains("tool_calls")) {
+        tools_used = true;
+        if (m["content"] == "") m["content"] = nullptr;
+        for (auto& tc : m["tool_calls"]) {
+          ids.push_back("call_" + std::to_string(call++));
+          tc = json{{"id", ids.back()}, {"type", "function"},
+                    {"function", {{"name", tc["function"]["name"]}, {"arguments", tc["function"]["arguments"].dump()}}}};
+        }
+      }
+      if (m["role"] == "tool") {
+        tools_used = true;
+        m["tool_call_id"] = ids.empty() ? "call_x" : ids.front();
+        if (!ids.empty()) ids.erase(ids.begin());
+      }
+      wire.push_back(m);
+    }
+    if (!tools_used) continue;
+    json body = {{"model", "m"}, {"messages", wire}};
+    if (g["tools"].is_array()) body["tools"] = g["tools"];
+    ChatRequest r;
+    auto e = parse_chat_request(body, 1000, r);
+    ASSERT_FALSE(e) << e->message;
+    json kwargs = json::object();
+    if (g.contains("enable_thinking")) kwargs["enable_thinking"] = g["enable_thinking"];
+    // As the server renders: through build_chat_prompt, tools null when there are none (cmd_serve).
+    const bool agp = g["add_generation_prompt"];
+    auto render = [&](const json& m, const json& tools, bool, const json& kw) {
+      return t->render(m, tools.empty() ? json() : tools, agp, kw);
+    };
+    auto p = build_chat_prompt(render, codec, r.messages, r.tools, kwargs);
+    ASSERT_TRUE(std::holds_alternative<ChatPrompt>(p)) << std::get<ApiError>(p).message << "\n" << line.substr(0, 300);
+    EXPECT_EQ(std::get<ChatPrompt>(p).text, g["rendered"].get<std::string>()) << line.substr(0, 300);
+    checked++;
+  }
+  EXPECT_GE(checked, 16);
+}
+
+TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldensQwen35) { check_openai_tool_turns("qwen3.5.jinja", "golden-qwen3.5.jsonl"); }
+TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldensQwen3) { check_openai_tool_turns("qwen3.jinja", "golden-qwen3.jsonl"); }
 
 TEST(Metrics, PrometheusText) {
   HttpMetrics m;
