@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -43,6 +44,13 @@ const std::set<std::string>& known_routes() {
   return r;
 }
 
+// The one method a route serves (HEAD goes with GET); empty for a path that is no route.
+std::string route_method(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11)) return "GET";
+  return "";
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(dump(error_json(e)), "application/json");
@@ -65,6 +73,19 @@ std::string random_hex(size_t n) {
   std::string s;
   while (s.size() < n) s += fmt::format("{:016x}", rng());
   return s.substr(0, n);
+}
+
+// A request whose body cpp-httplib would read without the --max-body-mb bound (see the pre-routing handler).
+std::optional<ApiError> unbounded_body(const httplib::Request& req) {
+  auto length_required = [](std::string msg) {
+    return ApiError{411, std::move(msg), "invalid_request_error", "", "length_required"};
+  };
+  if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "identity")
+    return length_required("chunked request bodies are not accepted; send the body with a Content-Length");
+  const bool reads_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "PRI";
+  if (reads_body && !req.has_header("Content-Length"))
+    return length_required(fmt::format("{} needs a Content-Length header (0 for no body)", req.method));
+  return std::nullopt;
 }
 
 int64_t unix_now() {
@@ -115,7 +136,7 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
   }
   try {
     return json::parse(req.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     send_error(res, bad_request(fmt::format("the body is not valid JSON: {}", e.what())));
     return std::nullopt;
   }
@@ -259,13 +280,6 @@ void Server::Impl::routes() {
     o.kind = Endpoint::Completion;
     generate(res, std::move(o), cr.common, std::move(tokens));
   });
-  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-    send_error(res, ApiError{405, fmt::format("{} is not allowed on {}; use POST", req.method, req.path),
-                             "invalid_request_error", "", "method_not_allowed"});
-  };
-  svr.Get("/v1/chat/completions", not_allowed);
-  svr.Get("/v1/completions", not_allowed);
-
   auto model_json = [this] {
     return json{{"id", cfg.model_id},
                 {"object", "model"},
@@ -314,14 +328,13 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
     I.listen_fd = sock;
   });
   // Runs before the body is read. cpp-httplib 0.11 enforces the payload limit only for a declared
-  // Content-Length: a chunked body would be read into memory without bound, so chunked request
-  // bodies are refused (411; OpenAI clients send a Content-Length). The unread chunks that follow
-  // are then taken for a malformed next request, answered 400, and the connection closes.
+  // Content-Length: a chunked body, or the body of a POST/PUT/PATCH/PRI that declares no length (read
+  // until the client closes), would be read into memory without bound, so both are refused (411; OpenAI
+  // clients send a Content-Length). The connection closes: its unread bytes are no next request.
   I.svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
-    if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "identity") {
-      send_error(res, ApiError{411, "chunked request bodies are not accepted; send the body with a Content-Length",
-                               "invalid_request_error", "", "length_required"});
+    if (auto e = unbounded_body(req)) {
+      send_error(res, *e);
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -331,7 +344,18 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
     if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e{res.status, "", res.status >= 500 ? "server_error" : "invalid_request_error", "", ""};
     switch (res.status) {
-      case 404: e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url"; break;
+      case 404:
+        // cpp-httplib answers 404 for a route that exists under another method (PUT, DELETE, OPTIONS,
+        // GET of a POST route, POST /health): that is a 405 naming the method to use.
+        if (std::string m = route_method(req.path); !m.empty()) {
+          e.status = 405;
+          e.message = fmt::format("{} is not allowed on {}; use {}", req.method, req.path, m);
+          e.code = "method_not_allowed";
+          res.set_header("Allow", m == "GET" ? "GET, HEAD" : m);
+          break;
+        }
+        e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url";
+        break;
       case 413:
         e.message = fmt::format("the request body is too large; the limit is {} bytes", impl_->cfg.max_body_bytes);
         e.code = "payload_too_large";

@@ -59,8 +59,9 @@ int32_t oracle(std::span<const int32_t> h) {
 }
 
 struct Rig {
-  explicit Rig(ServerConfig sc = {}, engine::FakeBackendOptions o = opts(), engine::EngineConfig ec = {})
-      : fb(o), eng(fb, codec, ec), srv(cfg(sc), eng, codec, render_chatml) {
+  explicit Rig(ServerConfig sc = {}, engine::FakeBackendOptions o = opts(), engine::EngineConfig ec = {},
+               ChatRenderFn render = render_chatml)
+      : fb(o), eng(fb, codec, ec), srv(cfg(sc), eng, codec, std::move(render)) {
     eng.start();
     Status st = srv.bind();
     EXPECT_TRUE(st.ok()) << st.error().message;
@@ -531,6 +532,134 @@ TEST(Http, SlowClientDoesNotBlockOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   slow.join();
   EXPECT_TRUE(slow_reply.starts_with("HTTP/1.1 200")) << slow_reply.substr(0, 100);
+}
+
+// A whole response with a Content-Length is in `r`.
+bool complete_response(const std::string& r) {
+  size_t h = r.find("\r\n\r\n");
+  if (h == std::string::npos) return false;
+  size_t cl = r.find("Content-Length: ");
+  return cl != std::string::npos && cl < h && r.size() >= h + 4 + std::stoul(r.substr(cl + 16));
+}
+
+// The first response a raw socket gets back (until it is whole, the server closes, or `timeout`
+// passes without a byte).
+std::string raw_exchange(int port, const std::string& bytes, std::chrono::milliseconds timeout = 3000ms) {
+  int fd = raw_connect(port);
+  if (fd < 0) return "";
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size())) {
+    char buf[4096];
+    for (ssize_t n; !complete_response(out) && (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+// The status line and JSON body of a raw HTTP response.
+std::pair<int, std::string> raw_status_body(const std::string& resp) {
+  if (!resp.starts_with("HTTP/1.1 ")) return {-1, resp};
+  size_t b = resp.find("\r\n\r\n");
+  return {std::stoi(resp.substr(9, 3)), b == std::string::npos ? "" : resp.substr(b + 4)};
+}
+
+TEST(Http, NumberOverflowIs400) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  const std::string msgs = R"("messages":[{"role":"user","content":"S"}])";
+  // nlohmann's parser throws out_of_range (not parse_error) for a number beyond double: it was a 500.
+  for (std::string field : {R"("max_tokens":1e400)", R"("temperature":-1e400)", R"("seed":1e400)",
+                            R"("logit_bias":{"5":1e400})", R"("frobnicate":[1,2,1e999])"}) {
+    auto r = rig.post(cc, "{" + msgs + "," + field + "}");
+    expect_error(r, 400);
+    EXPECT_NE(r.second.find("number overflow"), std::string::npos) << r.second;
+  }
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, KnownRouteUnderAnotherMethodIs405) {
+  Rig rig;
+  auto c = rig.client();
+  auto expect_405 = [](const httplib::Result& r, const std::string& allow) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 405, "", "method_not_allowed");
+    EXPECT_EQ(r->get_header_value("Allow"), allow);
+  };
+  // cpp-httplib answered these 404 "Unknown request URL".
+  expect_405(c.Put("/v1/chat/completions", chat_body("S"), "application/json"), "POST");
+  expect_405(c.Patch("/v1/completions", "{}", "application/json"), "POST");
+  expect_405(c.Delete("/v1/chat/completions"), "POST");
+  expect_405(c.Options("/v1/completions"), "POST");
+  expect_405(c.Get("/v1/completions"), "POST");
+  expect_405(c.Post("/health", "{}", "application/json"), "GET, HEAD");
+  expect_405(c.Delete("/v1/models"), "GET, HEAD");
+  expect_405(c.Put("/v1/models/fake-model", "{}", "application/json"), "GET, HEAD");
+  auto nf = c.Put("/v1/nothing", "{}", "application/json");
+  ASSERT_TRUE(nf);
+  expect_error({nf->status, nf->body}, 404, "", "unknown_url");
+  EXPECT_EQ(c.Get("/v1/models/other")->status, 404);
+}
+
+TEST(Http, BodyWithoutLengthIs411NotReadWithoutBound) {
+  ServerConfig sc;
+  sc.max_body_bytes = 64 * 1024;
+  Rig rig(sc);
+  // cpp-httplib reads the body of a POST without Content-Length (or with "Transfer-Encoding: identity")
+  // until the client closes, past max_body_bytes: a client could fill the memory (200 MB sent that way
+  // took the process from 138 to 335 MB). Refused at once, before the body.
+  const std::string body = "{\"prompt\":\"S\"}";
+  for (std::string hdr : {"", "Transfer-Encoding: identity\r\n"}) {
+    for (std::string method : {"POST", "PUT"}) {
+      auto r = raw_status_body(raw_exchange(rig.srv.port(), method + " /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" +
+                                                                hdr + "Content-Type: application/json\r\n\r\n" + body));
+      expect_error(r, 411, "", "length_required");
+    }
+  }
+  // An empty POST says so with Content-Length: 0 (a 400 for the empty body, not a wait for the close).
+  expect_error(raw_status_body(raw_exchange(rig.srv.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                            "Content-Length: 0\r\nConnection: close\r\n\r\n")),
+               400);
+  // GET, HEAD, DELETE and OPTIONS without a length have no body.
+  EXPECT_EQ(raw_status_body(raw_exchange(rig.srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).first, 200);
+  EXPECT_EQ(raw_status_body(raw_exchange(rig.srv.port(), "DELETE /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).first, 405);
+  EXPECT_EQ(rig.post("/v1/chat/completions", chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, AssistantToolCallWithNullContentRenders) {
+  // Like Qwen3's template (`'</think>' in message.content`), this one fails on a content that is not text.
+  ChatRenderFn strict = [](const json& messages, const json& tools, bool agp, const json& kwargs) -> Result<std::string> {
+    for (auto& m : messages)
+      if (!m.contains("content") || !m["content"].is_string()) return err("argument of type 'NoneType' is not iterable");
+    return render_chatml(messages, tools, agp, kwargs);
+  };
+  Rig rig({}, Rig::opts(), {}, strict);
+  // The assistant turn as OpenAI clients send it back after a tool call: content null, or left out.
+  json call = {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"a\":1}"}}}}};
+  for (bool left_out : {false, true}) {
+    json body = json::parse(chat_body("S", {{"max_tokens", 2}}));
+    json a = {{"role", "assistant"}, {"tool_calls", call}};
+    if (!left_out) a["content"] = nullptr;
+    body["messages"].push_back(a);
+    body["messages"].push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "2"}});
+    body["messages"].push_back({{"role", "user"}, {"content", "S"}});
+    auto r = rig.post("/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.first, 200) << left_out << " " << r.second;
+  }
+  // A user message still needs its content.
+  expect_error(rig.post("/v1/chat/completions", R"({"messages":[{"role":"user"}]})"), 400, "messages[0].content");
+}
+
+TEST(Http, ErrorsNameNestedFieldsAndLogitBiasKeys) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  expect_error(rig.post(cc, chat_body("S", {{"stream_options", {{"include_usage", "yes"}}}})), 400,
+               "stream_options.include_usage");
+  // Token ids are written in digits: strtoll alone took " 5", "+5" and "-0".
+  for (std::string k : {" 5", "+5", "-0", "5 ", "0x5", "99999999999999999999"})
+    expect_error(rig.post(cc, chat_body("S", {{"logit_bias", {{k, 1}}}})), 400, "logit_bias");
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"logit_bias", {{"5", 1}, {"0", -100}}}})).first, 200);
 }
 
 }  // namespace
