@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -88,6 +91,48 @@ std::optional<ApiError> unbounded_body(const httplib::Request& req) {
   return std::nullopt;
 }
 
+// host and port of a socket's own (peer = false) or far end, as cpp-httplib writes them in a Request.
+std::optional<std::pair<std::string, int>> endpoint(int fd, bool peer) {
+  sockaddr_storage a{};
+  socklen_t n = sizeof a;
+  if ((peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n)) != 0)
+    return std::nullopt;
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&a), n, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV))
+    return std::nullopt;
+  return std::pair<std::string, int>{host, std::atoi(serv)};
+}
+
+// The socket `req` came on, or -1. cpp-httplib 0.11 tells a handler neither its socket nor whether the
+// client is still there; the connection's two endpoints single it out among the process's descriptors
+// (it stays open while its handler runs).
+int connection_socket(const httplib::Request& req) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || fd == dirfd(d)) continue;
+    auto peer = endpoint(static_cast<int>(fd), true);
+    if (!peer || peer->second != req.remote_port || peer->first != req.remote_addr) continue;
+    auto self = endpoint(static_cast<int>(fd), false);
+    if (self && self->second == req.local_port) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// The client closed (or reset) the connection. A client that half-closes after its request counts as
+// gone, as in later cpp-httplib versions' is_connection_closed.
+bool peer_closed(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -109,7 +154,8 @@ struct Server::Impl {
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
   std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res);
-  void generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+  void generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
+                std::vector<int32_t> prompt,
                 int32_t snapshot_at = 0);
   void routes();
 };
@@ -142,8 +188,8 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
   }
 }
 
-void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
-                            int32_t snapshot_at) {
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
+                            std::vector<int32_t> prompt, int32_t snapshot_at) {
   const int64_t ctx = eng.backend().n_ctx();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   const char* what = o.kind == Endpoint::Chat ? "messages" : "prompt";
@@ -202,9 +248,21 @@ void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonPa
   std::shared_ptr<engine::RequestHandle> h = s.handle;
 
   if (!c.stream) {
+    // A client that has gone away frees its sequence within a check interval, as a stream's does on
+    // its next write (else it would generate up to max_tokens for no one, holding a slot).
+    int sock = -2;  // looked up at the first check: most replies are done before
+    auto next_check = Clock::now() + 200ms;
     while (!job->done()) {
       std::vector<engine::Event> evs;
       if (h->wait(evs, 200ms)) job->on_events(evs);
+      if (job->done() || Clock::now() < next_check) continue;
+      next_check = Clock::now() + 200ms;
+      if (sock == -2) sock = connection_socket(req);
+      if (sock >= 0 && peer_closed(sock)) {
+        h->cancel();
+        return send_error(res, ApiError{499, "the client closed the connection", "invalid_request_error", "",
+                                        "client_closed_request"});
+      }
     }
     auto [status, body] = job->result();
     return send_json(res, body, status);
@@ -263,7 +321,7 @@ void Server::Impl::routes() {
     o.in_reasoning = prompt.in_reasoning;
     o.parse_tools = cr.parse_tool_calls;
     o.tools = cr.tools;
-    generate(res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
+    generate(req, res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);
@@ -278,7 +336,7 @@ void Server::Impl::routes() {
     }
     JobOptions o;
     o.kind = Endpoint::Completion;
-    generate(res, std::move(o), cr.common, std::move(tokens));
+    generate(req, res, std::move(o), cr.common, std::move(tokens));
   });
   auto model_json = [this] {
     return json{{"id", cfg.model_id},

@@ -482,6 +482,34 @@ TEST(Http, DisconnectMidStreamFreesSlotAtOnce) {
   EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "ok"}, {"max_tokens", 3}}.dump()).first, 200);
 }
 
+TEST(Http, DisconnectWithoutStreamFreesSlot) {
+  auto o = Rig::opts();
+  o.decode_delay = 2ms;
+  o.n_ctx = 4096;
+  Rig rig({}, o);
+  // A non-streaming client that gives up (its own timeout) while its reply is generated: the sequence
+  // must not run on to max_tokens (6 s here) for no one.
+  int fd = raw_connect(rig.srv.port());
+  ASSERT_GE(fd, 0);
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 3000}}.dump());
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  for (int i = 0; i < 200 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(rig.eng.stats().running, 1);
+  std::this_thread::sleep_for(300ms);  // past the first check: the lookup of its socket has been made
+  auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rig.eng.stats().running, 0);
+  EXPECT_LT(ms, 1000) << "the slot of a gone client must be freed within a check interval";
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+  // A client that stays gets its whole reply, however long it takes.
+  auto r = rig.post("/v1/completions", json{{"prompt", "stay"}, {"max_tokens", 300}}.dump());
+  EXPECT_EQ(r.first, 200);
+  EXPECT_EQ(json::parse(r.second)["usage"]["completion_tokens"], 300);
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+}
+
 TEST(Http, StalledReaderIsDroppedAfterTheWriteTimeout) {
   ServerConfig sc;
   sc.io_timeout_s = 1;
