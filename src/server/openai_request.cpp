@@ -220,10 +220,8 @@ std::optional<ApiError> normalise_tool_calls(json& m, size_t idx) {
     } else if (args->is_string()) {
       // OpenAI sends arguments as JSON text; the chat templates iterate them as a mapping.
       const std::string& text = args->get_ref<const std::string&>();
-      if (nests_deeper_than(text, kMaxJsonDepth))
-        return bad_request(
-            fmt::format("'{}': function.arguments nests arrays/objects more than {} levels deep", param, kMaxJsonDepth),
-            param);
+      if (auto why = json_shape_error(text))
+        return bad_request(fmt::format("'{}': function.arguments {}", param, *why), param);
       json parsed = json::parse(text, nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object())
         return bad_request(fmt::format("'{}': function.arguments must be a JSON object (as text)", param), param);

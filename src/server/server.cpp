@@ -176,8 +176,8 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
     send_error(res, *e);
     return std::nullopt;
   }
-  if (nests_deeper_than(req.body, kMaxJsonDepth)) {
-    send_error(res, bad_request(fmt::format("the body nests arrays/objects more than {} levels deep", kMaxJsonDepth)));
+  if (auto why = json_shape_error(req.body)) {
+    send_error(res, bad_request("the body " + *why));
     return std::nullopt;
   }
   try {

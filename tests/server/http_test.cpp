@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/fake_backend.h"
 #include "engine/text_stream.h"
+#include "server/json_text.h"
 #include "server/server.h"
 
 namespace ds::server {
@@ -677,6 +680,42 @@ TEST(Http, AssistantToolCallWithNullContentRenders) {
   }
   // A user message still needs its content.
   expect_error(rig.post("/v1/chat/completions", R"({"messages":[{"role":"user"}]})"), 400, "messages[0].content");
+}
+
+// A JSON object of n members "k0":0,"k1":1,...
+std::string wide_object(int n) {
+  std::string s = "{";
+  for (int i = 0; i < n; i++) s += fmt::format("{}\"k{}\":{}", i ? "," : "", i, i);
+  return s + "}";
+}
+
+TEST(Http, WideObjectsAreRefusedBeforeTheParse) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  const std::string head = R"({"messages":[{"role":"user","content":"S"}],"max_tokens":2,"x":)";
+  // ordered_json parses an object of n members in n²/2 key comparisons: 60,000 members (800 KB) held a
+  // core for seconds (a 5 MB body with 300,000 members: 162 s).
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = rig.post(cc, head + wide_object(60000) + "}");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  expect_error(r, 400);
+  EXPECT_NE(r.second.find("more than 1024 members"), std::string::npos) << r.second;
+  EXPECT_EQ(rig.post(cc, head + wide_object(kMaxJsonMembers) + "}").first, 200);
+  expect_error(rig.post(cc, head + wide_object(kMaxJsonMembers + 1) + "}"), 400);
+  // Commas inside strings and arrays are no members.
+  std::string long_array = "[0";
+  for (int i = 0; i < 3000; i++) long_array += ",1";
+  EXPECT_EQ(rig.post(cc, head + "{\"a\":" + long_array + "],\"b\":\"" + std::string(5000, ',') + "\"}}").first, 200);
+  // The same bound for the JSON text of a tool call's arguments, and for the model's own tool calls.
+  json body = json::parse(chat_body("S", {{"max_tokens", 2}}));
+  body["messages"].push_back({{"role", "assistant"},
+                              {"content", ""},
+                              {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", wide_object(2000)}}}}}}});
+  auto a = rig.post(cc, body.dump());
+  expect_error(a, 400, "messages[1].tool_calls");
+  EXPECT_NE(a.second.find("more than 1024 members"), std::string::npos) << a.second;
+  EXPECT_TRUE(parse_json_text(wide_object(kMaxJsonMembers + 1)).is_discarded());
+  EXPECT_EQ(parse_json_text(wide_object(kMaxJsonMembers)).size(), static_cast<size_t>(kMaxJsonMembers));
 }
 
 TEST(Http, ErrorsNameNestedFieldsAndLogitBiasKeys) {
