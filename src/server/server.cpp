@@ -78,8 +78,10 @@ std::string random_hex(size_t n) {
   return s.substr(0, n);
 }
 
-// A request whose body cpp-httplib would read without the --max-body-mb bound (see the pre-routing handler).
-std::optional<ApiError> unbounded_body(const httplib::Request& req) {
+// A request whose body cpp-httplib would read without the --max-body-mb bound (see the pre-routing
+// handler), or could not decode (it is built without zlib: a compressed body came out as a 400
+// "malformed HTTP request").
+std::optional<ApiError> unreadable_body(const httplib::Request& req) {
   auto length_required = [](std::string msg) {
     return ApiError{411, std::move(msg), "invalid_request_error", "", "length_required"};
   };
@@ -88,6 +90,9 @@ std::optional<ApiError> unbounded_body(const httplib::Request& req) {
   const bool reads_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "PRI";
   if (reads_body && !req.has_header("Content-Length"))
     return length_required(fmt::format("{} needs a Content-Length header (0 for no body)", req.method));
+  if (std::string ce = req.get_header_value("Content-Encoding"); !ce.empty() && ce != "identity")
+    return ApiError{415, fmt::format("Content-Encoding '{}' is not supported; send the body uncompressed", ce),
+                    "invalid_request_error", "", "unsupported_media_type"};
   return std::nullopt;
 }
 
@@ -388,10 +393,13 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   // Runs before the body is read. cpp-httplib 0.11 enforces the payload limit only for a declared
   // Content-Length: a chunked body, or the body of a POST/PUT/PATCH/PRI that declares no length (read
   // until the client closes), would be read into memory without bound, so both are refused (411; OpenAI
-  // clients send a Content-Length). The connection closes: its unread bytes are no next request.
+  // clients send a Content-Length); so are compressed bodies (415). The unread body bytes are then taken
+  // for a next request: answered 400, or dropped after --timeout (a "Connection: close" reply does not
+  // close the connection in cpp-httplib 0.11, nor does shutting its read side: the answer is lost).
+  // The connection holds its thread until then, as any slow client does.
   I.svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
-    if (auto e = unbounded_body(req)) {
+    if (auto e = unreadable_body(req)) {
       send_error(res, *e);
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
@@ -419,6 +427,8 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
         e.code = "payload_too_large";
         break;
       case 400: e.message = "malformed HTTP request"; break;
+      case 414: e.message = "the request URL is too long"; break;
+      case 416: e.message = fmt::format("the Range header '{}' cannot be satisfied", req.get_header_value("Range")); break;
       default: e.message = fmt::format("HTTP {}", res.status);
     }
     send_error(res, e);

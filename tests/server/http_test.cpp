@@ -658,6 +658,23 @@ TEST(Http, BodyWithoutLengthIs411NotReadWithoutBound) {
   EXPECT_EQ(rig.post("/v1/chat/completions", chat_body("S", {{"max_tokens", 2}})).first, 200);
 }
 
+TEST(Http, CompressedBodyLongUrlAndBadRangeAreNamed) {
+  Rig rig;
+  // cpp-httplib (built without zlib) answered a gzip body 400 "malformed HTTP request", a long URL and
+  // an unsatisfiable Range "HTTP 414" / "HTTP 416".
+  auto gz = raw_status_body(raw_exchange(rig.srv.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                         "Content-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc"));
+  expect_error(gz, 415, "", "unsupported_media_type");
+  EXPECT_NE(gz.second.find("Content-Encoding 'gzip'"), std::string::npos) << gz.second;
+  auto url = raw_status_body(raw_exchange(rig.srv.port(), "GET /health?" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  expect_error(url, 414);
+  EXPECT_NE(url.second.find("URL is too long"), std::string::npos) << url.second;
+  auto range = raw_status_body(raw_exchange(rig.srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\nRange: bytes=9-1\r\n\r\n"));
+  expect_error(range, 416);
+  EXPECT_NE(range.second.find("bytes=9-1"), std::string::npos) << range.second;
+  EXPECT_EQ(rig.post("/v1/chat/completions", chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
 TEST(Http, AssistantToolCallWithNullContentRenders) {
   // Like Qwen3's template (`'</think>' in message.content`), this one fails on a content that is not text.
   ChatRenderFn strict = [](const json& messages, const json& tools, bool agp, const json& kwargs) -> Result<std::string> {
