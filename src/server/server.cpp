@@ -8,11 +8,15 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "core/log.h"
 #include "server/job.h"
@@ -137,6 +141,63 @@ bool peer_closed(int fd) {
   pollfd p{fd, POLLRDHUP, 0};
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
+
+// cpp-httplib gives a connection one worker for its whole life and reads a request's header section
+// with a per-read timeout only, so a connection that sends nothing (until the keep-alive timeout) or
+// trickles bytes holds its worker: with a fixed pool the other clients waited for one (100 idle
+// connections against 84 workers held a /health request 9.7 s). This pool starts another worker
+// whenever a connection arrives and none is free, up to `max`; those beyond `base` end after a minute idle.
+class ElasticPool : public httplib::TaskQueue {
+ public:
+  ElasticPool(size_t base, size_t max) : base_(base), max_(std::max(base, max)) {
+    std::lock_guard l(m_);
+    while (workers_ < base_) start_worker();
+  }
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard l(m_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ < jobs_.size() && workers_ < max_) start_worker();
+    cv_.notify_one();
+  }
+  // Runs the queued connections, then returns once every worker has ended.
+  void shutdown() override {
+    std::unique_lock l(m_);
+    stop_ = true;
+    cv_.notify_all();
+    ended_.wait(l, [&] { return workers_ == 0; });
+  }
+
+ private:
+  void start_worker() {  // m_ held
+    workers_++;
+    std::thread([this] { work(); }).detach();
+  }
+  void work() {
+    std::unique_lock l(m_);
+    for (;;) {
+      idle_++;
+      const bool woken = cv_.wait_for(l, 60s, [&] { return stop_ || !jobs_.empty(); });
+      idle_--;
+      if (jobs_.empty()) {
+        if (stop_ || (!woken && workers_ > base_)) break;
+        continue;
+      }
+      auto fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      l.unlock();
+      fn();
+      l.lock();
+    }
+    workers_--;
+    ended_.notify_all();
+  }
+  const size_t base_, max_;
+  std::mutex m_;
+  std::condition_variable cv_, ended_;
+  std::deque<std::function<void()>> jobs_;
+  size_t workers_ = 0, idle_ = 0;
+  bool stop_ = false;
+};
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -377,7 +438,10 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   std::signal(SIGPIPE, SIG_IGN);  // a write to a closed socket must fail, not kill the process
   int threads = I.cfg.http_threads > 0 ? I.cfg.http_threads
                                        : I.eng.backend().n_slots() + I.eng.config().max_queue + 16;
-  I.svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Up to 4x that many (at least 1024) while connections hold them all (idle or slow clients).
+  I.svr.new_task_queue = [threads] {
+    return new ElasticPool(static_cast<size_t>(threads), std::max<size_t>(4 * static_cast<size_t>(threads), 1024));
+  };
   I.svr.set_payload_max_length(I.cfg.max_body_bytes);
   I.svr.set_read_timeout(I.cfg.io_timeout_s, 0);
   I.svr.set_write_timeout(I.cfg.io_timeout_s, 0);

@@ -513,6 +513,26 @@ TEST(Http, DisconnectWithoutStreamFreesSlot) {
   EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
 }
 
+TEST(Http, IdleConnectionsDoNotStarveOthers) {
+  ServerConfig sc;
+  sc.http_threads = 2;
+  sc.io_timeout_s = 3;
+  Rig rig(sc);
+  // Connections that send nothing hold a worker each until the keep-alive timeout: with a fixed pool of
+  // 2 a request behind 4 of them waited 6 s.
+  std::vector<int> idle;
+  for (int i = 0; i < 4; i++) idle.push_back(raw_connect(rig.srv.port()));
+  std::this_thread::sleep_for(100ms);  // all accepted and waiting for a request line
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump()).first, 200);
+  auto c = rig.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  for (int fd : idle) close(fd);
+}
+
 TEST(Http, StalledReaderIsDroppedAfterTheWriteTimeout) {
   ServerConfig sc;
   sc.io_timeout_s = 1;
