@@ -36,10 +36,11 @@ const json* field(const json& b, const char* key) {
   return &*it;
 }
 
-std::optional<ApiError> get_bool(const json& b, const char* key, bool& out) {
+// `param` names the field in errors when it is nested (stream_options.include_usage).
+std::optional<ApiError> get_bool(const json& b, const char* key, bool& out, const char* param = nullptr) {
   const json* v = field(b, key);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
+  if (!v->is_boolean()) return wrong_type(param ? param : key, "a boolean", *v);
   out = v->get<bool>();
   return std::nullopt;
 }
@@ -87,7 +88,7 @@ std::optional<ApiError> parse_common(const json& b, int32_t n_vocab, CommonParam
   TRY_API(get_bool(b, "stream", c.stream));
   if (const json* so = field(b, "stream_options")) {
     if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
-    TRY_API(get_bool(*so, "include_usage", c.include_usage));
+    TRY_API(get_bool(*so, "include_usage", c.include_usage, "stream_options.include_usage"));
   }
   std::optional<int64_t> mt, mct;
   TRY_API(get_int(b, "max_tokens", 1, INT32_MAX, mt));
@@ -148,9 +149,10 @@ std::optional<ApiError> parse_common(const json& b, int32_t n_vocab, CommonParam
     if (!lb->is_object()) return wrong_type("logit_bias", "an object of token id -> bias", *lb);
     if (lb->size() > 1024) return bad_request("'logit_bias' may hold at most 1024 entries", "logit_bias");
     for (auto& [k, v] : lb->items()) {
-      char* end = nullptr;
-      long long id = std::strtoll(k.c_str(), &end, 10);
-      if (k.empty() || *end || id < 0 || id >= n_vocab)
+      // Digits only: strtoll alone also takes " 5", "+5" and "-0".
+      const bool digits = !k.empty() && k.size() <= 10 && k.find_first_not_of("0123456789") == std::string::npos;
+      const long long id = digits ? std::strtoll(k.c_str(), nullptr, 10) : -1;
+      if (id < 0 || id >= n_vocab)
         return bad_request(fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", k, n_vocab), "logit_bias");
       if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100)
         return bad_request("'logit_bias' values must be numbers between -100 and 100", "logit_bias");
@@ -167,13 +169,15 @@ std::optional<ApiError> parse_common(const json& b, int32_t n_vocab, CommonParam
   return std::nullopt;
 }
 
-// Message content as the template sees it: a string (text parts joined) or null.
+// Message content as the template sees it: a string (text parts joined; "" for an assistant's null).
 std::optional<ApiError> normalise_content(json& m, size_t idx, bool null_ok) {
   const std::string param = fmt::format("messages[{}].content", idx);
   auto it = m.find("content");
   if (it == m.end() || it->is_null()) {
     if (!null_ok) return bad_request(fmt::format("'{}' is required", param), param);
-    m["content"] = nullptr;
+    // An assistant tool-call message comes back from OpenAI clients with content null. Templates such as
+    // Qwen3's test `'</think>' in message.content`, which fails on null; Qwen3.5's renders null as "".
+    m["content"] = "";
     return std::nullopt;
   }
   if (it->is_string()) return std::nullopt;
@@ -216,10 +220,8 @@ std::optional<ApiError> normalise_tool_calls(json& m, size_t idx) {
     } else if (args->is_string()) {
       // OpenAI sends arguments as JSON text; the chat templates iterate them as a mapping.
       const std::string& text = args->get_ref<const std::string&>();
-      if (nests_deeper_than(text, kMaxJsonDepth))
-        return bad_request(
-            fmt::format("'{}': function.arguments nests arrays/objects more than {} levels deep", param, kMaxJsonDepth),
-            param);
+      if (auto why = json_shape_error(text))
+        return bad_request(fmt::format("'{}': function.arguments {}", param, *why), param);
       json parsed = json::parse(text, nullptr, false);
       if (parsed.is_discarded() || !parsed.is_object())
         return bad_request(fmt::format("'{}': function.arguments must be a JSON object (as text)", param), param);

@@ -31,7 +31,7 @@ struct CommonParams {
 
 struct ChatRequest {
   CommonParams common;
-  nlohmann::ordered_json messages;  // normalised: content is a string or null, tool arguments are objects
+  nlohmann::ordered_json messages;  // normalised: content is a string, tool arguments are objects
   nlohmann::ordered_json tools;     // array (maybe empty)
   bool parse_tool_calls = true;  // false with tool_choice "none"
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs

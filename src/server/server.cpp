@@ -1,14 +1,22 @@
 #include "server/server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "core/log.h"
 #include "server/job.h"
@@ -43,6 +51,13 @@ const std::set<std::string>& known_routes() {
   return r;
 }
 
+// The one method a route serves (HEAD goes with GET); empty for a path that is no route.
+std::string route_method(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11)) return "GET";
+  return "";
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(dump(error_json(e)), "application/json");
@@ -67,6 +82,123 @@ std::string random_hex(size_t n) {
   return s.substr(0, n);
 }
 
+// A request whose body cpp-httplib would read without the --max-body-mb bound (see the pre-routing
+// handler), or could not decode (it is built without zlib: a compressed body came out as a 400
+// "malformed HTTP request").
+std::optional<ApiError> unreadable_body(const httplib::Request& req) {
+  auto length_required = [](std::string msg) {
+    return ApiError{411, std::move(msg), "invalid_request_error", "", "length_required"};
+  };
+  if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "identity")
+    return length_required("chunked request bodies are not accepted; send the body with a Content-Length");
+  const bool reads_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "PRI";
+  if (reads_body && !req.has_header("Content-Length"))
+    return length_required(fmt::format("{} needs a Content-Length header (0 for no body)", req.method));
+  if (std::string ce = req.get_header_value("Content-Encoding"); !ce.empty() && ce != "identity")
+    return ApiError{415, fmt::format("Content-Encoding '{}' is not supported; send the body uncompressed", ce),
+                    "invalid_request_error", "", "unsupported_media_type"};
+  return std::nullopt;
+}
+
+// host and port of a socket's own (peer = false) or far end, as cpp-httplib writes them in a Request.
+std::optional<std::pair<std::string, int>> endpoint(int fd, bool peer) {
+  sockaddr_storage a{};
+  socklen_t n = sizeof a;
+  if ((peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n)) != 0)
+    return std::nullopt;
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&a), n, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV))
+    return std::nullopt;
+  return std::pair<std::string, int>{host, std::atoi(serv)};
+}
+
+// The socket `req` came on, or -1. cpp-httplib 0.11 tells a handler neither its socket nor whether the
+// client is still there; the connection's two endpoints single it out among the process's descriptors
+// (it stays open while its handler runs).
+int connection_socket(const httplib::Request& req) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || fd == dirfd(d)) continue;
+    auto peer = endpoint(static_cast<int>(fd), true);
+    if (!peer || peer->second != req.remote_port || peer->first != req.remote_addr) continue;
+    auto self = endpoint(static_cast<int>(fd), false);
+    if (self && self->second == req.local_port) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// The client closed (or reset) the connection. A client that half-closes after its request counts as
+// gone, as in later cpp-httplib versions' is_connection_closed.
+bool peer_closed(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+// cpp-httplib gives a connection one worker for its whole life and reads a request's header section
+// with a per-read timeout only, so a connection that sends nothing (until the keep-alive timeout) or
+// trickles bytes holds its worker: with a fixed pool the other clients waited for one (100 idle
+// connections against 84 workers held a /health request 9.7 s). This pool starts another worker
+// whenever a connection arrives and none is free, up to `max`; those beyond `base` end after a minute idle.
+class ElasticPool : public httplib::TaskQueue {
+ public:
+  ElasticPool(size_t base, size_t max) : base_(base), max_(std::max(base, max)) {
+    std::lock_guard l(m_);
+    while (workers_ < base_) start_worker();
+  }
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard l(m_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ < jobs_.size() && workers_ < max_) start_worker();
+    cv_.notify_one();
+  }
+  // Runs the queued connections, then returns once every worker has ended.
+  void shutdown() override {
+    std::unique_lock l(m_);
+    stop_ = true;
+    cv_.notify_all();
+    ended_.wait(l, [&] { return workers_ == 0; });
+  }
+
+ private:
+  void start_worker() {  // m_ held
+    workers_++;
+    std::thread([this] { work(); }).detach();
+  }
+  void work() {
+    std::unique_lock l(m_);
+    for (;;) {
+      idle_++;
+      const bool woken = cv_.wait_for(l, 60s, [&] { return stop_ || !jobs_.empty(); });
+      idle_--;
+      if (jobs_.empty()) {
+        if (stop_ || (!woken && workers_ > base_)) break;
+        continue;
+      }
+      auto fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      l.unlock();
+      fn();
+      l.lock();
+    }
+    workers_--;
+    ended_.notify_all();
+  }
+  const size_t base_, max_;
+  std::mutex m_;
+  std::condition_variable cv_, ended_;
+  std::deque<std::function<void()>> jobs_;
+  size_t workers_ = 0, idle_ = 0;
+  bool stop_ = false;
+};
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -88,7 +220,8 @@ struct Server::Impl {
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
   std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res);
-  void generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
+  void generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
+                std::vector<int32_t> prompt,
                 int32_t snapshot_at = 0);
   void routes();
 };
@@ -109,20 +242,20 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
     send_error(res, *e);
     return std::nullopt;
   }
-  if (nests_deeper_than(req.body, kMaxJsonDepth)) {
-    send_error(res, bad_request(fmt::format("the body nests arrays/objects more than {} levels deep", kMaxJsonDepth)));
+  if (auto why = json_shape_error(req.body)) {
+    send_error(res, bad_request("the body " + *why));
     return std::nullopt;
   }
   try {
     return json::parse(req.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     send_error(res, bad_request(fmt::format("the body is not valid JSON: {}", e.what())));
     return std::nullopt;
   }
 }
 
-void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonParams& c, std::vector<int32_t> prompt,
-                            int32_t snapshot_at) {
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
+                            std::vector<int32_t> prompt, int32_t snapshot_at) {
   const int64_t ctx = eng.backend().n_ctx();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   const char* what = o.kind == Endpoint::Chat ? "messages" : "prompt";
@@ -181,9 +314,21 @@ void Server::Impl::generate(httplib::Response& res, JobOptions o, const CommonPa
   std::shared_ptr<engine::RequestHandle> h = s.handle;
 
   if (!c.stream) {
+    // A client that has gone away frees its sequence within a check interval, as a stream's does on
+    // its next write (else it would generate up to max_tokens for no one, holding a slot).
+    int sock = -2;  // looked up at the first check: most replies are done before
+    auto next_check = Clock::now() + 200ms;
     while (!job->done()) {
       std::vector<engine::Event> evs;
       if (h->wait(evs, 200ms)) job->on_events(evs);
+      if (job->done() || Clock::now() < next_check) continue;
+      next_check = Clock::now() + 200ms;
+      if (sock == -2) sock = connection_socket(req);
+      if (sock >= 0 && peer_closed(sock)) {
+        h->cancel();
+        return send_error(res, ApiError{499, "the client closed the connection", "invalid_request_error", "",
+                                        "client_closed_request"});
+      }
     }
     auto [status, body] = job->result();
     return send_json(res, body, status);
@@ -242,7 +387,7 @@ void Server::Impl::routes() {
     o.in_reasoning = prompt.in_reasoning;
     o.parse_tools = cr.parse_tool_calls;
     o.tools = cr.tools;
-    generate(res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
+    generate(req, res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);
@@ -259,15 +404,8 @@ void Server::Impl::routes() {
       tokens = std::get<std::vector<int32_t>>(cr.prompt);
       for (int32_t t : tokens) o.prompt_chars += utf8_chars(codec.token_bytes(t));
     }
-    generate(res, std::move(o), cr.common, std::move(tokens));
+    generate(req, res, std::move(o), cr.common, std::move(tokens));
   });
-  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-    send_error(res, ApiError{405, fmt::format("{} is not allowed on {}; use POST", req.method, req.path),
-                             "invalid_request_error", "", "method_not_allowed"});
-  };
-  svr.Get("/v1/chat/completions", not_allowed);
-  svr.Get("/v1/completions", not_allowed);
-
   auto model_json = [this] {
     return json{{"id", cfg.model_id},
                 {"object", "model"},
@@ -302,7 +440,10 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   std::signal(SIGPIPE, SIG_IGN);  // a write to a closed socket must fail, not kill the process
   int threads = I.cfg.http_threads > 0 ? I.cfg.http_threads
                                        : I.eng.backend().n_slots() + I.eng.config().max_queue + 16;
-  I.svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // Up to 4x that many (at least 1024) while connections hold them all (idle or slow clients).
+  I.svr.new_task_queue = [threads] {
+    return new ElasticPool(static_cast<size_t>(threads), std::max<size_t>(4 * static_cast<size_t>(threads), 1024));
+  };
   I.svr.set_payload_max_length(I.cfg.max_body_bytes);
   I.svr.set_read_timeout(I.cfg.io_timeout_s, 0);
   I.svr.set_write_timeout(I.cfg.io_timeout_s, 0);
@@ -316,14 +457,16 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
     I.listen_fd = sock;
   });
   // Runs before the body is read. cpp-httplib 0.11 enforces the payload limit only for a declared
-  // Content-Length: a chunked body would be read into memory without bound, so chunked request
-  // bodies are refused (411; OpenAI clients send a Content-Length). The unread chunks that follow
-  // are then taken for a malformed next request, answered 400, and the connection closes.
+  // Content-Length: a chunked body, or the body of a POST/PUT/PATCH/PRI that declares no length (read
+  // until the client closes), would be read into memory without bound, so both are refused (411; OpenAI
+  // clients send a Content-Length); so are compressed bodies (415). The unread body bytes are then taken
+  // for a next request: answered 400, or dropped after --timeout (a "Connection: close" reply does not
+  // close the connection in cpp-httplib 0.11, nor does shutting its read side: the answer is lost).
+  // The connection holds its thread until then, as any slow client does.
   I.svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
-    if (req.has_header("Transfer-Encoding") && req.get_header_value("Transfer-Encoding") != "identity") {
-      send_error(res, ApiError{411, "chunked request bodies are not accepted; send the body with a Content-Length",
-                               "invalid_request_error", "", "length_required"});
+    if (auto e = unreadable_body(req)) {
+      send_error(res, *e);
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -333,12 +476,25 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
     if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e{res.status, "", res.status >= 500 ? "server_error" : "invalid_request_error", "", ""};
     switch (res.status) {
-      case 404: e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url"; break;
+      case 404:
+        // cpp-httplib answers 404 for a route that exists under another method (PUT, DELETE, OPTIONS,
+        // GET of a POST route, POST /health): that is a 405 naming the method to use.
+        if (std::string m = route_method(req.path); !m.empty()) {
+          e.status = 405;
+          e.message = fmt::format("{} is not allowed on {}; use {}", req.method, req.path, m);
+          e.code = "method_not_allowed";
+          res.set_header("Allow", m == "GET" ? "GET, HEAD" : m);
+          break;
+        }
+        e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url";
+        break;
       case 413:
         e.message = fmt::format("the request body is too large; the limit is {} bytes", impl_->cfg.max_body_bytes);
         e.code = "payload_too_large";
         break;
       case 400: e.message = "malformed HTTP request"; break;
+      case 414: e.message = "the request URL is too long"; break;
+      case 416: e.message = fmt::format("the Range header '{}' cannot be satisfied", req.get_header_value("Range")); break;
       default: e.message = fmt::format("HTTP {}", res.status);
     }
     send_error(res, e);

@@ -1,8 +1,9 @@
 // Abuse test of a real `deltaserve serve` process over loopback (ctest e2e.abuse; node's standard
 // library only). Every case asserts the HTTP status and OpenAI's error shape
 // {"error": {"message", "type", "param", "code"}}, and after every case a normal request must still
-// succeed. Cases: malformed JSON, wrong types, unknown fields (accepted), huge bodies (413), deep
-// nesting, prompts over the context (400), max_tokens beyond the limits, invalid UTF-8, missing or
+// succeed. Cases: malformed JSON, wrong types, unknown fields (accepted), huge bodies (413; chunked or
+// length-less ones 411), numbers beyond double (400), other methods on known routes (405), an assistant
+// tool-call turn with content null (200, the model's own template), deep nesting, prompts over the context (400), max_tokens beyond the limits, invalid UTF-8, missing or
 // wrong API key (401), garbage HTTP, a slowloris-style partial body (times out while others are
 // served), and disconnects mid-stream (the sequence is freed: /health and /metrics show it).
 // Bounded: ~20 s on a tiny fixture model.
@@ -130,6 +131,28 @@ await test('huge bodies are 413 (chunked ones 411)', async () => {
                 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n'),
     Buffer.from(big.length.toString(16) + '\r\n'), big, Buffer.from('\r\n0\r\n\r\n')]);
   expectError(parseRaw(await raw(chunked)), 411, { code: 'length_required' });
+  // So is a POST that declares no length at all: cpp-httplib would read it until the client closes.
+  const noLength = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+                   'Content-Type: application/json\r\nConnection: close\r\n\r\n{"prompt": "x"}';
+  expectError(parseRaw(await raw(noLength)), 411, { code: 'length_required' });
+});
+
+await test('numbers beyond double are 400, other methods on known routes 405', async () => {
+  const r = await post(CC, `{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}`);
+  expectError(r, 400, { message: /number overflow/ });
+  expectError(await httpRequest(CC, { method: 'PUT', headers: AUTH, body: {} }), 405, { code: 'method_not_allowed' });
+  expectError(await httpRequest(`${srv.url}/health`, { method: 'POST', body: {} }), 405, { code: 'method_not_allowed' });
+});
+
+await test('an assistant tool-call turn with content null renders with the model\'s template', async () => {
+  // As OpenAI clients send the turn back; Qwen3's template tests `'</think>' in message.content`.
+  const call = { id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a": 1}' } };
+  for (const assistant of [{ role: 'assistant', content: null, tool_calls: [call] },
+                           { role: 'assistant', tool_calls: [call] }]) {
+    const r = await post(CC, { messages: [...msgs('Use f'), assistant, { role: 'tool', tool_call_id: 'c1', content: '2' }],
+                               max_tokens: 2, tools: [{ type: 'function', function: { name: 'f' } }] });
+    assert.equal(r.status, 200, r.body);
+  }
 });
 
 await test('deeply nested JSON is answered, not a crash', async () => {

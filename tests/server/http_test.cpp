@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/fake_backend.h"
 #include "engine/text_stream.h"
+#include "server/json_text.h"
 #include "server/server.h"
 
 namespace ds::server {
@@ -59,8 +62,9 @@ int32_t oracle(std::span<const int32_t> h) {
 }
 
 struct Rig {
-  explicit Rig(ServerConfig sc = {}, engine::FakeBackendOptions o = opts(), engine::EngineConfig ec = {})
-      : fb(o), eng(fb, codec, ec), srv(cfg(sc), eng, codec, render_chatml) {
+  explicit Rig(ServerConfig sc = {}, engine::FakeBackendOptions o = opts(), engine::EngineConfig ec = {},
+               ChatRenderFn render = render_chatml)
+      : fb(o), eng(fb, codec, ec), srv(cfg(sc), eng, codec, std::move(render)) {
     eng.start();
     Status st = srv.bind();
     EXPECT_TRUE(st.ok()) << st.error().message;
@@ -481,6 +485,54 @@ TEST(Http, DisconnectMidStreamFreesSlotAtOnce) {
   EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "ok"}, {"max_tokens", 3}}.dump()).first, 200);
 }
 
+TEST(Http, DisconnectWithoutStreamFreesSlot) {
+  auto o = Rig::opts();
+  o.decode_delay = 2ms;
+  o.n_ctx = 4096;
+  Rig rig({}, o);
+  // A non-streaming client that gives up (its own timeout) while its reply is generated: the sequence
+  // must not run on to max_tokens (6 s here) for no one.
+  int fd = raw_connect(rig.srv.port());
+  ASSERT_GE(fd, 0);
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 3000}}.dump());
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  for (int i = 0; i < 200 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(rig.eng.stats().running, 1);
+  std::this_thread::sleep_for(300ms);  // past the first check: the lookup of its socket has been made
+  auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(rig.eng.stats().running, 0);
+  EXPECT_LT(ms, 1000) << "the slot of a gone client must be freed within a check interval";
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+  // A client that stays gets its whole reply, however long it takes.
+  auto r = rig.post("/v1/completions", json{{"prompt", "stay"}, {"max_tokens", 300}}.dump());
+  EXPECT_EQ(r.first, 200);
+  EXPECT_EQ(json::parse(r.second)["usage"]["completion_tokens"], 300);
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+}
+
+TEST(Http, IdleConnectionsDoNotStarveOthers) {
+  ServerConfig sc;
+  sc.http_threads = 2;
+  sc.io_timeout_s = 3;
+  Rig rig(sc);
+  // Connections that send nothing hold a worker each until the keep-alive timeout: with a fixed pool of
+  // 2 a request behind 4 of them waited 6 s.
+  std::vector<int> idle;
+  for (int i = 0; i < 4; i++) idle.push_back(raw_connect(rig.srv.port()));
+  std::this_thread::sleep_for(100ms);  // all accepted and waiting for a request line
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "x"}, {"max_tokens", 2}}.dump()).first, 200);
+  auto c = rig.client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  for (int fd : idle) close(fd);
+}
+
 TEST(Http, StalledReaderIsDroppedAfterTheWriteTimeout) {
   ServerConfig sc;
   sc.io_timeout_s = 1;
@@ -531,6 +583,187 @@ TEST(Http, SlowClientDoesNotBlockOthers) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   slow.join();
   EXPECT_TRUE(slow_reply.starts_with("HTTP/1.1 200")) << slow_reply.substr(0, 100);
+}
+
+// A whole response with a Content-Length is in `r`.
+bool complete_response(const std::string& r) {
+  size_t h = r.find("\r\n\r\n");
+  if (h == std::string::npos) return false;
+  size_t cl = r.find("Content-Length: ");
+  return cl != std::string::npos && cl < h && r.size() >= h + 4 + std::stoul(r.substr(cl + 16));
+}
+
+// The first response a raw socket gets back (until it is whole, the server closes, or `timeout`
+// passes without a byte).
+std::string raw_exchange(int port, const std::string& bytes, std::chrono::milliseconds timeout = 3000ms) {
+  int fd = raw_connect(port);
+  if (fd < 0) return "";
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size())) {
+    char buf[4096];
+    for (ssize_t n; !complete_response(out) && (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+// The status line and JSON body of a raw HTTP response.
+std::pair<int, std::string> raw_status_body(const std::string& resp) {
+  if (!resp.starts_with("HTTP/1.1 ")) return {-1, resp};
+  size_t b = resp.find("\r\n\r\n");
+  return {std::stoi(resp.substr(9, 3)), b == std::string::npos ? "" : resp.substr(b + 4)};
+}
+
+TEST(Http, NumberOverflowIs400) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  const std::string msgs = R"("messages":[{"role":"user","content":"S"}])";
+  // nlohmann's parser throws out_of_range (not parse_error) for a number beyond double: it was a 500.
+  for (std::string field : {R"("max_tokens":1e400)", R"("temperature":-1e400)", R"("seed":1e400)",
+                            R"("logit_bias":{"5":1e400})", R"("frobnicate":[1,2,1e999])"}) {
+    auto r = rig.post(cc, "{" + msgs + "," + field + "}");
+    expect_error(r, 400);
+    EXPECT_NE(r.second.find("number overflow"), std::string::npos) << r.second;
+  }
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, KnownRouteUnderAnotherMethodIs405) {
+  Rig rig;
+  auto c = rig.client();
+  auto expect_405 = [](const httplib::Result& r, const std::string& allow) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 405, "", "method_not_allowed");
+    EXPECT_EQ(r->get_header_value("Allow"), allow);
+  };
+  // cpp-httplib answered these 404 "Unknown request URL".
+  expect_405(c.Put("/v1/chat/completions", chat_body("S"), "application/json"), "POST");
+  expect_405(c.Patch("/v1/completions", "{}", "application/json"), "POST");
+  expect_405(c.Delete("/v1/chat/completions"), "POST");
+  expect_405(c.Options("/v1/completions"), "POST");
+  expect_405(c.Get("/v1/completions"), "POST");
+  expect_405(c.Post("/health", "{}", "application/json"), "GET, HEAD");
+  expect_405(c.Delete("/v1/models"), "GET, HEAD");
+  expect_405(c.Put("/v1/models/fake-model", "{}", "application/json"), "GET, HEAD");
+  auto nf = c.Put("/v1/nothing", "{}", "application/json");
+  ASSERT_TRUE(nf);
+  expect_error({nf->status, nf->body}, 404, "", "unknown_url");
+  EXPECT_EQ(c.Get("/v1/models/other")->status, 404);
+}
+
+TEST(Http, BodyWithoutLengthIs411NotReadWithoutBound) {
+  ServerConfig sc;
+  sc.max_body_bytes = 64 * 1024;
+  Rig rig(sc);
+  // cpp-httplib reads the body of a POST without Content-Length (or with "Transfer-Encoding: identity")
+  // until the client closes, past max_body_bytes: a client could fill the memory (200 MB sent that way
+  // took the process from 138 to 335 MB). Refused at once, before the body.
+  const std::string body = "{\"prompt\":\"S\"}";
+  for (std::string hdr : {"", "Transfer-Encoding: identity\r\n"}) {
+    for (std::string method : {"POST", "PUT"}) {
+      auto r = raw_status_body(raw_exchange(rig.srv.port(), method + " /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" +
+                                                                hdr + "Content-Type: application/json\r\n\r\n" + body));
+      expect_error(r, 411, "", "length_required");
+    }
+  }
+  // An empty POST says so with Content-Length: 0 (a 400 for the empty body, not a wait for the close).
+  expect_error(raw_status_body(raw_exchange(rig.srv.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                            "Content-Length: 0\r\nConnection: close\r\n\r\n")),
+               400);
+  // GET, HEAD, DELETE and OPTIONS without a length have no body.
+  EXPECT_EQ(raw_status_body(raw_exchange(rig.srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).first, 200);
+  EXPECT_EQ(raw_status_body(raw_exchange(rig.srv.port(), "DELETE /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).first, 405);
+  EXPECT_EQ(rig.post("/v1/chat/completions", chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, CompressedBodyLongUrlAndBadRangeAreNamed) {
+  Rig rig;
+  // cpp-httplib (built without zlib) answered a gzip body 400 "malformed HTTP request", a long URL and
+  // an unsatisfiable Range "HTTP 414" / "HTTP 416".
+  auto gz = raw_status_body(raw_exchange(rig.srv.port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                                         "Content-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc"));
+  expect_error(gz, 415, "", "unsupported_media_type");
+  EXPECT_NE(gz.second.find("Content-Encoding 'gzip'"), std::string::npos) << gz.second;
+  auto url = raw_status_body(raw_exchange(rig.srv.port(), "GET /health?" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  expect_error(url, 414);
+  EXPECT_NE(url.second.find("URL is too long"), std::string::npos) << url.second;
+  auto range = raw_status_body(raw_exchange(rig.srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\nRange: bytes=9-1\r\n\r\n"));
+  expect_error(range, 416);
+  EXPECT_NE(range.second.find("bytes=9-1"), std::string::npos) << range.second;
+  EXPECT_EQ(rig.post("/v1/chat/completions", chat_body("S", {{"max_tokens", 2}})).first, 200);
+}
+
+TEST(Http, AssistantToolCallWithNullContentRenders) {
+  // Like Qwen3's template (`'</think>' in message.content`), this one fails on a content that is not text.
+  ChatRenderFn strict = [](const json& messages, const json& tools, bool agp, const json& kwargs) -> Result<std::string> {
+    for (auto& m : messages)
+      if (!m.contains("content") || !m["content"].is_string()) return err("argument of type 'NoneType' is not iterable");
+    return render_chatml(messages, tools, agp, kwargs);
+  };
+  Rig rig({}, Rig::opts(), {}, strict);
+  // The assistant turn as OpenAI clients send it back after a tool call: content null, or left out.
+  json call = {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{\"a\":1}"}}}}};
+  for (bool left_out : {false, true}) {
+    json body = json::parse(chat_body("S", {{"max_tokens", 2}}));
+    json a = {{"role", "assistant"}, {"tool_calls", call}};
+    if (!left_out) a["content"] = nullptr;
+    body["messages"].push_back(a);
+    body["messages"].push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "2"}});
+    body["messages"].push_back({{"role", "user"}, {"content", "S"}});
+    auto r = rig.post("/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.first, 200) << left_out << " " << r.second;
+  }
+  // A user message still needs its content.
+  expect_error(rig.post("/v1/chat/completions", R"({"messages":[{"role":"user"}]})"), 400, "messages[0].content");
+}
+
+// A JSON object of n members "k0":0,"k1":1,...
+std::string wide_object(int n) {
+  std::string s = "{";
+  for (int i = 0; i < n; i++) s += fmt::format("{}\"k{}\":{}", i ? "," : "", i, i);
+  return s + "}";
+}
+
+TEST(Http, WideObjectsAreRefusedBeforeTheParse) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  const std::string head = R"({"messages":[{"role":"user","content":"S"}],"max_tokens":2,"x":)";
+  // ordered_json parses an object of n members in n²/2 key comparisons: 60,000 members (800 KB) held a
+  // core for seconds (a 5 MB body with 300,000 members: 162 s).
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = rig.post(cc, head + wide_object(60000) + "}");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  expect_error(r, 400);
+  EXPECT_NE(r.second.find("more than 1024 members"), std::string::npos) << r.second;
+  EXPECT_EQ(rig.post(cc, head + wide_object(kMaxJsonMembers) + "}").first, 200);
+  expect_error(rig.post(cc, head + wide_object(kMaxJsonMembers + 1) + "}"), 400);
+  // Commas inside strings and arrays are no members.
+  std::string long_array = "[0";
+  for (int i = 0; i < 3000; i++) long_array += ",1";
+  EXPECT_EQ(rig.post(cc, head + "{\"a\":" + long_array + "],\"b\":\"" + std::string(5000, ',') + "\"}}").first, 200);
+  // The same bound for the JSON text of a tool call's arguments, and for the model's own tool calls.
+  json body = json::parse(chat_body("S", {{"max_tokens", 2}}));
+  body["messages"].push_back({{"role", "assistant"},
+                              {"content", ""},
+                              {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", wide_object(2000)}}}}}}});
+  auto a = rig.post(cc, body.dump());
+  expect_error(a, 400, "messages[1].tool_calls");
+  EXPECT_NE(a.second.find("more than 1024 members"), std::string::npos) << a.second;
+  EXPECT_TRUE(parse_json_text(wide_object(kMaxJsonMembers + 1)).is_discarded());
+  EXPECT_EQ(parse_json_text(wide_object(kMaxJsonMembers)).size(), static_cast<size_t>(kMaxJsonMembers));
+}
+
+TEST(Http, ErrorsNameNestedFieldsAndLogitBiasKeys) {
+  Rig rig;
+  const std::string cc = "/v1/chat/completions";
+  expect_error(rig.post(cc, chat_body("S", {{"stream_options", {{"include_usage", "yes"}}}})), 400,
+               "stream_options.include_usage");
+  // Token ids are written in digits: strtoll alone took " 5", "+5" and "-0".
+  for (std::string k : {" 5", "+5", "-0", "5 ", "0x5", "99999999999999999999"})
+    expect_error(rig.post(cc, chat_body("S", {{"logit_bias", {{k, 1}}}})), 400, "logit_bias");
+  EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"logit_bias", {{"5", 1}, {"0", -100}}}})).first, 200);
 }
 
 }  // namespace
