@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "option_checks.h"
 #include "core/log.h"
 #include "synth/synth.h"
 
@@ -107,7 +108,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_flag("--mtp", a->mtp, "Add the multi-token-prediction block (block_count = layers + 1)");
   app.add_option("--seed", a->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();
-  app.add_option("--threads", a->threads, "Threads generating data (default: all cores)");
+  ds::app::add_threads_option(app, a->threads);
   app.add_option("-o,--output", a->out, "Output GGUF file (written to OUT.tmp, then renamed)");
   app.add_flag("--plan", a->plan, "Only list the tensors (name, type, shape), the parameter count and file size");
   app.footer(

@@ -27,10 +27,11 @@ std::string slurp(const std::string& p) {
   return s.str();
 }
 
-// Runs `deltaserve ARGS` (optionally with stdin from a file) and captures both streams.
-Out ds_run(const std::string& args, const std::string& stdin_text = "") {
+// Runs `deltaserve ARGS` (optionally with stdin from a file) and captures both streams; with raw, ARGS is the
+// whole command line (e.g. the binary under `timeout`).
+Out ds_run(const std::string& args, const std::string& stdin_text = "", bool raw = false) {
   const std::string d = ds::test::temp_dir();
-  std::string cmd = std::string(bin()) + " " + args + " >" + d + "/out.txt 2>" + d + "/err.txt";
+  std::string cmd = (raw ? args : std::string(bin()) + " " + args) + " >" + d + "/out.txt 2>" + d + "/err.txt";
   if (!stdin_text.empty()) {
     std::ofstream(d + "/in.txt") << stdin_text;
     cmd += " <" + d + "/in.txt";
@@ -166,4 +167,90 @@ TEST(CliVersion, NamesTheCommit) {
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("deltaserve "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("(commit "), std::string::npos) << o.out;
+}
+
+// A bad option value is refused before any work, naming the option, what it allows and what was given.
+// Before: "--ctx: Value 0 not in range 0.000000 to 1797...(309 digits)", --temp -1 ran greedy, --top-p 0
+// and --repeat-penalty 0 ran, and bench -p -5 measured nothing for it.
+TEST_F(Cli, BadOptionValuesNameTheAllowedRange) {
+  const std::string run = "run -m " + model_ + " -p hi -n 2 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {run + "--ctx 0", "--ctx: must be an integer >= 1, got '0'"},
+      {run + "--ctx -5", "--ctx: must be an integer >= 1, got '-5'"},
+      {run + "--ctx abc", "--ctx: must be an integer >= 1, got 'abc'"},
+      {run + "--temp -1", "--temp: must be a number >= 0, got '-1'"},
+      {run + "--top-p 0", "--top-p: must be a number in (0, 1], got '0'"},
+      {run + "--top-k -3", "--top-k: must be an integer >= 0, got '-3'"},
+      {run + "--min-p 2", "--min-p: must be a number in [0, 1], got '2'"},
+      {run + "--repeat-penalty 0", "--repeat-penalty: must be a number > 0, got '0'"},
+      {"bench -m " + model_ + " -p -5", "--n-prompt: must be an integer >= 0, got '-5'"},
+      {"bench -m " + model_ + " -r 0", "--repetitions: must be an integer >= 1, got '0'"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out o = ds_run(args);
+    EXPECT_GT(o.rc, 0) << args;
+    EXPECT_NE(o.err.find(want), std::string::npos) << args << "\n" << o.err;
+  }
+}
+
+// --threads 100000 crashed OpenMP (SIGSEGV) in run, bench and synth; now every command refuses it.
+TEST_F(Cli, ThreadCountIsBounded) {
+  for (const std::string args : {"run -m " + model_ + " -p hi -n 2 --threads 100000",
+                                 "bench -m " + model_ + " -p 4 -n 0 -r 1 --threads 100000",
+                                 "synth --size tiny --threads 100000 -o " + ds::test::temp_dir() + "/t.gguf",
+                                 "logits -m " + model_ + " --tokens-file x --out y --threads 100000",
+                                 "serve -m " + model_ + " --port 0 --threads 100000"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + args, "", /*raw=*/true);
+    EXPECT_GT(o.rc, 0) << args;
+    EXPECT_NE(o.rc, 124) << args << ": still running after 20 s";
+    EXPECT_NE(o.err.find("--threads: must be an integer in [0, 1024], got '100000'"), std::string::npos)
+        << args << "\n" << o.err;
+  }
+}
+
+// --backend cuda where CUDA cannot run says so and how to go on. Before: run failed with "forward: 2 tokens
+// after 0 would pass the sequence's max context 1" and bench with "bad_function_call".
+TEST_F(Cli, BackendCudaWithoutAGpuIsAClearError) {
+  for (const std::string cmd : {"run -p hi -n 1", "bench -p 4 -n 0 -r 1", "serve --port 0"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + cmd + " --backend cuda -m " + model_, "",
+                         /*raw=*/true);
+    if (o.rc == 0 || o.rc == 124) GTEST_SKIP() << "this machine runs CUDA";
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("--backend cuda: "), std::string::npos) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find("use --backend cpu"), std::string::npos) << cmd << "\n" << o.err;
+  }
+}
+
+// A --ctx beyond the model's training context is one error that says the limit; the default --ctx is lowered
+// to it. Before: serve's default (8192) refused the 4096-position demo model ("sequence state: max_ctx = 8192
+// exceeds the model's context_length 4096" after a warning that called it allowed).
+TEST_F(Cli, ContextBeyondTheModelsSaysTheLimit) {
+  for (const std::string cmd : {"run -p hi -n 1", "serve --port 0"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + cmd + " --ctx 5000 -m " + model_, "",
+                         /*raw=*/true);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("--ctx 5000 is beyond the 4096 positions"), std::string::npos) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find("use --ctx 4096 or less"), std::string::npos) << cmd << "\n" << o.err;
+  }
+  // serve with the default --ctx starts (and stops on timeout's SIGTERM with exit code 0).
+  const Out o = ds_run("timeout 5 " + std::string(bin()) + " serve --port 0 -m " + model_, "", /*raw=*/true);
+  EXPECT_NE(o.err.find("x 4096 tokens"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("listening on"), std::string::npos) << o.err;
+}
+
+// An empty --api-key (e.g. --api-key "$KEY" with KEY unset) served without any key; now it is refused.
+TEST_F(Cli, EmptyApiKeyIsRefused) {
+  const Out o = ds_run("timeout 20 " + std::string(bin()) + " serve --port 0 --api-key '' -m " + model_, "",
+                       /*raw=*/true);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("--api-key is empty"), std::string::npos) << o.err;
+}
+
+// A prompt that is not UTF-8 is an error naming where (tokenize already refused it; run took it).
+TEST_F(Cli, InvalidUtf8PromptIsRefused) {
+  const std::string f = ds::test::temp_dir() + "/bad-utf8.txt";
+  std::ofstream(f, std::ios::binary) << "ok \xff\xfe";
+  const Out o = ds_run("run -m " + model_ + " -n 2 -f " + f);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("run: -f " + f + ": invalid UTF-8 at byte 3"), std::string::npos) << o.err;
 }
