@@ -254,3 +254,27 @@ TEST_F(Cli, InvalidUtf8PromptIsRefused) {
   EXPECT_EQ(o.rc, 1);
   EXPECT_NE(o.err.find("run: -f " + f + ": invalid UTF-8 at byte 3"), std::string::npos) << o.err;
 }
+
+// JSON on stdin nested 200,000 deep crashed detokenize and chat-template (SIGSEGV: a stack overflow in dumping
+// and rendering it); now it is refused before parsing, like a server request body, on every JSON reader.
+TEST_F(Cli, DeeplyNestedJsonOnStdinIsRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const std::string in_message = "{\"messages\": [{\"role\": \"user\", \"content\": " + deep + "}]}";
+  const std::pair<std::string, std::string> cases[] = {
+      {"detokenize", deep},
+      {"detokenize --jsonl", deep},
+      {"chat-template", in_message},
+      {"tokenize --jsonl", "{\"text\": " + deep + "}"},
+  };
+  for (const auto& [cmd, input] : cases) {
+    const Out o = ds_run(cmd + " -m " + model_, input);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("JSON nests deeper than 256 levels"), std::string::npos) << cmd << "\n" << o.err;
+  }
+  // --jsonl rendering reports the line as an error result and goes on with the next line.
+  const Out o = ds_run("chat-template --jsonl -m " + model_,
+                       in_message + "\n{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.out.find("chat-template: input line 1: JSON nests deeper than 256 levels"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("{\"rendered\":"), std::string::npos) << o.out;
+}
