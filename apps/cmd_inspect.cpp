@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/qwen35.h"
 
 namespace ds::app {
 namespace {
@@ -121,6 +122,13 @@ void print_config(const Qwen35Config& c) {
   row("embeddings", c.tied_embeddings ? "tied (no output.weight; logits use token_embd.weight)" : "untied (output.weight)");
 }
 
+// The config, with every tensor checked against it (names, types, shapes) as run and serve load them: a
+// tensor whose shape was corrupted passed inspect (exit 0) and failed run.
+Result<Qwen35Config> checked_config(const gguf::File& f) {
+  DS_ASSIGN(Qwen35Model m, Qwen35Model::load(f));
+  return m.cfg;
+}
+
 int run_inspect(const InspectOpts& o) {
   auto fr = gguf::File::open(o.path);
   if (!fr.ok()) {
@@ -141,7 +149,7 @@ int run_inspect(const InspectOpts& o) {
   // A vocabulary-only GGUF (converter --vocab-only) is a valid file with no weights: show what is
   // there and say why there is no model config, without failing.
   bool vocab_only = f.tensors().empty();
-  Result<Qwen35Config> cfg = vocab_only ? Result<Qwen35Config>(err("no tensors")) : qwen35_config_from_gguf(f);
+  Result<Qwen35Config> cfg = vocab_only ? Result<Qwen35Config>(err("no tensors")) : checked_config(f);
   const char* vocab_note = "vocabulary-only GGUF (no tensors): metadata only, no model config";
 
   uint64_t total = 0;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -277,4 +278,25 @@ TEST_F(Cli, DeeplyNestedJsonOnStdinIsRefused) {
   EXPECT_EQ(o.rc, 1);
   EXPECT_NE(o.out.find("chat-template: input line 1: JSON nests deeper than 256 levels"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("{\"rendered\":"), std::string::npos) << o.out;
+}
+
+// inspect checks the tensors against the config as run does: one tensor's dimension changed in the file
+// (blk.0.ssm_a, [n_v_heads] -> [3]) made run fail but inspect print the file with exit code 0.
+TEST_F(Cli, InspectRefusesATensorOfTheWrongShape) {
+  std::string bytes = slurp(model_);
+  const std::string name = "blk.0.ssm_a";
+  // The tensor record: u64 name length, the name, u32 n_dims, then ne[0] as u64.
+  size_t at = std::string::npos;
+  for (size_t p = bytes.find(name); p != std::string::npos; p = bytes.find(name, p + 1))
+    if (p >= 8 && bytes[p - 8] == (char)name.size() && bytes[p + name.size()] == 1) at = p + name.size() + 4;
+  ASSERT_NE(at, std::string::npos) << "no tensor record of " << name;
+  const uint64_t three = 3;
+  std::memcpy(&bytes[at], &three, 8);
+  const std::string bad = ds::test::temp_dir() + "/bad-shape.gguf";
+  std::ofstream(bad, std::ios::binary) << bytes;
+  for (const std::string cmd : {"inspect " + bad, "run -p hi -n 1 -m " + bad}) {
+    const Out o = ds_run(cmd);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("tensor '" + name + "' has shape [3], expected"), std::string::npos) << cmd << "\n" << o.err;
+  }
 }
