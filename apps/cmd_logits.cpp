@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -80,7 +81,7 @@ ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, i
 int write_logits(const Options& o, const std::vector<float>& logits, int64_t n, int64_t V) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
   if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size()) {
-    spdlog::error("logits: cannot write '{}'", o.out);
+    spdlog::error("logits: cannot write '{}': {}", o.out, std::strerror(errno));  // the why: no folder, no space, ...
     return 1;
   }
   spdlog::info("logits: wrote [{}, {}] float32 to {}", n, V, o.out);

@@ -404,10 +404,11 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("-f,--file", a->prompt_file, "Read the prompt from this file")->check(CLI::ExistingFile);
   app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most (-1: until end of turn or full context)")
       ->capture_default_str();
-  app.add_flag("--chat", a->chat, "Apply the model's chat template (system + user turn, generation prompt)");
-  app.add_option("--system", a->system, "System message (with --chat)");
-  app.add_flag("--think", a->think, "With --chat: enable_thinking = true");
-  app.add_flag("--no-think", a->no_think, "With --chat: enable_thinking = false (no reasoning block)");
+  auto* chat = app.add_flag("--chat", a->chat, "Apply the model's chat template (system + user turn, generation prompt)");
+  // Without --chat these would be ignored without a word.
+  app.add_option("--system", a->system, "System message (with --chat)")->needs(chat);
+  app.add_flag("--think", a->think, "With --chat: enable_thinking = true")->needs(chat);
+  app.add_flag("--no-think", a->no_think, "With --chat: enable_thinking = false (no reasoning block)")->needs(chat);
   app.add_flag("-i,--interactive", a->interactive,
                "Conversation: read a turn per line from stdin, keep the context between turns");
   using ds::app::int_in, ds::app::real_in;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "command.h"
 #include "option_checks.h"
@@ -58,6 +59,12 @@ int run_synth(const SynthArgs& a) {
   }
   if (a.out.empty()) {
     spdlog::error("synth: give the output file with -o OUT.gguf (or --plan to list the tensors only)");
+    return 2;
+  }
+  // Refused before writing: the rename at the end would fail after writing the whole model (GBs).
+  if (std::error_code ec; std::filesystem::is_directory(a.out, ec) || a.out.back() == '/') {
+    spdlog::error("synth: -o '{}' is a folder; give a file name, e.g. -o {}/qwen35-{}.gguf", a.out,
+                  a.out.back() == '/' ? a.out.substr(0, a.out.size() - 1) : a.out, a.size);
     return 2;
   }
   spdlog::info("synth: Qwen3.5-{} {} ({} tensors, {:.2f} M params = {}, {:.3f} GB{}) -> {}", p.shape.size,

@@ -300,3 +300,46 @@ TEST_F(Cli, InspectRefusesATensorOfTheWrongShape) {
     EXPECT_NE(o.err.find("tensor '" + name + "' has shape [3], expected"), std::string::npos) << cmd << "\n" << o.err;
   }
 }
+
+// A mistyped command is named, with the commands there are (CLI11 said "A subcommand is required").
+TEST(CliCommands, UnknownCommandIsNamed) {
+  if (!bin()) GTEST_SKIP() << "DS_BIN not set (run through ctest)";
+  const Out o = ds_run("serv -m x.gguf");
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("'serv' is not a command; the commands are bench, "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(", serve, "), std::string::npos) << o.err;
+}
+
+// --system, --think and --no-think only mean something with --chat; without it they were ignored silently.
+TEST_F(Cli, ChatOptionsWithoutChatAreRefused) {
+  for (const std::string opt : {"--system 'Be brief.'", "--think", "--no-think"}) {
+    const Out o = ds_run("run -m " + model_ + " -p hi -n 2 " + opt);
+    EXPECT_GT(o.rc, 0) << opt;
+    EXPECT_NE(o.err.find("requires --chat"), std::string::npos) << opt << "\n" << o.err;
+  }
+}
+
+// synth -o FOLDER wrote the whole model, failed at the rename and left FOLDER.tmp (GBs for a real size)
+// behind; now it is refused before writing.
+TEST_F(Cli, SynthToAFolderIsRefusedBeforeWriting) {
+  const std::string dir = ds::test::temp_dir() + "/synth-out";
+  std::filesystem::create_directories(dir);
+  for (const std::string out : {dir, dir + "/"}) {
+    const Out o = ds_run("synth --size tiny -o " + out);
+    EXPECT_EQ(o.rc, 2) << out;
+    EXPECT_NE(o.err.find("is a folder; give a file name, e.g. -o " + dir + "/qwen35-tiny.gguf"), std::string::npos)
+        << o.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + ".tmp"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+// logits --out where no file can be written says why (it said only "cannot write 'PATH'").
+TEST_F(Cli, LogitsSaysWhyItCannotWrite) {
+  const std::string toks = ds::test::temp_dir() + "/toks.txt";
+  std::ofstream(toks) << "1 2 3\n";
+  const Out o = ds_run("logits -m " + model_ + " --tokens-file " + toks + " --out " + ds::test::temp_dir());
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("logits: cannot write '" + ds::test::temp_dir() + "': Is a directory"), std::string::npos)
+      << o.err;
+}
