@@ -343,3 +343,23 @@ TEST_F(Cli, LogitsSaysWhyItCannotWrite) {
   EXPECT_NE(o.err.find("logits: cannot write '" + ds::test::temp_dir() + "': Is a directory"), std::string::npos)
       << o.err;
 }
+
+// serve on the cpu backend with more sequence state than the machine has (every slot is zero-filled at full
+// context when it starts) is refused with the sizes; it used to run into an OOM kill or std::bad_alloc. The
+// model's context_length is raised to 2^20 in a copy so that 4096 slots x 2^20 tokens need terabytes.
+TEST_F(Cli, ServeRefusesMoreStateThanTheMachineHas) {
+  std::string bytes = slurp(model_);
+  const std::string key = "qwen35.context_length";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const uint32_t ctx = 1u << 20;
+  std::memcpy(&bytes[at + key.size() + 4], &ctx, 4);  // after the key: u32 type (UINT32), u32 value
+  const std::string big = ds::test::temp_dir() + "/long-context.gguf";
+  std::ofstream(big, std::ios::binary) << bytes;
+  const Out o = ds_run("timeout 60 " + std::string(bin()) + " serve --port 0 --backend cpu --parallel 4096 --ctx " +
+                           std::to_string(ctx) + " -m " + big,
+                       "", /*raw=*/true);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("serve: 4096 slots (--parallel) x 1048576 tokens (--ctx) need "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("GiB of memory is available; lower --parallel or --ctx"), std::string::npos) << o.err;
+}
