@@ -299,6 +299,10 @@ int run(RunArgs a) {
   if (!a.ctx_given && model->cfg.n_ctx_train > 0)  // the default fits every model
     a.ctx = std::min<int64_t>(a.ctx, model->cfg.n_ctx_train);
   if (auto st = ds::app::check_ctx("run", a.ctx, model->cfg.n_ctx_train, a.model); !st) return fail(st.error());
+  if (!cuda) {
+    const std::string what = fmt::format("{} tokens (--ctx)", a.ctx);
+    if (auto st = ds::app::check_state_fits("run", model->cfg, 1, a.ctx, what, "--ctx"); !st) return fail(st.error());
+  }
   auto state = ds::SequenceState::create(model->cfg, cuda ? 1 : a.ctx);  // cuda: the state lives on the GPU
   if (!state) return fail(state.error());
   Session s{std::move(*model), std::make_unique<ds::tokenizer::Tokenizer>(std::move(*tok)), std::move(*state)};

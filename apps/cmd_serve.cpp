@@ -42,32 +42,6 @@ int fail(const std::string& msg) {
   return 1;
 }
 
-// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
-uint64_t memory_available() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (f >> key >> kib)
-    if (key == "MemAvailable:") return kib << 10;
-    else f.ignore(64, '\n');
-  return 0;
-}
-
-// The cpu backend zero-fills every slot's state at full context when it starts: more than the machine has
-// ended in an OOM kill, with no message, instead of an error. One slot's bytes are measured on states of 1
-// and 2 positions.
-ds::Status check_cpu_state_fits(const ds::Qwen35Config& c, int32_t parallel, int32_t ctx) {
-  DS_ASSIGN(auto one, ds::SequenceState::create(c, 1));
-  DS_ASSIGN(auto two, ds::SequenceState::create(c, 2));
-  const double need = (double)parallel * (one.bytes() + (double)(two.bytes() - one.bytes()) * (ctx - 1));
-  const uint64_t available = memory_available();
-  if (available > 0 && need > (double)available)
-    return ds::err("serve: {} slots (--parallel) x {} tokens (--ctx) need {:.1f} GiB of sequence state on the cpu "
-                   "backend, but {:.1f} GiB of memory is available; lower --parallel or --ctx",
-                   parallel, ctx, need / (1 << 30), available / double(1 << 30));
-  return {};
-}
-
 // SIGINT / SIGTERM go to one thread that sigwaits for them; they are blocked in every other thread. Made
 // first thing in `serve`, so that every thread started later (OpenMP's, the CUDA driver's: a signal
 // delivered to one of those would kill the process without a shutdown) inherits the blocked mask. Until
@@ -170,7 +144,9 @@ int run(Options o) {
     if (!b) return fail(b.error().message);
     backend = std::move(*b);
   } else {
-    if (auto s = check_cpu_state_fits(model->cfg, o.parallel, o.ctx); !s) return fail(s.error().message);
+    const std::string what = fmt::format("{} slots (--parallel) x {} tokens (--ctx)", o.parallel, o.ctx);
+    if (auto s = ds::app::check_state_fits("serve", model->cfg, o.parallel, o.ctx, what, "--parallel or --ctx"); !s)
+      return fail(s.error().message);
     auto b = ds::engine::Qwen35Backend::create(*model, o.parallel, o.ctx);
     if (!b) return fail(b.error().message);
     backend = std::move(*b);

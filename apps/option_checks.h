@@ -11,12 +11,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 
 #include "core/error.h"
 #include "engine/backend_factory.h"
 #include "engine/cuda_backend.h"
+#include "model/qwen35.h"
 
 namespace ds::app {
 
@@ -79,6 +81,34 @@ inline Status check_ctx(std::string_view cmd, int64_t ctx, int64_t n_ctx_train, 
   if (n_ctx_train > 0 && ctx > n_ctx_train)
     return err("{}: --ctx {} is beyond the {} positions {} was trained for (its context_length); use --ctx {} or less",
                cmd, ctx, n_ctx_train, model, n_ctx_train);
+  return {};
+}
+
+// MemAvailable of /proc/meminfo in bytes; 0 when unknown.
+inline uint64_t memory_available() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (f >> key >> kib)
+    if (key == "MemAvailable:") return kib << 10;
+    else f.ignore(64, '\n');
+  return 0;
+}
+
+// The cpu backend zero-fills each sequence's state at full context when it starts: more than the machine
+// has ended in an OOM kill, with no message, instead of an error. One sequence's bytes are measured on
+// states of 1 and 2 positions. `what` names the sizes (e.g. "64 slots (--parallel) x 8192 tokens (--ctx)"),
+// `fix` the options to lower.
+inline Status check_state_fits(std::string_view cmd, const Qwen35Config& c, int64_t n_seqs, int64_t ctx,
+                               std::string_view what, std::string_view fix) {
+  DS_ASSIGN(auto one, SequenceState::create(c, 1));
+  DS_ASSIGN(auto two, SequenceState::create(c, 2));
+  const double need = (double)n_seqs * (one.bytes() + (double)(two.bytes() - one.bytes()) * (ctx - 1));
+  const uint64_t available = memory_available();
+  if (available > 0 && need > (double)available)
+    return err("{}: {} need {:.1f} GiB of sequence state on the cpu backend, but {:.1f} GiB of memory is "
+               "available; lower {}",
+               cmd, what, need / (1 << 30), available / double(1 << 30), fix);
   return {};
 }
 

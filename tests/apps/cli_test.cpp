@@ -344,22 +344,32 @@ TEST_F(Cli, LogitsSaysWhyItCannotWrite) {
       << o.err;
 }
 
-// serve on the cpu backend with more sequence state than the machine has (every slot is zero-filled at full
-// context when it starts) is refused with the sizes; it used to run into an OOM kill or std::bad_alloc. The
-// model's context_length is raised to 2^20 in a copy so that 4096 slots x 2^20 tokens need terabytes.
-TEST_F(Cli, ServeRefusesMoreStateThanTheMachineHas) {
-  std::string bytes = slurp(model_);
+namespace {
+// A copy of `model` whose context_length is `ctx` (the u32 after the key and its u32 type UINT32).
+std::string long_context_copy(const std::string& model, uint32_t ctx) {
+  std::string bytes = slurp(model);
   const std::string key = "qwen35.context_length";
   const size_t at = bytes.find(key);
-  ASSERT_NE(at, std::string::npos);
-  const uint32_t ctx = 1u << 20;
-  std::memcpy(&bytes[at + key.size() + 4], &ctx, 4);  // after the key: u32 type (UINT32), u32 value
-  const std::string big = ds::test::temp_dir() + "/long-context.gguf";
-  std::ofstream(big, std::ios::binary) << bytes;
+  EXPECT_NE(at, std::string::npos);
+  std::memcpy(&bytes[at + key.size() + 4], &ctx, 4);
+  const std::string out = ds::test::temp_dir() + "/ctx-" + std::to_string(ctx) + ".gguf";
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+}  // namespace
+
+// serve and run on the cpu backend with more sequence state than the machine has (zero-filled at full
+// context when they start) are refused with the sizes; they used to run into an OOM kill or std::bad_alloc.
+// The model's context_length is raised in a copy so that the state needs terabytes (1 KiB per token).
+TEST_F(Cli, MoreStateThanTheMachineHasIsRefused) {
   const Out o = ds_run("timeout 60 " + std::string(bin()) + " serve --port 0 --backend cpu --parallel 4096 --ctx " +
-                           std::to_string(ctx) + " -m " + big,
+                           "1048576 -m " + long_context_copy(model_, 1u << 20),
                        "", /*raw=*/true);
   EXPECT_EQ(o.rc, 1);
   EXPECT_NE(o.err.find("serve: 4096 slots (--parallel) x 1048576 tokens (--ctx) need "), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("GiB of memory is available; lower --parallel or --ctx"), std::string::npos) << o.err;
+  const Out r = ds_run("run -p hi -n 1 --backend cpu --ctx 2147483648 -m " + long_context_copy(model_, 1u << 31));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("run: 2147483648 tokens (--ctx) need "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB of memory is available; lower --ctx"), std::string::npos) << r.err;
 }
