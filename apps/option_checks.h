@@ -24,9 +24,17 @@ namespace ds::app {
 
 inline constexpr int kMaxThreads = 1024;
 
+// How --help shows a bound: CLI11 prints TYPE:DESC=DEFAULT, so ">= 0" would read "FLOAT:>= 0=0.7".
+inline std::string bound_desc(double lo, bool lo_open) {
+  if (lo == 0) return lo_open ? "POSITIVE" : "NONNEGATIVE";
+  if (lo == 1 && !lo_open) return "POSITIVE";
+  return fmt::format("{} {:g}", lo_open ? ">" : ">=", lo);
+}
+
 // An integer in [lo, hi] (no upper bound when hi is LLONG_MAX).
 inline CLI::Validator int_in(long long lo, long long hi = LLONG_MAX) {
   const std::string range = hi == LLONG_MAX ? fmt::format(">= {}", lo) : fmt::format("in [{}, {}]", lo, hi);
+  const std::string desc = hi == LLONG_MAX ? bound_desc((double)lo, false) : fmt::format("[{}, {}]", lo, hi);
   return CLI::Validator(
       [lo, hi, range](std::string& s) -> std::string {
         long long v = 0;
@@ -35,7 +43,7 @@ inline CLI::Validator int_in(long long lo, long long hi = LLONG_MAX) {
         if (ec == std::errc() && p == end && v >= lo && v <= hi) return "";
         return fmt::format("must be an integer {}, got '{}'", range, s);
       },
-      range);
+      desc);
 }
 
 // A number in [lo, hi], or in (lo, hi] when lo_open (a value that must stay above lo, e.g. a divisor); no
@@ -43,6 +51,7 @@ inline CLI::Validator int_in(long long lo, long long hi = LLONG_MAX) {
 inline CLI::Validator real_in(double lo, double hi = HUGE_VAL, bool lo_open = false) {
   const std::string range = hi == HUGE_VAL ? fmt::format("{} {:g}", lo_open ? ">" : ">=", lo)
                                            : fmt::format("in {}{:g}, {:g}]", lo_open ? "(" : "[", lo, hi);
+  const std::string desc = hi == HUGE_VAL ? bound_desc(lo, lo_open) : range.substr(3);
   return CLI::Validator(
       [lo, hi, lo_open, range](std::string& s) -> std::string {
         char* end = nullptr;
@@ -51,7 +60,7 @@ inline CLI::Validator real_in(double lo, double hi = HUGE_VAL, bool lo_open = fa
         if (!s.empty() && end == s.c_str() + s.size() && above_lo && v <= hi) return "";
         return fmt::format("must be a number {}, got '{}'", range, s);
       },
-      range);
+      desc);
 }
 
 // --threads (and the names given): CPU threads, 0 = all cores.
