@@ -112,6 +112,12 @@ int run(const Options& o) {
     spdlog::error("{}", model.error().message);
     return 1;
   }
+  if (n > model->cfg.n_ctx_train) {
+    spdlog::error("logits: '{}' has {} tokens, more than the {} positions {} was trained for (its context_length); "
+                  "give at most {}",
+                  o.tokens_file, n, model->cfg.n_ctx_train, o.model, model->cfg.n_ctx_train);
+    return 1;
+  }
   const int64_t V = model->cfg.n_vocab;
   std::vector<float> logits(n * V);
   const std::span<const int32_t> all(*ids);

@@ -373,3 +373,18 @@ TEST_F(Cli, MoreStateThanTheMachineHasIsRefused) {
   EXPECT_NE(r.err.find("run: 2147483648 tokens (--ctx) need "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("GiB of memory is available; lower --ctx"), std::string::npos) << r.err;
 }
+
+// logits of more tokens than the model's context names the tokens file and the limit (it said "model:
+// sequence state: max_ctx = 5000 exceeds the model's context_length 4096").
+TEST_F(Cli, LogitsOfTooManyTokensNamesTheFile) {
+  const std::string toks = ds::test::temp_dir() + "/toks-5000.txt";
+  {
+    std::ofstream f(toks);
+    for (int i = 0; i < 5000; i++) f << "5 ";
+  }
+  const Out o = ds_run("logits -m " + model_ + " --tokens-file " + toks + " --out " + ds::test::temp_dir() + "/l.f32");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("logits: '" + toks + "' has 5000 tokens, more than the 4096 positions"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("give at most 4096"), std::string::npos) << o.err;
+}
