@@ -130,6 +130,10 @@ Result<Qwen35Config> checked_config(const gguf::File& f) {
 }
 
 int run_inspect(const InspectOpts& o) {
+  if (o.path.empty()) {
+    spdlog::error("inspect: give the GGUF file: deltaserve inspect MODEL.gguf (or -m MODEL.gguf)");
+    return 2;
+  }
   auto fr = gguf::File::open(o.path);
   if (!fr.ok()) {
     spdlog::error("{}", fr.error().message);
@@ -218,7 +222,9 @@ int run_inspect(const InspectOpts& o) {
 
 RunFn setup_inspect(CLI::App& app) {
   auto o = std::make_shared<InspectOpts>();
-  app.add_option("model", o->path, "GGUF file to inspect")->required();
+  // Every other command takes its model with -m: so does inspect, besides the positional file.
+  auto* positional = app.add_option("model", o->path, "GGUF file to inspect (or -m FILE)");
+  app.add_option("-m,--model", o->path, "GGUF file to inspect (as the positional argument)")->excludes(positional);
   app.add_flag("--json", o->json, "Print one JSON object (metadata, tensors, config) instead of text");
   app.add_option("--max-items", o->max_items, "Array elements shown per metadata array (long arrays are summarised)")
       ->capture_default_str();

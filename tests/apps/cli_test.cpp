@@ -388,3 +388,17 @@ TEST_F(Cli, LogitsOfTooManyTokensNamesTheFile) {
       << o.err;
   EXPECT_NE(o.err.find("give at most 4096"), std::string::npos) << o.err;
 }
+
+// Every command takes its model with -m; inspect took only a positional file ("The following argument was
+// not expected: -m"). Both work now, and neither is a clear error.
+TEST_F(Cli, InspectTakesTheModelWithMToo) {
+  const Out positional = ds_run("inspect " + model_), with_m = ds_run("inspect -m " + model_);
+  EXPECT_EQ(with_m.rc, 0) << with_m.err;
+  EXPECT_EQ(with_m.out, positional.out);
+  EXPECT_NE(with_m.out.find("model config (qwen35):"), std::string::npos) << with_m.out;
+  const Out none = ds_run("inspect");
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_NE(none.err.find("inspect: give the GGUF file: deltaserve inspect MODEL.gguf (or -m MODEL.gguf)"),
+            std::string::npos)
+      << none.err;
+}
