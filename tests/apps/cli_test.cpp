@@ -402,3 +402,13 @@ TEST_F(Cli, InspectTakesTheModelWithMToo) {
             std::string::npos)
       << none.err;
 }
+
+// cuda-bench takes bench's option names too (-p/--n-prompt, -n/--n-gen, -r/--repetitions): a user who
+// learned them on bench got "The following argument was not expected".
+TEST_F(Cli, CudaBenchTakesBenchsOptionNames) {
+  for (const std::string opts : {"--n-prompt 4 --n-gen 2 --repetitions 1", "-p 4 -n 2 -r 1"}) {
+    const Out o = ds_run("cuda-bench -m " + model_ + " " + opts);
+    EXPECT_EQ(o.err.find("not expected"), std::string::npos) << opts << "\n" << o.err;
+    if (o.rc != 0) EXPECT_NE(o.err.find("built without CUDA"), std::string::npos) << opts << "\n" << o.err;
+  }
+}
