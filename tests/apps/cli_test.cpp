@@ -233,6 +233,9 @@ TEST_F(Cli, ContextBeyondTheModelsSaysTheLimit) {
     EXPECT_NE(o.err.find("--ctx 5000 is beyond the 4096 positions"), std::string::npos) << cmd << "\n" << o.err;
     EXPECT_NE(o.err.find("use --ctx 4096 or less"), std::string::npos) << cmd << "\n" << o.err;
   }
+  const Out b = ds_run("bench -p 5000 -n 1 -r 1 -m " + model_);
+  EXPECT_EQ(b.rc, 1);
+  EXPECT_NE(b.err.find("bench: a test of 5000 tokens is longer than the 4096 positions"), std::string::npos) << b.err;
   // serve with the default --ctx starts (and stops on timeout's SIGTERM with exit code 0).
   const Out o = ds_run("timeout 5 " + std::string(bin()) + " serve --port 0 -m " + model_, "", /*raw=*/true);
   EXPECT_NE(o.err.find("x 4096 tokens"), std::string::npos) << o.err;
