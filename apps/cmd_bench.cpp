@@ -23,6 +23,7 @@
 #include "command.h"
 #include "core/log.h"
 #include "backend_options.h"
+#include "option_checks.h"
 #include "engine/backend_factory.h"
 #include "git_sha.h"
 #include "model/qwen35.h"
@@ -141,13 +142,9 @@ int fail(const ds::Error& e) {
 }
 
 int run(const BenchArgs& a) {
-  auto kind = ds::engine::resolve_backend_kind(a.backend);
-  if (!kind) return fail(ds::err("bench: {}", kind.error().message));
-  const bool cuda = *kind == "cuda";
-  if (a.reps < 1) {
-    spdlog::error("bench: -r must be at least 1");
-    return 2;
-  }
+  auto use_cuda = ds::app::use_cuda("bench", a.backend);
+  if (!use_cuda) return fail(use_cuda.error());
+  const bool cuda = *use_cuda;
   if (a.threads > 0) omp_set_num_threads(a.threads);
   const int threads = omp_get_max_threads();
   auto model = ds::Qwen35Model::load_file(a.model);
@@ -171,6 +168,10 @@ int run(const BenchArgs& a) {
   }
   int64_t max_ctx = 1;
   for (const auto& t : tests) max_ctx = std::max<int64_t>(max_ctx, t.n_prompt + t.n_gen);
+  if (max_ctx > cfg.n_ctx_train)
+    return fail(ds::err("bench: a test of {} tokens is longer than the {} positions {} was trained for; use smaller "
+                        "-p / -n values",
+                        max_ctx, cfg.n_ctx_train, a.model));
   std::vector<float> logits(cfg.n_vocab);
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<int32_t> any_token(0, (int32_t)cfg.n_vocab - 1);
@@ -313,12 +314,16 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("-m,--model", a->model, "Qwen3.5 GGUF file (architecture qwen35)")->required()->check(CLI::ExistingFile);
   app.add_option("-p,--n-prompt", a->n_prompt, "Prompt lengths to time (comma list; 0 = none): test ppN")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(ds::app::int_in(0));
   app.add_option("-n,--n-gen", a->n_gen, "Generation lengths to time (comma list; 0 = none): test tgN")
       ->delimiter(',')
-      ->capture_default_str();
-  app.add_option("-r,--repetitions", a->reps, "Runs per test (after one warm-up)")->capture_default_str();
-  app.add_option("--threads,-t", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(ds::app::int_in(0));
+  app.add_option("-r,--repetitions", a->reps, "Runs per test (after one warm-up)")
+      ->capture_default_str()
+      ->check(ds::app::int_in(1));
+  ds::app::add_threads_option(app, a->threads, "-t,--threads");
   ds::app::add_backend_options(app, *a, /*with_graphs=*/false);
   app.add_option("--seed", a->seed, "Seed of the random token ids")->capture_default_str();
   app.add_flag("--json", a->json,

@@ -7,6 +7,7 @@
 
 #include "chat/chat_template.h"
 #include "command.h"
+#include "json_input.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
 
@@ -46,6 +47,12 @@ int run_jsonl(const ds::chat::ChatTemplate& t, const Options& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ojson out = ojson::object();
     ojson req;
+    if (auto st = ds::app::check_json_depth(line, "chat-template: input line " + std::to_string(n)); !st) {
+      out["error"] = st.error().message;
+      std::cout << dump(out) << "\n";
+      ++bad_input;
+      continue;
+    }
     try {
       req = ojson::parse(line);
     } catch (const ojson::parse_error& e) {
@@ -136,6 +143,10 @@ int run(const Options& o) {
   std::stringstream ss;
   ss << std::cin.rdbuf();
   ojson req;
+  if (auto st = ds::app::check_json_depth(ss.str(), "chat-template: stdin"); !st) {
+    spdlog::error("{}", st.error().message);
+    return 1;
+  }
   try {
     req = ojson::parse(ss.str());
   } catch (const ojson::parse_error& e) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "option_checks.h"
 #include "model/qwen35.h"
 #if DS_HAVE_CUDA
 #include "cuda/model/qwen35_cuda.cuh"
@@ -217,16 +218,17 @@ int run(const Options&) {
 ds::app::RunFn setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.add_option("-m,--model", o->model, "Qwen3.5 GGUF file (e.g. from `deltaserve synth`)")->required();
-  app.add_option("--prompt", o->prompt, "prefill this many tokens per sequence first (and time it)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--tg", o->tg, "decode steps to time")->check(CLI::PositiveNumber)->capture_default_str();
+  // bench's names (-p/--n-prompt, -n/--n-gen, -r/--repetitions) work here too; the GPU scripts use the others.
+  app.add_option("-p,--prompt,--n-prompt", o->prompt, "prefill this many tokens per sequence first (and time it)")
+      ->check(ds::app::int_in(0))->capture_default_str();
+  app.add_option("-n,--tg,--n-gen", o->tg, "decode steps to time")->check(ds::app::int_in(1))->capture_default_str();
   app.add_option("--ctx", o->ctx,
                  "positions per sequence state (default prompt + tg + 16); the decode attention's position splits "
                  "follow it, so --ctx 1024 times the server's step (`serve --ctx 1024`)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds::app::int_in(0));
   app.add_option("--batch", o->batch, "sequences decoded together (1..64)")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--reps", o->reps, "timed repetitions after one warm-up (the median is reported)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("-r,--reps,--repetitions", o->reps, "timed repetitions after one warm-up (the median is reported)")
+      ->check(ds::app::int_in(1))->capture_default_str();
   app.add_option("--select", o->select,
                  "decode as the server does: the K best candidates per row selected on the device, no logits "
                  "download (0: argmax only; default: download every row's logits)")

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "model/qwen35.h"
 
 namespace ds::app {
 namespace {
@@ -121,7 +122,18 @@ void print_config(const Qwen35Config& c) {
   row("embeddings", c.tied_embeddings ? "tied (no output.weight; logits use token_embd.weight)" : "untied (output.weight)");
 }
 
+// The config, with every tensor checked against it (names, types, shapes) as run and serve load them: a
+// tensor whose shape was corrupted passed inspect (exit 0) and failed run.
+Result<Qwen35Config> checked_config(const gguf::File& f) {
+  DS_ASSIGN(Qwen35Model m, Qwen35Model::load(f));
+  return m.cfg;
+}
+
 int run_inspect(const InspectOpts& o) {
+  if (o.path.empty()) {
+    spdlog::error("inspect: give the GGUF file: deltaserve inspect MODEL.gguf (or -m MODEL.gguf)");
+    return 2;
+  }
   auto fr = gguf::File::open(o.path);
   if (!fr.ok()) {
     spdlog::error("{}", fr.error().message);
@@ -141,7 +153,7 @@ int run_inspect(const InspectOpts& o) {
   // A vocabulary-only GGUF (converter --vocab-only) is a valid file with no weights: show what is
   // there and say why there is no model config, without failing.
   bool vocab_only = f.tensors().empty();
-  Result<Qwen35Config> cfg = vocab_only ? Result<Qwen35Config>(err("no tensors")) : qwen35_config_from_gguf(f);
+  Result<Qwen35Config> cfg = vocab_only ? Result<Qwen35Config>(err("no tensors")) : checked_config(f);
   const char* vocab_note = "vocabulary-only GGUF (no tensors): metadata only, no model config";
 
   uint64_t total = 0;
@@ -210,7 +222,9 @@ int run_inspect(const InspectOpts& o) {
 
 RunFn setup_inspect(CLI::App& app) {
   auto o = std::make_shared<InspectOpts>();
-  app.add_option("model", o->path, "GGUF file to inspect")->required();
+  // Every other command takes its model with -m: so does inspect, besides the positional file.
+  auto* positional = app.add_option("model", o->path, "GGUF file to inspect (or -m FILE)");
+  app.add_option("-m,--model", o->path, "GGUF file to inspect (as the positional argument)")->excludes(positional);
   app.add_flag("--json", o->json, "Print one JSON object (metadata, tensors, config) instead of text");
   app.add_option("--max-items", o->max_items, "Array elements shown per metadata array (long arrays are summarised)")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -18,6 +19,7 @@
 
 #include "command.h"
 #include "backend_options.h"
+#include "option_checks.h"
 #include "engine/backend_factory.h"
 #include "model/qwen35.h"
 #if DS_HAVE_CUDA
@@ -79,7 +81,7 @@ ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, i
 int write_logits(const Options& o, const std::vector<float>& logits, int64_t n, int64_t V) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.out.c_str(), "wb"), &std::fclose);
   if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size()) {
-    spdlog::error("logits: cannot write '{}'", o.out);
+    spdlog::error("logits: cannot write '{}': {}", o.out, std::strerror(errno));  // the why: no folder, no space, ...
     return 1;
   }
   spdlog::info("logits: wrote [{}, {}] float32 to {}", n, V, o.out);
@@ -87,12 +89,12 @@ int write_logits(const Options& o, const std::vector<float>& logits, int64_t n, 
 }
 
 int run(const Options& o) {
-  auto kind = ds::engine::resolve_backend_kind(o.backend);
-  if (!kind) {
-    spdlog::error("logits: {}", kind.error().message);
+  auto use_cuda = ds::app::use_cuda("logits", o.backend);
+  if (!use_cuda) {
+    spdlog::error("{}", use_cuda.error().message);
     return 1;
   }
-  const bool cuda = *kind == "cuda";
+  const bool cuda = *use_cuda;
   if (o.threads > 0) omp_set_num_threads(o.threads);
   auto ids = read_token_ids(o.tokens_file);
   if (!ids) {
@@ -108,6 +110,12 @@ int run(const Options& o) {
   auto model = ds::Qwen35Model::load_file(o.model);
   if (!model) {
     spdlog::error("{}", model.error().message);
+    return 1;
+  }
+  if (n > model->cfg.n_ctx_train) {
+    spdlog::error("logits: '{}' has {} tokens, more than the {} positions {} was trained for (its context_length); "
+                  "give at most {}",
+                  o.tokens_file, n, model->cfg.n_ctx_train, o.model, model->cfg.n_ctx_train);
     return 1;
   }
   const int64_t V = model->cfg.n_vocab;
@@ -154,12 +162,12 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--decode-from", o->decode_from,
                  "process the first K tokens as one prefill (chunked delta rule) and the rest one at a time "
                  "(recurrent rule); default: all tokens as one prefill")
-      ->check(CLI::NonNegativeNumber);
+      ->check(ds::app::int_in(0));
   ds::app::add_backend_options(app, *o);
   app.add_flag("--reference", o->reference,
                "cpu: run the plain one-function-per-op reference ops (the specification, slow) instead of their "
                "blocked/vectorized twins (same fp32 math, different summation order)");
-  app.add_option("--threads", o->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  ds::app::add_threads_option(app, o->threads);
   return [o] { return run(*o); };
 }
 

@@ -18,6 +18,7 @@
 #include "command.h"
 #include "core/log.h"
 #include "backend_options.h"
+#include "option_checks.h"
 #include "engine/backend_factory.h"
 #include "model/qwen35.h"
 #if DS_HAVE_CUDA
@@ -25,6 +26,7 @@
 #endif
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -34,6 +36,7 @@ using json = nlohmann::ordered_json;
 struct RunArgs : ds::app::BackendOptions {
   RunArgs() { backend = "auto"; }  // the GPU when there is one
   std::string model, prompt, prompt_file, system;
+  bool ctx_given = false;  // --ctx on the command line (else the default, lowered to the model's context)
   bool chat = false, think = false, no_think = false, interactive = false, ignore_eos = false, show_prompt = false;
   int n_predict = 128;
   int64_t ctx = 4096;
@@ -260,9 +263,9 @@ int fail(const ds::Error& e) {
 }
 
 int run(RunArgs a) {
-  auto kind = ds::engine::resolve_backend_kind(a.backend);
-  if (!kind) return fail(ds::err("run: {}", kind.error().message));
-  const bool cuda = *kind == "cuda";
+  auto use_cuda = ds::app::use_cuda("run", a.backend);
+  if (!use_cuda) return fail(use_cuda.error());
+  const bool cuda = *use_cuda;
   if (a.think && a.no_think) {
     spdlog::error("run: --think and --no-think contradict each other");
     return 2;
@@ -274,6 +277,8 @@ int run(RunArgs a) {
     ss << f.rdbuf();
     a.prompt = ss.str();
   }
+  const std::string prompt_where = a.prompt_file.empty() ? "run: -p" : "run: -f " + a.prompt_file;
+  if (auto st = ds::tokenizer::validate_utf8(a.prompt, prompt_where); !st) return fail(st.error());
   if (a.prompt.empty() && !a.interactive) {
     spdlog::error("run: give a prompt with -p TEXT or -f FILE (or -i for a conversation)");
     return 2;
@@ -291,8 +296,12 @@ int run(RunArgs a) {
     if (!t) return fail(ds::err("run: --chat needs the model's chat template: {}", t.error().message));
     tmpl = std::move(*t);
   }
-  if (a.ctx > model->cfg.n_ctx_train) {
-    spdlog::warn("run: --ctx {} is beyond the {} positions the model was trained for", a.ctx, model->cfg.n_ctx_train);
+  if (!a.ctx_given && model->cfg.n_ctx_train > 0)  // the default fits every model
+    a.ctx = std::min<int64_t>(a.ctx, model->cfg.n_ctx_train);
+  if (auto st = ds::app::check_ctx("run", a.ctx, model->cfg.n_ctx_train, a.model); !st) return fail(st.error());
+  if (!cuda) {
+    const std::string what = fmt::format("{} tokens (--ctx)", a.ctx);
+    if (auto st = ds::app::check_state_fits("run", model->cfg, 1, a.ctx, what, "--ctx"); !st) return fail(st.error());
   }
   auto state = ds::SequenceState::create(model->cfg, cuda ? 1 : a.ctx);  // cuda: the state lives on the GPU
   if (!state) return fail(state.error());
@@ -383,6 +392,10 @@ int run(RunArgs a) {
   while (true) {
     if (tty) std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty()) break;
+    if (auto st = ds::tokenizer::validate_utf8(line, "run: stdin"); !st) {
+      fail(st.error());
+      continue;
+    }
     turn(line);  // an error ends the turn, not the conversation
   }
   return 0;
@@ -395,27 +408,39 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("-f,--file", a->prompt_file, "Read the prompt from this file")->check(CLI::ExistingFile);
   app.add_option("-n,--n-predict", a->n_predict, "Tokens to generate at most (-1: until end of turn or full context)")
       ->capture_default_str();
-  app.add_flag("--chat", a->chat, "Apply the model's chat template (system + user turn, generation prompt)");
-  app.add_option("--system", a->system, "System message (with --chat)");
-  app.add_flag("--think", a->think, "With --chat: enable_thinking = true");
-  app.add_flag("--no-think", a->no_think, "With --chat: enable_thinking = false (no reasoning block)");
+  auto* chat = app.add_flag("--chat", a->chat, "Apply the model's chat template (system + user turn, generation prompt)");
+  // Without --chat these would be ignored without a word.
+  app.add_option("--system", a->system, "System message (with --chat)")->needs(chat);
+  app.add_flag("--think", a->think, "With --chat: enable_thinking = true")->needs(chat);
+  app.add_flag("--no-think", a->no_think, "With --chat: enable_thinking = false (no reasoning block)")->needs(chat);
   app.add_flag("-i,--interactive", a->interactive,
                "Conversation: read a turn per line from stdin, keep the context between turns");
-  app.add_option("--temp", a->temp, "Temperature (0: greedy)")->capture_default_str();
-  app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
-  app.add_option("--top-p", a->top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
-  app.add_option("--min-p", a->min_p, "Drop tokens below min-p x the top probability (0: off)")->capture_default_str();
+  using ds::app::int_in, ds::app::real_in;
+  app.add_option("--temp", a->temp, "Temperature (0: greedy)")->capture_default_str()->check(real_in(0));
+  app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str()->check(int_in(0));
+  app.add_option("--top-p", a->top_p, "Nucleus sampling mass (1: off)")->capture_default_str()->check(real_in(0, 1, /*lo_open=*/true));
+  app.add_option("--min-p", a->min_p, "Drop tokens below min-p x the top probability (0: off)")
+      ->capture_default_str()
+      ->check(real_in(0, 1));
   app.add_option("--repeat-penalty", a->repeat_penalty, "Repetition penalty on generated tokens (1: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, HUGE_VAL, /*lo_open=*/true));
   app.add_option("--seed", a->seed, "Sampling seed (default: random, printed in the log)");
   app.add_option("--stop", a->stop, "Stop when this text is generated (repeatable); the stop text is not printed");
   app.add_flag("--ignore-eos", a->ignore_eos, "Do not stop at end-of-turn tokens");
-  app.add_option("--ctx", a->ctx, "Context size in tokens (prompt + generation)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--threads", a->threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  auto* ctx = app.add_option("--ctx", a->ctx,
+                             "Context size in tokens (prompt + generation); the default is lowered to the model's "
+                             "training context when that is shorter")
+                  ->capture_default_str()
+                  ->check(int_in(1));
+  ds::app::add_threads_option(app, a->threads);
   ds::app::add_backend_options(app, *a);
   app.add_flag("--show-prompt", a->show_prompt, "Print the prompt as the model sees it (after the template) on stderr");
   app.footer("Example: deltaserve run -m model.gguf --chat -p \"Hello! Who are you?\" -n 64 --temp 0.8 --seed 1");
-  return [a] { return run(*a); };
+  return [a, ctx] {
+    a->ctx_given = ctx->count() > 0;
+    return run(*a);
+  };
 }
 
 }  // namespace

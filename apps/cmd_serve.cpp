@@ -11,6 +11,7 @@
 
 #include "chat/chat_template.h"
 #include "command.h"
+#include "option_checks.h"
 #include "core/log.h"
 #include "engine/backend_factory.h"
 #include "engine/cuda_backend.h"
@@ -30,6 +31,8 @@ struct Options {
   ds::server::ServerConfig srv;
   ds::engine::EngineConfig eng;
   int32_t parallel = 16, ctx = 8192, threads = 0, device = 0;
+  bool ctx_given = false;      // --ctx on the command line (else the default, lowered to the model's context)
+  bool api_key_given = false;  // --api-key on the command line, even if empty
   int64_t prefix_cache_mb = 1024;
   size_t max_body_mb = 8;
 };
@@ -93,12 +96,11 @@ class SignalThread {
 
 int run(Options o) {
   SignalThread signals;
-  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
-    return fail(fmt::format("serve: --backend must be auto, cpu or cuda, got '{}'", o.backend));
-  auto kind = ds::engine::resolve_backend_kind(o.backend);
-  if (!kind) return fail(kind.error().message);
-  if (*kind == "cuda" && !ds::engine::cuda_backend_available())
-    return fail("serve: --backend cuda: this binary has no CUDA or no GPU is visible; use --backend cpu");
+  auto use_cuda = ds::app::use_cuda("serve", o.backend);
+  if (!use_cuda) return fail(use_cuda.error().message);
+  // An empty key (say --api-key "$KEY" with KEY unset) would silently serve without one.
+  if (o.api_key_given && o.srv.api_key.empty())
+    return fail("serve: --api-key is empty; give the key, or leave --api-key out to serve without one");
   if (!o.api_key_file.empty()) {
     std::ifstream f(o.api_key_file);
     if (!f || !std::getline(f, o.srv.api_key) || o.srv.api_key.empty())
@@ -129,10 +131,11 @@ int run(Options o) {
     spdlog::warn("serve: {}; chat requests use plain ChatML", tmpl.error().message);
     render = ds::server::render_chatml;
   }
-  if (o.ctx > model->cfg.n_ctx_train && model->cfg.n_ctx_train > 0)
-    spdlog::warn("serve: --ctx {} is beyond the model's training context {}", o.ctx, model->cfg.n_ctx_train);
+  if (!o.ctx_given && model->cfg.n_ctx_train > 0)  // the default fits every model
+    o.ctx = (int32_t)std::min<int64_t>(o.ctx, model->cfg.n_ctx_train);
+  if (auto s = ds::app::check_ctx("serve", o.ctx, model->cfg.n_ctx_train, o.model); !s) return fail(s.error().message);
   std::unique_ptr<ds::engine::Backend> backend;
-  if (*kind == "cuda") {
+  if (*use_cuda) {
     ds::engine::CudaBackendOptions co;
     co.n_slots = o.parallel;
     co.n_ctx = o.ctx;
@@ -141,6 +144,9 @@ int run(Options o) {
     if (!b) return fail(b.error().message);
     backend = std::move(*b);
   } else {
+    const std::string what = fmt::format("{} slots (--parallel) x {} tokens (--ctx)", o.parallel, o.ctx);
+    if (auto s = ds::app::check_state_fits("serve", model->cfg, o.parallel, o.ctx, what, "--parallel or --ctx"); !s)
+      return fail(s.error().message);
     auto b = ds::engine::Qwen35Backend::create(*model, o.parallel, o.ctx);
     if (!b) return fail(b.error().message);
     backend = std::move(*b);
@@ -179,7 +185,7 @@ int run(Options o) {
 
 ds::app::RunFn setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
-  app.description(
+  app.footer(
       "Serve a Qwen3.5 GGUF over an OpenAI-compatible HTTP API: POST /v1/chat/completions and /v1/completions "
       "(streaming with \"stream\": true), GET /v1/models, /health and /metrics (Prometheus). Requests are batched "
       "continuously over --parallel sequence slots; more wait in a queue of --max-queue, beyond which the server "
@@ -195,16 +201,20 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--parallel", o->parallel, "sequence slots: requests generated at the same time")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  app.add_option("--ctx", o->ctx, "context length of each slot in tokens (prompt + reply)")
+  auto* ctx = app.add_option("--ctx", o->ctx,
+                             "context length of each slot in tokens (prompt + reply); the default is lowered to the "
+                             "model's training context when that is shorter")
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
-  app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
+  auto* api_key =
+      app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
   app.add_option("--api-key-file", o->api_key_file, "read the API key from the first line of this file")
       ->check(CLI::ExistingFile);
   app.add_option("--backend", o->backend, "auto (cuda when built with CUDA and a GPU is visible), cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   app.add_option("--device", o->device, "cuda: GPU index")->capture_default_str();
-  app.add_option("--threads", o->threads, "OpenMP threads (0: OpenMP's default)")->capture_default_str();
+  ds::app::add_threads_option(app, o->threads);
   app.add_option("--model-id", o->model_id, "model name in responses and /v1/models (default: the file's stem)");
   app.add_option("--max-queue", o->eng.max_queue, "requests that may wait for a slot; more get 429")
       ->capture_default_str()
@@ -240,7 +250,11 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--timeout", o->srv.io_timeout_s, "seconds a client may stall a socket read or write")
       ->capture_default_str();
-  return [o] { return run(*o); };
+  return [o, ctx, api_key] {
+    o->ctx_given = ctx->count() > 0;
+    o->api_key_given = api_key->count() > 0;
+    return run(*o);
+  };
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "command.h"
+#include "option_checks.h"
 #include "core/log.h"
 #include "synth/synth.h"
 
@@ -59,6 +61,12 @@ int run_synth(const SynthArgs& a) {
     spdlog::error("synth: give the output file with -o OUT.gguf (or --plan to list the tensors only)");
     return 2;
   }
+  // Refused before writing: the rename at the end would fail after writing the whole model (GBs).
+  if (std::error_code ec; std::filesystem::is_directory(a.out, ec) || a.out.back() == '/') {
+    spdlog::error("synth: -o '{}' is a folder; give a file name, e.g. -o {}/qwen35-{}.gguf", a.out,
+                  a.out.back() == '/' ? a.out.substr(0, a.out.size() - 1) : a.out, a.size);
+    return 2;
+  }
   spdlog::info("synth: Qwen3.5-{} {} ({} tensors, {:.2f} M params = {}, {:.3f} GB{}) -> {}", p.shape.size,
                mix_name(o.mix), p.plan.size(), p.n_params / 1e6, size_label(p.n_params), p.file_bytes / 1e9,
                o.mtp ? ", with MTP block" : "", a.out);
@@ -107,7 +115,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_flag("--mtp", a->mtp, "Add the multi-token-prediction block (block_count = layers + 1)");
   app.add_option("--seed", a->seed, "Seed of the random weights (same seed, same file)")->capture_default_str();
-  app.add_option("--threads", a->threads, "Threads generating data (default: all cores)");
+  ds::app::add_threads_option(app, a->threads);
   app.add_option("-o,--output", a->out, "Output GGUF file (written to OUT.tmp, then renamed)");
   app.add_flag("--plan", a->plan, "Only list the tensors (name, type, shape), the parameter count and file size");
   app.footer(

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "command.h"
+#include "json_input.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -69,6 +70,10 @@ int run_tokenize(const TokenizeOpts& o) {
   for (size_t lineno = 1; std::getline(std::cin, line); lineno++) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
+    if (auto st = check_json_depth(line, fmt::format("tokenize: stdin line {}", lineno)); !st) {
+      spdlog::error("{}", st.error().message);
+      return 1;
+    }
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("text") || !j["text"].is_string()) {
       spdlog::error("tokenize: stdin line {}: expected a JSON object with a string field \"text\"", lineno);
@@ -142,7 +147,12 @@ int run_detokenize(const DetokenizeOpts& o) {
     return 1;
   }
   if (!o.jsonl) {
-    auto j = nlohmann::json::parse(read_stdin(), nullptr, /*allow_exceptions=*/false);
+    const std::string input = read_stdin();
+    if (auto st = check_json_depth(input, "detokenize: stdin"); !st) {
+      spdlog::error("{}", st.error().message);
+      return 1;
+    }
+    auto j = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) {
       spdlog::error("detokenize: stdin: expected a JSON array of token ids, e.g. [9707, 1879]");
       return 1;
@@ -160,8 +170,13 @@ int run_detokenize(const DetokenizeOpts& o) {
   std::string line;
   for (size_t lineno = 1; std::getline(std::cin, line); lineno++) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("detokenize: stdin line {}", lineno);
+    if (auto st = check_json_depth(line, where); !st) {
+      spdlog::error("{}", st.error().message);
+      return 1;
+    }
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    auto ids = j.is_discarded() ? Result<std::vector<int32_t>>(err("detokenize: stdin line {}: not JSON", lineno))
+    auto ids = j.is_discarded() ? Result<std::vector<int32_t>>(err("{}: not JSON", where))
                                 : parse_ids(j, *tok, fmt::format("stdin line {}", lineno));
     if (!ids.ok()) {
       spdlog::error("{}", ids.error().message);

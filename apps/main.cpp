@@ -1,5 +1,7 @@
 // deltaserve: one binary, many subcommands (inspect, tokenize, logits, run, bench, synth, serve, ...).
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "command.h"
 #include "git_sha.h"
@@ -23,6 +25,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "deltaserve 0.1.0 (commit " DS_GIT_SHA ")");
   auto& cmds = ds::app::commands();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  // CLI11 answers an unknown command ("deltaserve serv") with "A subcommand is required": name it instead,
+  // with the commands there are.
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(cmds.begin(), cmds.end(), [&](const auto& c) { return c.name == argv[1]; })) {
+    std::string names;
+    for (const auto& c : cmds) names += (names.empty() ? "" : ", ") + c.name;
+    std::fprintf(stderr,
+                 "deltaserve: '%s' is not a command; the commands are %s.\nRun 'deltaserve --help' for what each "
+                 "does.\n",
+                 argv[1], names.c_str());
+    return 2;
+  }
   ds::app::RunFn to_run;
   for (auto& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);

@@ -249,7 +249,11 @@ Status write_model(const Options& o, const ProgressFn& progress) {
     return err("synth: closing '{}' failed: {}", tmp, std::strerror(errno));
   }
   fs::rename(tmp, out, ec);
-  if (ec) return err("synth: cannot rename '{}' to '{}': {}", tmp, o.out, ec.message());
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);  // a whole model's bytes must not stay behind
+    return err("synth: cannot rename '{}' to '{}': {}", tmp, o.out, ec.message());
+  }
   return {};
 }
 

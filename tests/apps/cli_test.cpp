@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,10 +28,11 @@ std::string slurp(const std::string& p) {
   return s.str();
 }
 
-// Runs `deltaserve ARGS` (optionally with stdin from a file) and captures both streams.
-Out ds_run(const std::string& args, const std::string& stdin_text = "") {
+// Runs `deltaserve ARGS` (optionally with stdin from a file) and captures both streams; with raw, ARGS is the
+// whole command line (e.g. the binary under `timeout`).
+Out ds_run(const std::string& args, const std::string& stdin_text = "", bool raw = false) {
   const std::string d = ds::test::temp_dir();
-  std::string cmd = std::string(bin()) + " " + args + " >" + d + "/out.txt 2>" + d + "/err.txt";
+  std::string cmd = (raw ? args : std::string(bin()) + " " + args) + " >" + d + "/out.txt 2>" + d + "/err.txt";
   if (!stdin_text.empty()) {
     std::ofstream(d + "/in.txt") << stdin_text;
     cmd += " <" + d + "/in.txt";
@@ -166,4 +168,250 @@ TEST(CliVersion, NamesTheCommit) {
   EXPECT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("deltaserve "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("(commit "), std::string::npos) << o.out;
+}
+
+// A bad option value is refused before any work, naming the option, what it allows and what was given.
+// Before: "--ctx: Value 0 not in range 0.000000 to 1797...(309 digits)", --temp -1 ran greedy, --top-p 0
+// and --repeat-penalty 0 ran, and bench -p -5 measured nothing for it.
+TEST_F(Cli, BadOptionValuesNameTheAllowedRange) {
+  const std::string run = "run -m " + model_ + " -p hi -n 2 ";
+  const std::pair<std::string, std::string> cases[] = {
+      {run + "--ctx 0", "--ctx: must be an integer >= 1, got '0'"},
+      {run + "--ctx -5", "--ctx: must be an integer >= 1, got '-5'"},
+      {run + "--ctx abc", "--ctx: must be an integer >= 1, got 'abc'"},
+      {run + "--temp -1", "--temp: must be a number >= 0, got '-1'"},
+      {run + "--top-p 0", "--top-p: must be a number in (0, 1], got '0'"},
+      {run + "--top-k -3", "--top-k: must be an integer >= 0, got '-3'"},
+      {run + "--min-p 2", "--min-p: must be a number in [0, 1], got '2'"},
+      {run + "--repeat-penalty 0", "--repeat-penalty: must be a number > 0, got '0'"},
+      {"bench -m " + model_ + " -p -5", "--n-prompt: must be an integer >= 0, got '-5'"},
+      {"bench -m " + model_ + " -r 0", "--repetitions: must be an integer >= 1, got '0'"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out o = ds_run(args);
+    EXPECT_GT(o.rc, 0) << args;
+    EXPECT_NE(o.err.find(want), std::string::npos) << args << "\n" << o.err;
+  }
+}
+
+// --threads 100000 crashed OpenMP (SIGSEGV) in run, bench and synth; now every command refuses it.
+TEST_F(Cli, ThreadCountIsBounded) {
+  for (const std::string args : {"run -m " + model_ + " -p hi -n 2 --threads 100000",
+                                 "bench -m " + model_ + " -p 4 -n 0 -r 1 --threads 100000",
+                                 "synth --size tiny --threads 100000 -o " + ds::test::temp_dir() + "/t.gguf",
+                                 "logits -m " + model_ + " --tokens-file x --out y --threads 100000",
+                                 "serve -m " + model_ + " --port 0 --threads 100000"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + args, "", /*raw=*/true);
+    EXPECT_GT(o.rc, 0) << args;
+    EXPECT_NE(o.rc, 124) << args << ": still running after 20 s";
+    EXPECT_NE(o.err.find("--threads: must be an integer in [0, 1024], got '100000'"), std::string::npos)
+        << args << "\n" << o.err;
+  }
+}
+
+// --backend cuda where CUDA cannot run says so and how to go on. Before: run failed with "forward: 2 tokens
+// after 0 would pass the sequence's max context 1" and bench with "bad_function_call".
+TEST_F(Cli, BackendCudaWithoutAGpuIsAClearError) {
+  for (const std::string cmd : {"run -p hi -n 1", "bench -p 4 -n 0 -r 1", "serve --port 0"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + cmd + " --backend cuda -m " + model_, "",
+                         /*raw=*/true);
+    if (o.rc == 0 || o.rc == 124) GTEST_SKIP() << "this machine runs CUDA";
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("--backend cuda: "), std::string::npos) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find("use --backend cpu"), std::string::npos) << cmd << "\n" << o.err;
+  }
+}
+
+// A --ctx beyond the model's training context is one error that says the limit; the default --ctx is lowered
+// to it. Before: serve's default (8192) refused the 4096-position demo model ("sequence state: max_ctx = 8192
+// exceeds the model's context_length 4096" after a warning that called it allowed).
+TEST_F(Cli, ContextBeyondTheModelsSaysTheLimit) {
+  for (const std::string cmd : {"run -p hi -n 1", "serve --port 0"}) {
+    const Out o = ds_run("timeout 20 " + std::string(bin()) + " " + cmd + " --ctx 5000 -m " + model_, "",
+                         /*raw=*/true);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("--ctx 5000 is beyond the 4096 positions"), std::string::npos) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find("use --ctx 4096 or less"), std::string::npos) << cmd << "\n" << o.err;
+  }
+  const Out b = ds_run("bench -p 5000 -n 1 -r 1 -m " + model_);
+  EXPECT_EQ(b.rc, 1);
+  EXPECT_NE(b.err.find("bench: a test of 5000 tokens is longer than the 4096 positions"), std::string::npos) << b.err;
+  // serve with the default --ctx starts (and stops on timeout's SIGTERM with exit code 0).
+  const Out o = ds_run("timeout 5 " + std::string(bin()) + " serve --port 0 -m " + model_, "", /*raw=*/true);
+  EXPECT_NE(o.err.find("x 4096 tokens"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("listening on"), std::string::npos) << o.err;
+}
+
+// An empty --api-key (e.g. --api-key "$KEY" with KEY unset) served without any key; now it is refused.
+TEST_F(Cli, EmptyApiKeyIsRefused) {
+  const Out o = ds_run("timeout 20 " + std::string(bin()) + " serve --port 0 --api-key '' -m " + model_, "",
+                       /*raw=*/true);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("--api-key is empty"), std::string::npos) << o.err;
+}
+
+// A prompt that is not UTF-8 is an error naming where (tokenize already refused it; run took it).
+TEST_F(Cli, InvalidUtf8PromptIsRefused) {
+  const std::string f = ds::test::temp_dir() + "/bad-utf8.txt";
+  std::ofstream(f, std::ios::binary) << "ok \xff\xfe";
+  const Out o = ds_run("run -m " + model_ + " -n 2 -f " + f);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("run: -f " + f + ": invalid UTF-8 at byte 3"), std::string::npos) << o.err;
+}
+
+// JSON on stdin nested 200,000 deep crashed detokenize and chat-template (SIGSEGV: a stack overflow in dumping
+// and rendering it); now it is refused before parsing, like a server request body, on every JSON reader.
+TEST_F(Cli, DeeplyNestedJsonOnStdinIsRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const std::string in_message = "{\"messages\": [{\"role\": \"user\", \"content\": " + deep + "}]}";
+  const std::pair<std::string, std::string> cases[] = {
+      {"detokenize", deep},
+      {"detokenize --jsonl", deep},
+      {"chat-template", in_message},
+      {"tokenize --jsonl", "{\"text\": " + deep + "}"},
+  };
+  for (const auto& [cmd, input] : cases) {
+    const Out o = ds_run(cmd + " -m " + model_, input);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("JSON nests deeper than 256 levels"), std::string::npos) << cmd << "\n" << o.err;
+  }
+  // --jsonl rendering reports the line as an error result and goes on with the next line.
+  const Out o = ds_run("chat-template --jsonl -m " + model_,
+                       in_message + "\n{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.out.find("chat-template: input line 1: JSON nests deeper than 256 levels"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("{\"rendered\":"), std::string::npos) << o.out;
+}
+
+// inspect checks the tensors against the config as run does: one tensor's dimension changed in the file
+// (blk.0.ssm_a, [n_v_heads] -> [3]) made run fail but inspect print the file with exit code 0.
+TEST_F(Cli, InspectRefusesATensorOfTheWrongShape) {
+  std::string bytes = slurp(model_);
+  const std::string name = "blk.0.ssm_a";
+  // The tensor record: u64 name length, the name, u32 n_dims, then ne[0] as u64.
+  size_t at = std::string::npos;
+  for (size_t p = bytes.find(name); p != std::string::npos; p = bytes.find(name, p + 1))
+    if (p >= 8 && bytes[p - 8] == (char)name.size() && bytes[p + name.size()] == 1) at = p + name.size() + 4;
+  ASSERT_NE(at, std::string::npos) << "no tensor record of " << name;
+  const uint64_t three = 3;
+  std::memcpy(&bytes[at], &three, 8);
+  const std::string bad = ds::test::temp_dir() + "/bad-shape.gguf";
+  std::ofstream(bad, std::ios::binary) << bytes;
+  for (const std::string cmd : {"inspect " + bad, "run -p hi -n 1 -m " + bad}) {
+    const Out o = ds_run(cmd);
+    EXPECT_EQ(o.rc, 1) << cmd;
+    EXPECT_NE(o.err.find("tensor '" + name + "' has shape [3], expected"), std::string::npos) << cmd << "\n" << o.err;
+  }
+}
+
+// A mistyped command is named, with the commands there are (CLI11 said "A subcommand is required").
+TEST(CliCommands, UnknownCommandIsNamed) {
+  if (!bin()) GTEST_SKIP() << "DS_BIN not set (run through ctest)";
+  const Out o = ds_run("serv -m x.gguf");
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("'serv' is not a command; the commands are bench, "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(", serve, "), std::string::npos) << o.err;
+}
+
+// --system, --think and --no-think only mean something with --chat; without it they were ignored silently.
+TEST_F(Cli, ChatOptionsWithoutChatAreRefused) {
+  for (const std::string opt : {"--system 'Be brief.'", "--think", "--no-think"}) {
+    const Out o = ds_run("run -m " + model_ + " -p hi -n 2 " + opt);
+    EXPECT_GT(o.rc, 0) << opt;
+    EXPECT_NE(o.err.find("requires --chat"), std::string::npos) << opt << "\n" << o.err;
+  }
+}
+
+// synth -o FOLDER wrote the whole model, failed at the rename and left FOLDER.tmp (GBs for a real size)
+// behind; now it is refused before writing.
+TEST_F(Cli, SynthToAFolderIsRefusedBeforeWriting) {
+  const std::string dir = ds::test::temp_dir() + "/synth-out";
+  std::filesystem::create_directories(dir);
+  for (const std::string out : {dir, dir + "/"}) {
+    const Out o = ds_run("synth --size tiny -o " + out);
+    EXPECT_EQ(o.rc, 2) << out;
+    EXPECT_NE(o.err.find("is a folder; give a file name, e.g. -o " + dir + "/qwen35-tiny.gguf"), std::string::npos)
+        << o.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + ".tmp"));
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+// logits --out where no file can be written says why (it said only "cannot write 'PATH'").
+TEST_F(Cli, LogitsSaysWhyItCannotWrite) {
+  const std::string toks = ds::test::temp_dir() + "/toks.txt";
+  std::ofstream(toks) << "1 2 3\n";
+  const Out o = ds_run("logits -m " + model_ + " --tokens-file " + toks + " --out " + ds::test::temp_dir());
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("logits: cannot write '" + ds::test::temp_dir() + "': Is a directory"), std::string::npos)
+      << o.err;
+}
+
+namespace {
+// A copy of `model` whose context_length is `ctx` (the u32 after the key and its u32 type UINT32).
+std::string long_context_copy(const std::string& model, uint32_t ctx) {
+  std::string bytes = slurp(model);
+  const std::string key = "qwen35.context_length";
+  const size_t at = bytes.find(key);
+  EXPECT_NE(at, std::string::npos);
+  std::memcpy(&bytes[at + key.size() + 4], &ctx, 4);
+  const std::string out = ds::test::temp_dir() + "/ctx-" + std::to_string(ctx) + ".gguf";
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+}  // namespace
+
+// serve and run on the cpu backend with more sequence state than the machine has (zero-filled at full
+// context when they start) are refused with the sizes; they used to run into an OOM kill or std::bad_alloc.
+// The model's context_length is raised in a copy so that the state needs terabytes (1 KiB per token).
+TEST_F(Cli, MoreStateThanTheMachineHasIsRefused) {
+  const Out o = ds_run("timeout 60 " + std::string(bin()) + " serve --port 0 --backend cpu --parallel 4096 --ctx " +
+                           "1048576 -m " + long_context_copy(model_, 1u << 20),
+                       "", /*raw=*/true);
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("serve: 4096 slots (--parallel) x 1048576 tokens (--ctx) need "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("GiB of memory is available; lower --parallel or --ctx"), std::string::npos) << o.err;
+  const Out r = ds_run("run -p hi -n 1 --backend cpu --ctx 2147483648 -m " + long_context_copy(model_, 1u << 31));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("run: 2147483648 tokens (--ctx) need "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GiB of memory is available; lower --ctx"), std::string::npos) << r.err;
+}
+
+// logits of more tokens than the model's context names the tokens file and the limit (it said "model:
+// sequence state: max_ctx = 5000 exceeds the model's context_length 4096").
+TEST_F(Cli, LogitsOfTooManyTokensNamesTheFile) {
+  const std::string toks = ds::test::temp_dir() + "/toks-5000.txt";
+  {
+    std::ofstream f(toks);
+    for (int i = 0; i < 5000; i++) f << "5 ";
+  }
+  const Out o = ds_run("logits -m " + model_ + " --tokens-file " + toks + " --out " + ds::test::temp_dir() + "/l.f32");
+  EXPECT_EQ(o.rc, 1);
+  EXPECT_NE(o.err.find("logits: '" + toks + "' has 5000 tokens, more than the 4096 positions"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("give at most 4096"), std::string::npos) << o.err;
+}
+
+// Every command takes its model with -m; inspect took only a positional file ("The following argument was
+// not expected: -m"). Both work now, and neither is a clear error.
+TEST_F(Cli, InspectTakesTheModelWithMToo) {
+  const Out positional = ds_run("inspect " + model_), with_m = ds_run("inspect -m " + model_);
+  EXPECT_EQ(with_m.rc, 0) << with_m.err;
+  EXPECT_EQ(with_m.out, positional.out);
+  EXPECT_NE(with_m.out.find("model config (qwen35):"), std::string::npos) << with_m.out;
+  const Out none = ds_run("inspect");
+  EXPECT_EQ(none.rc, 2);
+  EXPECT_NE(none.err.find("inspect: give the GGUF file: deltaserve inspect MODEL.gguf (or -m MODEL.gguf)"),
+            std::string::npos)
+      << none.err;
+}
+
+// cuda-bench takes bench's option names too (-p/--n-prompt, -n/--n-gen, -r/--repetitions): a user who
+// learned them on bench got "The following argument was not expected".
+TEST_F(Cli, CudaBenchTakesBenchsOptionNames) {
+  for (const std::string opts : {"--n-prompt 4 --n-gen 2 --repetitions 1", "-p 4 -n 2 -r 1"}) {
+    const Out o = ds_run("cuda-bench -m " + model_ + " " + opts);
+    EXPECT_EQ(o.err.find("not expected"), std::string::npos) << opts << "\n" << o.err;
+    if (o.rc != 0) EXPECT_NE(o.err.find("built without CUDA"), std::string::npos) << opts << "\n" << o.err;
+  }
 }
