@@ -246,7 +246,7 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_flag("--warm-up,!--no-warm-up", o->eng.warm_up,
                "cuda: capture the decode step of every batch size before serving (no capture inside a served step; default on)")
       ->capture_default_str();
-  app.add_option("--http-threads", o->srv.http_threads, "HTTP worker threads (0: slots + queue + 16)")
+  app.add_option("--http-threads", o->srv.http_threads, "HTTP worker threads kept ready (0: slots + queue + 16); more start, up to 4x (at least 1024), while every one holds a connection")
       ->capture_default_str();
   app.add_option("--timeout", o->srv.io_timeout_s, "seconds a client may stall a socket read or write")
       ->capture_default_str();

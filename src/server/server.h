@@ -28,7 +28,7 @@ struct ServerConfig {
   size_t max_body_bytes = 8u << 20;  // larger bodies get 413
   int32_t max_prompt_tokens = 0;     // 0: the context size
   int32_t max_tokens_limit = 0;      // 0: the context size
-  int32_t http_threads = 0;          // 0: slots + queue + 16 (each streaming client holds one)
+  int32_t http_threads = 0;          // base HTTP workers (0: slots + queue + 16); up to 4x (>= 1024) while all are busy
   int32_t io_timeout_s = 30;         // socket read/write timeout (slow clients)
 };
 Status validate(const ServerConfig& c);
