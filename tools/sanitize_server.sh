@@ -7,13 +7,15 @@
 #   ninja -C build-tsan deltaserve
 #   tools/sanitize_server.sh build-tsan [MODEL.gguf]   # default: the tiny-sym q4_k_m fixture
 #
-# The server runs on the CPU backend, --ctx 4096, --parallel 3, --max-queue 2 (so a burst meets 429s), one
-# OpenMP thread (libgomp is not built with TSan: its barriers would show as races between its own threads), and
-# tools/tsan.supp for cpp-httplib's prebuilt library (why: see there).
+# The server runs on the CPU backend, --ctx 4096, --parallel 3, --max-queue 2 (so a burst meets 429s), with one
+# OpenMP thread: libgomp is not built with TSan, so with more threads every `omp parallel` region shows races
+# between the engine thread and the workers it hands data to (seen with OMP_NUM_THREADS=2 on test_engine: team
+# start and barriers are invisible to TSan). tools/tsan.supp covers cpp-httplib's prebuilt library (why: there).
+# DS_ASYNC_STEP=0 in the environment drives the engine's synchronous step order instead.
 # The drive (Python, standard library only), each phase checked, with a thread scraping /metrics and /health
 # every 50 ms all along:
-#   stream    5 clients (3 slots + 2 queued: none refused) x 2 streaming requests (chat and completions; logprobs, stop strings, penalties,
-#             sampling), every stream ends with `data: [DONE]` and a finish_reason;
+#   stream    5 clients (3 slots + 2 queued: none refused) x 2 streaming requests (chat and completions;
+#             logprobs, stop strings, penalties, sampling), every stream ends with `data: [DONE]` and a finish_reason;
 #   cancel    5 streams closed by their client after the first token: the engine counts them cancelled and
 #             every slot is free again (ds_requests_running 0);
 #   prefix    2 three-turn chats at once, each turn extending the last verbatim: turns 2 and 3 report
@@ -24,6 +26,9 @@
 # Sanitizer output goes to OUT_DIR/san.* (OUT_DIR: $DS_SANITIZE_OUT, default BUILD_DIR/sanitize-server); TSan
 # (halt_on_error=0: every report), ASan + UBSan (UBSan aborts at its first report: -fno-sanitize-recover) and
 # LeakSanitizer at exit. Exit 0 only if every phase passed, the server exited 0 and no report was written.
+# The same builds run the unit tests (OMP_NUM_THREADS=1 build-tsan/tests/engine/test_engine, .../test_server)
+# and the node e2e tests (DS_BIN=build-tsan/apps/deltaserve node tests/e2e/abuse_test.mjs, with TSAN_OPTIONS as
+# below; under TSan the slowloris case's timing bound fails and load_test needs small numbers: it is ~10x slower).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ ! -x "$1/apps/deltaserve" ]; then
