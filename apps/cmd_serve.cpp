@@ -1,7 +1,6 @@
 // deltaserve serve: the OpenAI-compatible HTTP server (src/server) over the continuous-batching
 // engine (src/engine) and a model loaded from one GGUF file (weights, tokenizer, chat template).
 #include <omp.h>
-#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +19,7 @@
 #include "engine/tokenizer_codec.h"
 #include "model/qwen35.h"
 #include "server/server.h"
+#include "signal_thread.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -42,60 +42,8 @@ int fail(const std::string& msg) {
   return 1;
 }
 
-// SIGINT / SIGTERM go to one thread that sigwaits for them; they are blocked in every other thread. Made
-// first thing in `serve`, so that every thread started later (OpenMP's, the CUDA driver's: a signal
-// delivered to one of those would kill the process without a shutdown) inherits the blocked mask. Until
-// a stop action is set (loading a model can take a while) a signal ends the process at once.
-class SignalThread {
- public:
-  SignalThread() {
-    sigemptyset(&sigs_);
-    sigaddset(&sigs_, SIGINT);
-    sigaddset(&sigs_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs_, nullptr);
-    thread_ = std::thread([this] { wait(); });
-  }
-  ~SignalThread() {
-    disarm();
-    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait (ignored: disarmed)
-    thread_.join();
-  }
-  void on_signal(std::function<void()> stop) {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = std::move(stop);
-  }
-  // From now on signals are ignored (the stop action may refer to objects about to be destroyed).
-  void disarm() {
-    std::lock_guard<std::mutex> lk(mu_);
-    disarmed_ = true;
-  }
-
- private:
-  void wait() {
-    int sig = 0;
-    sigwait(&sigs_, &sig);
-    std::function<void()> stop;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (disarmed_) return;
-      stop = stop_;
-    }
-    if (!stop) {
-      spdlog::warn("serve: signal {} while starting; exiting", sig);
-      std::_Exit(128 + sig);
-    }
-    spdlog::info("serve: signal {}, shutting down", sig);
-    stop();
-  }
-  sigset_t sigs_;
-  std::mutex mu_;
-  std::function<void()> stop_;
-  bool disarmed_ = false;
-  std::thread thread_;
-};
-
 int run(Options o) {
-  SignalThread signals;
+  ds::app::SignalThread signals;
   auto use_cuda = ds::app::use_cuda("serve", o.backend);
   if (!use_cuda) return fail(use_cuda.error().message);
   // An empty key (say --api-key "$KEY" with KEY unset) would silently serve without one.

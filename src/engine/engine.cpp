@@ -117,7 +117,7 @@ struct Engine::Impl {
 constexpr uint64_t kLogEvery = 256;  // decode steps between two phase log lines (--log-level debug)
 
 Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
-    : backend_(backend), codec_(codec), cfg_(cfg), impl_(std::make_unique<Impl>(cfg)) {
+    : backend_(backend), codec_(codec), cfg_(cfg), impl_(std::make_shared<Impl>(cfg)) {
   auto& I = *impl_;
   for (int32_t s = backend_.n_slots() - 1; s >= 0; s--) I.free_slots.push_back(s);
   I.stats.n_slots = backend_.n_slots();
@@ -130,7 +130,10 @@ Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
   if (const char* e = std::getenv("DS_ASYNC_STEP"); e && e[0]) cfg_.async_step = e[0] != '0';
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+  impl_->cache.clear();  // the snapshots go now, while the backend surely exists (a waker may hold Impl a moment)
+}
 
 void Engine::start() {
   std::lock_guard lk(impl_->m);
@@ -167,8 +170,11 @@ Submitted Engine::submit(GenerationRequest r) {
   s->text = TextStream(r.stop);
   s->req = std::move(r);
   s->t_submit = Clock::now();
-  Impl* ip = impl_.get();
-  s->h->set_waker([ip] {
+  // A client may cancel after the engine is gone (its handle is shared): the waker then finds no Impl to wake.
+  std::weak_ptr<Impl> wp = impl_;
+  s->h->set_waker([wp] {
+    const std::shared_ptr<Impl> ip = wp.lock();
+    if (!ip) return;
     {
       std::lock_guard lk(ip->m);
       ip->wakeups++;

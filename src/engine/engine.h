@@ -97,7 +97,7 @@ class Engine {
   Backend& backend_;
   const TextCodec& codec_;
   EngineConfig cfg_;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the request handles' wakers, which hold it weakly
   std::thread thread_;
   std::mutex stop_m_;
 };

@@ -487,6 +487,24 @@ TEST(Engine, StopFailsUnfinishedRequests) {
   EXPECT_EQ(rig->eng.submit(greedy({1}, 1)).status, SubmitStatus::Stopped);
 }
 
+// A handle is shared: a client may still cancel after the engine is gone (cleaning up after the server's end).
+// The engine's waker then has nothing to wake (before: it locked the destroyed engine's mutex; ASan: use after free).
+TEST(Engine, CancelAfterTheEngineIsGoneIsHarmless) {
+  std::shared_ptr<RequestHandle> done, queued;
+  {
+    auto o = opts(1);
+    o.decode_delay = 1ms;
+    Rig rig(o);
+    done = rig.submit(greedy(prompt_of(1, 5), 3));
+    EXPECT_EQ(collect(*done).last.finish, FinishReason::Length);
+    queued = rig.submit(greedy(prompt_of(2, 5), 200));
+  }
+  done->cancel();
+  queued->cancel();
+  EXPECT_TRUE(queued->cancelled());
+  EXPECT_EQ(collect(*queued).last.finish, FinishReason::Error);  // "the server is shutting down", as before
+}
+
 TEST(TextStream, Utf8AndStops) {
   TextStream ts({"END"});
   EXPECT_EQ(ts.push("a\xE2\x82"), "a");  // incomplete euro sign held
