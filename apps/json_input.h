@@ -1,7 +1,7 @@
 // JSON that tokenize, detokenize and chat-template read from stdin. Their parsed values are dumped (into
-// error messages) and walked recursively (by the chat template), so text that nests arrays / objects deeper
-// than the server's bound is refused before it is parsed, as the server refuses such a body: 200,000 '[' on
-// stdin overflowed the stack (SIGSEGV) in detokenize and chat-template.
+// error messages) and walked recursively (by the chat template), so text the server would refuse (too deep,
+// or an object too wide to parse in reasonable time) is refused here too, before it is parsed: 200,000 '['
+// on stdin overflowed the stack (SIGSEGV) in detokenize and chat-template.
 #pragma once
 #include <string_view>
 
@@ -10,10 +10,10 @@
 
 namespace ds::app {
 
-// An Error naming `where` when `text` nests deeper than ds::server::kMaxJsonDepth.
+// An Error naming `where` when the server would refuse `text` before parsing it (ds::server::json_shape_error:
+// nesting deeper than kMaxJsonDepth, an object wider than kMaxJsonMembers).
 inline Status check_json_depth(std::string_view text, std::string_view where) {
-  if (server::nests_deeper_than(text, server::kMaxJsonDepth))
-    return err("{}: JSON nests deeper than {} levels of arrays / objects", where, server::kMaxJsonDepth);
+  if (auto why = server::json_shape_error(text)) return err("{}: the JSON {}", where, *why);
   return {};
 }
 

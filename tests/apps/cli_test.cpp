@@ -273,13 +273,13 @@ TEST_F(Cli, DeeplyNestedJsonOnStdinIsRefused) {
   for (const auto& [cmd, input] : cases) {
     const Out o = ds_run(cmd + " -m " + model_, input);
     EXPECT_EQ(o.rc, 1) << cmd;
-    EXPECT_NE(o.err.find("JSON nests deeper than 256 levels"), std::string::npos) << cmd << "\n" << o.err;
+    EXPECT_NE(o.err.find("the JSON nests arrays/objects more than 256 levels deep"), std::string::npos) << cmd << "\n" << o.err;
   }
   // --jsonl rendering reports the line as an error result and goes on with the next line.
   const Out o = ds_run("chat-template --jsonl -m " + model_,
                        in_message + "\n{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n");
   EXPECT_EQ(o.rc, 1);
-  EXPECT_NE(o.out.find("chat-template: input line 1: JSON nests deeper than 256 levels"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("chat-template: input line 1: the JSON nests arrays/objects more than 256 levels deep"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("{\"rendered\":"), std::string::npos) << o.out;
 }
 
