@@ -2,8 +2,7 @@
 // while the kernel before it on the stream is still running: k must execute griddepcontrol.wait before it
 // reads anything an earlier kernel writes (weights and other constant inputs may be read before), and may
 // execute griddepcontrol.launch_dependents to let the next kernel start early. Without pdl it is the plain
-// k<<<grid, block, smem, stream>>>(args...). launch_pdl_cluster: the same in clusters of CTAs along x;
-// launch_pdl_ex also with the device's highest launch priority (first).
+// k<<<grid, block, smem, stream>>>(args...). launch_pdl_cluster: the same in clusters of CTAs along x.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,14 +13,14 @@ namespace ds::cuda {
 
 // launch_pdl with the grid in clusters of cluster_x CTAs along x (thread-block clusters, sm_90; 1: none).
 template <class... P, class... A>
-cudaError_t launch_pdl_ex(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
-                          int cluster_x, bool first, A&&... args) {
+cudaError_t launch_pdl_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                               int cluster_x, A&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute at[3];
+  cudaLaunchAttribute at[2];
   unsigned n = 0;
   if (pdl) {
     at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -35,23 +34,9 @@ cudaError_t launch_pdl_ex(void (*k)(P...), dim3 grid, dim3 block, size_t smem, c
     at[n].val.clusterDim.z = 1;
     n++;
   }
-  if (first) {  // the device's highest priority: its CTAs dispatched before those of kernels ready at the same time
-    int lo = 0, hi = 0;
-    if (cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess) {
-      at[n].id = cudaLaunchAttributePriority;
-      at[n].val.priority = hi;
-      n++;
-    }
-  }
   cfg.attrs = at;
   cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, k, std::forward<A>(args)...);
-}
-
-template <class... P, class... A>
-cudaError_t launch_pdl_cluster(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
-                               int cluster_x, A&&... args) {
-  return launch_pdl_ex(k, grid, block, smem, stream, pdl, cluster_x, false, std::forward<A>(args)...);
 }
 
 template <class... P, class... A>

@@ -117,64 +117,6 @@ TEST(CudaState, BatchOf40DecodeEqualsEachAlone) {
   }
 }
 
-// ov19: the GDN gate's product on a side stream beside the delta rule (whose grid leaves it N SMs), then the gated
-// norm as its own kernel: the same bits as the gate inside the rule's kernel, through graphs and direct launches, for
-// N = 16 and N = all SMs but one (the rule on one CTA). 40 sequences: the rule on gdn_tma_out_kernel (16+), the Q4_K
-// products on the wgmma kernel with the folded norm (25+). The profiled step names the gated norm only when overlapped.
-TEST(CudaState, OverlappedGateGivesSameBits) {
-  DS_SKIP_WITHOUT_GPU();
-  auto f = load_fixture();
-  ASSERT_TRUE(f.m.ok());
-  const size_t B = 40;
-  struct Run {
-    int sms;
-    bool graphs;
-  };
-  std::vector<std::vector<float>> base;  // per step, from the first run (overlap off)
-  for (const Run run : {Run{0, true}, Run{16, true}, Run{16, false}, Run{100000, true}}) {
-    const std::string what = "overlap " + std::to_string(run.sms) + (run.graphs ? " (graphs)" : " (direct)");
-    cuda::set_step_overlap(run.sms);
-    cuda::CudaModelOptions o;
-    o.use_graphs = run.graphs;
-    auto cm = ds::test::load_cuda(*f.m, o);
-    ASSERT_TRUE(cm) << what;
-    std::vector<std::unique_ptr<cuda::CudaSeqState>> batch;
-    std::vector<cuda::CudaSeqState*> states;
-    for (size_t i = 0; i < B; i++) {
-      batch.push_back(ds::test::new_state(*cm, 64));
-      ASSERT_TRUE(batch.back());
-      ASSERT_TRUE(cm->prefill(*batch[i], slice(f.ref.prompt, 2 * i, 3 + i % 7), nullptr, false).ok());
-      states.push_back(batch[i].get());
-    }
-    std::vector<std::vector<float>> got;
-    for (int step = 0; step < 4; step++) {
-      std::vector<int32_t> toks;
-      for (size_t i = 0; i < B; i++) toks.push_back(f.ref.generated[(i + step) % f.ref.generated.size()]);
-      got.push_back(ds::test::decode_step(*cm, states, toks));
-    }
-    std::vector<int32_t> toks(B, f.ref.generated[0]);
-    got.emplace_back(B * cm->cfg().n_vocab);
-    auto prof = cm->profile_decode(states, toks, got.back().data());
-    ASSERT_TRUE(prof.ok()) << what << ": " << prof.error().message;
-    size_t gated = 0;
-    for (const auto& k : *prof) gated += k.name.find("gated_norm") != std::string::npos;
-    if (run.sms == 0) EXPECT_EQ(gated, 0u) << what;
-    else EXPECT_GT(gated, 0u) << what << ": the overlapped form was not taken";
-    if (base.empty()) {
-      base = got;
-      continue;
-    }
-    for (size_t st = 0; st < got.size(); st++) {
-      ASSERT_EQ(got[st].size(), base[st].size());
-      EXPECT_EQ(0, std::memcmp(got[st].data(), base[st].data(), got[st].size() * sizeof(float)))
-          << what << ": step " << st << " logits differ from the non-overlapped step";
-    }
-    std::printf("[ov19] %s: %zu steps bit-identical to the non-overlapped form, %zu gated norms in the profiled step\n",
-                what.c_str(), got.size(), gated);
-  }
-  cuda::set_step_overlap(-1);
-}
-
 TEST(CudaState, PrefillChunkSizeDoesNotMatter) {
   DS_SKIP_WITHOUT_GPU();
   auto f = load_fixture();

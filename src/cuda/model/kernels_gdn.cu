@@ -532,7 +532,7 @@ __device__ __forceinline__ void load_item(const GdnArgs& a, const StepIO* io, in
     in.a = a.a[(int64_t)t * a.lda + h];
     in.b = a.b[(int64_t)t * a.ldb + h];
     in.v = ut[2 * Kd + (int64_t)h * DK + j];
-    if (tid % 4 == 0 && a.z) in.z = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];  // z null: no gate (ov19)
+    if (tid % 4 == 0) in.z = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
   }
 }
 
@@ -607,7 +607,7 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
       cp_async4(&in.q[tid], ut + (int64_t)kh * DK + tid);
       cp_async4(&in.k[tid], ut + Kd + (int64_t)kh * DK + tid);
       cp_async4(&in.v[tid], ut + 2 * Kd + (int64_t)h * DK + tid);
-      if (a.z) cp_async4(&in.z[tid], a.z + (int64_t)t0 * a.ldz + (int64_t)h * DK + tid);  // z null: no gate (ov19)
+      cp_async4(&in.z[tid], a.z + (int64_t)t0 * a.ldz + (int64_t)h * DK + tid);
     } else if (tid == DK) {
       cp_async4(&in.a, a.a + (int64_t)t0 * a.lda + h);
     } else if (tid == DK + 1) {
@@ -723,7 +723,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
           av = a.a[(int64_t)t * a.lda + h];
           bv = a.b[(int64_t)t * a.ldb + h];
           vj = ut[2 * Kd + (int64_t)h * DK + j];
-          zv = r == 0 && a.z ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
+          zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
         }
         // every reader of the previous token's sq / sk has passed its barrier (2); kSIn: the first token's
         // q and k are read from `in`
@@ -757,8 +757,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         for (int w = 0; w < kW; w++) ss += red[w];
         const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
         if (r == 0) {
-          // z null (ov19): the rule's output o itself; gdn_gated_norm applies the gated norm after the gate's product
-          a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = a.z ? o * rs * nw * silu_f(zv) : o;
+          a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
           if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
         }
         if (tid == 0 && a.dbg_g) {
@@ -800,12 +799,8 @@ cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaS
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs;
-  // ov19: free_sms SMs left to a kernel running beside this one (the gate's product on the step's side stream); one
-  // CTA per SM (its shared memory), so the grid is the SMs it takes. The priority attribute puts its CTAs first when
-  // both kernels become ready together.
-  const int ctas = std::min(n_items, std::max(1, sm_count() - std::max(0, a.free_sms)));
-  return launch_pdl_ex(k, dim3((unsigned)ctas), dim3(C::kThreads), C::kSmem, stream, step_pdl(), 1, a.free_sms > 0, a,
-                       io, n_items, copy_shift);
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items, copy_shift);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
@@ -902,11 +897,6 @@ int gdn_tma_out() {
 
 std::atomic<int> g_force{-1};  // gdn_force_kernel
 
-bool tma_taken(int n_seqs) {
-  const int force = g_force.load(std::memory_order_relaxed);
-  return force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
-}
-
 // DS_GDN_CONV_FUSE: 1 (default) = gdn_conv_step's one kernel where it applies, 0 the two; gdn_force_conv_fuse
 // overrides it. H200 (cg18 call 1, 1 / 0 interleaved): tg128 0.8B 1340.3 / 1326.0 vs 1319.7 / 1321.5 tok/s, 9B
 // 431.9 / 431.0 vs 429.4 / 428.9; 0.8B cuda-bench step 0.740 vs 0.748 ms (157 -> 139 ops; op by op the fused
@@ -936,29 +926,10 @@ int split_b1_env() {  // -1: by g
   return v;
 }
 
-// ov19: the gated RMSNorm of the rule's output o (written by gdn_tma_out_kernel with a null z) once the gate z is
-// there: out = o * rs * w * silu(z), rs over the head's DK values. One CTA of DK * 4 threads per (head, token) with
-// the TMA kernel's thread layout (row j = tid / 4, lane r = tid % 4 holds it when r = 0) and its sum (warp sums of
-// o^2, then the warp partials in warp order: block_sum): the same bits as the gate inside the kernel.
-template <int DK>
-__global__ void __launch_bounds__(DK * 4) gated_norm_kernel(const GdnArgs a) {
-  __shared__ float red[32];
-  const int h = (int)blockIdx.x, t = (int)blockIdx.y, tid = threadIdx.x, j = tid / 4, r = tid % 4;
-  float* p = a.out + (int64_t)t * a.ldo + (int64_t)h * DK + j;
-  const float nw = a.norm_w[j];
-  pdl_wait();
-  const float o = r == 0 ? *p : 0.f;
-  const float zv = r == 0 ? a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j] : 0.f;
-  pdl_trigger();
-  const float ss = block_sum(r == 0 ? o * o : 0.f, red);
-  const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-  if (r == 0) *p = o * rs * nw * silu_f(zv);
-}
-
 template <int DK>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (tma_taken(n_seqs)) {
-    const int force = g_force.load(std::memory_order_relaxed);
+  const int force = g_force.load(std::memory_order_relaxed);
+  if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
     const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
     const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
                                : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
@@ -967,8 +938,6 @@ Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
     return {};
   }
-  if (!a.z || a.free_sms > 0)
-    return cu_err("cuda gdn_step: no gate (z) or free SMs outside gdn_tma_out_kernel ({} sequences)", n_seqs);
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true>, grid, block, 0, stream, "gdn_step", a, io);
   return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
@@ -1082,19 +1051,6 @@ Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, 
   return {};
 }
 
-bool gdn_step_tma(int n_seqs) { return tma_taken(n_seqs); }
-
-Status gdn_gated_norm(const GdnArgs& a, int n_tokens, cudaStream_t stream) {
-  if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda gdn_gated_norm: {} tokens", n_tokens);
-  if (!a.z || !a.out || !a.norm_w) return cu_err("cuda gdn_gated_norm: z, out and norm_w are needed");
-  const dim3 grid((unsigned)a.n_v_heads, (unsigned)n_tokens);
-  switch (a.d_k) {
-    case 64: return launch_step(gated_norm_kernel<64>, grid, dim3(64 * 4), 0, stream, "gdn_gated_norm", a);
-    case 128: return launch_step(gated_norm_kernel<128>, grid, dim3(128 * 4), 0, stream, "gdn_gated_norm", a);
-    default: return cu_err("cuda gdn_gated_norm: head dim {} (supported: 64, 128)", a.d_k);
-  }
-}
-
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_step: {} sequences", n_seqs);
   if (a.state_off % 16 != 0) return cu_err("cuda gdn_step: state offset {} is not 16-byte aligned", a.state_off);
@@ -1111,7 +1067,8 @@ void gdn_force_conv_fuse(int on) { g_conv_fuse_force.store(on == 0 || on == 1 ? 
 bool gdn_conv_fused(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
   const int f = g_conv_fuse_force.load(std::memory_order_relaxed);
   if (!(f < 0 ? conv_fuse_env() : f == 1)) return false;
-  const bool tma = tma_taken(n_seqs);
+  const int kf = g_force.load(std::memory_order_relaxed);
+  const bool tma = kf >= 1 || (kf < 0 && gdn_tma() && n_seqs >= gdn_tma_min());
   const int64_t Kd = (int64_t)a.n_k_heads * a.d_k;
   return !tma && c.kernel == 4 && (a.d_k == 64 || a.d_k == 128) && c.head_dim == a.d_k && a.n_k_heads > 0 &&
          a.n_v_heads % a.n_k_heads == 0 && a.n_v_heads / a.n_k_heads <= 8 && c.n_norm_channels == 2 * Kd &&

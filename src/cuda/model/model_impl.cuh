@@ -49,8 +49,7 @@ struct DevLayer {
   LayerKind kind = LayerKind::GatedDeltaNet;
   const float* attn_norm = nullptr;  // [H]
   const float* post_norm = nullptr;  // [H]
-  Proj in;                           // GDN: qkv, beta, alpha, gate (z); attention: q, k, v
-  Proj in_ov;  // GDN (ov19): `in`'s row ranges with the gate (z) a group of its own, the last: the overlapped step
+  Proj in;                           // GDN: qkv, gate (z), beta, alpha; attention: q, k, v
   DevMat out;                        // ssm_out / attn_output
   Proj ffn;                          // ffn_gate, ffn_up
   DevMat down;                       // ffn_down
@@ -78,8 +77,6 @@ struct PrefillScratch {
 
 struct CudaModel::Impl {
   cudaStream_t stream = nullptr;
-  cudaStream_t side = nullptr;                 // ov19: the gate's product beside the delta rule
-  cudaEvent_t fork = nullptr, join = nullptr;  // ov19: side waits for fork (on stream), stream for join (on side)
   DeviceBuffer arena;  // every weight and f32 vector
   std::vector<DevLayer> layers;
   DevMat embd, output;

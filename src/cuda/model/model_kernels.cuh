@@ -84,7 +84,7 @@ struct GdnArgs {
   int64_t lda = 0;
   const float* b = nullptr;  // ssm_beta projection [t*ldb + h]
   int64_t ldb = 0;
-  const float* z = nullptr;  // attn_gate projection [t*ldz + h*dv + j]; null (gdn_tma_out_kernel only): out = o
+  const float* z = nullptr;  // attn_gate projection [t*ldz + h*dv + j]
   int64_t ldz = 0;
   const float* ssm_a = nullptr;
   const float* dt_bias = nullptr;
@@ -97,15 +97,9 @@ struct GdnArgs {
   float* dbg_core = nullptr;  // optional [T][nv][dv]: the rule's output before the gated norm
   float* dbg_g = nullptr;     // optional [T][nv]
   float* dbg_beta = nullptr;  // optional [T][nv]
-  int free_sms = 0;  // ov19 (gdn_tma_out_kernel only): SMs its grid leaves to a kernel running beside it
 };
 bool gdn_supports(int d_k);
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
-// Whether gdn_step takes gdn_tma_out_kernel at this batch (the only kernel that takes a null z or free_sms).
-bool gdn_step_tma(int n_seqs);
-// ov19: out = gated RMSNorm of out (the rule's output o) with gate z and norm_w, per (token, value head): the same
-// bits as gdn_step with z; for a step whose gdn_step ran with a null z.
-Status gdn_gated_norm(const GdnArgs& a, int n_tokens, cudaStream_t stream);
 // Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_tma_out_kernel, 2 its form with the
 // next item's inputs in shared memory (gdn12, the default from 16 sequences); -1: by the environment and the
 // batch, as in the model). All give the same bits.

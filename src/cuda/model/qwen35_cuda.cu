@@ -121,42 +121,6 @@ Proj plan_proj(ArenaPlan& plan, const std::vector<const QTensor*>& mats) {
   return p;
 }
 
-// ov19: p's groups with its last matrix (the GDN gate) cut from the end of its group into a group of its own, the
-// last one (row ranges of the same weights; mats and out_off are set by the caller's loops).
-Proj split_last(const Proj& p) {
-  Proj o;
-  const size_t last = p.views.size() - 1;
-  const Proj::View lv = p.views[last];
-  for (size_t g = 0; g < p.groups.size(); g++) {
-    if ((int)g == lv.group && lv.row_off == 0) continue;  // the gate alone in its group: appended below
-    DevMat m = p.groups[g];
-    if ((int)g == lv.group) {  // the rows before the gate
-      const size_t row_bytes = m.bytes / (size_t)m.rows;
-      m.rows = lv.row_off;
-      m.bytes = (size_t)m.rows * row_bytes;
-      m.name = m.name.substr(0, m.name.rfind('+'));
-    }
-    o.groups.push_back(m);
-  }
-  // views: the groups before the gate's keep their index; a later one (the gate's group was skipped) moves down
-  const bool skipped = lv.row_off == 0;
-  for (size_t i = 0; i < last; i++) {
-    Proj::View v = p.views[i];
-    if (skipped && v.group > lv.group) v.group--;
-    o.views.push_back(v);
-  }
-  const DevMat& g = p.groups[lv.group];
-  const size_t row_bytes = g.bytes / (size_t)g.rows;
-  DevMat z = g;
-  z.w = g.w + (size_t)lv.row_off * row_bytes;
-  z.rows = g.rows - lv.row_off;
-  z.bytes = (size_t)z.rows * row_bytes;
-  z.name = g.name.substr(g.name.rfind('+') + 1);
-  o.views.push_back({(int)o.groups.size(), 0});
-  o.groups.push_back(z);
-  return o;
-}
-
 template <class T>
 void resolve(T*& p, uint8_t* base) {
   p = reinterpret_cast<T*>(base + reinterpret_cast<uintptr_t>(p));
@@ -175,9 +139,6 @@ CudaModel::Impl::~Impl() {
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   if (io_host) cudaFreeHost(io_host);
   if (logits_host) cudaFreeHost(logits_host);
-  if (fork) cudaEventDestroy(fork);
-  if (join) cudaEventDestroy(join);
-  if (side) cudaStreamDestroy(side);
   if (stream) cudaStreamDestroy(stream);
 }
 
@@ -203,9 +164,6 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   const Qwen35Config& c = cm->cfg_;
   I.max_tokens = o.max_tokens;
   CUDA_TRY(cudaStreamCreateWithFlags(&I.stream, cudaStreamNonBlocking));
-  CUDA_TRY(cudaStreamCreateWithFlags(&I.side, cudaStreamNonBlocking));
-  CUDA_TRY(cudaEventCreateWithFlags(&I.fork, cudaEventDisableTiming));
-  CUDA_TRY(cudaEventCreateWithFlags(&I.join, cudaEventDisableTiming));
 
   // Plan the arena: matrices in their GGUF types, same-input projections concatenated, then f32 vectors.
   ArenaPlan plan;
@@ -236,8 +194,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
     D.ffn = plan_proj(plan, {&L.ffn_gate, &L.ffn_up});
     D.down = plan_matrix(plan, {&L.ffn_down});
     if (L.kind == LayerKind::GatedDeltaNet) {
-      // the gate last: its rows end the group they share with qkv / beta / alpha (in_ov below)
-      D.in = plan_proj(plan, {&L.gdn.qkv, &L.gdn.beta, &L.gdn.alpha, &L.gdn.gate});
+      D.in = plan_proj(plan, {&L.gdn.qkv, &L.gdn.gate, &L.gdn.beta, &L.gdn.alpha});
       D.out = plan_matrix(plan, {&L.gdn.out});
       D.conv_w = fl(L.gdn.conv);
       D.dt_bias = fl(L.gdn.dt_bias);
@@ -296,13 +253,10 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
     }
   }
 
-  for (DevLayer& D : I.layers)
-    if (D.kind == LayerKind::GatedDeltaNet) D.in_ov = split_last(D.in);
-
   // Scratch: the projection buffer holds the larger of a layer's input projections and its ffn gate+up.
   int64_t proj_rows = 0;
   for (DevLayer& D : I.layers) {
-    for (Proj* p : {&D.in, &D.in_ov, &D.ffn}) {
+    for (Proj* p : {&D.in, &D.ffn}) {
       int64_t off = 0;
       p->out_off.clear();
       for (const DevMat& g : p->groups) {

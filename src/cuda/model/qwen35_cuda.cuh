@@ -62,11 +62,6 @@ size_t select_scratch_bytes(int B, int64_t V);
 Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, void* scratch, size_t scratch_bytes,
                    const SelectResultDev& out, cudaStream_t st);
 
-// ov19: the GDN layers' gate product beside the delta rule, with `sms` SMs of the rule's grid left to it (0: off, -1:
-// the environment's DS_STEP_OVERLAP, default off); for steps enqueued from now on (a model's cached step graphs keep
-// the form they were captured with: use a new model to compare).
-void set_step_overlap(int sms);
-
 enum class Precision { kFast, kPrecise };
 const char* precision_name(Precision p);  // "fast" / "precise"
 

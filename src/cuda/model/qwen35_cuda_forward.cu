@@ -2,7 +2,6 @@
 // src/model/qwen35_forward.cpp and emitting the same dump names. Residual adds are fused into the output
 // projections (y += W x) except when dumping, where the projection output is materialised for its name.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -133,19 +132,6 @@ bool folded(const Step& s) {
   return on && s.T > 1 && !s.dumping();
 }
 
-// ov19: DS_STEP_OVERLAP=N (N > 0; default 0 = off): the GDN layers' gate product beside the delta rule, which leaves it
-// N SMs (overlapped_gate); set_step_overlap overrides it (tests). Only where the rule runs on gdn_tma_out_kernel
-// (16+ sequences), without dumps.
-std::atomic<int> g_overlap_force{-1};
-int overlap_sms(const Step& s) {
-  static const int env = [] {
-    const char* e = std::getenv("DS_STEP_OVERLAP");
-    return e ? std::max(0, std::atoi(e)) : 0;
-  }();
-  const int f = g_overlap_force.load(std::memory_order_relaxed), n = f >= 0 ? f : env;
-  return n > 0 && s.T > 1 && !s.dumping() && mk::gdn_step_tma(s.S) ? std::min(n, sm_count() - 1) : 0;
-}
-
 // The folded RMSNorm's input description for projection p (xn written only where another group reads it).
 MatvecBatchedInput norm_input(Step& s, const Proj& p, const float* norm_w) {
   MatvecBatchedInput bi;
@@ -157,13 +143,11 @@ MatvecBatchedInput norm_input(Step& s, const Proj& p, const float* norm_w) {
   return bi;
 }
 
-// The group of p whose product takes the RMSNorm into its x preparation, or -1 (then the rms_norm kernel writes xn);
-// never `side` (a group launched apart, ov19).
-int fold_group(Step& s, const Proj& p, const float* norm_w, int side = -1) {
+// The group of p whose product takes the RMSNorm into its x preparation, or -1 (then the rms_norm kernel writes xn).
+int fold_group(Step& s, const Proj& p, const float* norm_w) {
   if (!folded(s)) return -1;
   const MatvecBatchedInput bi = norm_input(s, p, norm_w);
   for (size_t g = 0; g < p.groups.size(); g++) {
-    if ((int)g == side) continue;
     const DevMat& m = p.groups[g];
     if (matvec_batched_folds(m.type, m.rows, m.cols, s.T, bi)) return (int)g;
   }
@@ -177,12 +161,10 @@ struct In {
   bool fold = false;
 };
 
-// p's products, all but group `side` (ov19: launched apart, on xn).
-Status proj(Step& s, const std::string& name, const Proj& p, In in, int side = -1) {
-  const int fg = in.fold ? fold_group(s, p, in.norm_w, side) : -1;
+Status proj(Step& s, const std::string& name, const Proj& p, In in) {
+  const int fg = in.fold ? fold_group(s, p, in.norm_w) : -1;
   for (size_t k = 0; k < p.groups.size(); k++) {
     const int g = fg < 0 ? (int)k : k == 0 ? fg : (int)k <= fg ? (int)k - 1 : (int)k;  // the folded group first
-    if (g == side) continue;
     const DevMat& m = p.groups[g];
     float* y = s.f(s.I.proj) + p.out_off[g];
     DS_TRY(op(s, name + "[" + m.name + "]", mv_kind(m), mv_bytes(s, m), [&] {
@@ -199,9 +181,9 @@ Status proj(Step& s, const std::string& name, const Proj& p, In in, int side = -
 }
 
 // The input of the projection p after the layer's norm: the normalised xn, or h with the norm fused or folded.
-In normed(Step& s, const Proj& p, const float* norm_w, int side = -1) {
+In normed(Step& s, const Proj& p, const float* norm_w) {
   if (fused(s)) return In{s.f(s.I.h), norm_w};
-  if (fold_group(s, p, norm_w, side) >= 0) return In{s.f(s.I.h), norm_w, true};
+  if (fold_group(s, p, norm_w) >= 0) return In{s.f(s.I.h), norm_w, true};
   return In{s.f(s.I.xn)};
 }
 
@@ -226,46 +208,14 @@ Status rms(Step& s, const std::string& name, const float* x, const float* w, flo
             [&] { return mk::rms_norm(x, H, w, y, H, rows, H, (float)s.c.rms_eps, s.st); });
 }
 
-// ov19: the gate's product (group z of in_ov) on the side stream while the delta rule runs on the main one (the rule
-// reads and writes the states at ~3.5 TB/s with the tensor cores idle; the product is bound by its issue, not by
-// DRAM), the rule's grid leaving `sms` SMs to the product; then the gated norm, once both are done. Profiling: the
-// same kernels one after the other on the main stream (each timed alone; the rule still on its narrower grid).
-Status overlapped_gate(Step& s, const std::string& L, const DevMat& zm, float* z, mk::GdnArgs ga, int sms,
-                       double rule_bytes) {
-  CudaModel::Impl& I = s.I;
-  const bool apart = !s.prof;
-  cudaStream_t zs = apart ? I.side : s.st;
-  if (apart) {
-    CUDA_TRY(cudaEventRecord(I.fork, s.st));  // after the conv: the rule's CTAs are placed before the product's
-    CUDA_TRY(cudaStreamWaitEvent(I.side, I.fork, 0));
-  }
-  const float* gate = ga.z;
-  ga.z = nullptr;
-  ga.free_sms = sms;
-  DS_TRY(op(s, L + "delta_rule", "gdn rule (no gate)", rule_bytes, [&] { return mk::gdn_step(ga, s.io, s.S, s.st); }));
-  DS_TRY(op(s, L + "in_proj[" + zm.name + "]", mv_kind(zm), mv_bytes(s, zm), [&] {
-    return matvec_batched(zm.type, zm.w, zm.rows, zm.cols, s.f(I.xn), z, s.T, zs);
-  }, mv_flops(s.T, zm)));
-  if (apart) {
-    CUDA_TRY(cudaEventRecord(I.join, I.side));
-    CUDA_TRY(cudaStreamWaitEvent(s.st, I.join, 0));
-  }
-  ga.z = gate;
-  return op(s, L + "gated_norm", "gdn gated norm", 4.0 * s.T * (3.0 * ga.n_v_heads * ga.d_k),
-            [&] { return mk::gdn_gated_norm(ga, s.T, s.st); });
-}
-
 Status gdn_layer(Step& s, int il, const DevLayer& D) {
   const Qwen35Config& c = s.c;
   CudaModel::Impl& I = s.I;
   const int64_t T = s.T, Cc = c.conv_dim(), Vd = c.value_dim(), Kd = c.key_dim(), nv = c.n_v_heads;
   const std::string L = "L" + std::to_string(il) + ".gdn.";
   const bool dbg = s.dumping();
-  const int ov = overlap_sms(s);
-  const Proj& P = ov ? D.in_ov : D.in;
-  const int side = ov ? (int)P.groups.size() - 1 : -1;  // in_ov: the gate's group, last
-  DS_TRY(proj(s, L + "in_proj", P, normed(s, P, D.attn_norm, side), side));
-  const View qkv = view(s, P, 0), beta = view(s, P, 1), alpha = view(s, P, 2), z = view(s, P, 3);
+  DS_TRY(proj(s, L + "in_proj", D.in, normed(s, D.in, D.attn_norm)));
+  const View qkv = view(s, D.in, 0), z = view(s, D.in, 1), beta = view(s, D.in, 2), alpha = view(s, D.in, 3);
   DS_TRY(emit(s, L + "qkv", qkv.p, qkv.ld, T, Cc, {T, Cc}));
   DS_TRY(emit(s, L + "z", z.p, z.ld, T, Vd, {T, Vd}));
 
@@ -313,9 +263,6 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping)
     DS_TRY(op(s, L + "conv_delta_rule", "gdn conv+rule", conv_bytes + rule_bytes,
               [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, s.st); }));
-  } else if (ov) {
-    DS_TRY(op(s, L + "conv", "conv+silu+l2", conv_bytes, [&] { return mk::conv_silu_l2(ca, s.io, s.S, s.st); }));
-    DS_TRY(overlapped_gate(s, L, P.groups[side], z.p, ga, ov, rule_bytes));
   } else {
     DS_TRY(op(s, L + "conv", "conv+silu+l2", conv_bytes, [&] { return mk::conv_silu_l2(ca, s.io, s.S, s.st); }));
     DS_TRY(op(s, L + "delta_rule", "gdn rule+norm", rule_bytes, [&] { return mk::gdn_step(ga, s.io, s.S, s.st); }));
@@ -542,8 +489,6 @@ Status ensure_dbg(CudaModel::Impl& I, const Qwen35Config& c) {
 }
 
 }  // namespace
-
-void set_step_overlap(int sms) { g_overlap_force.store(sms < 0 ? -1 : sms); }
 
 Status CudaModel::check_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                              std::span<const int32_t> n_per_seq) const {

@@ -122,10 +122,7 @@ static Status ensure_prefill_scratch(CudaModel::Impl& I, const Qwen35Config& c, 
   for (const DevLayer& D : I.layers) {
     for (const Proj* p : {&D.in, &D.ffn}) {
       for (size_t i = 0; i < p->mats.size(); i++) {
-        // the buffer matrix i is written to: GDN in (qkv, beta, alpha, gate) -> pa, pc, pd, pb; else pa, pb, pc, pd
-        static constexpr int kGdnSlot[4] = {0, 2, 3, 1};
-        const size_t slot = p == &D.in && D.kind == LayerKind::GatedDeltaNet && i < 4 ? kGdnSlot[i] : i;
-        int64_t& w = slot == 0 ? a : slot == 1 ? b : slot == 2 ? cc : d;
+        int64_t& w = i == 0 ? a : i == 1 ? b : i == 2 ? cc : d;
         w = std::max(w, p->mats[i].rows);
         note(p->mats[i], p == &D.in && i == 0 && D.kind == LayerKind::GatedDeltaNet);
       }
@@ -212,9 +209,8 @@ Status CudaModel::prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens
     DS_TRY(mk::rms_norm(h, H, D.attn_norm, xn, H, (int)n, H, eps, st));
     if (D.kind == LayerKind::GatedDeltaNet) {
       // pa = qkv [n][Cc], pb = z [n][Vd], pc = beta logits [n][nv], pd = alpha [n][nv]
-      // D.in's matrices: qkv, beta, alpha, gate
-      DS_TRY(gemm(G, opt_, {{&D.in.mats[0], pa, false, true}, {&D.in.mats[3], pb, false}, {&D.in.mats[1], pc, false},
-                            {&D.in.mats[2], pd, false}},
+      DS_TRY(gemm(G, opt_, {{&D.in.mats[0], pa, false, true}, {&D.in.mats[1], pb, false}, {&D.in.mats[2], pc, false},
+                            {&D.in.mats[3], pd, false}},
                   xn, n, st));
       mk::ConvArgs ca;
       ca.x = pa;
