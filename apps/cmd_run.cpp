@@ -388,17 +388,23 @@ int run(RunArgs a) {
   const bool tty = isatty(fileno(stdin));
   if (tty) std::fprintf(stderr, "run: interactive; one line per turn, an empty line or end of input quits\n");
   if (!a.prompt.empty() && turn(a.prompt) != 0) return 1;
+  // An error ends the turn, not the conversation; the exit status still tells a script feeding stdin that
+  // a turn failed.
+  int n_turns = a.prompt.empty() ? 0 : 1, n_failed = 0;  // -p's turn succeeded
   std::string line;
   while (true) {
     if (tty) std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line) || line.empty()) break;
+    n_turns++;
     if (auto st = ds::tokenizer::validate_utf8(line, "run: stdin"); !st) {
-      fail(st.error());
+      n_failed += fail(st.error());
       continue;
     }
-    turn(line);  // an error ends the turn, not the conversation
+    n_failed += turn(line);
   }
-  return 0;
+  if (n_failed == 0) return 0;
+  spdlog::error("run: {} of {} turns failed", n_failed, n_turns);
+  return 1;
 }
 
 ds::app::RunFn setup(CLI::App& app) {
@@ -414,7 +420,8 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_flag("--think", a->think, "With --chat: enable_thinking = true")->needs(chat);
   app.add_flag("--no-think", a->no_think, "With --chat: enable_thinking = false (no reasoning block)")->needs(chat);
   app.add_flag("-i,--interactive", a->interactive,
-               "Conversation: read a turn per line from stdin, keep the context between turns");
+               "Conversation: read a turn per line from stdin, keep the context between turns (a failed turn "
+               "is skipped; the exit status is then 1)");
   using ds::app::int_in, ds::app::real_in;
   app.add_option("--temp", a->temp, "Temperature (0: greedy)")->capture_default_str()->check(real_in(0));
   app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str()->check(int_in(0));

@@ -166,6 +166,24 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
   return out;
 }
 
+std::string forced_call_opening(const ChatRenderFn& render, const std::string& function) {
+  const std::string name = function.empty() ? "probe_function_name" : function;
+  const json call = {{"type", "function"}, {"function", {{"name", name}, {"arguments", json::object()}}}};
+  const json messages = json::array({{{"role", "user"}, {"content", "x"}},
+                                     {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}}});
+  constexpr std::string_view kCall = "<tool_call>", kCallEnd = "</tool_call>";
+  if (auto r = render(messages, json::array(), false, json::object()); r.ok()) {
+    // The last <tool_call> is the probe's (a tools section before it may show an example call).
+    const std::string& text = r.value();
+    const size_t at = text.rfind(kCall);
+    const size_t end = at == std::string::npos ? at : text.find(kCallEnd, at);
+    const size_t n = at == std::string::npos ? at : text.find(name, at);
+    if (n != std::string::npos && n < end)
+      return text.substr(at, n - at) + (function.empty() ? "" : function);
+  }
+  return "<tool_call>\n<function=" + function;
+}
+
 Result<std::string> render_chatml(const json& messages, const json& /*tools*/, bool add_generation_prompt,
                                   const json& kwargs) {
   std::string s;

@@ -42,6 +42,14 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
                                                      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                                      const nlohmann::ordered_json& kwargs);
 
+// The text a reply opens with when it must call a tool (tool_choice "required", or the named
+// `function`): the template's own rendering of a call, from <tool_call> up to where the function's name
+// starts ("required": the model picks the function) or ends (named), found by rendering an assistant turn
+// that calls `function` (a probe name for "required"). Qwen3.5 gives "<tool_call>\n<function=" + name,
+// Qwen3 "<tool_call>\n{\"name\": \"" + name. A template that renders no such call (render_chatml) gets
+// Qwen3.5's form. `function` must be plain text (no markup): it is written into the prompt.
+std::string forced_call_opening(const ChatRenderFn& render, const std::string& function);
+
 // A ChatML renderer (Qwen-style, no tools, thinking per kwargs.enable_thinking): for tests and for
 // models without a template.
 Result<std::string> render_chatml(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_generation_prompt,

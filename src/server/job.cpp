@@ -34,7 +34,11 @@ Job::Job(JobOptions o, const engine::TextCodec& codec) : o_(std::move(o)), codec
   // Tool calls only when the request offered tools: OpenAI never answers tool_calls otherwise, and a
   // client without tools would lose the text (e.g. a <tool_call> format example the model writes).
   const bool tools = o_.parse_tools && o_.tools.is_array() && !o_.tools.empty();
-  if (o_.kind == Endpoint::Chat) parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, tools, o_.tools);
+  if (o_.kind == Endpoint::Chat) {
+    parser_ = std::make_unique<ReplyParser>(o_.in_reasoning, tools, o_.tools);
+    // Nothing comes out of an opening tag yet; whatever it opens is parsed with the model's tokens.
+    parser_->push(o_.reply_prefix);
+  }
 }
 
 json Job::chunk(json choice) const {
@@ -110,7 +114,9 @@ std::string Job::sse_start() {
                     {"finish_reason", nullptr}}));
 }
 
-void Job::add_delta(const ReplyDelta& d, std::string& out) {
+void Job::add_delta(ReplyDelta d, std::string& out) {
+  if (o_.first_call_only && !d.tool_calls.empty())
+    d.tool_calls.resize(calls_.empty() ? 1 : 0);
   if (!o_.stream) {
     reasoning_ += d.reasoning;
     content_ += d.content;
@@ -160,7 +166,7 @@ std::string Job::on_events(std::vector<engine::Event>& evs) {
         d.content += f.content;
         d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
       }
-      add_delta(d, out);
+      add_delta(std::move(d), out);
     } else {
       text_ += ev.text;
       if (o_.stream && !ev.text.empty())

@@ -30,6 +30,10 @@ struct JobOptions {
   bool in_reasoning = false;     // chat: the prompt opened <think>
   bool parse_tools = false;      // chat: tool_choice is not "none" (calls are parsed only if `tools` is non-empty)
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  // chat: the reply's opening that the prompt already holds (a forced tool call's, see forced_call_opening):
+  // parsed as if the model had written it, so the call it opens comes out as tool_calls.
+  std::string reply_prefix;
+  bool first_call_only = false;  // chat: parallel_tool_calls false (calls after the first are dropped)
 };
 
 // Unicode characters (code points) in UTF-8 text: what OpenAI's text_offset counts.
@@ -56,7 +60,7 @@ class Job {
   nlohmann::ordered_json chat_logprob(const engine::TokenOut& t) const;
   nlohmann::ordered_json take_logprobs();  // pending per-token entries in this endpoint's shape, or null
   std::string finish_reason() const;
-  void add_delta(const ReplyDelta& d, std::string& sse);
+  void add_delta(ReplyDelta d, std::string& sse);
 
   JobOptions o_;
   const engine::TextCodec& codec_;

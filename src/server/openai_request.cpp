@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -263,6 +264,39 @@ std::optional<ApiError> parse_messages(const json& b, json& out) {
   return std::nullopt;
 }
 
+// A name the server writes into the prompt as the forced call's opening: OpenAI's own rule for function
+// names (dots allowed too), so it cannot carry markup or control-token text.
+bool plain_function_name(const std::string& n) {
+  return !n.empty() && n.size() <= 64 &&
+         n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == std::string::npos;
+}
+
+// tool_choice {"type": "function", "function": {"name": NAME}}: NAME must be one of `tools` (parsed before).
+std::optional<ApiError> parse_named_tool_choice(const json& tc, ChatRequest& out) {
+  auto ty = tc.find("type");
+  if (ty == tc.end() || !ty->is_string() || *ty != "function")
+    return bad_request("'tool_choice.type' must be \"function\"", "tool_choice.type");
+  auto f = tc.find("function");
+  if (f == tc.end() || !f->is_object()) return bad_request("'tool_choice.function' must be an object", "tool_choice.function");
+  auto n = f->find("name");
+  if (n == f->end() || !n->is_string() || n->get<std::string>().empty())
+    return bad_request("'tool_choice.function.name' must be a non-empty string", "tool_choice.function.name");
+  const std::string name = n->get<std::string>();
+  const bool offered = std::any_of(out.tools.begin(), out.tools.end(),
+                                   [&](const json& t) { return t["function"]["name"] == name; });
+  if (!offered)
+    return bad_request(fmt::format("'tool_choice' names the function '{}', which is not in 'tools'", name),
+                       "tool_choice.function.name");
+  if (!plain_function_name(name))
+    return bad_request(fmt::format("'tool_choice' cannot force the function '{}': a forced function's name must be "
+                                   "1 to 64 letters, digits, '_', '.' or '-'",
+                                   name),
+                       "tool_choice.function.name");
+  out.force_tool_call = true;
+  out.forced_function = name;
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_tools(const json& b, ChatRequest& out) {
   out.tools = json::array();
   if (const json* t = field(b, "tools")) {
@@ -290,12 +324,17 @@ std::optional<ApiError> parse_tools(const json& b, ChatRequest& out) {
       if (v != "none" && v != "auto" && v != "required")
         return bad_request("'tool_choice' must be none, auto, required or a function object", "tool_choice");
       if (v == "none") out.parse_tool_calls = false;
-    } else if (!tc->is_object()) {
+      if (v == "required") {
+        if (out.tools.empty()) return bad_request("'tool_choice' \"required\" needs a non-empty 'tools'", "tool_choice");
+        out.force_tool_call = true;
+      }
+    } else if (tc->is_object()) {
+      TRY_API(parse_named_tool_choice(*tc, out));
+    } else {
       return wrong_type("tool_choice", "a string or an object", *tc);
     }
   }
-  bool ptc = true;
-  TRY_API(get_bool(b, "parallel_tool_calls", ptc));
+  TRY_API(get_bool(b, "parallel_tool_calls", out.parallel_tool_calls));
   return std::nullopt;
 }
 
@@ -317,6 +356,14 @@ std::optional<ApiError> parse_chat_request(const json& b, int32_t n_vocab, ChatR
     out.template_kwargs = *k;
     if (auto et = k->find("enable_thinking"); et != k->end() && !et->is_boolean())
       return wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et);
+  }
+  if (out.force_tool_call) {
+    // The forced call opens the reply, where the thinking block would be.
+    if (out.template_kwargs.value("enable_thinking", false))
+      return bad_request("'chat_template_kwargs.enable_thinking' true cannot be combined with a forced tool call "
+                         "(tool_choice \"required\" or a named function): the reply opens with the call",
+                         "chat_template_kwargs.enable_thinking");
+    out.template_kwargs["enable_thinking"] = false;
   }
   return std::nullopt;
 }

@@ -34,6 +34,13 @@ struct ChatRequest {
   nlohmann::ordered_json messages;  // normalised: content is a string, tool arguments are objects
   nlohmann::ordered_json tools;     // array (maybe empty)
   bool parse_tool_calls = true;  // false with tool_choice "none"
+  // tool_choice "required" (a call to any of `tools`) or a named function ({"type": "function", "function":
+  // {"name": NAME}}, which must be in `tools`): the reply is made to open with a tool call (the server puts the
+  // call's opening text, up to and including NAME when named, at the end of the prompt). The prompt is rendered
+  // with enable_thinking false, as the call must come first: an explicit enable_thinking true is refused.
+  bool force_tool_call = false;
+  std::string forced_function;      // the named function; empty with "required"
+  bool parallel_tool_calls = true;  // false: only the reply's first tool call is returned
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
 };
 

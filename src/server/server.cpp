@@ -387,6 +387,18 @@ void Server::Impl::routes() {
     o.in_reasoning = prompt.in_reasoning;
     o.parse_tools = cr.parse_tool_calls;
     o.tools = cr.tools;
+    o.first_call_only = !cr.parallel_tool_calls;
+    if (cr.force_tool_call) {
+      // Rendered with enable_thinking false; a template that still opens a thinking block cannot have the
+      // call put first.
+      if (prompt.in_reasoning)
+        return send_error(res, bad_request("this model's chat template keeps the thinking block open, so a tool call "
+                                           "cannot be forced",
+                                           "tool_choice"));
+      o.reply_prefix = forced_call_opening(render, cr.forced_function);
+      const auto opening = codec.encode(o.reply_prefix, true);  // template text and a plain name (checked)
+      prompt.tokens.insert(prompt.tokens.end(), opening.begin(), opening.end());
+    }
     generate(req, res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {

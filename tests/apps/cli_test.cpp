@@ -132,6 +132,26 @@ TEST_F(Cli, InteractiveReusesTheState) {
   EXPECT_GT(n_run, 0);
 }
 
+// A failed turn ends that turn, not the conversation; but the exit status says that one failed (a script
+// feeding turns on stdin must not take the run for a success).
+TEST_F(Cli, InteractiveFailedTurnGivesNonZeroStatus) {
+  const std::string args = "run -m " + model_ + " -i -n 2 --temp 0 --threads 1 --ctx 24";
+  Out ok = ds_run(args, "Hi\nok\n");
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  const std::string too_long = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen";
+  Out o = ds_run(args, "Hi\n" + too_long + "\nok\n");
+  EXPECT_EQ(o.rc, 1) << o.err;
+  EXPECT_NE(o.err.find("(--ctx)"), std::string::npos) << o.err;
+  // The turn after the failed one still ran: a timing line for turns 1 and 3.
+  size_t first = o.err.find("run: prompt "), second = o.err.find("run: prompt ", first + 1);
+  EXPECT_NE(second, std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("1 of 3 turns failed"), std::string::npos) << o.err;
+  // A line that is not UTF-8 is a failed turn too.
+  o = ds_run(args, "Hi\n\xff\xfe\n");
+  EXPECT_EQ(o.rc, 1) << o.err;
+  EXPECT_NE(o.err.find("1 of 2 turns failed"), std::string::npos) << o.err;
+}
+
 TEST_F(Cli, BenchWritesJsonLines) {
   Out o = ds_run("bench -m " + model_ + " -p 16 -n 4 -r 2 --threads 1 --json");
   ASSERT_EQ(o.rc, 0) << o.err;

@@ -252,6 +252,30 @@ await test('agent loop: the SDK reply with tool_calls replayed (content null), t
   assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
 });
 
+await test('tool_choice: a named function or "required" forces the call; what cannot be forced is a typed 400', async () => {
+  // The reply opens with the template's opening of a call (Qwen3's JSON form for the tiny model, which
+  // writes noise after it): a parsed call is the named one, else the opening shows in the content.
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+                 { type: 'function', function: { name: 'get_time' } }];
+  for (const tool_choice of [{ type: 'function', function: { name: 'get_time' } }, 'required']) {
+    const r = await client.chat.completions.create({ model: 'x', messages: msgs('Weather?'), tools, tool_choice, ...greedy });
+    const m = r.choices[0].message;
+    assert.equal(m.reasoning_content, undefined);
+    const opening = tool_choice === 'required' ? '<tool_call>\n{"name": "' : '<tool_call>\n{"name": "get_time';
+    if (m.tool_calls) {
+      assert.equal(r.choices[0].finish_reason, 'tool_calls');
+      if (tool_choice !== 'required') assert.deepEqual(m.tool_calls.map((c) => c.function.name), ['get_time']);
+    } else {
+      assert.ok(m.content.startsWith(opening), JSON.stringify(m.content));
+    }
+  }
+  for (const [body, param] of [[{ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice.function.name'],
+                               [{ tool_choice: 'required' }, 'tool_choice']]) {
+    await assert.rejects(client.chat.completions.create({ model: 'x', messages: msgs('Weather?'), ...greedy, ...body }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === param);
+  }
+});
+
 // ---- raw sockets ----
 const raw = (bytes) => rawRequest(srv.port, bytes, { readMs: 3000 });
 const post = (path, body, extra = '') => rawPost(path, body, KEY, extra);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -204,43 +205,65 @@ TEST(Engine, RejectsNegativePrefillFirstMax) {
 // prefill_first lifts the budget only while prompts outnumber (or equal) the decoding sequences: a prompt that
 // arrives while three sequences decode still runs 8 tokens per step.
 TEST(Engine, PrefillFirstKeepsTheBudgetWhileMostDecode) {
+  // The late prompt must arrive while the three are decoding with most of their tokens to go, and the
+  // measured steps must start after the three's own prompts. Waiting for their first tokens and then
+  // submitting left both to timing: under TSan the engine started the first sequence before the other two
+  // were submitted, their two prompts then ran together (16 tokens, as prefill_first wants) and the step
+  // after them was logged only after the test had read its count, so the 16 fell in the measured range;
+  // with the test thread 100 ms late the three had finished and the late prompt ran alone (40). Instead
+  // the engine's steps wait: none before the three are submitted, and the first after a batch of three
+  // until the late prompt is in (the step count is read there).
   auto o = opts(4, 1024);
-  o.decode_delay = 300us;
-  o.prefill_delay_per_token = 100us;
+  std::mutex m;
+  std::condition_variable cv;
+  bool three_in = false, held = false, released = false;
+  std::atomic<FakeBackend*> fb{nullptr};
+  o.on_launch = [&](int64_t) {
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return three_in; });
+    FakeBackend* b = fb.load();
+    if (released || b->batches().empty() || b->batches().back() != 3) return;
+    held = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return released; });
+  };
   EngineConfig cfg;
   cfg.prefix_cache_bytes = 0;
   cfg.prefill_chunk = 8;
   cfg.prefill_budget = 8;
   cfg.prefill_first = true;
   Rig rig(o, cfg);
+  fb = &rig.fb;
   std::vector<std::vector<int32_t>> ps;
   std::vector<std::shared_ptr<RequestHandle>> hs;
   for (int i = 0; i < 3; i++) {
     ps.push_back(prompt_of(60 + i, 8));
     hs.push_back(rig.submit(greedy(ps.back(), 200)));
   }
-  std::vector<std::vector<int32_t>> early(4);  // tokens seen while waiting for all three to decode
-  for (int i = 0; i < 3; i++) {
-    for (int w = 0; w < 100 && early[i].empty(); w++) {
-      std::vector<Event> evs;
-      hs[i]->wait(evs, 50ms);
-      for (auto& e : evs)
-        for (auto& t : e.tokens) early[i].push_back(t.id);
-    }
-    ASSERT_FALSE(early[i].empty()) << "request " << i << " never decoded";
+  {
+    std::lock_guard lk(m);
+    three_in = true;
   }
-  const size_t steps_before = rig.fb.batches().size();
-  ps.push_back(prompt_of(63, 40));
-  hs.push_back(rig.submit(greedy(ps.back(), 20)));
-  for (size_t i = 0; i < hs.size(); i++) {
-    auto got = early[i];
-    const auto rest = collect(*hs[i]).tokens;
-    got.insert(got.end(), rest.begin(), rest.end());
-    EXPECT_EQ(got, reference(rig.fb, ps[i], i < 3 ? 200 : 20, rig.codec)) << "request " << i;
+  cv.notify_all();
+  size_t steps_before = 0;
+  bool was_held = false;
+  {
+    std::unique_lock lk(m);
+    was_held = cv.wait_for(lk, 10s, [&] { return held; });
+    steps_before = rig.fb.batches().size();
+    ps.push_back(prompt_of(63, 40));
+    hs.push_back(rig.submit(greedy(ps.back(), 20)));
+    released = true;
   }
+  cv.notify_all();
+  ASSERT_TRUE(was_held) << "the three never decoded together";
+  ASSERT_LT(steps_before, 10u);  // each of the three has at least 190 tokens to go
+  for (size_t i = 0; i < hs.size(); i++)
+    EXPECT_EQ(collect(*hs[i]).tokens, reference(rig.fb, ps[i], i < 3 ? 200 : 20, rig.codec)) << "request " << i;
   const auto pf = rig.fb.prefill_before_batches();
   int64_t worst = 0;
-  for (size_t i = std::max<size_t>(steps_before, 1); i < pf.size(); i++) worst = std::max(worst, pf[i] - pf[i - 1]);
+  for (size_t i = steps_before; i < pf.size(); i++) worst = std::max(worst, pf[i] - pf[i - 1]);
+  EXPECT_EQ(pf.back() - pf[steps_before - 1], 40) << "the late prompt ran after the gate";
   EXPECT_EQ(worst, 8) << "the late prompt ran 8 tokens between decode steps";
 }
 

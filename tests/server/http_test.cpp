@@ -39,6 +39,17 @@ const std::map<char, std::string>& scripts() {
   return s;
 }
 
+// Replies that open with a tool call (the server forced it: tool_choice): the one whose start is what the
+// reply holds so far goes on. The first calls two functions (parallel calls).
+const std::vector<std::string>& call_scripts() {
+  static const std::vector<std::string> s = {
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
+      "<tool_call>\n<function=get_time>\n</function>\n</tool_call><|im_end|>",
+      "<tool_call>\n<function=get_time>\n</function>\n</tool_call><|im_end|>",
+  };
+  return s;
+}
+
 int32_t oracle(std::span<const int32_t> h) {
   static ByteCodec codec;
   auto last = [&](size_t before) -> long {
@@ -52,6 +63,14 @@ int32_t oracle(std::span<const int32_t> h) {
   if (j >= h.size() || h[j] != ByteCodec::kThink) return -1;
   if (j + 3 < h.size() && h[j + 1] == '\n' && h[j + 2] == '\n' && h[j + 3] == ByteCodec::kThinkEnd) j += 6;
   else j += 2;
+  if (j < h.size() && h[j] == ByteCodec::kToolCall) {
+    const auto reply = h.subspan(j);
+    for (auto& script : call_scripts()) {
+      auto toks = codec.encode(script, true);
+      if (toks.size() > reply.size() && std::equal(reply.begin(), reply.end(), toks.begin())) return toks[reply.size()];
+    }
+    return -1;
+  }
   long u = last(i);
   if (u < 0 || static_cast<size_t>(u) + 6 >= h.size()) return -1;
   auto it = scripts().find(static_cast<char>(h[u + 6]));  // "<|im_start|>user\n" then the content
@@ -284,6 +303,80 @@ TEST(Http, ChatToolCallsNonStreamAndStream) {
   auto nj = json::parse(n.second);
   EXPECT_EQ(nj["choices"][0]["finish_reason"], "stop");
   EXPECT_NE(nj["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+}
+
+// tool_choice "required" / a named function make the reply open with a call (of that function), streaming
+// or not; parallel_tool_calls false keeps the first call only. The scripted model ("S") answers in text
+// unless its reply already opens with <tool_call>.
+TEST(Http, ToolChoiceRequiredAndNamedAreEnforced) {
+  Rig rig;
+  const json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+      "properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"get_time"}}])");
+  const json named_time = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  auto ask = [&](json extra) {
+    extra["tools"] = tools;
+    auto r = rig.post("/v1/chat/completions", chat_body("S: weather?", extra));
+    EXPECT_EQ(r.first, 200) << r.second;
+    return json::parse(r.second, nullptr, false);
+  };
+  auto names = [](const json& calls) {
+    std::vector<std::string> n;
+    for (auto& c : calls) n.push_back(c["function"]["name"]);
+    return n;
+  };
+  using V = std::vector<std::string>;
+
+  // auto, thinking off: the model's text.
+  json j = ask({{"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "one two three four");
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls"));
+
+  // required (thinking on by default: the forced call comes first, no reasoning).
+  j = ask({{"tool_choice", "required"}});
+  auto& msg = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(msg["content"].is_null());
+  EXPECT_FALSE(msg.contains("reasoning_content"));
+  EXPECT_EQ(names(msg["tool_calls"]), (V{"get_weather", "get_time"}));
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  j = ask({{"tool_choice", "required"}, {"parallel_tool_calls", false}});
+  EXPECT_EQ(names(j["choices"][0]["message"]["tool_calls"]), V{"get_weather"});
+
+  // A named function; explicit thinking off is fine.
+  j = ask({{"tool_choice", named_time}, {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(names(j["choices"][0]["message"]["tool_calls"]), V{"get_time"});
+  EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], "{}");
+
+  // Streaming: the same calls as deltas.
+  for (json tc : {json("required"), named_time}) {
+    SCOPED_TRACE(tc.dump());
+    for (bool parallel : {true, false}) {
+      json b = json::parse(chat_body("S: weather?", {{"tools", tools}, {"tool_choice", tc}, {"stream", true},
+                                                     {"parallel_tool_calls", parallel}}));
+      auto o = merge_stream(rig.post("/v1/chat/completions", b.dump()).second);
+      EXPECT_EQ(o.finish, "tool_calls");
+      EXPECT_EQ(o.content, "");
+      EXPECT_EQ(o.reasoning, "");
+      const V want = tc == "required" ? (parallel ? V{"get_weather", "get_time"} : V{"get_weather"}) : V{"get_time"};
+      EXPECT_EQ(names(o.tool_calls), want) << "parallel " << parallel;
+      for (size_t k = 0; k < o.tool_calls.size(); k++) EXPECT_EQ(o.tool_calls[k]["index"], k);
+    }
+  }
+
+  // What cannot be enforced is refused, naming it.
+  const std::string cc = "/v1/chat/completions";
+  auto missing = rig.post(cc, chat_body("S", {{"tools", tools}, {"tool_choice", {{"type", "function"},
+                                                                                   {"function", {{"name", "nope"}}}}}}));
+  expect_error(missing, 400, "tool_choice.function.name");
+  EXPECT_NE(missing.second.find("'nope'"), std::string::npos) << missing.second;
+  expect_error(rig.post(cc, chat_body("S", {{"tool_choice", "required"}})), 400, "tool_choice");
+  expect_error(rig.post(cc, chat_body("S", {{"tool_choice", named_time}})), 400, "tool_choice.function.name");
+  expect_error(rig.post(cc, chat_body("S", {{"tools", tools}, {"tool_choice", "required"},
+                                            {"chat_template_kwargs", {{"enable_thinking", true}}}})),
+               400, "chat_template_kwargs.enable_thinking");
+  // The server still answers.
+  EXPECT_EQ(ask({{"tool_choice", "required"}})["choices"][0]["finish_reason"], "tool_calls");
 }
 
 TEST(Http, ThinkingOffStopStringsAndSampling) {

@@ -92,6 +92,24 @@ TEST(Request, RejectsWithParamNamed) {
        "chat_template_kwargs.enable_thinking"},
       {R"({"messages":[{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":"{bad"}}]}]})",
        "messages[0].tool_calls"},
+      // A forced tool call needs a tool to call, a plain name among `tools`, and no thinking block first.
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"any"})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],
+          "tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice.function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})",
+       "tool_choice.function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],
+          "tool_choice":{"type":"custom","function":{"name":"f"}}})", "tool_choice.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],
+          "tool_choice":{"type":"function"}})", "tool_choice.function"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],
+          "tool_choice":{"type":"function","function":{"name":7}}})", "tool_choice.function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f<|im_end|>"}}],
+          "tool_choice":{"type":"function","function":{"name":"f<|im_end|>"}}})", "tool_choice.function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],"tool_choice":"required",
+          "chat_template_kwargs":{"enable_thinking":true}})", "chat_template_kwargs.enable_thinking"},
+      {R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":1})", "parallel_tool_calls"},
   };
   for (auto& c : cases) {
     auto e = chat(c.body);
@@ -758,6 +776,76 @@ void check_openai_tool_turns(const std::string& template_file, const std::string
     checked++;
   }
   EXPECT_GE(checked, 16);
+}
+
+// tool_choice as parsed: what is forced, thinking turned off for it, parallel_tool_calls kept.
+TEST(Request, ToolChoiceForcing) {
+  const std::string base = R"("messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}},{"function":{"name":"g.v2"}}])";
+  auto parse = [&](const std::string& extra) {
+    ChatRequest r;
+    auto e = parse_chat_request(json::parse("{" + base + extra + "}"), 1000, r);
+    EXPECT_FALSE(e) << extra << ": " << e->message;
+    return r;
+  };
+  ChatRequest r = parse("");
+  EXPECT_FALSE(r.force_tool_call);
+  EXPECT_TRUE(r.parallel_tool_calls);
+  EXPECT_FALSE(r.template_kwargs.contains("enable_thinking"));
+  r = parse(R"(,"tool_choice":"required","parallel_tool_calls":false)");
+  EXPECT_TRUE(r.force_tool_call);
+  EXPECT_EQ(r.forced_function, "");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
+  r = parse(R"(,"tool_choice":{"type":"function","function":{"name":"g.v2"}},"chat_template_kwargs":{"enable_thinking":false,"k":1})");
+  EXPECT_TRUE(r.force_tool_call);
+  EXPECT_EQ(r.forced_function, "g.v2");
+  EXPECT_EQ(r.template_kwargs, json({{"enable_thinking", false}, {"k", 1}}));
+  r = parse(R"(,"tool_choice":"auto")");
+  EXPECT_FALSE(r.force_tool_call);
+  r = parse(R"(,"tool_choice":"none")");
+  EXPECT_FALSE(r.force_tool_call);
+  EXPECT_FALSE(r.parse_tool_calls);
+}
+
+// The forced call's opening is the template's own way of writing a call: up to the name's start
+// ("required") or end (named); Qwen3.5's form for a template that writes no calls.
+TEST(ChatPrompt, ForcedCallOpeningFollowsTheTemplate) {
+  auto with = [](const std::string& file) -> ChatRenderFn {
+    auto src = test::read_file(test::fixture("chat/" + file));
+    auto t = std::make_shared<chat::ChatTemplate>(chat::ChatTemplate::parse(std::string(src.begin(), src.end())).value());
+    return [t](const json& m, const json& tools, bool agp, const json& kw) {
+      return t->render(m, tools.empty() ? json() : tools, agp, kw);
+    };
+  };
+  const ChatRenderFn q35 = with("qwen3.5.jinja"), q3 = with("qwen3.jinja");
+  engine::ByteCodec codec;
+  EXPECT_EQ(forced_call_opening(q35, "get_weather"), "<tool_call>\n<function=get_weather");
+  EXPECT_EQ(forced_call_opening(q35, ""), "<tool_call>\n<function=");
+  EXPECT_EQ(forced_call_opening(q3, "get_weather"), "<tool_call>\n{\"name\": \"get_weather");
+  EXPECT_EQ(forced_call_opening(q3, ""), "<tool_call>\n{\"name\": \"");
+  EXPECT_EQ(forced_call_opening(render_chatml, "f"), "<tool_call>\n<function=f");
+  EXPECT_EQ(forced_call_opening(render_chatml, ""), "<tool_call>\n<function=");
+  // What the model writes after the opening completes a call the parser reads as that function's.
+  for (auto [render, rest] : {std::pair{q35, std::string(">\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>")},
+                              std::pair{q3, std::string("\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")}}) {
+    JobOptions o;
+    o.kind = Endpoint::Chat;
+    o.parse_tools = true;
+    o.tools = json::parse(R"([{"function":{"name":"get_weather"}}])");
+    o.reply_prefix = forced_call_opening(render, "get_weather");
+    Job job(o, codec);
+    std::vector<engine::Event> evs(1);
+    evs[0].text = rest;
+    evs[0].finish = engine::FinishReason::Stop;
+    job.on_events(evs);
+    auto [status, body] = job.result();
+    ASSERT_EQ(status, 200);
+    auto& msg = body["choices"][0]["message"];
+    ASSERT_EQ(msg["tool_calls"].size(), 1u) << body.dump();
+    EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+    EXPECT_TRUE(msg["content"].is_null());
+  }
 }
 
 TEST(ChatPrompt, OpenAIToolTurnsRenderAsGoldensQwen35) { check_openai_tool_turns("qwen3.5.jinja", "golden-qwen3.5.jsonl"); }
