@@ -172,12 +172,11 @@ size_t attention_prefill_workspace_bytes(const ops::AttentionParams& p);
 // query heads of one kv head share each K/V tile. head_dim 64, 128 or 256; n_head / n_head_kv <= 16.
 // Positions outside [0, max_ctx) are not written or read (the caller checks the context limit and reports
 // it as an Error before calling). kPrecise: fp32 FMA; kFast: f16 tensor-core products (Q·Kᵀ and P·V) with
-// fp32 accumulation and an fp32 online softmax. kv_half (kv19): the caches hold f16 rows (k, v rounded to
-// nearest on the store), else f32.
+// fp32 accumulation and an fp32 online softmax.
 Status attention_prefill(const ops::AttentionParams& p, const float* q, const float* k, const float* v,
-                         void* k_cache, void* v_cache, const int32_t* pos, const int32_t* seq_starts,
+                         float* k_cache, float* v_cache, const int32_t* pos, const int32_t* seq_starts,
                          const int32_t* slots, float* out, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream, Mode mode = Mode::kFast, bool kv_half = false);
+                         cudaStream_t stream, Mode mode = Mode::kFast);
 
 // ---------------------------------------------------------------------------------------------------
 // Scratch owner for callers that do not manage their own: grows on demand (not during graph capture).
