@@ -271,17 +271,25 @@ bool plain_function_name(const std::string& n) {
          n.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == std::string::npos;
 }
 
+// The function name of `obj` (a tool or a named tool_choice, at `p`): obj.function must be an object with a non-empty
+// string name.
+std::optional<ApiError> function_name(const json& obj, const std::string& p, std::string& name) {
+  auto f = obj.find("function");
+  if (f == obj.end() || !f->is_object()) return bad_request(fmt::format("'{}.function' must be an object", p), p + ".function");
+  auto n = f->find("name");
+  if (n == f->end() || !n->is_string() || n->get<std::string>().empty())
+    return bad_request(fmt::format("'{}.function.name' must be a non-empty string", p), p + ".function.name");
+  name = n->get<std::string>();
+  return std::nullopt;
+}
+
 // tool_choice {"type": "function", "function": {"name": NAME}}: NAME must be one of `tools` (parsed before).
 std::optional<ApiError> parse_named_tool_choice(const json& tc, ChatRequest& out) {
   auto ty = tc.find("type");
   if (ty == tc.end() || !ty->is_string() || *ty != "function")
     return bad_request("'tool_choice.type' must be \"function\"", "tool_choice.type");
-  auto f = tc.find("function");
-  if (f == tc.end() || !f->is_object()) return bad_request("'tool_choice.function' must be an object", "tool_choice.function");
-  auto n = f->find("name");
-  if (n == f->end() || !n->is_string() || n->get<std::string>().empty())
-    return bad_request("'tool_choice.function.name' must be a non-empty string", "tool_choice.function.name");
-  const std::string name = n->get<std::string>();
+  std::string name;
+  TRY_API(function_name(tc, "tool_choice", name));
   const bool offered = std::any_of(out.tools.begin(), out.tools.end(),
                                    [&](const json& t) { return t["function"]["name"] == name; });
   if (!offered)
@@ -308,11 +316,8 @@ std::optional<ApiError> parse_tools(const json& b, ChatRequest& out) {
       auto ty = tool.find("type");
       if (ty != tool.end() && (!ty->is_string() || *ty != "function"))
         return bad_request(fmt::format("'{}.type' must be \"function\"", p), p + ".type");
-      auto f = tool.find("function");
-      if (f == tool.end() || !f->is_object()) return bad_request(fmt::format("'{}.function' must be an object", p), p + ".function");
-      auto n = f->find("name");
-      if (n == f->end() || !n->is_string() || n->get<std::string>().empty())
-        return bad_request(fmt::format("'{}.function.name' must be a non-empty string", p), p + ".function.name");
+      std::string name;
+      TRY_API(function_name(tool, p, name));
       json norm = tool;
       norm["type"] = "function";
       out.tools.push_back(std::move(norm));
