@@ -103,7 +103,7 @@ json Job::take_logprobs() {
 
 std::string Job::finish_reason() const {
   if (last_.finish == FinishReason::Length) return "length";
-  return calls_.empty() ? "stop" : "tool_calls";
+  return calls_.empty() || o_.named_tool_choice ? "stop" : "tool_calls";
 }
 
 std::string Job::sse_start() {

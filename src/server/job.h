@@ -34,6 +34,9 @@ struct JobOptions {
   // parsed as if the model had written it, so the call it opens comes out as tool_calls.
   std::string reply_prefix;
   bool first_call_only = false;  // chat: parallel_tool_calls false (calls after the first are dropped)
+  // chat: tool_choice named a function. OpenAI then answers finish_reason "stop", not "tool_calls" (for "auto" and
+  // "required" it says "tool_calls"), streaming or not; clients written against it test for that.
+  bool named_tool_choice = false;
 };
 
 // Unicode characters (code points) in UTF-8 text: what OpenAI's text_offset counts.

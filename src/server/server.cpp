@@ -396,6 +396,7 @@ void Server::Impl::routes() {
                                            "cannot be forced",
                                            "tool_choice"));
       o.reply_prefix = forced_call_opening(render, cr.forced_function);
+      o.named_tool_choice = !cr.forced_function.empty();
       const auto opening = codec.encode(o.reply_prefix, true);  // template text and a plain name (checked)
       prompt.tokens.insert(prompt.tokens.end(), opening.begin(), opening.end());
     }
