@@ -241,6 +241,7 @@ TEST(CudaLoad, UnsupportedTypeNamesTensorAndType) {
   ASSERT_FALSE(cm.ok());
   EXPECT_NE(cm.error().message.find(victim), std::string::npos) << cm.error().message;
   EXPECT_NE(cm.error().message.find("Q4_1"), std::string::npos) << cm.error().message;
+  EXPECT_NE(cm.error().message.find("--backend cpu"), std::string::npos) << "the error says how to run it anyway";
 }
 
 TEST(CudaLoad, BackendFactoryKinds) {
