@@ -186,10 +186,9 @@ std::string ResponsesJob::on_events(std::vector<engine::Event>& evs) {
 }
 
 std::pair<int, json> ResponsesJob::result() {
-  if (!done_ || final_["status"] == "failed") {
-    const std::string msg = final_.is_object() ? final_["error"]["message"].get<std::string>() : "the request did not complete";
-    return {500, error_json(ApiError{500, msg, "server_error", "", ""})};
-  }
+  if (!done_) return {500, error_json(ApiError{500, "the request did not complete", "server_error", "", ""})};
+  if (final_["status"] == "failed")
+    return {500, error_json(ApiError{500, final_["error"]["message"].get<std::string>(), "server_error", "", ""})};
   return {200, final_};
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "server/json_text.h"
@@ -258,6 +259,8 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
     if (!t->is_string() || *t != "disabled")
       return bad_request("only truncation \"disabled\" is supported (a prompt over the context is refused)", "truncation");
   }
+  if (const json* t = field(b, "top_logprobs"); t && !(t->is_number_integer() && t->get<int64_t>() == 0))
+    return bad_request("'top_logprobs' is not supported (0 or null only)", "top_logprobs");
   bool background = false;
   TRY_API(get_bool(b, "background", background));
   if (background) return bad_request("background responses are not supported", "background");
@@ -339,8 +342,16 @@ std::optional<ApiError> parse_responses_request(const json& b, int32_t n_vocab, 
     instructions = *ins;
   }
   chat["messages"] = json::array();
-  if (!instructions.is_null()) chat["messages"].push_back({{"role", "system"}, {"content", instructions}});
-  for (json& m : to_messages(out.conversation)) chat["messages"].push_back(std::move(m));
+  // Templates such as Qwen3.5's take one system message, first: the instructions and the system / developer
+  // messages the input opens with (Codex-style clients send both) become that one, in that order.
+  json msgs = to_messages(out.conversation);
+  std::optional<std::string> system;
+  if (!instructions.is_null()) system = instructions.get<std::string>();
+  size_t first = 0;
+  for (; first < msgs.size() && (msgs[first]["role"] == "system" || msgs[first]["role"] == "developer"); first++)
+    system = (system ? *system + "\n\n" : "") + msgs[first]["content"].get<std::string>();
+  if (system) chat["messages"].push_back({{"role", "system"}, {"content", *system}});
+  for (size_t i = first; i < msgs.size(); i++) chat["messages"].push_back(std::move(msgs[i]));
   if (out.conversation.empty()) return bad_request("'input' is required (a string or a non-empty list of items)", "input");
 
   json tools_echo, choice_echo, reasoning_echo, metadata_echo;

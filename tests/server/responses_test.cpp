@@ -103,6 +103,20 @@ TEST(ResponsesRequest, EveryInputItemKindBecomesChatMessages) {
   EXPECT_EQ(r.conversation[4], json::parse(R"({"type":"function_call","call_id":"c1","name":"f","arguments":"{\"x\": 1}"})"));
 }
 
+TEST(ResponsesRequest, InstructionsAndLeadingSystemMessagesAreOneSystemMessage) {
+  // Qwen3.5's template refuses a system message that is not first; Codex-style clients send instructions and
+  // developer messages.
+  ResponsesRequest r;
+  ASSERT_FALSE(parse(R"({"instructions":"ins","input":[{"role":"developer","content":"dev"},
+      {"role":"system","content":"sys"},{"role":"user","content":"hi"},{"role":"developer","content":"later"}]})",
+                     r));
+  ASSERT_EQ(r.chat.messages.size(), 3u) << r.chat.messages.dump();
+  EXPECT_EQ(r.chat.messages[0], json({{"role", "system"}, {"content", "ins\n\ndev\n\nsys"}}));
+  EXPECT_EQ(r.chat.messages[1]["role"], "user");
+  EXPECT_EQ(r.chat.messages[2], json({{"role", "system"}, {"content", "later"}}));  // left to the template
+  EXPECT_EQ(r.conversation.size(), 4u);  // the conversation keeps the items as they were
+}
+
 TEST(ResponsesRequest, ToolsToolChoiceAndReasoningEffort) {
   const std::string tools = R"("tools":[{"type":"function","name":"get_weather","description":"Weather",
       "parameters":{"type":"object","properties":{"city":{"type":"string"}}},"strict":true},
@@ -179,6 +193,7 @@ TEST(ResponsesRequest, ErrorsNameTheField) {
       {R"({"input":"x","truncation":"auto"})", "truncation"},
       {R"({"input":"x","background":true})", "background"},
       {R"({"input":"x","conversation":"conv_1"})", "conversation"},
+      {R"({"input":"x","top_logprobs":3})", "top_logprobs"},
       {R"({"input":"x","max_output_tokens":0})", "max_output_tokens"},
       {R"({"input":"x","max_output_tokens":"many"})", "max_output_tokens"},
       {R"({"input":"x","temperature":3})", "temperature"},
