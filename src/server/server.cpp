@@ -288,27 +288,28 @@ std::shared_ptr<engine::RequestHandle> Server::Impl::submit(httplib::Response& r
   const int64_t max_prompt = cfg.max_prompt_tokens > 0 ? std::min<int64_t>(cfg.max_prompt_tokens, ctx) : ctx;
   if (n_prompt == 0) return send_error(bad_request("the prompt is empty", what));
   if (n_prompt > max_prompt)
-    return send_error(bad_request(fmt::format("the prompt has {} tokens; this server accepts at most {} (context {})",
-                                                   n_prompt, max_prompt, ctx),
-                                       what, "context_length_exceeded"));
+    return send_error(bad_request(
+        fmt::format("the prompt has {} tokens; this server accepts at most {} (context {})", n_prompt, max_prompt, ctx),
+        what, "context_length_exceeded"));
   const int64_t limit = cfg.max_tokens_limit > 0 ? std::min<int64_t>(cfg.max_tokens_limit, ctx) : ctx;
   int64_t max_tokens;
   if (c.max_tokens) {
     max_tokens = *c.max_tokens;
     if (max_tokens > limit)
-      return send_error(bad_request(fmt::format("{} is {}; this server allows at most {}", names.max_tokens, max_tokens, limit),
-                                    names.max_tokens));
+      return send_error(
+          bad_request(fmt::format("{} is {}; this server allows at most {}", names.max_tokens, max_tokens, limit),
+                      names.max_tokens));
     if (n_prompt + max_tokens > ctx)
       return send_error(bad_request(fmt::format("This model's maximum context length is {} tokens. However, you "
-                                                     "requested {} tokens ({} in the {}, {} in the completion). Please "
-                                                     "reduce the length of the {} or completion.",
-                                                     ctx, n_prompt + max_tokens, n_prompt, what, max_tokens, what),
-                                         what, "context_length_exceeded"));
+                                                "requested {} tokens ({} in the {}, {} in the completion). Please "
+                                                "reduce the length of the {} or completion.",
+                                                ctx, n_prompt + max_tokens, n_prompt, what, max_tokens, what),
+                                    what, "context_length_exceeded"));
   } else {
     max_tokens = std::min(names.chat ? limit : std::min<int64_t>(16, limit), ctx - n_prompt);
     if (max_tokens < 1)
       return send_error(bad_request(fmt::format("the prompt has {} tokens and fills the context of {}", n_prompt, ctx),
-                                         what, "context_length_exceeded"));
+                                    what, "context_length_exceeded"));
   }
 
   engine::GenerationRequest g;
