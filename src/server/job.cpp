@@ -24,6 +24,24 @@ std::string completion_token(const std::string& bytes) {
 }
 }  // namespace
 
+ReplyDelta parse_event(ReplyParser& parser, const engine::Event& ev, int32_t& n_reasoning) {
+  // An event carries the token(s) whose text it brings.
+  const bool was_reasoning = parser.in_reasoning();
+  ReplyDelta d = parser.push(ev.text);
+  if (was_reasoning || parser.in_reasoning()) n_reasoning += static_cast<int32_t>(ev.tokens.size());
+  if (ev.finish != FinishReason::None) {
+    ReplyDelta f = parser.finish();
+    d.reasoning += f.reasoning;
+    d.content += f.content;
+    d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
+  }
+  return d;
+}
+
+void keep_first_call(ReplyDelta& d, size_t n_calls) {
+  if (!d.tool_calls.empty()) d.tool_calls.resize(n_calls == 0 ? 1 : 0);
+}
+
 int64_t utf8_chars(std::string_view s) {
   int64_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // each character has one lead byte
@@ -115,8 +133,7 @@ std::string Job::sse_start() {
 }
 
 void Job::add_delta(ReplyDelta d, std::string& out) {
-  if (o_.first_call_only && !d.tool_calls.empty())
-    d.tool_calls.resize(calls_.empty() ? 1 : 0);
+  if (o_.first_call_only) keep_first_call(d, calls_.size());
   if (!o_.stream) {
     reasoning_ += d.reasoning;
     content_ += d.content;
@@ -155,18 +172,7 @@ std::string Job::on_events(std::vector<engine::Event>& evs) {
       break;
     }
     if (o_.kind == Endpoint::Chat) {
-      // An event carries the token(s) whose text it brings: counted as reasoning when the thinking
-      // block is open before it (</think>) or after it (<think>).
-      const bool was_reasoning = parser_->in_reasoning();
-      ReplyDelta d = parser_->push(ev.text);
-      if (was_reasoning || parser_->in_reasoning()) n_reasoning_ += static_cast<int32_t>(ev.tokens.size());
-      if (final) {
-        ReplyDelta f = parser_->finish();
-        d.reasoning += f.reasoning;
-        d.content += f.content;
-        d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
-      }
-      add_delta(std::move(d), out);
+      add_delta(parse_event(*parser_, ev, n_reasoning_), out);
     } else {
       text_ += ev.text;
       if (o_.stream && !ev.text.empty())

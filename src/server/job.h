@@ -39,6 +39,13 @@ struct JobOptions {
   bool named_tool_choice = false;
 };
 
+// A chat reply's delta from one engine event: the event's text through the parser (flushed at the final
+// event). Its tokens count into `n_reasoning` when the thinking block is open before them (</think>) or
+// after them (<think>).
+ReplyDelta parse_event(ReplyParser& parser, const engine::Event& ev, int32_t& n_reasoning);
+// parallel_tool_calls false: the reply's first call only (`n_calls` came before this delta).
+void keep_first_call(ReplyDelta& d, size_t n_calls);
+
 // Unicode characters (code points) in UTF-8 text: what OpenAI's text_offset counts.
 int64_t utf8_chars(std::string_view s);
 

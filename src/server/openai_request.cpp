@@ -5,12 +5,11 @@
 #include <fmt/format.h>
 
 #include "server/json_text.h"
+#include "server/request_fields.h"
 
 namespace ds::server {
 
 using json = nlohmann::ordered_json;
-
-namespace {
 
 const char* type_name(const json& v) {
   switch (v.type()) {
@@ -37,14 +36,15 @@ const json* field(const json& b, const char* key) {
   return &*it;
 }
 
-// `param` names the field in errors when it is nested (stream_options.include_usage).
-std::optional<ApiError> get_bool(const json& b, const char* key, bool& out, const char* param = nullptr) {
+std::optional<ApiError> get_bool(const json& b, const char* key, bool& out, const char* param) {
   const json* v = field(b, key);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) return wrong_type(param ? param : key, "a boolean", *v);
   out = v->get<bool>();
   return std::nullopt;
 }
+
+namespace {
 
 std::optional<ApiError> get_number(const json& b, const char* key, double lo, double hi, std::optional<double>& out) {
   const json* v = field(b, key);

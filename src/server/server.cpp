@@ -23,6 +23,9 @@
 #include "server/json_text.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/responses_job.h"
+#include "server/responses_request.h"
+#include "server/responses_store.h"
 
 namespace ds::server {
 
@@ -46,14 +49,14 @@ namespace {
 thread_local Clock::time_point t_request_start;
 
 const std::set<std::string>& known_routes() {
-  static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health",
-                                          "/metrics"};
+  static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models",
+                                          "/health", "/metrics"};
   return r;
 }
 
 // The one method a route serves (HEAD goes with GET); empty for a path that is no route.
 std::string route_method(const std::string& path) {
-  if (path == "/v1/chat/completions" || path == "/v1/completions") return "POST";
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses") return "POST";
   if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11)) return "GET";
   return "";
 }
@@ -217,12 +220,31 @@ struct Server::Impl {
   int bound_port = -1;
   int listen_fd = -1;  // the listening socket (set by the socket-options hook), for its backlog
   int64_t started = unix_now();
+  // previous_response_id: the last 1024 responses' conversations, at most 64 MiB of their JSON.
+  ResponseStore responses{1024, 64u << 20};
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
   std::optional<json> parse_body(const httplib::Request& req, httplib::Response& res);
+  // How an endpoint names its fields in limit errors: the prompt's ("messages", "prompt", "input") and
+  // max_tokens'; without max_tokens, chat-like endpoints may fill the context, completions take 16.
+  struct Names {
+    const char* prompt;
+    const char* max_tokens;
+    bool chat;
+  };
+  // Checks the limits and submits; nullptr when refused (the error is sent).
+  std::shared_ptr<engine::RequestHandle> submit(httplib::Response& res, Names n, const CommonParams& c,
+                                                std::vector<int32_t> prompt, int32_t snapshot_at);
+  // Sends the reply of `job` (Job or ResponsesJob) as it comes (stream) or at the end.
+  template <class J>
+  void serve(const httplib::Request& req, httplib::Response& res, std::shared_ptr<J> job,
+             std::shared_ptr<engine::RequestHandle> h, bool stream);
   void generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
                 std::vector<int32_t> prompt,
                 int32_t snapshot_at = 0);
+  // The prompt of a parsed chat request; a forced tool call's opening (tool_choice) is appended to it and
+  // set in `reply_prefix`.
+  std::variant<ChatPrompt, ApiError> chat_prompt(const ChatRequest& cr, std::string& reply_prefix);
   void routes();
 };
 
@@ -254,35 +276,40 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
   }
 }
 
-void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
-                            std::vector<int32_t> prompt, int32_t snapshot_at) {
+std::shared_ptr<engine::RequestHandle> Server::Impl::submit(httplib::Response& res, Names names, const CommonParams& c,
+                                                            std::vector<int32_t> prompt, int32_t snapshot_at) {
+  auto send_error = [&res](const ApiError& e) -> std::shared_ptr<engine::RequestHandle> {
+    ds::server::send_error(res, e);
+    return nullptr;
+  };
   const int64_t ctx = eng.backend().n_ctx();
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
-  const char* what = o.kind == Endpoint::Chat ? "messages" : "prompt";
+  const char* what = names.prompt;
   const int64_t max_prompt = cfg.max_prompt_tokens > 0 ? std::min<int64_t>(cfg.max_prompt_tokens, ctx) : ctx;
-  if (n_prompt == 0) return send_error(res, bad_request("the prompt is empty", what));
+  if (n_prompt == 0) return send_error(bad_request("the prompt is empty", what));
   if (n_prompt > max_prompt)
-    return send_error(res, bad_request(fmt::format("the prompt has {} tokens; this server accepts at most {} (context {})",
-                                                   n_prompt, max_prompt, ctx),
-                                       what, "context_length_exceeded"));
+    return send_error(bad_request(
+        fmt::format("the prompt has {} tokens; this server accepts at most {} (context {})", n_prompt, max_prompt, ctx),
+        what, "context_length_exceeded"));
   const int64_t limit = cfg.max_tokens_limit > 0 ? std::min<int64_t>(cfg.max_tokens_limit, ctx) : ctx;
   int64_t max_tokens;
   if (c.max_tokens) {
     max_tokens = *c.max_tokens;
     if (max_tokens > limit)
-      return send_error(res, bad_request(fmt::format("max_tokens is {}; this server allows at most {}", max_tokens, limit),
-                                         "max_tokens"));
+      return send_error(
+          bad_request(fmt::format("{} is {}; this server allows at most {}", names.max_tokens, max_tokens, limit),
+                      names.max_tokens));
     if (n_prompt + max_tokens > ctx)
-      return send_error(res, bad_request(fmt::format("This model's maximum context length is {} tokens. However, you "
-                                                     "requested {} tokens ({} in the {}, {} in the completion). Please "
-                                                     "reduce the length of the {} or completion.",
-                                                     ctx, n_prompt + max_tokens, n_prompt, what, max_tokens, what),
-                                         what, "context_length_exceeded"));
+      return send_error(bad_request(fmt::format("This model's maximum context length is {} tokens. However, you "
+                                                "requested {} tokens ({} in the {}, {} in the completion). Please "
+                                                "reduce the length of the {} or completion.",
+                                                ctx, n_prompt + max_tokens, n_prompt, what, max_tokens, what),
+                                    what, "context_length_exceeded"));
   } else {
-    max_tokens = std::min(o.kind == Endpoint::Chat ? limit : std::min<int64_t>(16, limit), ctx - n_prompt);
+    max_tokens = std::min(names.chat ? limit : std::min<int64_t>(16, limit), ctx - n_prompt);
     if (max_tokens < 1)
-      return send_error(res, bad_request(fmt::format("the prompt has {} tokens and fills the context of {}", n_prompt, ctx),
-                                         what, "context_length_exceeded"));
+      return send_error(bad_request(fmt::format("the prompt has {} tokens and fills the context of {}", n_prompt, ctx),
+                                    what, "context_length_exceeded"));
   }
 
   engine::GenerationRequest g;
@@ -297,23 +324,34 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   engine::Submitted s = eng.submit(std::move(g));
   switch (s.status) {
     case engine::SubmitStatus::Ok: break;
-    case engine::SubmitStatus::Invalid: return send_error(res, bad_request(s.message, what));
+    case engine::SubmitStatus::Invalid: return send_error(bad_request(s.message, what));
     case engine::SubmitStatus::QueueFull:
-      return send_error(res, ApiError{429, s.message, "rate_limit_error", "", "rate_limit_exceeded"});
+      return send_error(ApiError{429, s.message, "rate_limit_error", "", "rate_limit_exceeded"});
     case engine::SubmitStatus::Stopped:
-      return send_error(res, ApiError{503, s.message, "server_error", "", "service_unavailable"});
+      return send_error(ApiError{503, s.message, "server_error", "", "service_unavailable"});
   }
 
+  return s.handle;
+}
+
+void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
+                            std::vector<int32_t> prompt, int32_t snapshot_at) {
+  const bool chat = o.kind == Endpoint::Chat;
+  auto h = submit(res, {chat ? "messages" : "prompt", "max_tokens", chat}, c, std::move(prompt), snapshot_at);
+  if (!h) return;
   o.model = cfg.model_id;
   o.created = unix_now();
   o.id = (o.kind == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
   o.stream = c.stream;
   o.include_usage = c.include_usage;
   o.top_logprobs = c.top_logprobs;
-  auto job = std::make_shared<Job>(std::move(o), codec);
-  std::shared_ptr<engine::RequestHandle> h = s.handle;
+  serve(req, res, std::make_shared<Job>(std::move(o), codec), std::move(h), c.stream);
+}
 
-  if (!c.stream) {
+template <class J>
+void Server::Impl::serve(const httplib::Request& req, httplib::Response& res, std::shared_ptr<J> job,
+                         std::shared_ptr<engine::RequestHandle> h, bool stream) {
+  if (!stream) {
     // A client that has gone away frees its sequence within a check interval, as a stream's does on
     // its next write (else it would generate up to max_tokens for no one, holding a slot).
     int sock = -2;  // looked up at the first check: most replies are done before
@@ -335,7 +373,7 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   }
 
   struct Stream {
-    std::shared_ptr<Job> job;
+    std::shared_ptr<J> job;
     std::shared_ptr<engine::RequestHandle> h;
     bool started = false;
     Clock::time_point last_write = Clock::now();
@@ -373,34 +411,69 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
       });
 }
 
+std::variant<ChatPrompt, ApiError> Server::Impl::chat_prompt(const ChatRequest& cr, std::string& reply_prefix) {
+  auto p = build_chat_prompt(render, codec, cr.messages, cr.tools, cr.template_kwargs);
+  auto* prompt = std::get_if<ChatPrompt>(&p);
+  if (!prompt || !cr.force_tool_call) return p;
+  // Rendered with enable_thinking false; a template that still opens a thinking block cannot have the
+  // call put first.
+  if (prompt->in_reasoning)
+    return bad_request("this model's chat template keeps the thinking block open, so a tool call cannot be forced",
+                       "tool_choice");
+  reply_prefix = forced_call_opening(render, cr.forced_function);
+  const auto opening = codec.encode(reply_prefix, true);  // template text and a plain name (checked)
+  prompt->tokens.insert(prompt->tokens.end(), opening.begin(), opening.end());
+  return p;
+}
+
 void Server::Impl::routes() {
   svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);
     if (!body) return;
     ChatRequest cr;
     if (auto e = parse_chat_request(*body, codec.n_vocab(), cr)) return send_error(res, *e);
-    auto p = build_chat_prompt(render, codec, cr.messages, cr.tools, cr.template_kwargs);
-    if (auto* e = std::get_if<ApiError>(&p)) return send_error(res, *e);
-    auto& prompt = std::get<ChatPrompt>(p);
     JobOptions o;
+    auto prompt = chat_prompt(cr, o.reply_prefix);
+    if (auto* e = std::get_if<ApiError>(&prompt)) return send_error(res, *e);
+    auto& p = std::get<ChatPrompt>(prompt);
     o.kind = Endpoint::Chat;
-    o.in_reasoning = prompt.in_reasoning;
+    o.in_reasoning = p.in_reasoning;
     o.parse_tools = cr.parse_tool_calls;
     o.tools = cr.tools;
     o.first_call_only = !cr.parallel_tool_calls;
-    if (cr.force_tool_call) {
-      // Rendered with enable_thinking false; a template that still opens a thinking block cannot have the
-      // call put first.
-      if (prompt.in_reasoning)
-        return send_error(res, bad_request("this model's chat template keeps the thinking block open, so a tool call "
-                                           "cannot be forced",
-                                           "tool_choice"));
-      o.reply_prefix = forced_call_opening(render, cr.forced_function);
-      o.named_tool_choice = !cr.forced_function.empty();
-      const auto opening = codec.encode(o.reply_prefix, true);  // template text and a plain name (checked)
-      prompt.tokens.insert(prompt.tokens.end(), opening.begin(), opening.end());
+    o.named_tool_choice = cr.force_tool_call && !cr.forced_function.empty();
+    generate(req, res, std::move(o), cr.common, std::move(p.tokens), p.conversation_tokens);
+  });
+  svr.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    ResponsesRequest rr;
+    auto lookup = [this](const std::string& id) { return responses.get(id); };
+    if (auto e = parse_responses_request(*body, codec.n_vocab(), lookup, rr)) return send_error(res, *e);
+    ResponsesJobOptions o;
+    auto prompt = chat_prompt(rr.chat, o.reply_prefix);
+    if (auto* e = std::get_if<ApiError>(&prompt)) {
+      if (e->param.starts_with("messages")) e->param = "input";  // the chat template's refusal
+      return send_error(res, *e);
     }
-    generate(req, res, std::move(o), cr.common, std::move(prompt.tokens), prompt.conversation_tokens);
+    auto& p = std::get<ChatPrompt>(prompt);
+    auto h = submit(res, {"input", "max_output_tokens", true}, rr.chat.common, std::move(p.tokens), p.conversation_tokens);
+    if (!h) return;
+    o.id = "resp_" + random_hex(48);
+    o.model = cfg.model_id;
+    o.created = unix_now();
+    o.stream = rr.chat.common.stream;
+    o.in_reasoning = p.in_reasoning;
+    o.parse_tools = rr.chat.parse_tool_calls;
+    o.tools = rr.chat.tools;
+    o.first_call_only = !rr.chat.parallel_tool_calls;
+    o.echo = std::move(rr.echo);
+    if (rr.store)
+      o.on_finished = [this, conv = std::move(rr.conversation)](const json& r) {
+        json items = conv;
+        if (!normalise_items(r["output"], "output", items)) responses.put(r["id"], std::move(items));
+      };
+    serve(req, res, std::make_shared<ResponsesJob>(std::move(o)), std::move(h), rr.chat.common.stream);
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);

@@ -1,4 +1,5 @@
-// The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions, POST /v1/completions
+// The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions, POST /v1/completions,
+// POST /v1/responses (see responses_request.h)
 // (streaming as server-sent events or not), GET /v1/models, GET /health, GET /metrics.
 // Every error is OpenAI's JSON error shape with a 4xx/5xx status. With an API key, every /v1 route
 // needs "Authorization: Bearer KEY". Limits: request body size (413; chunked request bodies are

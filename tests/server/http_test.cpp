@@ -859,5 +859,189 @@ TEST(Http, ErrorsNameNestedFieldsAndLogitBiasKeys) {
   EXPECT_EQ(rig.post(cc, chat_body("S", {{"max_tokens", 2}, {"logit_bias", {{"5", 1}, {"0", -100}}}})).first, 200);
 }
 
+// --- POST /v1/responses (the Responses API) on the same engine and parsing as chat ----------------------
+
+std::string responses_body(json input, json extra = json::object()) {
+  json b = {{"model", "fake-model"}, {"input", std::move(input)}};
+  b.update(extra);
+  return b.dump();
+}
+
+// "event: T\ndata: {...}\n\n" blocks -> the data objects (each names its type as the event line does).
+std::vector<json> response_events(const std::string& body) {
+  std::vector<json> out;
+  size_t pos = 0;
+  for (size_t end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string block = body.substr(pos, end - pos);
+    if (block.starts_with(":")) continue;  // keep-alive
+    const size_t nl = block.find('\n');
+    EXPECT_TRUE(block.starts_with("event: ") && nl != std::string::npos) << block;
+    if (nl == std::string::npos) continue;
+    json d = json::parse(block.substr(nl + 7), nullptr, false);
+    EXPECT_EQ(block.substr(7, nl - 7), d.value("type", "")) << block;
+    out.push_back(std::move(d));
+  }
+  EXPECT_EQ(pos, body.size()) << "a trailing partial event";
+  return out;
+}
+
+json output_of(const std::pair<int, std::string>& r, size_t n_items) {
+  EXPECT_EQ(r.first, 200) << r.second;
+  json j = json::parse(r.second, nullptr, false);
+  EXPECT_EQ(j["output"].size(), n_items) << r.second;
+  return j;
+}
+
+TEST(Http, ResponsesReasoningAndTextStreamingOrNot) {
+  Rig rig;
+  json j = output_of(rig.post("/v1/responses", responses_body("R please")), 2);
+  EXPECT_TRUE(j["id"].get<std::string>().starts_with("resp_"));
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["output"][0]["type"], "reasoning");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "Thinking about it.");
+  EXPECT_EQ(j["output"][1]["type"], "message");
+  EXPECT_EQ(j["output"][1]["content"][0]["text"], "The answer is 42.");
+  const std::string prompt = "<|im_start|>user\nR please<|im_end|>\n<|im_start|>assistant\n<think>\n";
+  EXPECT_EQ(j["usage"]["input_tokens"], rig.codec.encode(prompt, true).size());
+  EXPECT_EQ(j["usage"]["output_tokens"], rig.codec.encode(scripts().at('R'), true).size());
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["input_tokens"].get<int>() + j["usage"]["output_tokens"].get<int>());
+  EXPECT_GT(j["usage"]["output_tokens_details"]["reasoning_tokens"].get<int>(), 0);
+
+  auto s = rig.post("/v1/responses", responses_body("R please", {{"stream", true}}));
+  ASSERT_EQ(s.first, 200);
+  auto evs = response_events(s.second);
+  ASSERT_GE(evs.size(), 4u);
+  EXPECT_EQ(evs.front()["type"], "response.created");
+  EXPECT_EQ(evs.back()["type"], "response.completed");
+  std::string text;
+  for (size_t i = 0; i < evs.size(); i++) {
+    EXPECT_EQ(evs[i]["sequence_number"], i);
+    if (evs[i]["type"] == "response.output_text.delta") text += evs[i]["delta"].get<std::string>();
+  }
+  EXPECT_EQ(text, "The answer is 42.");
+  const json& fin = evs.back()["response"];
+  EXPECT_EQ(fin["output"][1]["content"][0]["text"], text);
+  EXPECT_EQ(fin["usage"]["output_tokens"], j["usage"]["output_tokens"]);
+  EXPECT_EQ(fin["usage"]["input_tokens_details"]["cached_tokens"], j["usage"]["input_tokens"]);  // same prompt again
+
+  // Counted in /metrics under its route; other methods are 405.
+  auto c = rig.client();
+  const std::string counted = "ds_http_requests_total{route=\"/v1/responses\",status=\"200\"} 2";
+  auto mt = c.Get("/metrics");
+  for (int i = 0; i < 100 && mt && mt->body.find(counted) == std::string::npos; i++) {
+    std::this_thread::sleep_for(10ms);
+    mt = c.Get("/metrics");
+  }
+  ASSERT_TRUE(mt);
+  EXPECT_NE(mt->body.find(counted), std::string::npos);
+  auto g = c.Get("/v1/responses");
+  expect_error({g->status, g->body}, 405, "", "method_not_allowed");
+}
+
+TEST(Http, ResponsesToolRoundTripContinuesByPreviousResponseId) {
+  Rig rig;
+  const json tools = json::parse(R"([{"type":"function","name":"get_weather","parameters":{"type":"object",
+      "properties":{"city":{"type":"string"}}}},{"type":"function","name":"get_time"}])");
+  json first = output_of(rig.post("/v1/responses", responses_body("T: weather in Paris?", {{"tools", tools}})), 2);
+  const json call = first["output"][1];
+  ASSERT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(first["tools"][0]["name"], "get_weather");  // echoed in the Responses form
+
+  // The tool's result continues the stored conversation ("S..." is scripted text; thinking off).
+  const json result = json::array({{{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "Sunny"}}});
+  const json extra = {{"tools", tools}, {"reasoning", {{"effort", "none"}}}};
+  json next = extra;
+  next["previous_response_id"] = first["id"];
+  json second = output_of(rig.post("/v1/responses", responses_body(result, next)), 1);
+  EXPECT_EQ(second["previous_response_id"], first["id"]);
+  EXPECT_EQ(second["output"][0]["content"][0]["text"], "one two three four");
+  // The same as the client replaying the whole conversation itself.
+  json replay = json::array({{{"role", "user"}, {"content", "T: weather in Paris?"}}});
+  for (auto& item : first["output"]) replay.push_back(item);
+  replay.push_back(result[0]);
+  json again = output_of(rig.post("/v1/responses", responses_body(replay, extra)), 1);
+  EXPECT_EQ(again["usage"]["input_tokens"], second["usage"]["input_tokens"]);
+  EXPECT_EQ(again["output"][0]["content"], second["output"][0]["content"]);
+  const std::string alone = "<|im_start|>user\nSunny<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  EXPECT_GT(second["usage"]["input_tokens"].get<size_t>(), rig.codec.encode(alone, true).size());
+
+  // Unknown ids, and responses made with store false, cannot be continued.
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"previous_response_id", "resp_unknown"}})), 400,
+               "previous_response_id", "previous_response_not_found");
+  json unstored = output_of(rig.post("/v1/responses", responses_body("S", {{"store", false}, {"max_output_tokens", 2}})), 1);
+  EXPECT_EQ(unstored["store"], false);
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"previous_response_id", unstored["id"]}})), 400,
+               "previous_response_id", "previous_response_not_found");
+
+  // A named tool_choice forces that call, streaming too.
+  const json named = {{"tools", tools}, {"tool_choice", {{"type", "function"}, {"name", "get_time"}}}};
+  json forced = output_of(rig.post("/v1/responses", responses_body("S: weather?", named)), 1);
+  EXPECT_EQ(forced["output"][0]["name"], "get_time");
+  json sn = named;
+  sn["stream"] = true;
+  auto s = rig.post("/v1/responses", responses_body("S: weather?", sn));
+  auto evs = response_events(s.second);
+  ASSERT_FALSE(evs.empty());
+  EXPECT_EQ(evs.back()["response"]["output"][0]["name"], "get_time");
+  int done = 0;
+  for (auto& e : evs)
+    if (e["type"] == "response.function_call_arguments.done") {
+      done++;
+      EXPECT_EQ(e["name"], "get_time");
+    }
+  EXPECT_EQ(done, 1);
+}
+
+TEST(Http, ResponsesLimitsIncompleteAndErrors) {
+  ServerConfig sc;
+  sc.max_tokens_limit = 100;
+  Rig rig(sc);
+  json cut = output_of(rig.post("/v1/responses", responses_body("S", {{"max_output_tokens", 3},
+                                                                      {"reasoning", {{"effort", "minimal"}}}})), 1);
+  EXPECT_EQ(cut["status"], "incomplete");
+  EXPECT_EQ(cut["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(cut["usage"]["output_tokens"], 3);
+  EXPECT_EQ(cut["output"][0]["content"][0]["text"], "one");
+  EXPECT_EQ(cut["max_output_tokens"], 3);
+
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"max_output_tokens", 101}})), 400, "max_output_tokens");
+  expect_error(rig.post("/v1/responses", responses_body(std::string(600, 'x'))), 400, "input", "context_length_exceeded");
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"text", {{"format", {{"type", "json_object"}}}}}})), 400,
+               "text.format");
+  expect_error(rig.post("/v1/responses", responses_body(json::array({{{"type", "input_file"}}}))), 400, "input[0].type");
+  expect_error(rig.post("/v1/responses", "{\"input\": [1, 2"), 400);
+
+  ServerConfig keyed;
+  keyed.api_key = "sekret";
+  Rig rk(keyed);
+  expect_error(rk.post("/v1/responses", responses_body("S")), 401, "", "invalid_api_key");
+  EXPECT_EQ(rk.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2}}), {{"Authorization", "Bearer sekret"}}).first,
+            200);
+}
+
+TEST(Http, ResponsesDisconnectMidStreamFreesSlot) {
+  auto o = Rig::opts();
+  o.decode_delay = 2ms;
+  Rig rig({}, o);
+  int fd = raw_connect(rig.srv.port());
+  ASSERT_GE(fd, 0);
+  std::string req = http_post_text("/v1/responses", responses_body("go", {{"max_output_tokens", 400}, {"stream", true}}));
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(read(fd, buf, sizeof buf), 0);  // headers and the first events
+  for (int i = 0; i < 100 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(rig.eng.stats().running, 1);
+  auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 2s) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(rig.eng.stats().running, 0);
+  EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
+  EXPECT_LT(rig.eng.stats().generated_tokens, 300u);
+}
+
 }  // namespace
 }  // namespace ds::server
