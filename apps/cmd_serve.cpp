@@ -134,8 +134,9 @@ int run(Options o) {
 ds::app::RunFn setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.footer(
-      "Serve a Qwen3.5 GGUF over an OpenAI-compatible HTTP API: POST /v1/chat/completions and /v1/completions "
-      "(streaming with \"stream\": true), GET /v1/models, /health and /metrics (Prometheus). Requests are batched "
+      "Serve a Qwen3.5 GGUF over an OpenAI-compatible HTTP API: POST /v1/chat/completions, /v1/completions "
+      "and /v1/responses (streaming with \"stream\": true), GET /v1/models, /health and /metrics (Prometheus), POST "
+      "/tokenize and /detokenize. Requests are batched "
       "continuously over --parallel sequence slots; more wait in a queue of --max-queue, beyond which the server "
       "answers 429. Binds to 127.0.0.1 unless --host says otherwise. Prints the bound port on stdout once it "
       "listens. Stop with Ctrl-C (SIGINT) or SIGTERM. On a shared or oversubscribed CPU, run with "
@@ -158,6 +159,9 @@ ds::app::RunFn setup(CLI::App& app) {
       app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
   app.add_option("--api-key-file", o->api_key_file, "read the API key from the first line of this file")
       ->check(CLI::ExistingFile);
+  app.add_option("--cors", o->srv.cors_origins,
+                 "let web pages from this origin call the API from a browser (e.g. http://localhost:3000; repeatable; "
+                 "'*' allows any page, then set --api-key); off by default");
   app.add_option("--backend", o->backend, "auto (cuda when built with CUDA and a GPU is visible), cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();

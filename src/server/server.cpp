@@ -21,11 +21,13 @@
 #include "core/log.h"
 #include "server/job.h"
 #include "server/json_text.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/responses_job.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
+#include "server/tokenize.h"
 
 namespace ds::server {
 
@@ -41,6 +43,7 @@ Status validate(const ServerConfig& c) {
   if (c.max_tokens_limit < 0) return err("server: max_tokens_limit must be >= 0, got {}", c.max_tokens_limit);
   if (c.http_threads < 0) return err("server: http_threads must be >= 0, got {}", c.http_threads);
   if (c.io_timeout_s < 1) return err("server: io_timeout_s must be >= 1, got {}", c.io_timeout_s);
+  for (const auto& o : c.cors_origins) DS_TRY(validate_cors_origin(o));
   return {};
 }
 
@@ -50,13 +53,15 @@ thread_local Clock::time_point t_request_start;
 
 const std::set<std::string>& known_routes() {
   static const std::set<std::string> r = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models",
-                                          "/health", "/metrics"};
+                                          "/tokenize", "/detokenize", "/health", "/metrics"};
   return r;
 }
 
 // The one method a route serves (HEAD goes with GET); empty for a path that is no route.
 std::string route_method(const std::string& path) {
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses") return "POST";
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses" || path == "/tokenize" ||
+      path == "/detokenize")
+    return "POST";
   if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11)) return "GET";
   return "";
 }
@@ -492,6 +497,26 @@ void Server::Impl::routes() {
     }
     generate(req, res, std::move(o), cr.common, std::move(tokens));
   });
+  svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    auto chat_tokens = [this](const ChatRequest& cr) -> std::variant<std::vector<int32_t>, ApiError> {
+      std::string reply_prefix;
+      auto p = chat_prompt(cr, reply_prefix);
+      if (auto* e = std::get_if<ApiError>(&p)) return *e;
+      return std::move(std::get<ChatPrompt>(p).tokens);
+    };
+    auto r = tokenize_reply(*body, codec, eng.backend().n_ctx(), chat_tokens);
+    if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
+    send_json(res, std::get<json>(r));
+  });
+  svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = parse_body(req, res);
+    if (!body) return;
+    auto r = detokenize_reply(*body, codec);
+    if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
+    send_json(res, std::get<json>(r));
+  });
   auto model_json = [this] {
     return json{{"id", cfg.model_id},
                 {"object", "model"},
@@ -549,8 +574,19 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   // for a next request: answered 400, or dropped after --timeout (a "Connection: close" reply does not
   // close the connection in cpp-httplib 0.11, nor does shutting its read side: the answer is lost).
   // The connection holds its thread until then, as any slow client does.
-  I.svr.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+  I.svr.set_pre_routing_handler([cors = Cors(I.cfg.cors_origins)](const httplib::Request& req, httplib::Response& res) {
     t_request_start = Clock::now();
+    if (cors.enabled()) {
+      const CorsHeaders ch = cors.for_request(req.get_header_value("Origin"), req.method,
+                                              req.get_header_value("Access-Control-Request-Method"),
+                                              req.get_header_value("Access-Control-Request-Headers"),
+                                              route_method(req.path));
+      for (const auto& [k, v] : ch.headers) res.set_header(k, v);
+      if (ch.preflight) {
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (auto e = unreadable_body(req)) {
       send_error(res, *e);
       res.set_header("Connection", "close");

@@ -1043,5 +1043,131 @@ TEST(Http, ResponsesDisconnectMidStreamFreesSlot) {
   EXPECT_LT(rig.eng.stats().generated_tokens, 300u);
 }
 
+
+// /tokenize gives the tokens a completion prompt or a chat request would run (the same count the usage reports),
+// /detokenize turns ids back into text; bad bodies are 400s naming the field; the API key applies.
+TEST(Http, TokenizeAndDetokenize) {
+  Rig rig;
+  auto ask = [&](const std::string& path, json body) {
+    auto r = rig.post(path, body.dump());
+    EXPECT_EQ(r.first, 200) << path << " " << r.second;
+    return json::parse(r.second, nullptr, false);
+  };
+  json t = ask("/tokenize", {{"prompt", "hello <|im_end|>"}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), rig.codec.encode("hello <|im_end|>", false));
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_EQ(t["max_model_len"], 512);
+  EXPECT_FALSE(t.contains("token_strs"));
+  json back = ask("/detokenize", {{"tokens", t["tokens"]}});
+  EXPECT_EQ(back["prompt"], "hello <|im_end|>");
+  EXPECT_EQ(back["content"], "hello <|im_end|>");
+  json strs = ask("/tokenize", {{"content", "ab"}, {"return_token_strs", true}});  // llama.cpp's field name
+  std::string joined;
+  for (auto& s : strs["token_strs"]) joined += s.get<std::string>();
+  EXPECT_EQ(joined, "ab");
+
+  // A chat body counts exactly what /v1/chat/completions then reports as prompt_tokens.
+  json chat = json::parse(chat_body("S: how many?"));
+  json n = ask("/tokenize", chat);
+  json c = ask("/v1/chat/completions", json::parse(chat_body("S: how many?", {{"max_tokens", 2}})));
+  EXPECT_EQ(n["count"], c["usage"]["prompt_tokens"]);
+  EXPECT_GT(n["count"].get<int>(), ask("/tokenize", {{"prompt", "S: how many?"}})["count"].get<int>());
+
+  expect_error(rig.post("/tokenize", "{}"), 400, "prompt");
+  expect_error(rig.post("/tokenize", R"({"prompt": 5})"), 400, "prompt");
+  expect_error(rig.post("/tokenize", R"({"prompt": "x", "messages": []})"), 400, "messages");
+  expect_error(rig.post("/tokenize", R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400);
+  expect_error(rig.post("/tokenize", R"({"prompt": "x", "return_token_strs": "yes"})"), 400, "return_token_strs");
+  expect_error(rig.post("/detokenize", "{}"), 400, "tokens");
+  expect_error(rig.post("/detokenize", R"({"tokens": "1 2"})"), 400, "tokens");
+  expect_error(rig.post("/detokenize", R"({"tokens": [1, 2.5]})"), 400, "tokens[1]");
+  expect_error(rig.post("/detokenize", R"({"tokens": [1, 1000000]})"), 400, "tokens[1]");
+  expect_error(rig.post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens[0]");
+  auto get = rig.client().Get("/tokenize");
+  ASSERT_TRUE(get);
+  expect_error({get->status, get->body}, 405);
+
+  ServerConfig keyed;
+  keyed.api_key = "sekret";
+  Rig rk(keyed);
+  expect_error(rk.post("/tokenize", R"({"prompt": "x"})"), 401, "", "invalid_api_key");
+  EXPECT_EQ(rk.post("/detokenize", R"({"tokens": [65]})", {{"Authorization", "Bearer sekret"}}).first, 200);
+}
+
+// CORS is off by default; with --cors ORIGIN an allowed origin gets Access-Control-Allow-Origin on every reply
+// (errors and streams included) and its preflight a 204 before authentication; other origins get nothing.
+TEST(Http, CorsOnlyForConfiguredOrigins) {
+  const httplib::Headers preflight = {{"Origin", "http://ui.example:3000"},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization, content-type"}};
+  {
+    Rig off;
+    auto r = off.client().Options("/v1/chat/completions", preflight);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 405);
+    EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  }
+  ServerConfig sc;
+  sc.api_key = "sekret";
+  sc.cors_origins = {"http://ui.example:3000"};
+  Rig rig(sc);
+  auto c = rig.client();
+  auto r = c.Options("/v1/chat/completions", preflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://ui.example:3000");
+  EXPECT_EQ(r->get_header_value("Vary"), "Origin");
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "POST");
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  r = c.Options("/v1/models", preflight);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD");
+
+  const std::vector<std::pair<std::string, std::string>> from_ui = {{"Origin", "http://ui.example:3000"},
+                                                                    {"Authorization", "Bearer sekret"}};
+  auto ok = rig.client(from_ui).Post("/v1/chat/completions", chat_body("hi", {{"max_tokens", 2}}), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"), "http://ui.example:3000");
+  auto streamed = rig.client(from_ui).Post("/v1/chat/completions", chat_body("hi", {{"max_tokens", 2}, {"stream", true}}),
+                                           "application/json");
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->status, 200);
+  EXPECT_EQ(streamed->get_header_value("Access-Control-Allow-Origin"), "http://ui.example:3000");
+  auto denied = rig.client({{"Origin", "http://ui.example:3000"}}).Get("/v1/models");  // no key: 401, still readable
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(denied->get_header_value("Access-Control-Allow-Origin"), "http://ui.example:3000");
+
+  httplib::Headers evil_preflight = preflight;
+  evil_preflight.erase("Origin");
+  evil_preflight.emplace("Origin", "http://evil.example");
+  auto other = rig.client().Options("/v1/chat/completions", evil_preflight);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 405);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  auto evil = rig.client({{"Origin", "http://evil.example"}, {"Authorization", "Bearer sekret"}}).Get("/v1/models");
+  ASSERT_TRUE(evil);
+  EXPECT_EQ(evil->status, 200);
+  EXPECT_FALSE(evil->has_header("Access-Control-Allow-Origin"));
+
+  ServerConfig any;
+  any.cors_origins = {"*"};
+  Rig ra(any);
+  auto a = ra.client({{"Origin", "http://anything.example"}}).Get("/v1/models");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_FALSE(a->has_header("Vary"));
+
+  for (std::string bad : {"localhost:3000", "http://x/", "http://x/path", "", "http://"}) {
+    ServerConfig b;
+    b.cors_origins = {bad};
+    EXPECT_FALSE(validate(b).ok()) << bad;
+  }
+  ServerConfig good;
+  good.cors_origins = {"*", "https://chat.example", "http://127.0.0.1:8000"};
+  EXPECT_TRUE(validate(good).ok());
+}
+
 }  // namespace
 }  // namespace ds::server
