@@ -1,0 +1,89 @@
+#include "grammar/token_mask.h"
+
+#include <algorithm>
+
+namespace ds::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& excluded,
+                     std::vector<int32_t> eog)
+    : n_vocab_(static_cast<int32_t>(token_bytes.size())), eog_(std::move(eog)) {
+  std::vector<std::pair<std::string, int32_t>> toks;
+  for (size_t t = 0; t < token_bytes.size(); t++) {
+    const bool is_eog = std::find(eog_.begin(), eog_.end(), static_cast<int32_t>(t)) != eog_.end();
+    if (token_bytes[t].empty() || is_eog || (t < excluded.size() && excluded[t])) continue;
+    toks.emplace_back(token_bytes[t], static_cast<int32_t>(t));
+    max_len_ = std::max(max_len_, token_bytes[t].size());
+  }
+  std::sort(toks.begin(), toks.end());
+  nodes_.emplace_back();
+  build(0, toks, 0, toks.size(), 0);
+}
+
+// toks[lo, hi) share their first `depth` bytes (the path to `node`), sorted.
+void TokenTrie::build(uint32_t node, const std::vector<std::pair<std::string, int32_t>>& toks, size_t lo, size_t hi,
+                      size_t depth) {
+  nodes_[node].tok_begin = static_cast<uint32_t>(ids_.size());
+  while (lo < hi && toks[lo].first.size() == depth) ids_.push_back(toks[lo++].second);
+  nodes_[node].tok_end = static_cast<uint32_t>(ids_.size());
+  // One child per distinct next byte, allocated side by side, then filled one by one.
+  std::vector<std::pair<size_t, size_t>> groups;
+  for (size_t i = lo; i < hi;) {
+    size_t j = i;
+    while (j < hi && toks[j].first[depth] == toks[i].first[depth]) j++;
+    groups.emplace_back(i, j);
+    i = j;
+  }
+  const uint32_t first = static_cast<uint32_t>(nodes_.size());
+  nodes_[node].child_begin = first;
+  nodes_[node].child_end = first + static_cast<uint32_t>(groups.size());
+  nodes_.resize(nodes_.size() + groups.size());
+  for (size_t g = 0; g < groups.size(); g++) {
+    nodes_[first + g].byte = static_cast<uint8_t>(toks[groups[g].first].first[depth]);
+    build(first + static_cast<uint32_t>(g), toks, groups[g].first, groups[g].second, depth + 1);
+  }
+}
+
+void TokenTrie::walk(uint32_t node, size_t depth, std::vector<Matcher>& lv, Mask& out) const {
+  const TrieNode& n = nodes_[node];
+  for (uint32_t c = n.child_begin; c < n.child_end; c++) {
+    const TrieNode& ch = nodes_[c];
+    lv[depth + 1] = lv[depth];
+    if (!lv[depth + 1].advance(ch.byte)) continue;
+    for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
+    if (ch.child_begin < ch.child_end) walk(c, depth + 1, lv, out);
+  }
+}
+
+void TokenTrie::mask(const Matcher& m, Mask& out) const {
+  out.assign((static_cast<size_t>(n_vocab_) + 63) / 64, 0);
+  thread_local std::vector<Matcher> lv;
+  if (lv.size() < max_len_ + 1) lv.resize(max_len_ + 1, m);
+  lv[0] = m;
+  walk(0, 0, lv, out);
+  if (m.complete())
+    for (int32_t t : eog_) out[t >> 6] |= uint64_t(1) << (t & 63);
+}
+
+void Constraint::mask(const TokenTrie& trie, const Matcher& m, Mask& out) const {
+  const TokenTrie* tp = &trie;
+  std::string key(reinterpret_cast<const char*>(&tp), sizeof tp);
+  key += m.key();
+  {
+    std::lock_guard lk(m_);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      out = it->second;
+      return;
+    }
+  }
+  trie.mask(m, out);
+  std::lock_guard lk(m_);
+  if (cache_.size() >= kMaxCached) cache_.clear();
+  cache_.emplace(std::move(key), out);
+}
+
+size_t Constraint::cache_size() const {
+  std::lock_guard lk(m_);
+  return cache_.size();
+}
+
+}  // namespace ds::grammar

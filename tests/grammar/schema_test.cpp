@@ -1,0 +1,163 @@
+// Schemas compiled into grammars: instances are taken, near misses refused, bad or unsupported schemas give
+// errors naming the path.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/matcher.h"
+#include "grammar/schema.h"
+
+namespace ds::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+Grammar compile(const std::string& schema) {
+  auto r = compile_schema(json::parse(schema), "schema");
+  if (auto* e = std::get_if<SchemaError>(&r)) {
+    ADD_FAILURE() << e->message;
+    return Grammar();
+  }
+  return std::get<Grammar>(std::move(r));
+}
+
+bool accepts(const Grammar& g, const std::string& doc) {
+  Matcher m(g);
+  return m.advance(doc) && m.complete();
+}
+
+SchemaError error_of(const std::string& schema) {
+  auto r = compile_schema(json::parse(schema), "response_format.json_schema.schema");
+  if (auto* e = std::get_if<SchemaError>(&r)) return *e;
+  ADD_FAILURE() << "compiled: " << schema;
+  return {};
+}
+
+// What pydantic writes for a model with a nested model, an optional field and an enum.
+const char* kPydantic = R"({
+  "$defs": {
+    "Color": {"enum": ["red", "green"], "title": "Color", "type": "string"},
+    "Pet": {"properties": {"name": {"title": "Name", "type": "string"},
+                           "age": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": null}},
+            "required": ["name"], "title": "Pet", "type": "object", "additionalProperties": false}
+  },
+  "properties": {
+    "owner": {"type": "string", "format": "email", "description": "ignored"},
+    "color": {"$ref": "#/$defs/Color"},
+    "pets": {"items": {"$ref": "#/$defs/Pet"}, "type": "array", "minItems": 1, "maxItems": 2},
+    "ok": {"type": "boolean"}
+  },
+  "required": ["owner", "color", "pets", "ok"],
+  "title": "Owner", "type": "object", "additionalProperties": false
+})";
+
+TEST(Schema, PydanticInstancesAndNearMisses) {
+  Grammar g = compile(kPydantic);
+  EXPECT_TRUE(accepts(g, R"({"owner":"a@b","color":"red","pets":[{"name":"x"}],"ok":true})"));
+  EXPECT_TRUE(accepts(g, R"({"owner":"","color":"green","pets":[{"name":"x","age":3},{"name":"y","age":null}],"ok":false})"));
+  EXPECT_TRUE(accepts(g, "{ \"owner\" : \"a\",\n \"color\":\"red\", \"pets\":[ {\"name\":\"x\"} ], \"ok\":true }"));
+  const char* misses[] = {
+      R"({"color":"red","owner":"a","pets":[{"name":"x"}],"ok":true})",  // out of declared order
+      R"({"owner":"a","pets":[{"name":"x"}],"ok":true})",                // a required property missing
+      R"({"owner":"a","color":"blue","pets":[{"name":"x"}],"ok":true})",  // not in the enum
+      R"({"owner":"a","color":"red","pets":[],"ok":true})",              // minItems
+      R"({"owner":"a","color":"red","pets":[{"name":"x"},{"name":"y"},{"name":"z"}],"ok":true})",  // maxItems
+      R"({"owner":"a","color":"red","pets":[{"name":"x","age":1.5}],"ok":true})",  // integer
+      R"({"owner":"a","color":"red","pets":[{"age":1}],"ok":true})",      // Pet.name required
+      R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":true,"extra":1})",  // undeclared
+      R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":1})",
+      R"({"owner":1,"color":"red","pets":[{"name":"x"}],"ok":true})",
+  };
+  for (const char* m : misses) EXPECT_FALSE(accepts(g, m)) << m;
+}
+
+TEST(Schema, TypesEnumsConstAndNullable) {
+  Grammar g = compile(R"({"type": ["string", "null"]})");
+  EXPECT_TRUE(accepts(g, "\"x\""));
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_FALSE(accepts(g, "1"));
+  g = compile(R"({"enum": [1, 12, "a", [1, 2], {"k": null}, true]})");
+  for (const char* ok : {"1", "12", "\"a\"", "[1,2]", "{\"k\":null}", "true"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"123", "2", "\"b\"", "[1, 2]", "[1]", "false"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  g = compile(R"({"const": "only"})");
+  EXPECT_TRUE(accepts(g, "\"only\""));
+  EXPECT_FALSE(accepts(g, "\"onl\""));
+  g = compile(R"({"type": "integer", "nullable": true})");
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_TRUE(accepts(g, "-7"));
+  EXPECT_FALSE(accepts(g, "7e1"));
+  g = compile(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_FALSE(accepts(g, "\"a\""));
+  EXPECT_TRUE(accepts(g, "\"ab\""));
+  EXPECT_TRUE(accepts(g, "\"\\u00e9\xc3\xa9\\ud83d\\ude00\""));  // three characters: escapes and UTF-8 count once
+  EXPECT_FALSE(accepts(g, "\"abcd\""));
+}
+
+TEST(Schema, OptionalPropertiesMaySkipButKeepOrder) {
+  Grammar g = compile(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                          "c": {"type": "integer"}}, "required": ["c"]})");
+  for (const char* ok : {"{\"c\":1}", "{\"a\":1,\"c\":2}", "{\"b\":1,\"c\":2}", "{\"a\":1,\"b\":2,\"c\":3}"})
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"{}", "{\"a\":1}", "{\"c\":1,\"a\":2}", "{\"a\":1,\"a\":2,\"c\":3}", "{\"ab\":1,\"c\":2}"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
+TEST(Schema, FreeObjectsAndEmptyOnes) {
+  Grammar g = compile(R"({"type": "object", "additionalProperties": {"type": "number"}})");
+  EXPECT_TRUE(accepts(g, "{\"x\":1,\"y\":2.5}"));
+  EXPECT_FALSE(accepts(g, "{\"x\":\"s\"}"));
+  g = compile(R"({"type": "object", "additionalProperties": false})");
+  EXPECT_TRUE(accepts(g, "{}"));
+  EXPECT_FALSE(accepts(g, "{\"x\":1}"));
+  g = compile("{}");
+  EXPECT_TRUE(accepts(g, "[1,\"a\",{}]"));
+}
+
+TEST(Schema, RecursiveReferences) {
+  Grammar g = compile(R"({"$ref": "#/definitions/Node", "definitions": {"Node": {"type": "object",
+      "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/definitions/Node"}, {"type": "null"}]}},
+      "required": ["v", "next"]}}})");
+  EXPECT_TRUE(accepts(g, R"({"v":1,"next":{"v":2,"next":null}})"));
+  EXPECT_FALSE(accepts(g, R"({"v":1,"next":{"v":2}})"));
+  g = compile(R"({"type": "array", "items": {"$ref": "#"}, "maxItems": 2})");
+  EXPECT_TRUE(accepts(g, "[[],[[]]]"));
+  EXPECT_FALSE(accepts(g, "[1]"));
+}
+
+TEST(Schema, ErrorsNameThePath) {
+  struct Case {
+    const char* schema;
+    const char* path;
+  };
+  const Case cases[] = {
+      {R"({"properties": {"age": {"type": "int"}}})", "response_format.json_schema.schema.properties.age.type"},
+      {R"({"type": 3})", "response_format.json_schema.schema.type"},
+      {R"({"type": ["string", "date"]})", "response_format.json_schema.schema.type[1]"},
+      {R"({"properties": {"s": {"type": "string", "pattern": "^a"}}})",
+       "response_format.json_schema.schema.properties.s.pattern"},
+      {R"({"type": "integer", "minimum": 0})", "response_format.json_schema.schema.minimum"},
+      {R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
+       "response_format.json_schema.schema.uniqueItems"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "response_format.json_schema.schema.required"},
+      {R"({"$ref": "#/$defs/Missing"})", "response_format.json_schema.schema.$ref"},
+      {R"({"$ref": "http://x/y"})", "response_format.json_schema.schema.$ref"},
+      {R"({"$defs": {"A": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"})", "response_format.json_schema.schema.$defs.A"},
+      {R"({"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "$ref": "#/$defs/A"})",
+       "response_format.json_schema.schema.$defs.A"},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})", "response_format.json_schema.schema.minItems"},
+      {R"({"type": "array", "maxItems": -1})", "response_format.json_schema.schema.maxItems"},
+      {R"({"anyOf": []})", "response_format.json_schema.schema.anyOf"},
+      {R"({"enum": []})", "response_format.json_schema.schema.enum"},
+      {R"({"properties": {"x": false}})", "response_format.json_schema.schema.properties.x"},
+      {R"({"allOf": [{}, {}]})", "response_format.json_schema.schema.allOf"},
+      {R"("string")", "response_format.json_schema.schema"},
+  };
+  for (const Case& c : cases) {
+    const SchemaError e = error_of(c.schema);
+    EXPECT_EQ(e.path, c.path) << c.schema << ": " << e.message;
+    EXPECT_NE(e.message.find(c.path), std::string::npos) << e.message;
+  }
+}
+
+}  // namespace
+}  // namespace ds::grammar

@@ -1,0 +1,151 @@
+// Token masks on the real Qwen3 vocabulary (151k tokens): the trie walk gives exactly the set that checking
+// every token on its own gives, in several states; special tokens never, end-of-generation only when complete.
+// Also measures the cost of one mask (printed; the cached path too).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "engine/token_trie.h"
+#include "engine/tokenizer_codec.h"
+#include "gguf/gguf.h"
+#include "grammar/schema.h"
+#include "grammar/token_mask.h"
+#include "testutil.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ds::grammar {
+namespace {
+
+std::string vocab_file(const std::string& name) {
+  std::string out = test::temp_dir() + "/" + name + ".gguf";
+  if (std::filesystem::exists(out)) return out;
+  std::string tmp = out + ".part";
+  std::string cmd = "xz -dkc '" + test::fixture("tokenizer/" + name + ".gguf.xz") + "' > '" + tmp + "'";
+  if (std::system(cmd.c_str()) != 0) return "";
+  std::filesystem::rename(tmp, out);
+  return out;
+}
+
+struct Vocab {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<engine::TokenizerCodec> codec;
+  std::unique_ptr<TokenTrie> trie;
+};
+
+const Vocab& qwen3() {
+  static Vocab v = [] {
+    Vocab v;
+    auto f = gguf::File::open(vocab_file("vocab-qwen3"));
+    if (!f.ok()) throw std::runtime_error(f.error().message);
+    auto t = tokenizer::Tokenizer::from_gguf(*f);
+    if (!t.ok()) throw std::runtime_error(t.error().message);
+    v.tok = std::make_unique<tokenizer::Tokenizer>(std::move(t).value());
+    v.codec = std::make_unique<engine::TokenizerCodec>(*v.tok);
+    v.trie = engine::make_token_trie(*v.codec);
+    return v;
+  }();
+  return v;
+}
+
+// Every token checked on its own.
+Mask brute_force(const engine::TextCodec& codec, const Matcher& m) {
+  Mask out((codec.n_vocab() + 63) / 64, 0);
+  for (int32_t t = 0; t < codec.n_vocab(); t++) {
+    bool ok;
+    if (codec.is_eog(t)) {
+      ok = m.complete();
+    } else if (codec.is_special(t) || codec.is_control(t)) {
+      ok = false;
+    } else {
+      const std::string b = codec.token_bytes(t);
+      Matcher c = m;
+      ok = !b.empty() && c.advance(b);
+    }
+    if (ok) out[t >> 6] |= uint64_t(1) << (t & 63);
+  }
+  return out;
+}
+
+int32_t count(const Mask& m) {
+  int32_t n = 0;
+  for (uint64_t w : m) n += __builtin_popcountll(w);
+  return n;
+}
+
+Grammar schema_grammar() {
+  auto r = compile_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+      "n": {"type": "integer"}}, "required": ["name", "n"]})"),
+                          "schema");
+  return std::get<Grammar>(std::move(r));
+}
+
+TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
+  const Vocab& v = qwen3();
+  ASSERT_GT(v.codec->n_vocab(), 150000);
+  const Grammar obj = any_object(), sch = schema_grammar();
+  struct State {
+    const Grammar* g;
+    std::string prefix;
+  };
+  const State states[] = {
+      {&obj, ""},                               // the start: '{' and whitespace only
+      {&obj, "{\"key\": \"some va"},            // inside a string
+      {&obj, "{\"a\": 1, "},                    // between object members
+      {&obj, "{\"a\": 12"},                     // inside a number
+      {&obj, "{\"a\": [true, {\"b\": \"\\u00"},  // inside a \u escape
+      {&obj, "{\"a\": \"\xe2\x82"},              // inside a UTF-8 sequence
+      {&obj, "{\"a\": {}}"},                    // complete: only end-of-generation tokens
+      {&sch, "{\""},                             // a declared key
+      {&sch, "{\"name\": \"x\", "},              // the next declared keys
+      {&sch, "{\"name\": \"x\", \"tags\": [\"a\","},
+  };
+  for (const State& s : states) {
+    Matcher m(*s.g);
+    ASSERT_TRUE(m.advance(s.prefix)) << s.prefix;
+    Mask trie;
+    v.trie->mask(m, trie);
+    const Mask brute = brute_force(*v.codec, m);
+    EXPECT_EQ(trie, brute) << s.prefix << ": trie " << count(trie) << " tokens, brute force " << count(brute);
+    EXPECT_GT(count(trie), 0) << s.prefix;
+    for (int32_t t = 0; t < v.codec->n_vocab(); t++)
+      if (v.codec->is_special(t) && !v.codec->is_eog(t)) ASSERT_FALSE(allowed(trie, t)) << s.prefix << " token " << t;
+  }
+  // The complete document allows exactly the end-of-generation tokens.
+  Matcher done(obj);
+  ASSERT_TRUE(done.advance(std::string("{}")));
+  Mask m;
+  v.trie->mask(done, m);
+  for (int32_t t = 0; t < v.codec->n_vocab(); t++) EXPECT_EQ(allowed(m, t), v.codec->is_eog(t)) << t;
+}
+
+TEST(TokenMask, CostPerStep) {
+  const Vocab& v = qwen3();
+  const Grammar obj = any_object();
+  for (const char* prefix : {"{\"key\": \"some va", "{\"a\": 1, "}) {
+    Matcher m(obj);
+    ASSERT_TRUE(m.advance(std::string(prefix)));
+    Mask out;
+    const int reps = 5;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; i++) v.trie->mask(m, out);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    Constraint c(obj);
+    c.mask(*v.trie, m, out);  // fills the cache
+    const auto t1 = std::chrono::steady_clock::now();
+    Mask cached;
+    for (int i = 0; i < reps; i++) c.mask(*v.trie, m, cached);
+    const double ms_cached =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count() / reps;
+    EXPECT_EQ(cached, out);
+    std::printf("mask after '%s': %.2f ms walked, %.3f ms cached, %d of %d tokens allowed (trie of %zu nodes)\n",
+                prefix, ms, ms_cached, count(out), v.codec->n_vocab(), v.trie->n_nodes());
+  }
+}
+
+}  // namespace
+}  // namespace ds::grammar
