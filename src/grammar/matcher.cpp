@@ -33,11 +33,12 @@ void set_phase(Frame& f, uint8_t p) {
   f.nl = 0;
 }
 
-// Whitespace in a gap between tokens, within the bounds.
+// Whitespace in a gap between tokens, within the bounds. Before the document two line breaks (a model writes
+// "</think>\n\n" and then the content), elsewhere one.
 bool gap(Frame& f, uint8_t b) {
   const bool space = b == ' ' || b == '\t', brk = b == '\n' || b == '\r';
   if (!space && !brk) return false;
-  if (f.ws >= Matcher::kMaxGap || (brk && f.nl >= 1)) return false;
+  if (f.ws >= Matcher::kMaxGap || (brk && f.nl >= (f.phase == DocBefore ? 2 : 1))) return false;
   f.ws++;
   if (brk) f.nl++;
   return true;
@@ -301,7 +302,7 @@ struct Step {
         continue;
       }
       if (ph == DocAfter) return;  // nothing after the document, not even whitespace
-      if (gap(f, b)) return emit(s);
+      if (ph != ObjKey && gap(f, b)) return emit(s);  // inside a declared key whitespace is the key's
       if (ph == DocBefore) {
         set_phase(f, DocAfter);
         return start_value(s, g.root, b);

@@ -4,8 +4,8 @@
 // a lone low one is refused), UTF-8 validated (no overlong forms, no surrogates, nothing past
 // U+10FFFF), numbers by the exact grammar, true/false/null, nesting.
 // Bounds, so that a model cannot loop forever on what the grammar allows: between two tokens of the
-// document (and before it) at most kMaxGap whitespace bytes, of which at most one line break (\n or
-// \r); nothing after the top-level value; at most kMaxDepth nested containers.
+// document at most kMaxGap whitespace bytes, of which at most one line break (\n or \r; two before the
+// document); nothing after the top-level value; at most kMaxDepth nested containers.
 // Alternatives (anyOf) that the first bytes cannot tell apart are followed side by side (one stack
 // each, at most kMaxStacks, identical ones merged). The state is two flat vectors: cheap to copy,
 // which the vocabulary walk (token_mask.h) does at every trie node.

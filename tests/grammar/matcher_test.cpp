@@ -116,6 +116,8 @@ TEST(Matcher, BoundsWhitespace) {
   Grammar any;
   EXPECT_EQ(refused_at(any, "[\n\n1]"), 2);  // one line break per gap
   EXPECT_EQ(refused_at(any, "[\r\n1]"), 2);
+  EXPECT_TRUE(accepts(any, "\n\n[]"));  // two line breaks before the document ("</think>\n\n")
+  EXPECT_EQ(refused_at(any, "\n\n\n[]"), 2);
   EXPECT_EQ(refused_at(any, std::string("[") + std::string(Matcher::kMaxGap, ' ') + " 1]"), Matcher::kMaxGap + 1);
   EXPECT_TRUE(accepts(any, std::string("[\n") + std::string(Matcher::kMaxGap - 1, ' ') + "1 ,\n 2\n]"));
 }

@@ -67,6 +67,8 @@ TEST(Schema, PydanticInstancesAndNearMisses) {
       R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":true,"extra":1})",  // undeclared
       R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":1})",
       R"({"owner":1,"color":"red","pets":[{"name":"x"}],"ok":true})",
+      R"({"ow ner":"a","color":"red","pets":[{"name":"x"}],"ok":true})",  // a declared key, but not exactly
+      R"({" owner":"a","color":"red","pets":[{"name":"x"}],"ok":true})",
   };
   for (const char* m : misses) EXPECT_FALSE(accepts(g, m)) << m;
 }
