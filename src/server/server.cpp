@@ -294,6 +294,16 @@ void Server::Impl::generate(const httplib::Request& req, httplib::Response& res,
   g.ignore_eos = c.ignore_eos;
   g.top_logprobs = c.top_logprobs;
   if (snapshot_at > 0) g.snapshot_at.push_back(snapshot_at);
+  g.constraint = c.constraint;
+  if (c.constraint && o.in_reasoning) {
+    // Thinking on: the reasoning stays free, the content after the model's </think> is the document.
+    const std::vector<int32_t> end = codec.encode("</think>", true);
+    if (end.size() != 1)
+      return send_error(res, bad_request("response_format needs thinking off with this model (its prompt opens a "
+                                         "thinking block, but </think> is not one token)",
+                                         "response_format"));
+    g.constraint_after = end[0];
+  }
   engine::Submitted s = eng.submit(std::move(g));
   switch (s.status) {
     case engine::SubmitStatus::Ok: break;
