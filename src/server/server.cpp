@@ -395,7 +395,9 @@ void Server::Impl::routes() {
     JobOptions o;
     o.kind = Endpoint::Chat;
     o.in_reasoning = prompt.in_reasoning;
-    o.parse_tools = cr.parse_tool_calls;
+    // With response_format the content is the document (special tokens such as <tool_call> are masked): nothing
+    // in it is a tool call, even a string that reads like one.
+    o.parse_tools = cr.parse_tool_calls && !cr.common.constraint;
     o.tools = cr.tools;
     o.first_call_only = !cr.parallel_tool_calls;
     if (cr.force_tool_call) {

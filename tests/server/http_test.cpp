@@ -453,6 +453,15 @@ TEST(Http, ResponseFormatJsonSchema) {
   json comp = {{"prompt", "abc"}, {"max_tokens", 400}, {"response_format", rf["response_format"]}};
   j = json::parse(rig.post("/v1/completions", comp.dump()).second);
   check(j["choices"][0]["text"].get<std::string>());
+  // Tools offered: the content is the document, even one whose string reads like a tool call.
+  const std::string call = "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>";
+  json tools = off;
+  tools["response_format"]["json_schema"]["schema"] = {{"const", call}};
+  tools["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", tools)).second);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], json(call).dump()) << j.dump();
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls") && !j["choices"][0]["message"]["tool_calls"].empty());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   // Errors.
   expect_error(rig.post("/v1/chat/completions", chat_body("S", {{"response_format", "json"}})), 400, "response_format");
   expect_error(rig.post("/v1/chat/completions", chat_body("S", {{"response_format", {{"type", "xml"}}}})), 400,
