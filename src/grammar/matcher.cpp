@@ -444,6 +444,14 @@ bool Matcher::complete() const {
   return false;
 }
 
+bool Matcher::keeps_state(uint8_t b) const {
+  if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\' || ends_.size() != 1) return false;
+  const Frame& top = frames_.back();
+  if (top.phase != StrBody) return false;
+  const Node& n = g_->nodes[top.node];
+  return n.min_items == 0 && n.max_items == UINT32_MAX;
+}
+
 std::string Matcher::key() const {
   std::string k(reinterpret_cast<const char*>(frames_.data()), frames_.size() * sizeof(Frame));
   k.append(reinterpret_cast<const char*>(ends_.data()), ends_.size() * sizeof(uint32_t));

@@ -50,6 +50,9 @@ class Matcher {
   bool advance(std::string_view bytes);
   // The bytes so far are a whole document (it may still continue: a number can take more digits).
   bool complete() const;
+  // advance(b) would take b and leave the state exactly as it is (a plain character inside a string without a
+  // length bound): the vocabulary walk then shares the state instead of copying it.
+  bool keeps_state(uint8_t b) const;
   // The state as bytes: equal keys, equal futures (for caching masks per state).
   std::string key() const;
 

@@ -43,14 +43,19 @@ void TokenTrie::build(uint32_t node, const std::vector<std::pair<std::string, in
   }
 }
 
-void TokenTrie::walk(uint32_t node, size_t depth, std::vector<Matcher>& lv, Mask& out) const {
+void TokenTrie::walk(uint32_t node, size_t level, std::vector<Matcher>& lv, Mask& out) const {
   const TrieNode& n = nodes_[node];
   for (uint32_t c = n.child_begin; c < n.child_end; c++) {
     const TrieNode& ch = nodes_[c];
-    lv[depth + 1] = lv[depth];
-    if (!lv[depth + 1].advance(ch.byte)) continue;
+    if (lv[level].keeps_state(ch.byte)) {  // the same state one byte on: no copy, the child walks from this level
+      for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
+      if (ch.child_begin < ch.child_end) walk(c, level, lv, out);
+      continue;
+    }
+    lv[level + 1] = lv[level];
+    if (!lv[level + 1].advance(ch.byte)) continue;
     for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
-    if (ch.child_begin < ch.child_end) walk(c, depth + 1, lv, out);
+    if (ch.child_begin < ch.child_end) walk(c, level + 1, lv, out);
   }
 }
 

@@ -39,7 +39,8 @@ class TokenTrie {
     uint8_t byte = 0;                         // the edge from the parent
   };
   void build(uint32_t node, const std::vector<std::pair<std::string, int32_t>>& toks, size_t lo, size_t hi, size_t depth);
-  void walk(uint32_t node, size_t depth, std::vector<Matcher>& lv, Mask& out) const;
+  // From `node` with the matcher state lv[level] (levels grow only where a byte changes the state).
+  void walk(uint32_t node, size_t level, std::vector<Matcher>& lv, Mask& out) const;
 
   int32_t n_vocab_ = 0;
   std::vector<TrieNode> nodes_;
