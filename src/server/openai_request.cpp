@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
 #include <fmt/format.h>
 
 #include "grammar/schema.h"
@@ -82,6 +85,23 @@ std::optional<ApiError> get_int(const json& b, const char* key, int64_t lo, int6
     if (auto _e = (expr)) return _e;   \
   } while (0)
 
+// Compiled schemas by their text, shared by the requests that send the same one: a grammar's mask cache
+// (grammar::Constraint) then serves them all. Bounded: when full it starts again.
+std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
+                                                             const std::function<grammar::Grammar()>& make) {
+  static std::mutex m;
+  static std::unordered_map<std::string, std::shared_ptr<const grammar::Constraint>> cache;
+  constexpr size_t kMaxSchemas = 64;
+  {
+    std::lock_guard lk(m);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto c = std::make_shared<const grammar::Constraint>(make());
+  std::lock_guard lk(m);
+  if (cache.size() >= kMaxSchemas) cache.clear();
+  return cache.emplace(key, c).first->second;
+}
+
 // response_format: text (nothing to do), json_object (any object) or json_schema (an instance of the schema); both
 // JSON ones compile to a grammar the reply is constrained to (grammar/schema.h says which keywords are enforced).
 std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
@@ -92,7 +112,7 @@ std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
   const std::string type = t->get<std::string>();
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
-    c.constraint = std::make_shared<grammar::Constraint>(grammar::any_object());
+    c.constraint = shared_constraint("json_object", grammar::any_object);
     return std::nullopt;
   }
   if (type != "json_schema")
@@ -111,7 +131,7 @@ std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
     return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema");
   auto g = grammar::compile_schema(*sc, "response_format.json_schema.schema");
   if (auto* e = std::get_if<grammar::SchemaError>(&g)) return bad_request(e->message, e->path);
-  c.constraint = std::make_shared<grammar::Constraint>(std::get<grammar::Grammar>(std::move(g)));
+  c.constraint = shared_constraint("schema " + sc->dump(), [&] { return std::get<grammar::Grammar>(std::move(g)); });
   return std::nullopt;
 }
 

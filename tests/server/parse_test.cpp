@@ -187,6 +187,17 @@ TEST(Request, ResponseFormatCompilesAConstraint) {
   EXPECT_TRUE(s.advance(std::string("{\"a\":12}")) && s.complete());
   grammar::Matcher s2(r.common.constraint->grammar());
   EXPECT_FALSE(s2.advance(std::string("{\"b\"")));
+  // The same schema again shares the compiled constraint (and its mask cache); another one does not.
+  auto first = r.common.constraint;
+  const std::string same = R"({"messages":[{"role":"user","content":"y"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"other","schema":{"type":"object",
+      "properties":{"a":{"type":"integer","description":"ignored","format":"int32"}},"required":["a"],
+      "additionalProperties":false}}}})";
+  EXPECT_FALSE(chat(same, &r));
+  EXPECT_EQ(r.common.constraint, first);
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+      "json_schema":{"schema":{"type":"integer"}}}})", &r));
+  EXPECT_NE(r.common.constraint, first);
   // Completions take it too (as vLLM does).
   CompletionRequest c;
   EXPECT_FALSE(parse_completion_request(json::parse(R"({"prompt":"x","response_format":{"type":"json_object"}})"), 1000, c));
