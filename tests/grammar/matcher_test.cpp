@@ -2,6 +2,10 @@
 // exactly at the first byte that cannot continue a valid document; the whitespace and depth bounds.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <random>
 #include <string>
 
 #include "grammar/grammar.h"
@@ -137,6 +141,51 @@ TEST(Matcher, JsonObjectIsAnObjectAtTheTop) {
   EXPECT_EQ(refused_at(g, "\"x\""), 0);
   EXPECT_EQ(refused_at(g, "1"), 0);
   EXPECT_EQ(refused_at(g, "  1"), 2);
+}
+
+}  // namespace
+}  // namespace ds::grammar
+
+namespace ds::grammar {
+namespace {
+
+// Differential: random mutations of valid documents, judged by the matcher and by nlohmann's parser (RFC 8259 with
+// UTF-8 validation). Documents whose whitespace our bounds refuse (two whitespace bytes in a row, whitespace at the
+// end) are left out; everything else must get the same verdict.
+TEST(Matcher, AgreesWithAParserOnMutatedDocuments) {
+  Grammar any;
+  const std::vector<std::string> seeds = {
+      "{\"a\": [1, -2.5e+3, true, null], \"b\": {\"c\": \"x\\u00e9\\ud83d\\ude00\\n\"}}", "[0, 0.0, -0, 1E9, \"\xc3\xa9\xe2\x82\xac\"]",
+      "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "{\"\": {}, \"k\": [[], [{}]]}", "123", "false",
+  };
+  const std::string alphabet = "{}[],:\"\\ 0123456789-+.eEtrufalsn\x01\x7f\xc3\xa9\xed\xa0\x80\xf4\x90uUdD";
+  std::mt19937 rng(12345);
+  int agreed = 0, valid = 0;
+  for (int iter = 0; iter < 20000; iter++) {
+    std::string d = seeds[rng() % seeds.size()];
+    const int edits = 1 + rng() % 3;
+    for (int e = 0; e < edits && !d.empty(); e++) {
+      const size_t pos = rng() % (d.size() + 1);
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: d.insert(d.begin() + pos, c); break;
+        case 1: if (pos < d.size()) d.erase(d.begin() + pos); break;
+        default: if (pos < d.size()) d[pos] = c; break;
+      }
+    }
+    bool ws_run = false;
+    for (size_t i = 0; i + 1 < d.size(); i++)
+      if (std::isspace(static_cast<unsigned char>(d[i])) && std::isspace(static_cast<unsigned char>(d[i + 1]))) ws_run = true;
+    if (ws_run || d.empty() || std::isspace(static_cast<unsigned char>(d.back()))) continue;
+    const bool parser = nlohmann::json::accept(d);
+    Matcher m(any);
+    const bool ours = m.advance(d) && m.complete();
+    EXPECT_EQ(ours, parser) << "document: " << d;
+    agreed += ours == parser;
+    valid += parser;
+  }
+  EXPECT_GT(valid, 100);  // the mutations leave enough valid documents to compare
+  EXPECT_GT(agreed, 5000);
 }
 
 }  // namespace
