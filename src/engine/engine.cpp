@@ -109,7 +109,6 @@ struct Engine::Impl {
   Selection sel;               // and its result
   std::vector<Seq*> inflight;  // the rows of the decode step launched and not yet ended
   std::unique_ptr<grammar::TokenTrie> trie;  // the vocabulary's, built for the first constrained request
-  grammar::Mask mask;          // the allowed tokens of the row being sampled
   std::vector<PostEvent> post; // events not yet sent (flush_post)
 
   mutable std::mutex stats_m;
@@ -332,13 +331,8 @@ void Engine::loop() {
     std::copy(raw.begin(), raw.end(), I.scratch.begin());
     if (s.matcher) {  // response_format: what cannot continue the document is out
       if (!I.trie) I.trie = make_token_trie(codec_);
-      s.req.constraint->mask(*I.trie, *s.matcher, I.mask);
-      bool any = false;
-      const int32_t nv = I.trie->n_vocab();  // a model's vocabulary may be padded beyond the tokenizer's
-      for (int32_t t = 0; t < V; t++) {
-        if (t < nv && grammar::allowed(I.mask, t)) any = true;
-        else I.scratch[t] = -std::numeric_limits<float>::infinity();
-      }
+      const auto mask = s.req.constraint->mask(*I.trie, *s.matcher);
+      const bool any = grammar::apply_mask(*mask, I.trie->n_vocab(), I.scratch);  // a model may pad its vocabulary
       if (!any) return fail(s, "response_format: no token of the vocabulary can continue the document");
     }
     TokenOut tok{s.smp->sample(I.scratch, s.generated), 0, {}};

@@ -1,8 +1,25 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ds::grammar {
+
+bool apply_mask(const Mask& m, int32_t n_vocab, std::span<float> logits) {
+  const size_t V = logits.size(), nv = std::min<size_t>(V, static_cast<size_t>(n_vocab));
+  constexpr float kOut = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for (size_t w = 0; w * 64 < nv; w++) {  // word by word: inside a string nearly every word is all ones
+    const uint64_t bits = m[w];
+    if (bits != 0) any = true;
+    if (bits == ~uint64_t(0) && (w + 1) * 64 <= nv) continue;
+    const size_t end = std::min(nv, (w + 1) * 64);
+    for (size_t t = w * 64; t < end; t++)
+      if (!(bits >> (t & 63) & 1)) logits[t] = kOut;
+  }
+  for (size_t t = nv; t < V; t++) logits[t] = kOut;
+  return any;
+}
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& excluded,
                      std::vector<int32_t> eog)
@@ -69,21 +86,20 @@ void TokenTrie::mask(const Matcher& m, Mask& out) const {
     for (int32_t t : eog_) out[t >> 6] |= uint64_t(1) << (t & 63);
 }
 
-void Constraint::mask(const TokenTrie& trie, const Matcher& m, Mask& out) const {
+std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matcher& m) const {
   const TokenTrie* tp = &trie;
   std::string key(reinterpret_cast<const char*>(&tp), sizeof tp);
   key += m.key();
   {
     std::lock_guard lk(m_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      out = it->second;
-      return;
-    }
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   }
-  trie.mask(m, out);
+  auto out = std::make_shared<Mask>();
+  trie.mask(m, *out);
   std::lock_guard lk(m_);
   if (cache_.size() >= kMaxCached) cache_.clear();
   cache_.emplace(std::move(key), out);
+  return out;
 }
 
 size_t Constraint::cache_size() const {

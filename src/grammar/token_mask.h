@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +22,10 @@ namespace ds::grammar {
 using Mask = std::vector<uint64_t>;  // bit t: token t is allowed
 
 inline bool allowed(const Mask& m, int32_t t) { return m[static_cast<size_t>(t) >> 6] >> (t & 63) & 1; }
+
+// -inf for every token of `logits` that `m` does not allow (tokens past the mask's vocabulary too); false when it
+// allows none of them.
+bool apply_mask(const Mask& m, int32_t n_vocab, std::span<float> logits);
 
 class TokenTrie {
  public:
@@ -55,8 +60,8 @@ class Constraint {
  public:
   explicit Constraint(Grammar g) : g_(std::move(g)) {}
   const Grammar& grammar() const { return g_; }
-  // trie.mask(m), from the cache when this state was seen before (with this trie).
-  void mask(const TokenTrie& trie, const Matcher& m, Mask& out) const;
+  // trie.mask(m), from the cache when this state was seen before (with this trie). Shared: never changes.
+  std::shared_ptr<const Mask> mask(const TokenTrie& trie, const Matcher& m) const;
   size_t cache_size() const;
 
   static constexpr size_t kMaxCached = 2048;  // masks (19 KB each for a 151k vocabulary); then the cache restarts
@@ -64,7 +69,7 @@ class Constraint {
  private:
   Grammar g_;
   mutable std::mutex m_;
-  mutable std::unordered_map<std::string, Mask> cache_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const Mask>> cache_;
 };
 
 }  // namespace ds::grammar

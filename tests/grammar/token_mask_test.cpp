@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -123,6 +124,26 @@ TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
   for (int32_t t = 0; t < v.codec->n_vocab(); t++) EXPECT_EQ(allowed(m, t), v.codec->is_eog(t)) << t;
 }
 
+TEST(TokenMask, ApplyMaskSetsTheRestToMinusInfinity) {
+  Mask m(3, 0);  // 130 tokens: bits for 0, 63, 64, 129
+  m[0] = 1 | uint64_t(1) << 63;
+  m[1] = 1;
+  m[2] = 2;
+  std::vector<float> logits(140, 1.0f);  // the model pads its vocabulary to 140
+  EXPECT_TRUE(apply_mask(m, 130, logits));
+  for (int t = 0; t < 140; t++) {
+    const bool keep = t == 0 || t == 63 || t == 64 || t == 129;
+    EXPECT_EQ(logits[t], keep ? 1.0f : -std::numeric_limits<float>::infinity()) << t;
+  }
+  std::fill(m.begin(), m.end(), ~uint64_t(0));
+  std::fill(logits.begin(), logits.end(), 2.0f);
+  EXPECT_TRUE(apply_mask(m, 130, logits));
+  EXPECT_EQ(logits[129], 2.0f);
+  EXPECT_EQ(logits[130], -std::numeric_limits<float>::infinity());
+  std::fill(m.begin(), m.end(), 0);
+  EXPECT_FALSE(apply_mask(m, 130, logits));
+}
+
 TEST(TokenMask, CostPerStep) {
   const Vocab& v = qwen3();
   const Grammar obj = any_object();
@@ -152,15 +173,20 @@ TEST(TokenMask, CostPerStep) {
     for (int i = 0; i < reps; i++) v.trie->mask(m, out);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
     Constraint c(*s.g);
-    c.mask(*v.trie, m, out);  // fills the cache
+    c.mask(*v.trie, m);  // fills the cache
     const auto t1 = std::chrono::steady_clock::now();
     Mask cached;
-    for (int i = 0; i < reps; i++) c.mask(*v.trie, m, cached);
+    for (int i = 0; i < reps; i++) cached = *c.mask(*v.trie, m);
     const double ms_cached =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count() / reps;
     EXPECT_EQ(cached, out);
-    std::printf("mask %-32s %7.3f ms walked, %6.3f ms cached, %6d of %d tokens allowed\n", s.what, ms, ms_cached,
-                count(out), v.codec->n_vocab());
+    std::vector<float> row(v.codec->n_vocab(), 0.5f);
+    const auto t2 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; i++) apply_mask(*c.mask(*v.trie, m), v.codec->n_vocab(), row);
+    const double ms_step =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count() / reps;
+    std::printf("mask %-32s %7.3f ms walked, %6.3f ms cached, %6.3f ms cached + applied to the row, %6d of %d tokens\n",
+                s.what, ms, ms_cached, ms_step, count(out), v.codec->n_vocab());
   }
   std::printf("(Qwen3 vocabulary, trie of %zu nodes)\n", v.trie->n_nodes());
 }
