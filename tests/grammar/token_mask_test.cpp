@@ -10,6 +10,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/engine.h"
+#include "engine/fake_backend.h"
 #include "engine/token_trie.h"
 #include "engine/tokenizer_codec.h"
 #include "gguf/gguf.h"
@@ -122,6 +124,64 @@ TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
   Mask m;
   v.trie->mask(done, m);
   for (int32_t t = 0; t < v.codec->n_vocab(); t++) EXPECT_EQ(allowed(m, t), v.codec->is_eog(t)) << t;
+}
+
+// The whole path on the real vocabulary: the engine on the fake backend (random logits over 151,936 tokens) with the
+// Qwen3 codec writes instances of a schema whose every choice is bounded, greedy and sampled; multi-byte tokens
+// ("},", "\":", runs of spaces, UTF-8 pieces) cross the document's structure.
+TEST(TokenMask, EngineWritesInstancesWithTheQwen3Vocabulary) {
+  const Vocab& v = qwen3();
+  engine::FakeBackendOptions o;
+  o.n_vocab = v.codec->n_vocab();
+  o.n_ctx = 2048;
+  o.n_slots = 2;
+  engine::FakeBackend fb(o);
+  engine::EngineConfig ec;
+  ec.warm_up = false;
+  engine::Engine eng(fb, *v.codec, ec);
+  eng.start();
+  auto r = compile_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "ok": {"type": "boolean"}, "name": {"type": "string", "maxLength": 6},
+      "tags": {"type": "array", "items": {"enum": ["x", "yz"]}, "maxItems": 2}, "n": {"enum": [1, 20, 300]}},
+      "required": ["ok", "name", "tags", "n"], "additionalProperties": false})"),
+                          "schema");
+  auto c = std::make_shared<Constraint>(std::get<Grammar>(std::move(r)));
+  for (int seed = 0; seed < 4; seed++) {
+    engine::GenerationRequest g;
+    g.prompt = {1000 + seed, 2000, 3000};
+    g.sampling.temperature = seed == 0 ? 0.0f : 1.0f;
+    g.sampling.seed = seed;
+    g.max_tokens = 1000;
+    g.constraint = c;
+    auto sub = eng.submit(std::move(g));
+    ASSERT_EQ(sub.status, engine::SubmitStatus::Ok) << sub.message;
+    std::string text;
+    engine::FinishReason fin = engine::FinishReason::None;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (fin == engine::FinishReason::None && std::chrono::steady_clock::now() < deadline) {
+      std::vector<engine::Event> evs;
+      sub.handle->wait(evs, std::chrono::milliseconds(50));
+      for (auto& e : evs) {
+        text += e.text;
+        if (e.finish != engine::FinishReason::None) fin = e.finish;
+      }
+    }
+    EXPECT_EQ(fin, engine::FinishReason::Stop) << text;
+    const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << text;
+    EXPECT_EQ(j.size(), 4u) << text;
+    EXPECT_TRUE(j["ok"].is_boolean()) << text;
+    ASSERT_TRUE(j["name"].is_string()) << text;
+    size_t chars = 0;
+    for (unsigned char ch : j["name"].get<std::string>()) chars += (ch & 0xC0) != 0x80;
+    EXPECT_LE(chars, 6u) << text;  // code points
+    ASSERT_TRUE(j["tags"].is_array()) << text;
+    EXPECT_LE(j["tags"].size(), 2u) << text;
+    for (auto& t : j["tags"]) EXPECT_TRUE(t == "x" || t == "yz") << text;
+    EXPECT_TRUE(j["n"] == 1 || j["n"] == 20 || j["n"] == 300) << text;
+    std::printf("seed %d: %s\n", seed, nlohmann::json(text).dump().c_str());
+  }
+  eng.stop();
 }
 
 TEST(TokenMask, ApplyMaskSetsTheRestToMinusInfinity) {
