@@ -135,8 +135,9 @@ struct Step {
         return;
       }
       case Kind::AnyOf:
-        if (alt_depth > 16) return;  // the compiler refuses cycles of alternatives; this is a backstop
+        if (alt_depth > 16) return;  // the compiler refuses cycles of alternatives and flattens them; a backstop
         for (int32_t a : n.alts) {
+          if (out_ends.size() >= static_cast<size_t>(Matcher::kMaxStacks)) return;
           Stack c = s;
           start_value(c, a, b, alt_depth + 1);
         }

@@ -15,6 +15,7 @@ using json = nlohmann::ordered_json;
 
 constexpr int kMaxSchemaDepth = 64;
 constexpr size_t kMaxNodes = 20000;
+constexpr size_t kMaxAlternatives = 256;  // after flattening: each is tried at a value's first byte
 
 const std::set<std::string> kRefused = {
     "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
@@ -33,6 +34,7 @@ class Compiler {
   Grammar run() {
     g_.root = compile(root_, root_path_, 0);
     check_cycles();
+    flatten();
     return std::move(g_);
   }
 
@@ -55,13 +57,17 @@ class Compiler {
     return static_cast<uint32_t>(v.get<int64_t>());
   }
 
+  // Leaves with the same content are one node (alternatives then merge: {"type": "null"} written twice is one).
   int32_t literal(std::vector<std::string> lits, const std::string& path) {
     std::sort(lits.begin(), lits.end());
     lits.erase(std::unique(lits.begin(), lits.end()), lits.end());
+    std::string key;
+    for (const std::string& l : lits) key += l + '\0';
+    if (auto it = leaves_.find(key); it != leaves_.end()) return it->second;
     Node n;
     n.kind = Kind::Literal;
     n.literals = std::move(lits);
-    return add(std::move(n), path);
+    return leaves_[key] = add(std::move(n), path);
   }
 
   int32_t ref(const json& r, const std::string& path, int depth) {
@@ -167,9 +173,10 @@ class Compiler {
     if (t == "string") return string(s, path);
     if (t == "number") return Grammar::kNumber;
     if (t == "integer") {
+      if (auto it = leaves_.find("integer"); it != leaves_.end()) return it->second;  // not a literal's key (no \0)
       Node n;
       n.kind = Kind::Integer;
-      return add(std::move(n), path);
+      return leaves_["integer"] = add(std::move(n), path);
     }
     if (t == "boolean") return literal({"false", "true"}, path);
     if (t == "null") return literal({"null"}, path);
@@ -255,11 +262,42 @@ class Compiler {
     for (size_t i = 0; i < g_.nodes.size(); i++) visit(static_cast<int32_t>(i));
   }
 
+  // Alternatives of alternatives become one list (no duplicates), so that a value's first byte tries each
+  // alternative once instead of walking nested anyOfs (whose product could be huge). Runs after check_cycles.
+  void flatten() {
+    std::vector<std::vector<int32_t>> flat(g_.nodes.size());
+    std::vector<uint8_t> done(g_.nodes.size(), 0);
+    std::function<const std::vector<int32_t>&(int32_t)> expand = [&](int32_t id) -> const std::vector<int32_t>& {
+      if (done[id]) return flat[id];
+      std::vector<int32_t> out;
+      for (int32_t a : g_.nodes[id].alts) {
+        if (g_.nodes[a].kind == Kind::AnyOf) {
+          for (int32_t x : expand(a))
+            if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+        } else if (std::find(out.begin(), out.end(), a) == out.end()) {
+          out.push_back(a);
+        }
+        if (out.size() > kMaxAlternatives)
+          fail(id < static_cast<int32_t>(paths_.size()) ? paths_[id] : root_path_,
+               fmt::format("more than {} alternatives (anyOf / oneOf / type arrays, nested ones counted out)",
+                           kMaxAlternatives));
+      }
+      flat[id] = std::move(out);
+      done[id] = 1;
+      return flat[id];
+    };
+    for (size_t i = 0; i < g_.nodes.size(); i++)
+      if (g_.nodes[i].kind == Kind::AnyOf) expand(static_cast<int32_t>(i));
+    for (size_t i = 0; i < g_.nodes.size(); i++)
+      if (g_.nodes[i].kind == Kind::AnyOf) g_.nodes[i].alts = flat[i];
+  }
+
   const json& root_;
   std::string root_path_;
   Grammar g_;
   std::vector<std::string> paths_;
   std::map<std::string, int32_t> refs_;
+  std::map<std::string, int32_t> leaves_;
 };
 
 }  // namespace

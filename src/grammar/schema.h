@@ -20,6 +20,7 @@
 //     exclusiveMinimum, exclusiveMaximum, multipleOf, uniqueItems true, contains, minContains,
 //     maxContains, prefixItems, items as an array, additionalItems, unevaluatedProperties,
 //     unevaluatedItems, not, if / then / else, allOf with several schemas, $ref elsewhere.
+// Bounds (400): 20,000 nodes, nesting 64, 256 alternatives once nested ones are flattened into one list.
 #pragma once
 #include <nlohmann/json.hpp>
 

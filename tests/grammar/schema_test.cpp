@@ -126,6 +126,31 @@ TEST(Schema, RecursiveReferences) {
   EXPECT_FALSE(accepts(g, "[1]"));
 }
 
+TEST(Schema, NestedAlternativesAreFlattenedAndBounded) {
+  // A0 .. A12, each anyOf [previous, previous]: 4096 paths to two leaves unless flattened.
+  json defs = json::object();
+  defs["A0"] = json::parse(R"({"anyOf": [{"type": "string"}, {"type": "integer"}]})");
+  for (int i = 1; i <= 12; i++) {
+    const std::string prev = "#/$defs/A" + std::to_string(i - 1);
+    defs["A" + std::to_string(i)] = {{"anyOf", json::array({{{"$ref", prev}}, {{"$ref", prev}}, {{"type", "null"}}})}};
+  }
+  json schema = {{"$defs", defs}, {"$ref", "#/$defs/A12"}};
+  auto r = compile_schema(schema, "schema");
+  ASSERT_TRUE(std::holds_alternative<Grammar>(r));
+  const Grammar& g = std::get<Grammar>(r);
+  for (const Node& n : g.nodes)
+    for (int32_t a : n.alts) EXPECT_NE(g.nodes[a].kind, Kind::AnyOf);  // one level of alternatives
+  EXPECT_EQ(g.nodes[g.root].alts.size(), 3u);                          // string, integer, null
+  for (const char* ok : {"12", "\"s\"", "null"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  EXPECT_FALSE(accepts(g, "1.5"));
+  // More than 256 alternatives once flattened is a 400.
+  json many = json::array();
+  for (int i = 0; i < 300; i++) many.push_back({{"const", i}});
+  auto e = compile_schema(json{{"anyOf", many}}, "response_format.json_schema.schema");
+  ASSERT_TRUE(std::holds_alternative<SchemaError>(e));
+  EXPECT_EQ(std::get<SchemaError>(e).path, "response_format.json_schema.schema.anyOf");
+}
+
 TEST(Schema, ErrorsNameThePath) {
   struct Case {
     const char* schema;
