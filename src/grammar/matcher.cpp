@@ -171,13 +171,20 @@ struct Step {
     const auto& lits = node(f).literals;
     const uint32_t k = f.count;
     uint32_t lo = f.count == 0 ? 0 : f.lo, hi = f.count == 0 ? static_cast<uint32_t>(lits.size()) : f.hi;
-    uint32_t nlo = hi, nhi = hi;
-    for (uint32_t i = lo; i < hi; i++) {
-      if (lits[i].size() > k && static_cast<uint8_t>(lits[i][k]) == b) {
-        if (nlo == hi) nlo = i;
-        nhi = i + 1;
+    // [lo, hi) share their first k bytes and are sorted (as unsigned bytes): the one of length k, if any, comes
+    // first, then the rest by byte k. Binary search, so a large enum costs little.
+    uint32_t first = lo < hi && lits[lo].size() == k ? lo + 1 : lo;
+    auto first_where = [&](uint32_t a, uint32_t z, auto pred) {  // the first i in [a, z) with pred(byte k of i)
+      while (a < z) {
+        const uint32_t mid = a + (z - a) / 2;
+        if (pred(static_cast<uint8_t>(lits[mid][k]))) z = mid;
+        else a = mid + 1;
       }
-    }
+      return a;
+    };
+    uint32_t nlo = first_where(first, hi, [&](uint8_t x) { return x >= b; });
+    uint32_t nhi = first_where(nlo, hi, [&](uint8_t x) { return x > b; });
+    if (nlo == nhi) nlo = nhi = hi;
     if (nlo == hi) {
       if (k > 0 && lits[lo].size() == k) {  // a whole literal: b belongs to the parent
         s.pop_back();

@@ -95,6 +95,17 @@ TEST(Schema, TypesEnumsConstAndNullable) {
   EXPECT_FALSE(accepts(g, "\"abcd\""));
 }
 
+TEST(Schema, LargeEnum) {
+  json values = json::array();
+  for (int i = 0; i < 1000; i++) values.push_back("v" + std::to_string(i));
+  for (int i = 0; i < 100; i++) values.push_back(i * 7);
+  auto r = compile_schema(json{{"enum", values}}, "schema");
+  ASSERT_TRUE(std::holds_alternative<Grammar>(r));
+  const Grammar& g = std::get<Grammar>(r);
+  for (const json& v : values) EXPECT_TRUE(accepts(g, v.dump())) << v.dump();
+  for (const char* bad : {"\"v1000\"", "\"v\"", "\"v01\"", "1", "700", "69", "\"w1\""}) EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
 TEST(Schema, OptionalPropertiesMaySkipButKeepOrder) {
   Grammar g = compile(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
                           "c": {"type": "integer"}}, "required": ["c"]})");
