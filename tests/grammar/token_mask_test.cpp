@@ -81,7 +81,7 @@ int32_t count(const Mask& m) {
 
 Grammar schema_grammar() {
   auto r = compile_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
-      "name": {"type": "string"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+      "name": {"type": "string", "minLength": 3, "maxLength": 10}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
       "n": {"type": "integer"}}, "required": ["name", "n"]})"),
                           "schema");
   return std::get<Grammar>(std::move(r));
@@ -104,8 +104,11 @@ TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
       {&obj, "{\"a\": \"\xe2\x82"},              // inside a UTF-8 sequence
       {&obj, "{\"a\": {}}"},                    // complete: only end-of-generation tokens
       {&sch, "{\""},                             // a declared key
-      {&sch, "{\"name\": \"x\", "},              // the next declared keys
-      {&sch, "{\"name\": \"x\", \"tags\": [\"a\","},
+      {&sch, "{\"name\": \"xyz\", "},            // the next declared keys
+      {&sch, "{\"name\": \"xyz\", \"tags\": [\"a\","},
+      {&sch, "{\"name\": \"x"},            // a string below its minLength: no closing quote yet
+      {&sch, "{\"name\": \"abcdefgh"},     // two characters left: longer tokens are out
+      {&sch, "{\"name\": \"abc\xc3\xa9\\u00e9x\u00e9"},  // ... counting UTF-8 and escapes as one each
   };
   for (const State& s : states) {
     Matcher m(*s.g);
