@@ -83,13 +83,16 @@ bool Matcher::complete() const {
   return false;
 }
 
-bool Matcher::keeps_state(uint8_t b) const {
-  if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\' || ends_.size() != 1) return false;
+Matcher::Plain Matcher::plain_char(uint8_t b, uint32_t pending) const {
+  if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\' || ends_.size() != 1) return Plain::No;
   const Frame& top = frames_.back();
-  if (top.phase != StrBody) return false;
+  if (top.phase != StrBody) return Plain::No;
   const Node& n = g_->nodes[top.node];
-  return n.min_items == 0 && n.max_items == UINT32_MAX;
+  if (n.min_items == 0 && n.max_items == UINT32_MAX) return Plain::Same;
+  return top.count + pending < n.max_items ? Plain::Count : Plain::Full;
 }
+
+void Matcher::add_chars(uint32_t n) { frames_.back().count += n; }
 
 std::string Matcher::key() const {
   std::string k(reinterpret_cast<const char*>(frames_.data()), frames_.size() * sizeof(Frame));

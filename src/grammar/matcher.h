@@ -50,9 +50,14 @@ class Matcher {
   bool advance(std::string_view bytes);
   // The bytes so far are a whole document (it may still continue: a number can take more digits).
   bool complete() const;
-  // advance(b) would take b and leave the state exactly as it is (a plain character inside a string without a
-  // length bound): the vocabulary walk then shares the state instead of copying it.
-  bool keeps_state(uint8_t b) const;
+  // For the vocabulary walk, which then shares the state instead of copying it: whether b is a plain character
+  // (printable ASCII but " and \) inside a string, and what advance(b) would do with it after `pending` such
+  // characters not yet applied (add_chars): Same (a string without a length bound: nothing changes), Count (its
+  // character count grows by one), Full (maxLength reached: refused), or No (not that case: advance to know).
+  enum class Plain : uint8_t { No, Same, Count, Full };
+  Plain plain_char(uint8_t b, uint32_t pending) const;
+  // Applies `n` plain characters that plain_char counted (Count).
+  void add_chars(uint32_t n);
   // The state as bytes: equal keys, equal futures (for caching masks per state).
   std::string key() const;
 

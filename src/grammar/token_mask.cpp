@@ -60,19 +60,22 @@ void TokenTrie::build(uint32_t node, const std::vector<std::pair<std::string, in
   }
 }
 
-void TokenTrie::walk(uint32_t node, size_t level, std::vector<Matcher>& lv, Mask& out) const {
+void TokenTrie::walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const {
   const TrieNode& n = nodes_[node];
   for (uint32_t c = n.child_begin; c < n.child_end; c++) {
     const TrieNode& ch = nodes_[c];
-    if (lv[level].keeps_state(ch.byte)) {  // the same state one byte on: no copy, the child walks from this level
+    const Matcher::Plain p = lv[level].plain_char(ch.byte, pending);
+    if (p == Matcher::Plain::Full) continue;
+    if (p != Matcher::Plain::No) {  // one more plain character: the child walks from this level, nothing copied
       for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
-      if (ch.child_begin < ch.child_end) walk(c, level, lv, out);
+      if (ch.child_begin < ch.child_end) walk(c, level, pending + (p == Matcher::Plain::Count), lv, out);
       continue;
     }
     lv[level + 1] = lv[level];
+    if (pending > 0) lv[level + 1].add_chars(pending);
     if (!lv[level + 1].advance(ch.byte)) continue;
     for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
-    if (ch.child_begin < ch.child_end) walk(c, level + 1, lv, out);
+    if (ch.child_begin < ch.child_end) walk(c, level + 1, 0, lv, out);
   }
 }
 
@@ -81,7 +84,7 @@ void TokenTrie::mask(const Matcher& m, Mask& out) const {
   thread_local std::vector<Matcher> lv;
   if (lv.size() < max_len_ + 1) lv.resize(max_len_ + 1, m);
   lv[0] = m;
-  walk(0, 0, lv, out);
+  walk(0, 0, 0, lv, out);
   if (m.complete())
     for (int32_t t : eog_) out[t >> 6] |= uint64_t(1) << (t & 63);
 }

@@ -44,8 +44,9 @@ class TokenTrie {
     uint8_t byte = 0;                         // the edge from the parent
   };
   void build(uint32_t node, const std::vector<std::pair<std::string, int32_t>>& toks, size_t lo, size_t hi, size_t depth);
-  // From `node` with the matcher state lv[level] (levels grow only where a byte changes the state).
-  void walk(uint32_t node, size_t level, std::vector<Matcher>& lv, Mask& out) const;
+  // From `node` with the matcher state lv[level] and `pending` plain string characters not yet applied to it
+  // (levels grow only where a byte does more than that; see Matcher::plain_char).
+  void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const;
 
   int32_t n_vocab_ = 0;
   std::vector<TrieNode> nodes_;
