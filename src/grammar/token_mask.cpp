@@ -1,6 +1,7 @@
 #include "grammar/token_mask.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 namespace ds::grammar {
@@ -24,6 +25,8 @@ bool apply_mask(const Mask& m, int32_t n_vocab, std::span<float> logits) {
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes, const std::vector<bool>& excluded,
                      std::vector<int32_t> eog)
     : n_vocab_(static_cast<int32_t>(token_bytes.size())), eog_(std::move(eog)) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id++;
   std::vector<std::pair<std::string, int32_t>> toks;
   for (size_t t = 0; t < token_bytes.size(); t++) {
     const bool is_eog = std::find(eog_.begin(), eog_.end(), static_cast<int32_t>(t)) != eog_.end();
@@ -90,8 +93,8 @@ void TokenTrie::mask(const Matcher& m, Mask& out) const {
 }
 
 std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matcher& m) const {
-  const TokenTrie* tp = &trie;
-  std::string key(reinterpret_cast<const char*>(&tp), sizeof tp);
+  const uint64_t tid = trie.id();
+  std::string key(reinterpret_cast<const char*>(&tid), sizeof tid);
   key += m.key();
   {
     std::lock_guard lk(m_);

@@ -36,6 +36,8 @@ class TokenTrie {
   // The mask after `m` (sized for n_vocab), by walking the trie. Thread-safe (per-thread scratch).
   void mask(const Matcher& m, Mask& out) const;
   size_t n_nodes() const { return nodes_.size(); }
+  // Unique per trie built in this process (a cache key: an address could be reused by a later trie).
+  uint64_t id() const { return id_; }
 
  private:
   struct TrieNode {
@@ -49,6 +51,7 @@ class TokenTrie {
   void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const;
 
   int32_t n_vocab_ = 0;
+  uint64_t id_ = 0;
   std::vector<TrieNode> nodes_;
   std::vector<int32_t> ids_;
   std::vector<int32_t> eog_;

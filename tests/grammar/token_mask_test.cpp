@@ -187,6 +187,22 @@ TEST(TokenMask, EngineWritesInstancesWithTheQwen3Vocabulary) {
   eng.stop();
 }
 
+TEST(TokenMask, CacheKeepsTriesApart) {
+  // Two small vocabularies; token 2 ends generation in both. One constraint serves both without mixing them up.
+  TokenTrie a({"{", "x", "", "}"}, {}, {2});
+  TokenTrie b({"[", "{}", "", "{"}, {}, {2});
+  Constraint c(any_object());
+  Matcher m(c.grammar());
+  const Mask ma = *c.mask(a, m), mb = *c.mask(b, m);
+  EXPECT_TRUE(allowed(ma, 0) && !allowed(ma, 1) && !allowed(ma, 2) && !allowed(ma, 3));
+  EXPECT_TRUE(!allowed(mb, 0) && allowed(mb, 1) && !allowed(mb, 2) && allowed(mb, 3));
+  EXPECT_EQ(*c.mask(a, m), ma);  // from the cache, still a's
+  Matcher done(c.grammar());
+  ASSERT_TRUE(done.advance(std::string("{}")));
+  const Mask md = *c.mask(b, done);
+  EXPECT_TRUE(allowed(md, 2) && !allowed(md, 0) && !allowed(md, 1) && !allowed(md, 3));  // only the end
+}
+
 TEST(TokenMask, ApplyMaskSetsTheRestToMinusInfinity) {
   Mask m(3, 0);  // 130 tokens: bits for 0, 63, 64, 129
   m[0] = 1 | uint64_t(1) << 63;
@@ -251,7 +267,11 @@ TEST(TokenMask, CostPerStep) {
     std::printf("mask %-32s %7.3f ms walked, %6.3f ms cached, %6.3f ms cached + applied to the row, %6d of %d tokens\n",
                 s.what, ms, ms_cached, ms_step, count(out), v.codec->n_vocab());
   }
-  std::printf("(Qwen3 vocabulary, trie of %zu nodes)\n", v.trie->n_nodes());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto again = engine::make_token_trie(*v.codec);
+  const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(again->id(), v.trie->id());
+  std::printf("(Qwen3 vocabulary, trie of %zu nodes, built in %.0f ms)\n", v.trie->n_nodes(), build_ms);
 }
 
 }  // namespace
