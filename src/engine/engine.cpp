@@ -9,8 +9,8 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/prefix_cache.h"
-#include "engine/token_trie.h"
 #include "engine/text_stream.h"
+#include "engine/token_trie.h"
 
 namespace ds::engine {
 
