@@ -17,6 +17,7 @@ class ByteCodec : public TextCodec {
   std::string token_bytes(int32_t id) const override;
   bool is_eog(int32_t id) const override { return id == kImEnd || id == kEndOfText; }
   bool is_control(int32_t id) const override { return id == kImEnd || id == kImStart || id == kEndOfText; }
+  bool is_special(int32_t id) const override { return id >= 256; }
   std::vector<std::string> control_texts() const override;
 };
 

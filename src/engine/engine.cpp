@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "engine/prefix_cache.h"
 #include "engine/text_stream.h"
+#include "engine/token_trie.h"
 
 namespace ds::engine {
 
@@ -67,6 +68,7 @@ struct Engine::Seq {
   size_t n_prompt_done = 0;
   int32_t n_cached = 0;
   std::unique_ptr<sampler::Sampler> smp;
+  std::unique_ptr<grammar::Matcher> matcher;  // the document so far, while the constraint applies
   std::vector<int32_t> generated;
   int32_t pending = -1;  // sampled, shown, not yet fed
   TextStream text;
@@ -106,6 +108,7 @@ struct Engine::Impl {
   SelectSpec spec;             // what the decode step downloads
   Selection sel;               // and its result
   std::vector<Seq*> inflight;  // the rows of the decode step launched and not yet ended
+  std::unique_ptr<grammar::TokenTrie> trie;  // the vocabulary's, built for the first constrained request
   std::vector<PostEvent> post; // events not yet sent (flush_post)
 
   mutable std::mutex stats_m;
@@ -167,6 +170,7 @@ Submitted Engine::submit(GenerationRequest r) {
   auto s = std::make_unique<Seq>();
   s->h = std::make_shared<RequestHandle>(I.next_id++);
   s->smp = std::make_unique<sampler::Sampler>(r.sampling);
+  if (r.constraint && r.constraint_after < 0) s->matcher = std::make_unique<grammar::Matcher>(r.constraint->grammar());
   s->text = TextStream(r.stop);
   s->req = std::move(r);
   s->t_submit = Clock::now();
@@ -291,6 +295,10 @@ void Engine::loop() {
   auto on_token = [&](Seq& s, TokenOut tok, const LogitsAt& at) {
     const int32_t t = tok.id;
     s.generated.push_back(t);
+    if (s.matcher && !codec_.is_eog(t) && !s.matcher->advance(codec_.token_bytes(t)))
+      return fail(s, "response_format: a sampled token does not continue the document");  // a masking bug
+    if (!s.matcher && s.req.constraint && t == s.req.constraint_after)
+      s.matcher = std::make_unique<grammar::Matcher>(s.req.constraint->grammar());
     PostEvent p;
     Event& ev = p.ev;
     ev.tokens.push_back(std::move(tok));
@@ -321,6 +329,12 @@ void Engine::loop() {
   // Samples from `raw` (the logits after s.fed, a full row).
   auto on_logits = [&](Seq& s, std::span<const float> raw) {
     std::copy(raw.begin(), raw.end(), I.scratch.begin());
+    if (s.matcher) {  // response_format: what cannot continue the document is out
+      if (!I.trie) I.trie = make_token_trie(codec_);
+      const auto mask = s.req.constraint->mask(*I.trie, *s.matcher);
+      const bool any = grammar::apply_mask(*mask, I.trie->n_vocab(), I.scratch);  // a model may pad its vocabulary
+      if (!any) return fail(s, "response_format: no token of the vocabulary can continue the document");
+    }
     TokenOut tok{s.smp->sample(I.scratch, s.generated), 0, {}};
     if (s.req.top_logprobs >= 0) {
       tok.logprob = sampler::token_logprob(raw, tok.id);
@@ -558,7 +572,7 @@ void Engine::loop() {
       spec.full_rows.clear();
       for (size_t i = 0; i < batch.size(); i++) {
         const Seq& s = *batch[i];
-        const int32_t need = s.smp->candidates_needed(kMaxCandidates);
+        const int32_t need = s.matcher ? -1 : s.smp->candidates_needed(kMaxCandidates);  // a mask needs the row
         if (!cfg_.select_rows || need < 0 || s.req.top_logprobs > kMaxCandidates) {
           spec.full_rows.push_back(static_cast<int32_t>(i));
           continue;

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "grammar/token_mask.h"
 #include "sampler/sampler.h"
 
 namespace ds::engine {
@@ -30,6 +32,12 @@ struct GenerationRequest {
   // of the prompt and of the reply), e.g. the conversation before the chat generation prompt, which
   // the next turn shares even when the template re-renders this reply differently.
   std::vector<int32_t> snapshot_at;
+  // response_format: the reply must be a document of this grammar. At each step every token that cannot
+  // continue the document gets -inf before sampling (logprobs stay those of the raw logits); end-of-generation
+  // tokens only when the document is complete (then only they). Such rows are sampled from the full row.
+  std::shared_ptr<const grammar::Constraint> constraint;
+  // The constraint starts after this token is sampled (the model's </think>, with thinking on); -1: at once.
+  int32_t constraint_after = -1;
 };
 
 struct TokenOut {

@@ -24,6 +24,9 @@ class TextCodec {
   // Control tokens are left out of output text (as skip_special_tokens does); user-defined added
   // tokens such as <think> or <tool_call> are not control tokens and stay in the text.
   virtual bool is_control(int32_t id) const = 0;
+  // Added tokens, control or user-defined (<think>, <tool_call>, ...): never part of a document that
+  // a response_format constrains (grammar/token_mask.h).
+  virtual bool is_special(int32_t id) const { return is_control(id); }
   // The texts parse_special recognises as control tokens.
   virtual std::vector<std::string> control_texts() const = 0;
 };

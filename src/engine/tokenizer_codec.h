@@ -19,6 +19,7 @@ class TokenizerCodec : public TextCodec {
   std::string token_bytes(int32_t id) const override { return tok_.token_bytes(id); }
   bool is_eog(int32_t id) const override { return eog_.count(id) > 0; }
   bool is_control(int32_t id) const override { return tok_.valid_id(id) && tok_.is_control(id); }
+  bool is_special(int32_t id) const override { return tok_.valid_id(id) && tok_.is_added(id); }
   std::vector<std::string> control_texts() const override { return control_texts_; }
 
  private:

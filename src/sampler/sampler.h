@@ -3,7 +3,8 @@
 // Deterministic: the same params (seed included), logits and history give the same token on every
 // machine (own 64-bit RNG and uniform conversion, ties broken toward the lower token id).
 // Log-probabilities (logprobs/top_logprobs) are those of the raw model logits, before any of the
-// above, as vLLM reports them by default.
+// above, as vLLM reports them by default; also before a response_format mask (the engine sets the
+// tokens that cannot continue the document to -inf before sample(); see grammar/token_mask.h).
 // Candidate path: a decode step on a GPU can download, per row, only its argmax, its k best
 // (logit, token) pairs and its log-sum-exp (RowSummary). When the params need nothing else
 // (Sampler::candidates_needed >= 0), sample_candidates and the *_of(RowSummary) functions give exactly

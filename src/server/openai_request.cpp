@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <mutex>
+#include <unordered_map>
 #include <fmt/format.h>
 
+#include "grammar/schema.h"
 #include "server/json_text.h"
 #include "server/request_fields.h"
 
@@ -80,6 +84,56 @@ std::optional<ApiError> get_int(const json& b, const char* key, int64_t lo, int6
   do {                                 \
     if (auto _e = (expr)) return _e;   \
   } while (0)
+
+// Compiled schemas by their text, shared by the requests that send the same one: a grammar's mask cache
+// (grammar::Constraint) then serves them all. Bounded: when full it starts again.
+std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
+                                                             const std::function<grammar::Grammar()>& make) {
+  static std::mutex m;
+  static std::unordered_map<std::string, std::shared_ptr<const grammar::Constraint>> cache;
+  constexpr size_t kMaxSchemas = 64;
+  {
+    std::lock_guard lk(m);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto c = std::make_shared<const grammar::Constraint>(make());
+  std::lock_guard lk(m);
+  if (cache.size() >= kMaxSchemas) cache.clear();
+  return cache.emplace(key, c).first->second;
+}
+
+// response_format: text (nothing to do), json_object (any object) or json_schema (an instance of the schema); both
+// JSON ones compile to a grammar the reply is constrained to (grammar/schema.h says which keywords are enforced).
+std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
+  if (!rf.is_object()) return wrong_type("response_format", "an object", rf);
+  auto t = rf.find("type");
+  if (t == rf.end()) return bad_request("'response_format.type' is required", "response_format.type");
+  if (!t->is_string()) return wrong_type("response_format.type", "a string", *t);
+  const std::string type = t->get<std::string>();
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    c.constraint = shared_constraint("json_object", grammar::any_object);
+    return std::nullopt;
+  }
+  if (type != "json_schema")
+    return bad_request(fmt::format("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got "
+                                   "\"{}\"", type),
+                       "response_format.type");
+  auto js = rf.find("json_schema");
+  if (js == rf.end()) return bad_request("'response_format.json_schema' is required", "response_format.json_schema");
+  if (!js->is_object()) return wrong_type("response_format.json_schema", "an object", *js);
+  if (auto n = js->find("name"); n != js->end() && !n->is_string())
+    return wrong_type("response_format.json_schema.name", "a string", *n);
+  if (auto st = js->find("strict"); st != js->end() && !st->is_boolean() && !st->is_null())
+    return wrong_type("response_format.json_schema.strict", "a boolean", *st);
+  auto sc = js->find("schema");
+  if (sc == js->end())
+    return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema");
+  auto g = grammar::compile_schema(*sc, "response_format.json_schema.schema");
+  if (auto* e = std::get_if<grammar::SchemaError>(&g)) return bad_request(e->message, e->path);
+  c.constraint = shared_constraint("schema " + sc->dump(), [&] { return std::get<grammar::Grammar>(std::move(g)); });
+  return std::nullopt;
+}
 
 std::optional<ApiError> parse_common(const json& b, int32_t n_vocab, CommonParams& c) {
   if (const json* v = field(b, "model")) {
@@ -161,12 +215,7 @@ std::optional<ApiError> parse_common(const json& b, int32_t n_vocab, CommonParam
       s.logit_bias.emplace_back(static_cast<int32_t>(id), bias <= -100 ? -INFINITY : bias);
     }
   }
-  if (const json* rf = field(b, "response_format")) {
-    if (!rf->is_object()) return wrong_type("response_format", "an object", *rf);
-    auto t = rf->find("type");
-    if (t == rf->end() || !t->is_string() || *t != "text")
-      return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format");
-  }
+  if (const json* rf = field(b, "response_format")) TRY_API(parse_response_format(*rf, c));
   return std::nullopt;
 }
 
@@ -362,6 +411,10 @@ std::optional<ApiError> parse_chat_request(const json& b, int32_t n_vocab, ChatR
     if (auto et = k->find("enable_thinking"); et != k->end() && !et->is_boolean())
       return wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et);
   }
+  if (out.force_tool_call && out.common.constraint)
+    return bad_request("'response_format' json_object / json_schema cannot be combined with a forced tool call "
+                       "(tool_choice \"required\" or a named function): the reply is either the call or the document",
+                       "response_format");
   if (out.force_tool_call) {
     // The forced call opens the reply, where the thinking block would be.
     if (out.template_kwargs.value("enable_thinking", false))

@@ -1,16 +1,18 @@
 // Parsing and validation of OpenAI request bodies (/v1/chat/completions, /v1/completions) into the
 // server's own structs. Every rejection is an ApiError naming the field (param) and what was
 // expected. Unknown fields are ignored, as OpenAI-compatible servers generally do, so clients that
-// send newer fields keep working; known fields with values we cannot honour (n > 1,
-// response_format json_schema, images) are refused rather than silently ignored.
+// send newer fields keep working; known fields with values we cannot honour (n > 1, images, schema
+// keywords that constrained generation does not enforce) are refused rather than silently ignored.
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "grammar/token_mask.h"
 #include "sampler/sampler.h"
 #include "server/api_error.h"
 
@@ -27,6 +29,10 @@ struct CommonParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t top_logprobs = -1;           // -1: logprobs off
+  // response_format json_object / json_schema: the reply's content is a document of this grammar. With tools
+  // offered (tool_choice auto) the content is still constrained, so no tool call can be made; a forced tool call
+  // together with it is refused.
+  std::shared_ptr<const grammar::Constraint> constraint;
 };
 
 struct ChatRequest {

@@ -237,9 +237,10 @@ struct Server::Impl {
     const char* max_tokens;
     bool chat;
   };
-  // Checks the limits and submits; nullptr when refused (the error is sent).
+  // Checks the limits and submits; nullptr when refused (the error is sent). in_reasoning: the prompt opened a
+  // thinking block (a response_format constraint then starts after the model's </think>).
   std::shared_ptr<engine::RequestHandle> submit(httplib::Response& res, Names n, const CommonParams& c,
-                                                std::vector<int32_t> prompt, int32_t snapshot_at);
+                                                std::vector<int32_t> prompt, int32_t snapshot_at, bool in_reasoning);
   // Sends the reply of `job` (Job or ResponsesJob) as it comes (stream) or at the end.
   template <class J>
   void serve(const httplib::Request& req, httplib::Response& res, std::shared_ptr<J> job,
@@ -282,7 +283,8 @@ std::optional<json> Server::Impl::parse_body(const httplib::Request& req, httpli
 }
 
 std::shared_ptr<engine::RequestHandle> Server::Impl::submit(httplib::Response& res, Names names, const CommonParams& c,
-                                                            std::vector<int32_t> prompt, int32_t snapshot_at) {
+                                                            std::vector<int32_t> prompt, int32_t snapshot_at,
+                                                            bool in_reasoning) {
   auto send_error = [&res](const ApiError& e) -> std::shared_ptr<engine::RequestHandle> {
     ds::server::send_error(res, e);
     return nullptr;
@@ -326,6 +328,16 @@ std::shared_ptr<engine::RequestHandle> Server::Impl::submit(httplib::Response& r
   g.ignore_eos = c.ignore_eos;
   g.top_logprobs = c.top_logprobs;
   if (snapshot_at > 0) g.snapshot_at.push_back(snapshot_at);
+  g.constraint = c.constraint;
+  if (c.constraint && in_reasoning) {
+    // Thinking on: the reasoning stays free, the content after the model's </think> is the document.
+    const std::vector<int32_t> end = codec.encode("</think>", true);
+    if (end.size() != 1)
+      return send_error(bad_request("response_format needs thinking off with this model (its prompt opens a "
+                                    "thinking block, but </think> is not one token)",
+                                    "response_format"));
+    g.constraint_after = end[0];
+  }
   engine::Submitted s = eng.submit(std::move(g));
   switch (s.status) {
     case engine::SubmitStatus::Ok: break;
@@ -342,7 +354,8 @@ std::shared_ptr<engine::RequestHandle> Server::Impl::submit(httplib::Response& r
 void Server::Impl::generate(const httplib::Request& req, httplib::Response& res, JobOptions o, const CommonParams& c,
                             std::vector<int32_t> prompt, int32_t snapshot_at) {
   const bool chat = o.kind == Endpoint::Chat;
-  auto h = submit(res, {chat ? "messages" : "prompt", "max_tokens", chat}, c, std::move(prompt), snapshot_at);
+  auto h = submit(res, {chat ? "messages" : "prompt", "max_tokens", chat}, c, std::move(prompt), snapshot_at,
+                  o.in_reasoning);
   if (!h) return;
   o.model = cfg.model_id;
   o.created = unix_now();
@@ -443,7 +456,9 @@ void Server::Impl::routes() {
     auto& p = std::get<ChatPrompt>(prompt);
     o.kind = Endpoint::Chat;
     o.in_reasoning = p.in_reasoning;
-    o.parse_tools = cr.parse_tool_calls;
+    // With response_format the content is the document (special tokens such as <tool_call> are masked): nothing
+    // in it is a tool call, even a string that reads like one.
+    o.parse_tools = cr.parse_tool_calls && !cr.common.constraint;
     o.tools = cr.tools;
     o.first_call_only = !cr.parallel_tool_calls;
     o.named_tool_choice = cr.force_tool_call && !cr.forced_function.empty();
@@ -462,7 +477,8 @@ void Server::Impl::routes() {
       return send_error(res, *e);
     }
     auto& p = std::get<ChatPrompt>(prompt);
-    auto h = submit(res, {"input", "max_output_tokens", true}, rr.chat.common, std::move(p.tokens), p.conversation_tokens);
+    auto h = submit(res, {"input", "max_output_tokens", true}, rr.chat.common, std::move(p.tokens), p.conversation_tokens,
+                    p.in_reasoning);
     if (!h) return;
     o.id = "resp_" + random_hex(48);
     o.model = cfg.model_id;

@@ -282,6 +282,45 @@ const raw = (bytes) => rawRequest(srv.port, bytes, { readMs: 3000 });
 const post = (path, body, extra = '') => rawPost(path, body, KEY, extra);
 const status = rawStatus;
 
+await test('response_format json_schema / json_object: the content parses (streaming and not); bad schemas are typed 400s', async () => {
+  // Every choice bounded (boolean, enum, a short array of enums): the tiny model's document always ends.
+  const schema = {
+    type: 'object', additionalProperties: false, required: ['ok', 'mood', 'tags'],
+    properties: { ok: { type: 'boolean' }, mood: { enum: ['calm', 'busy'] },
+                  tags: { type: 'array', items: { enum: ['a', 'b', 'c'] }, maxItems: 2 } },
+  };
+  const response_format = { type: 'json_schema', json_schema: { name: 'status', strict: true, schema } };
+  const body = { model: 'x', messages: msgs('Status as JSON'), temperature: 0, max_tokens: 400, response_format,
+                 chat_template_kwargs: { enable_thinking: false } };
+  const check = (content) => {
+    const j = JSON.parse(content);
+    assert.deepEqual(Object.keys(j), ['ok', 'mood', 'tags']);
+    assert.equal(typeof j.ok, 'boolean');
+    assert.ok(['calm', 'busy'].includes(j.mood), content);
+    assert.ok(Array.isArray(j.tags) && j.tags.length <= 2 && j.tags.every((t) => ['a', 'b', 'c'].includes(t)), content);
+  };
+  const r = await client.chat.completions.create(body);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  check(r.choices[0].message.content);
+  const s = await collectChatStream(await client.chat.completions.create({ ...body, stream: true }));
+  assert.equal(s.content, r.choices[0].message.content);
+  check(s.content);
+  for (const seed of [1, 2]) {
+    const x = await client.chat.completions.create({ ...body, temperature: 1, seed });
+    check(x.choices[0].message.content);
+  }
+  // json_object: an object, or cut by max_tokens with finish_reason length.
+  const o = await client.chat.completions.create({ ...body, response_format: { type: 'json_object' }, max_tokens: 40 });
+  if (o.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+  else assert.equal(o.choices[0].finish_reason, 'length');
+  assert.equal(o.choices[0].message.content.trimStart()[0], '{');
+  const bad = { ...response_format, json_schema: { name: 'x', schema: { type: 'object', properties: { id: { type: 'string', pattern: '^a' } } } } };
+  await assert.rejects(client.chat.completions.create({ ...body, response_format: bad }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.json_schema.schema.properties.id.pattern');
+  await assert.rejects(client.chat.completions.create({ ...body, response_format: { type: 'yaml' } }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.type');
+});
+
 await test('abuse: each gets its status while a stream keeps going', async () => {
   // A long stream runs throughout; it must finish intact.
   const bg = client.chat.completions.create({ model: 'x', messages: msgs('Background'), temperature: 0, max_tokens: 200, ignore_eos: true, stream: true })

@@ -405,6 +405,77 @@ TEST(Http, ThinkingOffStopStringsAndSampling) {
   EXPECT_EQ(a, b);
 }
 
+// response_format through the server: the reasoning stays free ('R' scripts "Thinking about it.</think>" and
+// then text the mask refuses), the content is an instance of the schema, streamed or not; json_object cut by
+// max_tokens finishes with "length"; completions take it too; bad formats are 400s naming the field.
+TEST(Http, ResponseFormatJsonSchema) {
+  Rig rig;
+  const json schema = json::parse(R"({"type": "object", "properties": {"ok": {"type": "boolean"},
+      "color": {"enum": ["red", "green"]}, "n": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
+      "required": ["ok", "color", "n"], "additionalProperties": false})");
+  auto check = [](const std::string& content) {
+    json j = json::parse(content, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << content;
+    EXPECT_EQ(j.size(), 3u) << content;
+    EXPECT_TRUE(j["ok"].is_boolean()) << content;
+    EXPECT_TRUE(j["color"] == "red" || j["color"] == "green") << content;
+    ASSERT_TRUE(j["n"].is_array()) << content;
+    EXPECT_LE(j["n"].size(), 2u) << content;
+  };
+  json rf = {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"strict", true},
+                                                                            {"schema", schema}}}}},
+             {"max_tokens", 400}, {"temperature", 0}};
+  auto r = rig.post("/v1/chat/completions", chat_body("R", rf));
+  ASSERT_EQ(r.first, 200) << r.second;
+  json j = json::parse(r.second);
+  const auto& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "Thinking about it.");
+  check(msg["content"].get<std::string>());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  json st = rf;
+  st["stream"] = true;
+  ChatOut o = merge_stream(rig.post("/v1/chat/completions", chat_body("R", st)).second);
+  EXPECT_EQ(o.reasoning, "Thinking about it.");
+  EXPECT_EQ(o.content, msg["content"].get<std::string>());  // greedy: the same document
+  EXPECT_EQ(o.finish, "stop");
+  // Thinking off: the document starts at once.
+  json off = rf;
+  off["chat_template_kwargs"] = {{"enable_thinking", false}};
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", off)).second);
+  check(j["choices"][0]["message"]["content"].get<std::string>());
+  // json_object cut by max_tokens.
+  json cut = {{"response_format", {{"type", "json_object"}}}, {"max_tokens", 3}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", cut)).second);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const std::string c = j["choices"][0]["message"]["content"];
+  EXPECT_EQ(c.substr(c.find_first_not_of(" \t\r\n")).substr(0, 1), "{") << c;
+  // Completions.
+  json comp = {{"prompt", "abc"}, {"max_tokens", 400}, {"response_format", rf["response_format"]}};
+  j = json::parse(rig.post("/v1/completions", comp.dump()).second);
+  check(j["choices"][0]["text"].get<std::string>());
+  // Tools offered: the content is the document, even one whose string reads like a tool call.
+  const std::string call = "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>";
+  json tools = off;
+  tools["response_format"]["json_schema"]["schema"] = {{"const", call}};
+  tools["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
+  j = json::parse(rig.post("/v1/chat/completions", chat_body("S", tools)).second);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], json(call).dump()) << j.dump();
+  EXPECT_FALSE(j["choices"][0]["message"].contains("tool_calls") && !j["choices"][0]["message"]["tool_calls"].empty());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  // Errors.
+  expect_error(rig.post("/v1/chat/completions", chat_body("S", {{"response_format", "json"}})), 400, "response_format");
+  expect_error(rig.post("/v1/chat/completions", chat_body("S", {{"response_format", {{"type", "xml"}}}})), 400,
+               "response_format.type");
+  json bad = rf;
+  bad["response_format"]["json_schema"]["schema"]["properties"]["ok"]["type"] = "bool";
+  expect_error(rig.post("/v1/chat/completions", chat_body("S", bad)), 400,
+               "response_format.json_schema.schema.properties.ok.type");
+  json unsup = rf;
+  unsup["response_format"]["json_schema"]["schema"]["properties"]["color"]["pattern"] = "r.*";
+  expect_error(rig.post("/v1/completions", json{{"prompt", "x"}, {"response_format", unsup["response_format"]}}.dump()),
+               400, "response_format.json_schema.schema.properties.color.pattern");
+}
+
 TEST(Http, CompletionsMatchReferenceWithLogprobs) {
   Rig rig;
   json body = {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}, {"logprobs", 2}};

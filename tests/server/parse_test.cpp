@@ -6,6 +6,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/byte_codec.h"
+#include "grammar/matcher.h"
 #include "server/chat_prompt.h"
 #include "server/job.h"
 #include "server/json_text.h"
@@ -86,7 +87,28 @@ TEST(Request, RejectsWithParamNamed) {
       {R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
       {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}})", "logit_bias"},
       {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5000":1}})", "logit_bias"},
-      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})",
+       "response_format.json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":"json"})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{}})", "response_format.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})", "response_format.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":[]}})",
+       "response_format.json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n"}}})",
+       "response_format.json_schema.schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":1,
+          "schema":{}}}})", "response_format.json_schema.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n",
+          "schema":{"type":"object","properties":{"age":{"type":"int"}}}}}})",
+       "response_format.json_schema.schema.properties.age.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n",
+          "schema":{"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}}}}})",
+       "response_format.json_schema.schema.properties.id.pattern"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],"tool_choice":"required",
+          "response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":
+          {"minimum":0}}}})",
+       "response_format.json_schema.schema.minimum"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})", "tools[0].function"},
       {R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":"no"}})",
        "chat_template_kwargs.enable_thinking"},
@@ -145,6 +167,47 @@ TEST(JsonText, NestingBound) {
   EXPECT_EQ(parse_json_text(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')).dump().size(),
             2u * kMaxJsonDepth);
   EXPECT_TRUE(parse_json_text("{bad").is_discarded());
+}
+
+TEST(Request, ResponseFormatCompilesAConstraint) {
+  ChatRequest r;
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", &r));
+  EXPECT_FALSE(r.common.constraint);
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", &r));
+  ASSERT_TRUE(r.common.constraint);
+  grammar::Matcher m(r.common.constraint->grammar());
+  EXPECT_FALSE(m.advance(uint8_t('[')));  // an object, nothing else
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object",
+      "properties":{"a":{"type":"integer","description":"ignored","format":"int32"}},"required":["a"],
+      "additionalProperties":false}}}})",
+                    &r));
+  ASSERT_TRUE(r.common.constraint);
+  grammar::Matcher s(r.common.constraint->grammar());
+  EXPECT_TRUE(s.advance(std::string("{\"a\":12}")) && s.complete());
+  grammar::Matcher s2(r.common.constraint->grammar());
+  EXPECT_FALSE(s2.advance(std::string("{\"b\"")));
+  // The same schema again shares the compiled constraint (and its mask cache); another one does not.
+  auto first = r.common.constraint;
+  const std::string same = R"({"messages":[{"role":"user","content":"y"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"other","schema":{"type":"object",
+      "properties":{"a":{"type":"integer","description":"ignored","format":"int32"}},"required":["a"],
+      "additionalProperties":false}}}})";
+  EXPECT_FALSE(chat(same, &r));
+  EXPECT_EQ(r.common.constraint, first);
+  EXPECT_FALSE(chat(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+      "json_schema":{"schema":{"type":"integer"}}}})", &r));
+  EXPECT_NE(r.common.constraint, first);
+  // Completions take it too (as vLLM does).
+  CompletionRequest c;
+  EXPECT_FALSE(parse_completion_request(json::parse(R"({"prompt":"x","response_format":{"type":"json_object"}})"), 1000, c));
+  EXPECT_TRUE(c.common.constraint);
+  auto e = parse_completion_request(
+      json::parse(R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"array",
+          "items":{"type":"string","maxLength":3},"uniqueItems":true}}}})"),
+      1000, c);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "response_format.json_schema.schema.uniqueItems");
 }
 
 TEST(Request, Completions) {

@@ -1,0 +1,201 @@
+// Schemas compiled into grammars: instances are taken, near misses refused, bad or unsupported schemas give
+// errors naming the path.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/matcher.h"
+#include "grammar/schema.h"
+
+namespace ds::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+Grammar compile(const std::string& schema) {
+  auto r = compile_schema(json::parse(schema), "schema");
+  if (auto* e = std::get_if<SchemaError>(&r)) {
+    ADD_FAILURE() << e->message;
+    return Grammar();
+  }
+  return std::get<Grammar>(std::move(r));
+}
+
+bool accepts(const Grammar& g, const std::string& doc) {
+  Matcher m(g);
+  return m.advance(doc) && m.complete();
+}
+
+SchemaError error_of(const std::string& schema) {
+  auto r = compile_schema(json::parse(schema), "response_format.json_schema.schema");
+  if (auto* e = std::get_if<SchemaError>(&r)) return *e;
+  ADD_FAILURE() << "compiled: " << schema;
+  return {};
+}
+
+// What pydantic writes for a model with a nested model, an optional field and an enum.
+const char* kPydantic = R"({
+  "$defs": {
+    "Color": {"enum": ["red", "green"], "title": "Color", "type": "string"},
+    "Pet": {"properties": {"name": {"title": "Name", "type": "string"},
+                           "age": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": null}},
+            "required": ["name"], "title": "Pet", "type": "object", "additionalProperties": false}
+  },
+  "properties": {
+    "owner": {"type": "string", "format": "email", "description": "ignored"},
+    "color": {"$ref": "#/$defs/Color"},
+    "pets": {"items": {"$ref": "#/$defs/Pet"}, "type": "array", "minItems": 1, "maxItems": 2},
+    "ok": {"type": "boolean"}
+  },
+  "required": ["owner", "color", "pets", "ok"],
+  "title": "Owner", "type": "object", "additionalProperties": false
+})";
+
+TEST(Schema, PydanticInstancesAndNearMisses) {
+  Grammar g = compile(kPydantic);
+  EXPECT_TRUE(accepts(g, R"({"owner":"a@b","color":"red","pets":[{"name":"x"}],"ok":true})"));
+  EXPECT_TRUE(accepts(g, R"({"owner":"","color":"green","pets":[{"name":"x","age":3},{"name":"y","age":null}],"ok":false})"));
+  EXPECT_TRUE(accepts(g, "{ \"owner\" : \"a\",\n \"color\":\"red\", \"pets\":[ {\"name\":\"x\"} ], \"ok\":true }"));
+  const char* misses[] = {
+      R"({"color":"red","owner":"a","pets":[{"name":"x"}],"ok":true})",  // out of declared order
+      R"({"owner":"a","pets":[{"name":"x"}],"ok":true})",                // a required property missing
+      R"({"owner":"a","color":"blue","pets":[{"name":"x"}],"ok":true})",  // not in the enum
+      R"({"owner":"a","color":"red","pets":[],"ok":true})",              // minItems
+      R"({"owner":"a","color":"red","pets":[{"name":"x"},{"name":"y"},{"name":"z"}],"ok":true})",  // maxItems
+      R"({"owner":"a","color":"red","pets":[{"name":"x","age":1.5}],"ok":true})",  // integer
+      R"({"owner":"a","color":"red","pets":[{"age":1}],"ok":true})",      // Pet.name required
+      R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":true,"extra":1})",  // undeclared
+      R"({"owner":"a","color":"red","pets":[{"name":"x"}],"ok":1})",
+      R"({"owner":1,"color":"red","pets":[{"name":"x"}],"ok":true})",
+      R"({"ow ner":"a","color":"red","pets":[{"name":"x"}],"ok":true})",  // a declared key, but not exactly
+      R"({" owner":"a","color":"red","pets":[{"name":"x"}],"ok":true})",
+  };
+  for (const char* m : misses) EXPECT_FALSE(accepts(g, m)) << m;
+}
+
+TEST(Schema, TypesEnumsConstAndNullable) {
+  Grammar g = compile(R"({"type": ["string", "null"]})");
+  EXPECT_TRUE(accepts(g, "\"x\""));
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_FALSE(accepts(g, "1"));
+  g = compile(R"({"enum": [1, 12, "a", [1, 2], {"k": null}, true]})");
+  for (const char* ok : {"1", "12", "\"a\"", "[1,2]", "{\"k\":null}", "true"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"123", "2", "\"b\"", "[1, 2]", "[1]", "false"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  g = compile(R"({"const": "only"})");
+  EXPECT_TRUE(accepts(g, "\"only\""));
+  EXPECT_FALSE(accepts(g, "\"onl\""));
+  g = compile(R"({"type": "integer", "nullable": true})");
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_TRUE(accepts(g, "-7"));
+  EXPECT_FALSE(accepts(g, "7e1"));
+  g = compile(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_FALSE(accepts(g, "\"a\""));
+  EXPECT_TRUE(accepts(g, "\"ab\""));
+  EXPECT_TRUE(accepts(g, "\"\\u00e9\xc3\xa9\\ud83d\\ude00\""));  // three characters: escapes and UTF-8 count once
+  EXPECT_FALSE(accepts(g, "\"abcd\""));
+}
+
+TEST(Schema, LargeEnum) {
+  json values = json::array();
+  for (int i = 0; i < 1000; i++) values.push_back("v" + std::to_string(i));
+  for (int i = 0; i < 100; i++) values.push_back(i * 7);
+  auto r = compile_schema(json{{"enum", values}}, "schema");
+  ASSERT_TRUE(std::holds_alternative<Grammar>(r));
+  const Grammar& g = std::get<Grammar>(r);
+  for (const json& v : values) EXPECT_TRUE(accepts(g, v.dump())) << v.dump();
+  for (const char* bad : {"\"v1000\"", "\"v\"", "\"v01\"", "1", "700", "69", "\"w1\""}) EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
+TEST(Schema, OptionalPropertiesMaySkipButKeepOrder) {
+  Grammar g = compile(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                          "c": {"type": "integer"}}, "required": ["c"]})");
+  for (const char* ok : {"{\"c\":1}", "{\"a\":1,\"c\":2}", "{\"b\":1,\"c\":2}", "{\"a\":1,\"b\":2,\"c\":3}"})
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"{}", "{\"a\":1}", "{\"c\":1,\"a\":2}", "{\"a\":1,\"a\":2,\"c\":3}", "{\"ab\":1,\"c\":2}"})
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+}
+
+TEST(Schema, FreeObjectsAndEmptyOnes) {
+  Grammar g = compile(R"({"type": "object", "additionalProperties": {"type": "number"}})");
+  EXPECT_TRUE(accepts(g, "{\"x\":1,\"y\":2.5}"));
+  EXPECT_FALSE(accepts(g, "{\"x\":\"s\"}"));
+  g = compile(R"({"type": "object", "additionalProperties": false})");
+  EXPECT_TRUE(accepts(g, "{}"));
+  EXPECT_FALSE(accepts(g, "{\"x\":1}"));
+  g = compile("{}");
+  EXPECT_TRUE(accepts(g, "[1,\"a\",{}]"));
+}
+
+TEST(Schema, RecursiveReferences) {
+  Grammar g = compile(R"({"$ref": "#/definitions/Node", "definitions": {"Node": {"type": "object",
+      "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/definitions/Node"}, {"type": "null"}]}},
+      "required": ["v", "next"]}}})");
+  EXPECT_TRUE(accepts(g, R"({"v":1,"next":{"v":2,"next":null}})"));
+  EXPECT_FALSE(accepts(g, R"({"v":1,"next":{"v":2}})"));
+  g = compile(R"({"type": "array", "items": {"$ref": "#"}, "maxItems": 2})");
+  EXPECT_TRUE(accepts(g, "[[],[[]]]"));
+  EXPECT_FALSE(accepts(g, "[1]"));
+}
+
+TEST(Schema, NestedAlternativesAreFlattenedAndBounded) {
+  // A0 .. A12, each anyOf [previous, previous]: 4096 paths to two leaves unless flattened.
+  json defs = json::object();
+  defs["A0"] = json::parse(R"({"anyOf": [{"type": "string"}, {"type": "integer"}]})");
+  for (int i = 1; i <= 12; i++) {
+    const std::string prev = "#/$defs/A" + std::to_string(i - 1);
+    defs["A" + std::to_string(i)] = {{"anyOf", json::array({{{"$ref", prev}}, {{"$ref", prev}}, {{"type", "null"}}})}};
+  }
+  json schema = {{"$defs", defs}, {"$ref", "#/$defs/A12"}};
+  auto r = compile_schema(schema, "schema");
+  ASSERT_TRUE(std::holds_alternative<Grammar>(r));
+  const Grammar& g = std::get<Grammar>(r);
+  for (const Node& n : g.nodes)
+    for (int32_t a : n.alts) EXPECT_NE(g.nodes[a].kind, Kind::AnyOf);  // one level of alternatives
+  EXPECT_EQ(g.nodes[g.root].alts.size(), 3u);                          // string, integer, null
+  for (const char* ok : {"12", "\"s\"", "null"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  EXPECT_FALSE(accepts(g, "1.5"));
+  // More than 256 alternatives once flattened is a 400.
+  json many = json::array();
+  for (int i = 0; i < 300; i++) many.push_back({{"const", i}});
+  auto e = compile_schema(json{{"anyOf", many}}, "response_format.json_schema.schema");
+  ASSERT_TRUE(std::holds_alternative<SchemaError>(e));
+  EXPECT_EQ(std::get<SchemaError>(e).path, "response_format.json_schema.schema.anyOf");
+}
+
+TEST(Schema, ErrorsNameThePath) {
+  struct Case {
+    const char* schema;
+    const char* path;
+  };
+  const Case cases[] = {
+      {R"({"properties": {"age": {"type": "int"}}})", "response_format.json_schema.schema.properties.age.type"},
+      {R"({"type": 3})", "response_format.json_schema.schema.type"},
+      {R"({"type": ["string", "date"]})", "response_format.json_schema.schema.type[1]"},
+      {R"({"properties": {"s": {"type": "string", "pattern": "^a"}}})",
+       "response_format.json_schema.schema.properties.s.pattern"},
+      {R"({"type": "integer", "minimum": 0})", "response_format.json_schema.schema.minimum"},
+      {R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
+       "response_format.json_schema.schema.uniqueItems"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "response_format.json_schema.schema.required"},
+      {R"({"$ref": "#/$defs/Missing"})", "response_format.json_schema.schema.$ref"},
+      {R"({"$ref": "http://x/y"})", "response_format.json_schema.schema.$ref"},
+      {R"({"$defs": {"A": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"})", "response_format.json_schema.schema.$defs.A"},
+      {R"({"$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "$ref": "#/$defs/A"})",
+       "response_format.json_schema.schema.$defs.A"},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})", "response_format.json_schema.schema.minItems"},
+      {R"({"type": "array", "maxItems": -1})", "response_format.json_schema.schema.maxItems"},
+      {R"({"anyOf": []})", "response_format.json_schema.schema.anyOf"},
+      {R"({"enum": []})", "response_format.json_schema.schema.enum"},
+      {R"({"properties": {"x": false}})", "response_format.json_schema.schema.properties.x"},
+      {R"({"allOf": [{}, {}]})", "response_format.json_schema.schema.allOf"},
+      {R"("string")", "response_format.json_schema.schema"},
+  };
+  for (const Case& c : cases) {
+    const SchemaError e = error_of(c.schema);
+    EXPECT_EQ(e.path, c.path) << c.schema << ": " << e.message;
+    EXPECT_NE(e.message.find(c.path), std::string::npos) << e.message;
+  }
+}
+
+}  // namespace
+}  // namespace ds::grammar
