@@ -156,7 +156,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(2, 1 << 20));
   auto* api_key =
-      app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request");
+      app.add_option("--api-key", o->srv.api_key, "require 'Authorization: Bearer KEY' on every /v1 request and /tokenize, /detokenize");
   app.add_option("--api-key-file", o->api_key_file, "read the API key from the first line of this file")
       ->check(CLI::ExistingFile);
   app.add_option("--cors", o->srv.cors_origins,

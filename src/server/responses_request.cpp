@@ -251,8 +251,10 @@ std::optional<ApiError> refuse_unsupported(const json& b) {
     if (!t->is_object()) return wrong_type("text", "an object", *t);
     if (const json* f = field(*t, "format")) {
       const json* ty = f->is_object() ? field(*f, "type") : nullptr;
-      if (!ty || *ty != "text")
-        return bad_request("only text.format {\"type\": \"text\"} is supported", "text.format");
+      if (!ty || !(*ty == "text" || *ty == "json_object" || *ty == "json_schema"))
+        return bad_request("text.format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": "
+                           "\"json_schema\", \"name\": ..., \"schema\": {...}}",
+                           "text.format");
     }
   }
   if (const json* t = field(b, "truncation")) {
@@ -286,7 +288,8 @@ std::optional<ApiError> check_metadata(const json& b, json& echo) {
 // The chat path names its own fields; a Responses client sent these.
 void rename_param(ApiError& e) {
   static const std::pair<const char*, const char*> names[] = {
-      {"max_completion_tokens", "max_output_tokens"}, {"tool_choice.function.name", "tool_choice.name"}};
+      {"max_completion_tokens", "max_output_tokens"}, {"tool_choice.function.name", "tool_choice.name"},
+      {"response_format.json_schema", "text.format"}, {"response_format", "text.format"}};
   for (auto& [from, to] : names) {
     for (std::string* s : {&e.param, &e.message})
       for (size_t at; (at = s->find(from)) != std::string::npos;) s->replace(at, std::strlen(from), to);
@@ -378,6 +381,16 @@ std::optional<ApiError> parse_responses_request(const json& b, int32_t n_vocab, 
                         "presence_penalty", "frequency_penalty", "repetition_penalty", "stop"})
     if (auto it = b.find(k); it != b.end()) chat[k] = *it;
   if (auto it = b.find("max_output_tokens"); it != b.end()) chat["max_completion_tokens"] = *it;
+  // Structured outputs: text.format's flat json_schema form is chat's response_format.json_schema.
+  json format = {{"type", "text"}};
+  if (const json* t = field(b, "text"); t && field(*t, "format")) format = (*t)["format"];
+  if (format["type"] == "json_object") chat["response_format"] = {{"type", "json_object"}};
+  if (format["type"] == "json_schema") {
+    json js = json::object();
+    for (const char* k : {"name", "schema", "strict", "description"})
+      if (auto it = format.find(k); it != format.end()) js[k] = *it;
+    chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(js)}};
+  }
   if (auto e = parse_chat_request(chat, n_vocab, out.chat)) {
     rename_param(*e);
     return e;
@@ -392,7 +405,7 @@ std::optional<ApiError> parse_responses_request(const json& b, int32_t n_vocab, 
               {"reasoning", reasoning_echo},
               {"store", out.store},
               {"temperature", field(b, "temperature") ? b["temperature"] : json(s.temperature)},
-              {"text", {{"format", {{"type", "text"}}}}},
+              {"text", {{"format", format}}},
               {"tool_choice", choice_echo},
               {"tools", tools_echo},
               {"top_p", field(b, "top_p") ? b["top_p"] : json(s.top_p)},

@@ -485,7 +485,7 @@ void Server::Impl::routes() {
     o.created = unix_now();
     o.stream = rr.chat.common.stream;
     o.in_reasoning = p.in_reasoning;
-    o.parse_tools = rr.chat.parse_tool_calls;
+    o.parse_tools = rr.chat.parse_tool_calls && !rr.chat.common.constraint;  // as on chat: the content is the document
     o.tools = rr.chat.tools;
     o.first_call_only = !rr.chat.parallel_tool_calls;
     o.echo = std::move(rr.echo);

@@ -152,8 +152,28 @@ await test('function tool round trip: forced call, its output replayed or contin
   assert.ok(next.usage.input_tokens_details.cached_tokens > 0, 'the earlier turn is reused from the prefix cache');
 });
 
+await test('text.format json_schema: output_text parses as an instance (streaming and not), echoed in the Response', async () => {
+  const schema = { type: 'object', additionalProperties: false, required: ['ok', 'mood'],
+                   properties: { ok: { type: 'boolean' }, mood: { enum: ['calm', 'busy'] } } };
+  const format = { type: 'json_schema', name: 'status', strict: true, schema };
+  const body = { model: 'x', input: 'Status as JSON', temperature: 0, max_output_tokens: 200,
+                 reasoning: { effort: 'none' }, text: { format } };
+  const r = await client.responses.create(body);
+  assert.equal(r.status, 'completed');
+  const j = JSON.parse(r.output_text);
+  assert.deepEqual(Object.keys(j), ['ok', 'mood']);
+  assert.equal(typeof j.ok, 'boolean');
+  assert.ok(['calm', 'busy'].includes(j.mood), r.output_text);
+  assert.deepEqual(r.text.format, format);
+  let streamed = '';
+  for await (const e of await client.responses.create({ ...body, stream: true }))
+    if (e.type === 'response.output_text.delta') streamed += e.delta;
+  assert.equal(streamed, r.output_text);
+});
+
 await test('typed errors: 400 naming the param, 401 without the key', async () => {
-  for (const [body, param] of [[{ input: 'x', text: { format: { type: 'json_object' } } }, 'text.format'],
+  for (const [body, param] of [[{ input: 'x', text: { format: { type: 'xml' } } }, 'text.format'],
+                               [{ input: 'x', text: { format: { type: 'json_schema', name: 's', schema: { type: 'bool' } } } }, 'text.format.schema.type'],
                                [{ input: [{ type: 'input_image', image_url: 'http://x' }] }, 'input[0].type'],
                                [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
                                [{ input: 'x', max_output_tokens: 100000 }, 'max_output_tokens'],
@@ -170,7 +190,7 @@ await test('typed errors: 400 naming the param, 401 without the key', async () =
 await test('metrics: /v1/responses counted, no 5xx', async () => {
   const t = await (await fetch(`${srv.url}/metrics`)).text();
   assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="200"\} \d+/);
-  assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="400"\} 5/);
+  assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="400"\} 6/);  // the typed-errors test's six
   assert.ok(!/status="5\d\d"/.test(t), 'no 5xx answered');
 });
 

@@ -1081,7 +1081,7 @@ TEST(Http, ResponsesLimitsIncompleteAndErrors) {
 
   expect_error(rig.post("/v1/responses", responses_body("S", {{"max_output_tokens", 101}})), 400, "max_output_tokens");
   expect_error(rig.post("/v1/responses", responses_body(std::string(600, 'x'))), 400, "input", "context_length_exceeded");
-  expect_error(rig.post("/v1/responses", responses_body("S", {{"text", {{"format", {{"type", "json_object"}}}}}})), 400,
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"text", {{"format", {{"type", "xml"}}}}}})), 400,
                "text.format");
   expect_error(rig.post("/v1/responses", responses_body(json::array({{{"type", "input_file"}}}))), 400, "input[0].type");
   expect_error(rig.post("/v1/responses", "{\"input\": [1, 2"), 400);
@@ -1092,6 +1092,40 @@ TEST(Http, ResponsesLimitsIncompleteAndErrors) {
   expect_error(rk.post("/v1/responses", responses_body("S")), 401, "", "invalid_api_key");
   EXPECT_EQ(rk.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2}}), {{"Authorization", "Bearer sekret"}}).first,
             200);
+}
+
+// Structured outputs on /v1/responses: text.format json_schema (the flat form) constrains the message text as chat's
+// response_format does (the reasoning stays free), streamed or not, and is echoed; json_object too.
+TEST(Http, ResponsesTextFormatJsonSchema) {
+  Rig rig;
+  const json schema = json::parse(R"({"type": "object", "properties": {"ok": {"type": "boolean"},
+      "color": {"enum": ["red", "green"]}}, "required": ["ok", "color"], "additionalProperties": false})");
+  const json format = {{"type", "json_schema"}, {"name", "verdict"}, {"schema", schema}, {"strict", true}};
+  auto check = [](const std::string& text) {
+    json d = json::parse(text, nullptr, false);
+    ASSERT_TRUE(d.is_object()) << text;
+    EXPECT_EQ(d.size(), 2u) << text;
+    EXPECT_TRUE(d["ok"].is_boolean()) << text;
+    EXPECT_TRUE(d["color"] == "red" || d["color"] == "green") << text;
+  };
+  json j = output_of(rig.post("/v1/responses", responses_body("R", {{"text", {{"format", format}}}, {"temperature", 0}})), 2);
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "Thinking about it.");
+  const std::string doc = j["output"][1]["content"][0]["text"];
+  check(doc);
+  EXPECT_EQ(j["text"]["format"], format);
+  auto s = rig.post("/v1/responses", responses_body("R", {{"text", {{"format", format}}}, {"temperature", 0}, {"stream", true}}));
+  ASSERT_EQ(s.first, 200);
+  std::string streamed;
+  for (const json& e : response_events(s.second))
+    if (e["type"] == "response.output_text.delta") streamed += e["delta"].get<std::string>();
+  EXPECT_EQ(streamed, doc);
+  j = output_of(rig.post("/v1/responses", responses_body("S", {{"text", {{"format", {{"type", "json_object"}}}}},
+                                                               {"reasoning", {{"effort", "none"}}}})),
+                1);
+  const std::string obj = j["output"][0]["content"][0]["text"];
+  if (j["status"] == "completed") EXPECT_TRUE(json::parse(obj, nullptr, false).is_object()) << obj;
+  EXPECT_EQ(obj.substr(obj.find_first_not_of(" \t\r\n")).substr(0, 1), "{") << obj;
 }
 
 TEST(Http, ResponsesDisconnectMidStreamFreesSlot) {
