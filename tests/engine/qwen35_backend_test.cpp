@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/qwen35_backend.h"
 #include "engine/tokenizer_codec.h"
+#include "grammar/schema.h"
 #include "testutil.h"
 
 namespace ds::engine {
@@ -174,6 +175,85 @@ TEST(EngineOnModel, GreedyAloneEqualsFullBatch) {
   for (auto& p : prompts) hs.push_back(run(p));
   for (size_t i = 0; i < hs.size(); i++) EXPECT_EQ(drain(*hs[i]), alone[i]) << "prompt " << i;
   EXPECT_GT(eng.stats().batch_size.sum, eng.stats().batch_size.count);  // batches did form
+}
+
+// response_format on the real model backends: constrained greedy and sampled requests, four at once beside an
+// unconstrained one, give instances of a bounded schema on the CPU backend and, with a GPU, on the CUDA backend
+// (its full-row download path, decode_select's full_rows, under the mask); the unconstrained reply equals its lone
+// run. Without a GPU the CUDA half is skipped with a message.
+void constrained_replies(engine::Backend& be, const TextCodec& codec) {
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;
+  Engine eng(be, codec, cfg);
+  eng.start();
+  auto g = grammar::compile_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "ok": {"type": "boolean"}, "color": {"enum": ["red", "green"]},
+      "n": {"type": "array", "items": {"enum": [1, 2]}, "maxItems": 2}},
+      "required": ["ok", "color", "n"], "additionalProperties": false})"),
+                                   "schema");
+  ASSERT_TRUE(std::holds_alternative<grammar::Grammar>(g));
+  auto c = std::make_shared<const grammar::Constraint>(std::get<grammar::Grammar>(std::move(g)));
+  auto submit = [&](int i, bool constrained) {
+    GenerationRequest r;
+    r.prompt = codec.encode("Answer " + std::to_string(i) + " as JSON:", false);
+    r.sampling.temperature = i % 2 ? 0.8f : 0.0f;
+    r.sampling.seed = (uint64_t)i;
+    r.max_tokens = 120;
+    if (constrained) r.constraint = c;
+    auto s = eng.submit(std::move(r));
+    EXPECT_EQ(s.status, SubmitStatus::Ok) << s.message;
+    return s.handle;
+  };
+  auto drain = [](RequestHandle& h, std::string& text) {
+    for (int i = 0; i < 4000; i++) {
+      std::vector<Event> evs;
+      h.wait(evs, 50ms);
+      for (auto& e : evs) {
+        text += e.text;
+        if (e.finish != FinishReason::None) return e.finish;
+      }
+    }
+    ADD_FAILURE() << "timeout";
+    return FinishReason::None;
+  };
+  std::string lone;
+  drain(*submit(9, false), lone);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 4; i++) hs.push_back(submit(i, true));
+  auto free_h = submit(9, false);
+  for (int i = 0; i < 4; i++) {
+    std::string text;
+    EXPECT_EQ(drain(*hs[i], text), FinishReason::Stop) << text;
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << text;
+    EXPECT_EQ(j.size(), 3u) << text;
+    EXPECT_TRUE(j["ok"].is_boolean()) << text;
+    EXPECT_TRUE(j["color"] == "red" || j["color"] == "green") << text;
+    EXPECT_TRUE(j["n"].is_array() && j["n"].size() <= 2) << text;
+  }
+  std::string text;
+  drain(*free_h, text);
+  EXPECT_EQ(text, lone) << "an unconstrained reply beside constrained ones";
+  EXPECT_GT(eng.stats().full_rows, 0u);
+  eng.stop();
+}
+
+TEST(EngineOnModel, ConstrainedRepliesOnCpuAndCuda) {
+  auto f = load("tiny-gqa-q4_k_m");
+  ASSERT_TRUE(f);
+  auto tok = tokenizer::Tokenizer::from_gguf(*f->model.file);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  TokenizerCodec codec(*tok);
+  auto cpu = Qwen35Backend::create(f->model, 6, 256);
+  ASSERT_TRUE(cpu.ok());
+  constrained_replies(*cpu.value(), codec);
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device: the CPU backend passed, the CUDA half did not run";
+  CudaBackendOptions o;
+  o.n_slots = 6;
+  o.n_ctx = 256;
+  auto cuda = make_cuda_backend(f->model, o);
+  ASSERT_TRUE(cuda.ok()) << cuda.error().message;
+  constrained_replies(**cuda, codec);
 }
 
 // The CUDA backend's serving aids (serve11), on the GPU (skipped without one). Every step below is a CUDA graph
