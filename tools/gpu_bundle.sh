@@ -10,7 +10,8 @@ BUILD=${1:-build}
 DEST=${2:-gpu-bundle}
 FIX=${DS_FIXTURES:-$(dirname "$0")/../../shared/fixtures}
 rm -rf "$DEST"; mkdir -p "$DEST/lib" "$DEST/fixtures/tokenizer"
-for b in apps/deltaserve tests/cuda_model/test_cuda_model tests/cuda/test_cuda tests/cuda_prefill/test_cuda_prefill; do
+for b in apps/deltaserve tests/cuda_model/test_cuda_model tests/cuda/test_cuda tests/cuda_prefill/test_cuda_prefill \
+         tests/engine/test_engine; do
   [ -x "$BUILD/$b" ] && cp "$BUILD/$b" "$DEST/"
 done
 # Shared libraries outside glibc and the driver (libcuda comes with the GPU machine's driver).
