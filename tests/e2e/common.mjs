@@ -252,3 +252,31 @@ export function rawPost(path, body, key, extra = '') {
 }
 // The status code of a raw HTTP response.
 export const rawStatus = (resp) => Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);
+
+// The scripts' TAP-style runner: test(name, fn) runs one case and prints "ok N - name" or "not ok N - name" with
+// the error; finish(srv, deadline) stops the server (a non-zero exit counts as a failure), prints the tally and
+// exits 0 only if every case passed.
+export function tapRunner() {
+  let failed = 0, n = 0;
+  async function test(name, fn) {
+    n++;
+    try {
+      await fn();
+      console.log(`ok ${n} - ${name}`);
+    } catch (e) {
+      failed++;
+      console.log(`not ok ${n} - ${name}\n  ${String(e && e.stack || e).split('\n').join('\n  ')}`);
+    }
+  }
+  async function finish(srv, deadline) {
+    const code = await stopServer(srv);
+    if (code !== 0) {
+      failed++;
+      console.log(`not ok - server exit code ${code}\n${srv.stderr()}`);
+    }
+    clearTimeout(deadline);
+    console.log(`${n - failed}/${n} passed`);
+    process.exit(failed ? 1 : 0);
+  }
+  return { test, finish };
+}

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import OpenAI from 'openai';
-import { collectChatStream, fixture, rawPost, rawRequest, rawStatus, startServer, stopServer } from './common.mjs';
+import { collectChatStream, fixture, rawPost, rawRequest, rawStatus, startServer, tapRunner } from './common.mjs';
 
 const KEY = 'e2e-key';
 const MODEL_FILE = process.env.DS_E2E_MODEL || fixture('models/tiny-sym/tiny-sym-q8_0.gguf');
@@ -21,18 +21,7 @@ const deadline = setTimeout(() => {
 const srv = await startServer(['-m', MODEL_FILE, '--parallel', '4', '--ctx', '1024', '--api-key', KEY,
                                '--max-body-mb', '1', '--timeout', '5']);
 const client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60000 });
-let failed = 0, n = 0;
-
-async function test(name, fn) {
-  n++;
-  try {
-    await fn();
-    console.log(`ok ${n} - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok ${n} - ${name}\n  ${String(e && e.stack || e).split('\n').join('\n  ')}`);
-  }
-}
+const { test, finish } = tapRunner();
 
 const greedy = { temperature: 0, max_tokens: 24 };
 const msgs = (text) => [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: text }];
@@ -376,11 +365,4 @@ await test('metrics exposition', async () => {
   assert.ok(!/status="5\d\d"/.test(t), 'no 5xx answered');
 });
 
-const code = await stopServer(srv);
-if (code !== 0) {
-  failed++;
-  console.log(`not ok - server exit code ${code}\n${srv.stderr()}`);
-}
-clearTimeout(deadline);
-console.log(`${n - failed}/${n} passed`);
-process.exit(failed ? 1 : 0);
+await finish(srv, deadline);
