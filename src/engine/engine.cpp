@@ -69,6 +69,7 @@ struct Engine::Seq {
   int32_t n_cached = 0;
   std::unique_ptr<sampler::Sampler> smp;
   std::unique_ptr<grammar::Matcher> matcher;  // the document so far, while the constraint applies
+  std::shared_ptr<const grammar::Mask> mask;  // the matcher's mask for the row in flight, made while the step runs
   std::vector<int32_t> generated;
   int32_t pending = -1;  // sampled, shown, not yet fed
   TextStream text;
@@ -331,7 +332,8 @@ void Engine::loop() {
     std::copy(raw.begin(), raw.end(), I.scratch.begin());
     if (s.matcher) {  // response_format: what cannot continue the document is out
       if (!I.trie) I.trie = make_token_trie(codec_);
-      const auto mask = s.req.constraint->mask(*I.trie, *s.matcher);
+      const auto mask = s.mask ? std::move(s.mask) : s.req.constraint->mask(*I.trie, *s.matcher);
+      s.mask.reset();
       const bool any = grammar::apply_mask(*mask, I.trie->n_vocab(), I.scratch);  // a model may pad its vocabulary
       if (!any) return fail(s, "response_format: no token of the vocabulary can continue the document");
     }
@@ -590,6 +592,16 @@ void Engine::loop() {
       } else {
         I.inflight = batch;
         if (!cfg_.async_step) end_step(t_decode, t_sample);
+        // response_format: the masks of the constrained rows in flight (their matchers already hold the token
+        // fed now) are walked while the device runs the step, not after it (a new state inside a string walks
+        // most of the vocabulary's trie: milliseconds); sampling at end_step then only applies them.
+        for (Seq* s : I.inflight) {
+          if (!s->matcher) continue;
+          if (!I.trie) I.trie = make_token_trie(codec_);
+          const auto t1 = Clock::now();
+          s->mask = s->req.constraint->mask(*I.trie, *s->matcher);
+          t_sample += Secs(Clock::now() - t1).count();
+        }
       }
     }
     // With async_step the step runs while this thread sends the events of the one before.

@@ -101,7 +101,7 @@ GenerationRequest request(int seed, std::shared_ptr<const grammar::Constraint> c
 }
 
 struct Rig {
-  explicit Rig(FakeBackendOptions o) : fb(std::move(o)), eng(fb, codec, EngineConfig{}) { eng.start(); }
+  explicit Rig(FakeBackendOptions o, EngineConfig ec = {}) : fb(std::move(o)), eng(fb, codec, ec) { eng.start(); }
   ByteCodec codec;
   FakeBackend fb;
   Engine eng;
@@ -125,6 +125,33 @@ TEST(Constraint, BoundedSchemaGreedyAndSampled) {
     }
   }
   EXPECT_GT(c->cache_size(), 0u);
+}
+
+// The async step walks a constrained row's mask while the step runs (Seq::mask); the synchronous order walks it at
+// sampling: the same replies, token for token, with several constrained rows in each step.
+TEST(Constraint, MasksMadeDuringTheStepGiveTheSameReplies) {
+  auto c = constraint_of(kBounded);
+  auto run_all = [&](bool async) {
+    EngineConfig ec;
+    ec.async_step = async;
+    Rig rig(fake_opts(), ec);
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (int seed = 0; seed < 4; seed++) {
+      auto s = rig.eng.submit(request(seed, c, seed % 2 ? 1.0f : 0.0f));
+      EXPECT_EQ(s.status, SubmitStatus::Ok);
+      hs.push_back(s.handle);
+    }
+    std::vector<Out> outs;
+    for (auto& h : hs) outs.push_back(collect(*h));
+    return outs;
+  };
+  const auto sync = run_all(false), async = run_all(true);
+  ASSERT_EQ(sync.size(), async.size());
+  for (size_t i = 0; i < sync.size(); i++) {
+    EXPECT_EQ(sync[i].tokens, async[i].tokens) << "request " << i;
+    EXPECT_EQ(async[i].finish, FinishReason::Stop) << async[i].text;
+    expect_bounded_instance(async[i].text);
+  }
 }
 
 TEST(Constraint, JsonObjectParsesOrIsCutByLength) {
