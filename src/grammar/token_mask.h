@@ -47,8 +47,10 @@ class TokenTrie {
   };
   void build(uint32_t node, const std::vector<std::pair<std::string, int32_t>>& toks, size_t lo, size_t hi, size_t depth);
   // From `node` with the matcher state lv[level] and `pending` plain string characters not yet applied to it
-  // (levels grow only where a byte does more than that; see Matcher::plain_char).
-  void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const;
+  // (levels grow only where a byte does more than that; see Matcher::plain_char), `more` continuation bytes of
+  // the last one still to come (the next in [lo, hi], the rest in 80..BF).
+  void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out, uint8_t more = 0,
+            uint8_t lo = 0, uint8_t hi = 0) const;
 
   int32_t n_vocab_ = 0;
   uint64_t id_ = 0;
