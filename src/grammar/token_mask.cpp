@@ -104,6 +104,11 @@ void TokenTrie::mask(const Matcher& m, Mask& out) const {
     for (int32_t t : eog_) out[t >> 6] |= uint64_t(1) << (t & 63);
 }
 
+namespace {
+std::atomic<size_t> g_bytes{0};  // every Constraint's cache_
+std::atomic<size_t> g_max_bytes{Constraint::kMaxCachedBytes};
+}  // namespace
+
 std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matcher& m) const {
   const uint64_t tid = trie.id();
   std::string key(reinterpret_cast<const char*>(&tid), sizeof tid);
@@ -114,11 +119,23 @@ std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matche
   }
   auto out = std::make_shared<Mask>();
   trie.mask(m, *out);
+  const size_t n = key.size() + out->size() * sizeof(uint64_t) + 64;  // + the map's node, roughly
   std::lock_guard lk(m_);
-  if (cache_.size() >= kMaxCached) cache_.clear();
-  cache_.emplace(std::move(key), out);
+  if (cache_.size() >= kMaxCached || g_bytes + n > g_max_bytes) {
+    g_bytes -= bytes_;
+    bytes_ = 0;
+    cache_.clear();
+  }
+  if (g_bytes + n > g_max_bytes) return out;  // the other caches hold it all
+  if (cache_.emplace(std::move(key), out).second) bytes_ += n, g_bytes += n;
   return out;
 }
+
+Constraint::~Constraint() { g_bytes -= bytes_; }
+
+size_t Constraint::cached_bytes() { return g_bytes; }
+
+void Constraint::set_max_cached_bytes(size_t max) { g_max_bytes = max; }
 
 size_t Constraint::cache_size() const {
   std::lock_guard lk(m_);

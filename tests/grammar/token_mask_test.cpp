@@ -304,5 +304,42 @@ TEST(TokenMask, ManyAlternativesInsideAStringCostLittle) {
   EXPECT_EQ(out, brute_force(*v.codec, m));
 }
 
+// The mask caches of all constraints together stay within their byte bound (here 64 KB; the server's is 256 MiB),
+// however many schemas are in use and however many distinct states their documents reach; masks stay right when
+// they are not kept. Before, each constraint kept up to 2,048 masks and keys of its own: 64 cached schemas could
+// hold 2.5 GB of masks on the Qwen3 vocabulary, more with deep states' keys.
+TEST(TokenMask, CachesShareOneByteBound) {
+  std::vector<std::string> bytes;
+  for (int a = 0x20; a < 0x7f; a++)
+    for (int b = 0x20; b < 0x7f; b += 2) bytes.push_back(std::string(1, char(a)) + char(b));
+  for (int a = 0x20; a < 0x7f; a++) bytes.push_back(std::string(1, char(a)));
+  const TokenTrie trie(bytes, {}, {});
+  const size_t mask_bytes = (bytes.size() + 63) / 64 * 8;
+  const size_t bound = 64 << 10;
+  Constraint::set_max_cached_bytes(bound);
+  const Grammar g = std::get<Grammar>(compile_schema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"k": {"type": "string", "maxLength": 100000}}})"), "schema"));
+  {
+    std::vector<std::unique_ptr<Constraint>> cs;
+    for (int i = 0; i < 4; i++) cs.push_back(std::make_unique<Constraint>(g));
+    for (int step = 0; step < 300; step++) {
+      for (auto& c : cs) {
+        Matcher m(g);
+        ASSERT_TRUE(m.advance("{\"k\":\"" + std::string(step, 'a')));
+        Mask direct;
+        trie.mask(m, direct);
+        EXPECT_EQ(*c->mask(trie, m), direct);
+      }
+      size_t held = 0;
+      for (auto& c : cs) held += c->cache_size() * mask_bytes;
+      ASSERT_LE(held, bound) << "step " << step;
+      ASSERT_LE(Constraint::cached_bytes(), bound);
+    }
+    EXPECT_GT(Constraint::cached_bytes(), bound / 2);  // it does cache
+  }
+  EXPECT_EQ(Constraint::cached_bytes(), 0u);  // freed with the constraints
+  Constraint::set_max_cached_bytes(Constraint::kMaxCachedBytes);
+}
+
 }  // namespace
 }  // namespace ds::grammar
