@@ -208,7 +208,9 @@ TEST(Schema, CompileWorkIsBounded) {
     auto r = compile_schema(schema, "schema");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(std::holds_alternative<SchemaError>(r), want_error);
-    if (auto* e = std::get_if<SchemaError>(&r)) EXPECT_NE(e->message.find("too large"), std::string::npos) << e->message;
+    if (auto* e = std::get_if<SchemaError>(&r)) {
+      EXPECT_NE(e->message.find("too large"), std::string::npos) << e->message;
+    }
     return ms;
   };
   json props = json::object(), required = json::array();
