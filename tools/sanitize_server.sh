@@ -22,6 +22,10 @@
 #             cached prompt tokens (prefix cache restores);
 #   queue     10 simultaneous streams on 3 slots + 2 queue places: the surplus gets 429 rate_limit_exceeded,
 #             the rest complete;
+#   routes    structured outputs (json_object / json_schema; whole, cut by max_tokens, cancelled mid-document),
+#             /v1/responses (a previous_response_id chain, text.format, a stream closed by its client, store
+#             false), /tokenize and /detokenize (large, and bad input: 400), CORS (--cors: preflight, another
+#             origin), refused schemas (400), all at once; then every slot free;
 #   shutdown  4 long streams running, then SIGINT: the server must exit 0 within 120 s and every stream end.
 # Sanitizer output goes to OUT_DIR/san.* (OUT_DIR: $DS_SANITIZE_OUT, default BUILD_DIR/sanitize-server); TSan
 # (halt_on_error=0: every report), ASan + UBSan (UBSan aborts at its first report: -fno-sanitize-recover) and
@@ -50,6 +54,7 @@ export UBSAN_OPTIONS="log_path=$out/san print_stacktrace=1 halt_on_error=1"
 export LSAN_OPTIONS="log_path=$out/san"
 
 "$bin" serve -m "$model" --backend cpu --ctx 4096 --parallel 3 --max-queue 2 --threads 1 --timeout 10 --port 0 \
+  --cors http://a.example \
   >"$out/port" 2>"$out/server.log" &
 pid=$!
 for _ in $(seq 600); do  # loading under a sanitizer is slow
@@ -254,6 +259,93 @@ def phase_queue():
         if ev[0].get("error", {}).get("code") != "rate_limit_exceeded":
             fail(f"queue: 429 body {ev[0]}")
 
+def send(method, path, body=None, headers=None):  # (status, headers, text)
+    c = conn(120)
+    c.request(method, path, json.dumps(body) if body is not None else None,
+              dict({"Content-Type": "application/json"}, **(headers or {})))
+    r = c.getresponse()
+    data = r.read().decode(errors="replace")
+    c.close()
+    return r.status, dict(r.getheaders()), data
+
+def phase_routes():
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+              "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "maxItems": 3}},
+              "required": ["name", "tags"]}
+    rf_schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    nothink = {"chat_template_kwargs": {"enable_thinking": False}}
+    def structured(i):
+        def run():
+            rf = rf_schema if i % 2 else {"type": "json_object"}
+            st, j = post(CHAT, chat_body(i, response_format=rf, max_tokens=120, **nothink))
+            if st != 200:
+                fail(f"structured {i}: status {st}: {j}")
+            elif j["choices"][0]["finish_reason"] == "stop":
+                try:
+                    json.loads(j["choices"][0]["message"]["content"])
+                except ValueError:
+                    fail(f"structured {i}: not JSON: {j['choices'][0]['message']['content']!r}")
+            st, ev, done = stream(CHAT, chat_body(i, response_format=rf, max_tokens=6, **nothink))  # cut by max_tokens
+            if st != 200 or not done or finish_reason(ev) not in ("stop", "length"):
+                fail(f"structured stream {i}: status {st}, done {done}, finish {finish_reason(ev)}")
+            st, ev, done = stream(COMP, comp_body(i, response_format=rf, max_tokens=200), close_after=2)  # cancelled
+            if st != 200 or done:
+                fail(f"structured cancel {i}: status {st}, done {done}")
+        return run
+    def responses(i):
+        def run():
+            prev = None
+            for turn in range(3):
+                body = {"input": f"Client {i}, turn {turn}: say hi.", "max_output_tokens": 8, "temperature": 0}
+                if prev:
+                    body["previous_response_id"] = prev
+                if turn == 1:
+                    body["text"] = {"format": {"type": "json_object"}}
+                st, j = post("/v1/responses", body)
+                if st != 200 or j.get("status") not in ("completed", "incomplete"):
+                    fail(f"responses {i}.{turn}: status {st}: {j}")
+                    return
+                prev = j["id"]
+            c = conn()  # a stream whose client goes away after the first events
+            c.request("POST", "/v1/responses", json.dumps({"input": "count", "max_output_tokens": 300, "stream": True,
+                                                          "store": False, "previous_response_id": prev}),
+                      {"Content-Type": "application/json"})
+            r = c.getresponse()
+            for _ in range(6):
+                r.fp.readline()
+            c.sock.shutdown(socket.SHUT_RDWR)
+            c.close()
+        return run
+    def tokens(i):
+        def run():
+            st, _, t = send("POST", "/tokenize", {"prompt": "h\u00e9llo \u4e16\u754c " * 2000, "return_token_strs": True})
+            if st != 200:
+                fail(f"tokenize: {st}")
+                return
+            ids = json.loads(t)["tokens"]
+            st, _, t = send("POST", "/detokenize", {"tokens": ids * 20})
+            if st != 200:
+                fail(f"detokenize: {st}")
+            for bad in ({"tokens": [-1]}, {"tokens": "x"}, {"prompt": 5}):
+                st, _, t = send("POST", "/detokenize" if "tokens" in bad else "/tokenize", bad)
+                if st != 400:
+                    fail(f"tokens {bad}: {st} {t[:200]}")
+            st, h, _ = send("OPTIONS", "/v1/responses", None, {"Origin": "http://a.example",
+                            "Access-Control-Request-Method": "POST"})
+            if st != 204 or h.get("Access-Control-Allow-Origin") != "http://a.example":
+                fail(f"CORS preflight: {st} {h}")
+            st, h, _ = send("GET", "/v1/models", None, {"Origin": "http://other.example"})
+            if st != 200 or "Access-Control-Allow-Origin" in h:
+                fail(f"CORS other origin: {st} {h}")
+            for bad in ({"properties": {"a": {"$ref": "#"}}, "required": ["a"]}, {"type": ["string"] * 300000}):
+                st, _, t = send("POST", CHAT, chat_body(i, response_format={"type": "json_schema",
+                                "json_schema": {"name": "x", "schema": bad}}))
+                if st != 400:
+                    fail(f"bad schema: {st} {t[:200]}")
+        return run
+    run_threads([structured(0), structured(1), responses(2), tokens(3)])
+    wait_metric("ds_requests_running", lambda v: v == 0, "routes: slots freed")
+
 def phase_shutdown():
     ends = []
     started = threading.Barrier(5)
@@ -288,7 +380,7 @@ sc = threading.Thread(target=scraper)
 sc.start()
 try:
     for name, fn in [("stream", phase_stream), ("cancel", phase_cancel), ("prefix", phase_prefix),
-                     ("queue", phase_queue)]:
+                     ("queue", phase_queue), ("routes", phase_routes)]:
         t0 = time.time()
         fn()
         print(f"phase {name}: {time.time() - t0:.1f} s, failures so far {len(failures)}", flush=True)

@@ -51,12 +51,13 @@ class Matcher {
   // The bytes so far are a whole document (it may still continue: a number can take more digits).
   bool complete() const;
   // For the vocabulary walk, which then shares the state instead of copying it: whether b is a plain character
-  // (printable ASCII but " and \) inside a string, and what advance(b) would do with it after `pending` such
-  // characters not yet applied (add_chars): Same (a string without a length bound: nothing changes), Count (its
-  // character count grows by one), Full (maxLength reached: refused), or No (not that case: advance to know).
+  // (printable ASCII but " and \, or a UTF-8 lead byte: see utf8_lead) inside a string (on every stack), and what advance(b) would do
+  // with it after `pending` such characters not yet applied (add_chars): Same (strings without a length bound:
+  // nothing changes), Count (a character count grows by one), Full (maxLength reached on every stack: refused),
+  // or No (not that case: advance to know).
   enum class Plain : uint8_t { No, Same, Count, Full };
   Plain plain_char(uint8_t b, uint32_t pending) const;
-  // Applies `n` plain characters that plain_char counted (Count).
+  // Applies `n` plain characters that plain_char counted (Count); stacks they take past maxLength end.
   void add_chars(uint32_t n);
   // The state as bytes: equal keys, equal futures (for caching masks per state).
   std::string key() const;
@@ -66,5 +67,9 @@ class Matcher {
   std::vector<Frame> frames_;     // every stack, one after another
   std::vector<uint32_t> ends_;    // stack i is frames_[ends_[i-1] .. ends_[i])
 };
+
+// A valid UTF-8 lead byte inside a string: how many continuation bytes follow, and the first one's range
+// (the rest are 80..BF). What the matcher checks; the vocabulary walk checks them itself while it shares a state.
+bool utf8_lead(uint8_t b, uint8_t& more, uint8_t& lo, uint8_t& hi);
 
 }  // namespace ds::grammar

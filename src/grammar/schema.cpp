@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
+
+#include "grammar/matcher.h"
 
 namespace ds::grammar {
 
@@ -16,6 +18,11 @@ using json = nlohmann::ordered_json;
 constexpr int kMaxSchemaDepth = 64;
 constexpr size_t kMaxNodes = 20000;
 constexpr size_t kMaxAlternatives = 256;  // after flattening: each is tried at a value's first byte
+// Compile work, so that no schema costs more than some tens of ms to compile or refuse: one unit per schema
+// compiled, per key of its object (the keyword lookups scan them), per type name, enum value and required name.
+// The node bound alone does not bound it: a type array can compile the same object again and again, and
+// leaves (a string, a number) add no node.
+constexpr size_t kMaxWork = 200000;
 
 const std::set<std::string> kRefused = {
     "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
@@ -33,8 +40,8 @@ class Compiler {
 
   Grammar run() {
     g_.root = compile(root_, root_path_, 0);
-    check_cycles();
-    flatten();
+    flatten(alternatives_in_order());
+    check_depth();
     return std::move(g_);
   }
 
@@ -49,6 +56,13 @@ class Compiler {
     paths_.resize(g_.nodes.size());
     paths_[id] = path;
     return id;
+  }
+
+  void spend(size_t units, const std::string& path) {
+    work_ += units;
+    if (work_ > kMaxWork)
+      fail(path, fmt::format("the schema is too large to compile (over {} schemas, keywords, type names, enum values "
+                             "and required names in all)", kMaxWork));
   }
 
   uint32_t count(const json& v, const std::string& path) {
@@ -80,14 +94,13 @@ class Compiler {
       target = &root_;
       tpath = root_path_;
     } else {
-      for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
-        const std::string p = prefix;
+      index_defs(path);
+      for (const char* defs : {"$defs", "definitions"}) {
+        const std::string p = fmt::format("#/{}/", defs);
         if (s.rfind(p, 0) != 0) continue;
         const std::string name = s.substr(p.size());
-        const std::string defs = p == "#/$defs/" ? "$defs" : "definitions";
-        auto d = root_.find(defs);
-        if (d != root_.end() && d->is_object() && d->contains(name)) {
-          target = &(*d)[name];
+        if (auto it = defs_.find(std::string(defs) + '/' + name); it != defs_.end()) {
+          target = it->second;
           tpath = root_path_ + "." + defs + "." + name;
         }
       }
@@ -104,6 +117,19 @@ class Compiler {
     return id;
   }
 
+  // "$defs/NAME" and "definitions/NAME" -> the schema, built at the first reference (an ordered_json object
+  // looks keys up one by one: thousands of references to thousands of definitions would be quadratic).
+  void index_defs(const std::string& path) {
+    if (defs_indexed_) return;
+    defs_indexed_ = true;
+    for (const char* defs : {"$defs", "definitions"}) {
+      auto d = root_.find(defs);
+      if (d == root_.end() || !d->is_object()) continue;
+      spend(d->size(), path);
+      for (auto& [name, v] : d->items()) defs_.emplace(std::string(defs) + '/' + name, &v);
+    }
+  }
+
   int32_t any_of(const json& alts, const std::string& path, int depth) {
     if (!alts.is_array() || alts.empty()) fail(path, "must be a non-empty array of schemas");
     Node n;
@@ -115,7 +141,7 @@ class Compiler {
   int32_t object(const json& s, const std::string& path, int depth) {
     Node n;
     n.kind = Kind::Object;
-    std::set<std::string> declared;
+    std::unordered_map<std::string, size_t> declared;  // name -> index in n.props
     if (auto p = s.find("properties"); p != s.end()) {
       if (!p->is_object()) fail(path + ".properties", "must be an object of schemas");
       for (auto& [k, v] : p->items()) {
@@ -123,17 +149,18 @@ class Compiler {
         prop.key = json(k).dump();
         prop.node = compile(v, path + ".properties." + k, depth + 1);
         n.props.push_back(std::move(prop));
-        declared.insert(k);
+        declared[k] = n.props.size() - 1;
       }
     }
     if (auto r = s.find("required"); r != s.end()) {
       if (!r->is_array()) fail(path + ".required", "must be an array of property names");
+      spend(r->size(), path + ".required");
       for (const json& k : *r) {
-        if (!k.is_string() || !declared.count(k.get<std::string>()))
+        auto it = k.is_string() ? declared.find(k.get<std::string>()) : declared.end();
+        if (it == declared.end())
           fail(path + ".required", fmt::format("names {}, which is not in 'properties' (only declared properties "
                                                "are generated)", k.dump()));
-        for (Property& p : n.props)
-          if (p.key == k.dump()) p.required = true;
+        n.props[it->second].required = true;
       }
     }
     if (n.props.empty()) {
@@ -170,6 +197,7 @@ class Compiler {
   }
 
   int32_t of_type(const std::string& t, const json& s, const std::string& path, const std::string& tpath, int depth) {
+    spend(1 + s.size(), tpath);  // string, object and array look their keywords up in s
     if (t == "string") return string(s, path);
     if (t == "number") return Grammar::kNumber;
     if (t == "integer") {
@@ -192,6 +220,7 @@ class Compiler {
       return Grammar::kAny;
     }
     if (!s.is_object()) fail(path, fmt::format("a schema must be an object or a boolean, got {}", s.type_name()));
+    spend(1 + s.size(), path);
     for (auto& [k, v] : s.items()) {
       if (kRefused.count(k)) fail(path + "." + k, "this keyword is not supported by constrained generation");
       if (k == "uniqueItems" && !(v.is_boolean() && !v.get<bool>()))
@@ -201,6 +230,7 @@ class Compiler {
     int32_t id;
     if (auto e = s.find("enum"); e != s.end()) {
       if (!e->is_array() || e->empty()) fail(path + ".enum", "must be a non-empty array");
+      spend(e->size(), path + ".enum");
       std::vector<std::string> lits;
       for (const json& v : *e) lits.push_back(v.dump());
       id = literal(std::move(lits), path + ".enum");
@@ -244,52 +274,136 @@ class Compiler {
     return id;
   }
 
-  // Alternatives are expanded before any byte is read: a cycle through them alone would never end, and an empty
-  // one (a reference to itself) allows nothing.
-  void check_cycles() {
+  const std::string& path_of(int32_t id) const {
+    return id < static_cast<int32_t>(paths_.size()) && !paths_[id].empty() ? paths_[id] : root_path_;
+  }
+
+  // The AnyOf nodes, each after the AnyOf nodes among its alternatives. Alternatives are expanded before any
+  // byte is read: a cycle through them alone would never end, and an empty one (a reference to itself) allows
+  // nothing. Iterative: a chain of alternatives can be as long as the node bound (too deep for the stack).
+  std::vector<int32_t> alternatives_in_order() {
     std::vector<uint8_t> mark(g_.nodes.size(), 0);  // 0 new, 1 on the path, 2 done
-    std::function<void(int32_t)> visit = [&](int32_t id) {
-      const Node& n = g_.nodes[id];
-      if (n.kind != Kind::AnyOf) return;
-      if (mark[id] == 2) return;
-      const std::string& p = id < static_cast<int32_t>(paths_.size()) ? paths_[id] : root_path_;
-      if (mark[id] == 1) fail(p, "refers to itself through references or alternatives without any value in between");
-      if (n.alts.empty()) fail(p, "refers to itself without any value in between");
+    std::vector<int32_t> order;
+    std::vector<std::pair<int32_t, size_t>> walk;  // a node on the path, its next alternative
+    auto enter = [&](int32_t id) {
+      if (g_.nodes[id].alts.empty()) fail(path_of(id), "refers to itself without any value in between");
       mark[id] = 1;
-      for (int32_t a : n.alts) visit(a);
-      mark[id] = 2;
+      walk.emplace_back(id, 0);
     };
-    for (size_t i = 0; i < g_.nodes.size(); i++) visit(static_cast<int32_t>(i));
+    for (size_t i = 0; i < g_.nodes.size(); i++) {
+      if (g_.nodes[i].kind != Kind::AnyOf || mark[i]) continue;
+      enter(static_cast<int32_t>(i));
+      while (!walk.empty()) {
+        const int32_t id = walk.back().first;
+        const std::vector<int32_t>& alts = g_.nodes[id].alts;
+        if (walk.back().second == alts.size()) {
+          mark[id] = 2;
+          order.push_back(id);
+          walk.pop_back();
+          continue;
+        }
+        const int32_t a = alts[walk.back().second++];
+        if (g_.nodes[a].kind != Kind::AnyOf || mark[a] == 2) continue;
+        if (mark[a] == 1)
+          fail(path_of(a), "refers to itself through references or alternatives without any value in between");
+        enter(a);
+      }
+    }
+    return order;
   }
 
   // Alternatives of alternatives become one list (no duplicates), so that a value's first byte tries each
-  // alternative once instead of walking nested anyOfs (whose product could be huge). Runs after check_cycles.
-  void flatten() {
-    std::vector<std::vector<int32_t>> flat(g_.nodes.size());
-    std::vector<uint8_t> done(g_.nodes.size(), 0);
-    std::function<const std::vector<int32_t>&(int32_t)> expand = [&](int32_t id) -> const std::vector<int32_t>& {
-      if (done[id]) return flat[id];
+  // alternative once instead of walking nested anyOfs (whose product could be huge). `order`: the AnyOf nodes,
+  // nested ones first.
+  void flatten(const std::vector<int32_t>& order) {
+    std::vector<int32_t> seen(g_.nodes.size(), -1);  // seen[x] == id: x is in id's list already
+    for (int32_t id : order) {
       std::vector<int32_t> out;
+      auto put = [&](int32_t x) {
+        if (seen[x] == id) return;
+        seen[x] = id;
+        out.push_back(x);
+        if (out.size() > kMaxAlternatives)
+          fail(path_of(id), fmt::format("more than {} alternatives (anyOf / oneOf / type arrays, nested ones counted "
+                                        "out)", kMaxAlternatives));
+      };
       for (int32_t a : g_.nodes[id].alts) {
         if (g_.nodes[a].kind == Kind::AnyOf) {
-          for (int32_t x : expand(a))
-            if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
-        } else if (std::find(out.begin(), out.end(), a) == out.end()) {
-          out.push_back(a);
+          for (int32_t x : g_.nodes[a].alts) put(x);  // flattened already
+        } else {
+          put(a);
         }
-        if (out.size() > kMaxAlternatives)
-          fail(id < static_cast<int32_t>(paths_.size()) ? paths_[id] : root_path_,
-               fmt::format("more than {} alternatives (anyOf / oneOf / type arrays, nested ones counted out)",
-                           kMaxAlternatives));
       }
-      flat[id] = std::move(out);
-      done[id] = 1;
-      return flat[id];
+      g_.nodes[id].alts = std::move(out);
+    }
+  }
+
+  // Every node the root reaches must have an instance within the matcher's nesting bound: a required property or
+  // minItems > 0 that leads back to its own schema has no finite instance at all, and the model would write
+  // into it until no token could continue. The fewest nested containers of each node's instances, smallest
+  // first (an object needs all its required properties, an array with minItems > 0 its items, an alternative
+  // any one).
+  void check_depth() {
+    constexpr int kTooDeep = Matcher::kMaxDepth + 1;
+    const size_t N = g_.nodes.size();
+    std::vector<std::vector<int32_t>> users(N);  // users[c]: the nodes whose fewest containers depend on c
+    std::vector<uint32_t> need(N, 0);
+    std::vector<std::vector<int32_t>> bucket(kTooDeep);
+    std::vector<int> best(N, kTooDeep);
+    auto offer = [&](int32_t id, int v) {
+      if (v < best[id]) best[id] = v, bucket[v].push_back(id);
     };
-    for (size_t i = 0; i < g_.nodes.size(); i++)
-      if (g_.nodes[i].kind == Kind::AnyOf) expand(static_cast<int32_t>(i));
-    for (size_t i = 0; i < g_.nodes.size(); i++)
-      if (g_.nodes[i].kind == Kind::AnyOf) g_.nodes[i].alts = flat[i];
+    for (size_t i = 0; i < N; i++) {
+      const Node& n = g_.nodes[i];
+      const int32_t id = static_cast<int32_t>(i);
+      if (n.kind == Kind::Object) {
+        for (const Property& p : n.props)
+          if (p.required) users[p.node].push_back(id), need[i]++;
+        if (need[i] == 0) offer(id, 1);
+      } else if (n.kind == Kind::Array) {
+        if (n.min_items == 0) offer(id, 1);
+        else users[n.items].push_back(id), need[i] = 1;
+      } else if (n.kind == Kind::AnyOf) {
+        for (int32_t a : n.alts) users[a].push_back(id);
+      } else {
+        offer(id, 0);
+      }
+    }
+    std::vector<uint8_t> done(N, 0);
+    for (int v = 0; v < kTooDeep; v++) {
+      for (size_t k = 0; k < bucket[v].size(); k++) {  // an alternative may join this bucket while it is read
+        const int32_t id = bucket[v][k];
+        if (done[id]) continue;
+        done[id] = 1;
+        for (int32_t u : users[id]) {
+          if (done[u]) continue;
+          const Kind kind = g_.nodes[u].kind;
+          if (kind == Kind::AnyOf) offer(u, v);
+          else if (kind == Kind::Array || --need[u] == 0) {  // an object's last required property: the deepest
+            if (v + 1 < kTooDeep) offer(u, v + 1);
+          }
+        }
+      }
+    }
+    std::vector<uint8_t> seen(N, 0);
+    std::vector<int32_t> todo = {g_.root};
+    seen[g_.root] = 1;
+    while (!todo.empty()) {
+      const int32_t id = todo.back();
+      todo.pop_back();
+      if (!done[id])
+        fail(path_of(id), fmt::format("no instance of this schema nests at most {} containers deep (a required "
+                                      "property or minItems > 0 leads back to it, or it nests too deep)",
+                                      Matcher::kMaxDepth));
+      const Node& n = g_.nodes[id];
+      auto go = [&](int32_t c) {
+        if (c >= 0 && !seen[c]) seen[c] = 1, todo.push_back(c);
+      };
+      for (const Property& p : n.props) go(p.node);
+      if (n.kind == Kind::Object) go(n.additional);
+      if (n.kind == Kind::Array) go(n.items);
+      for (int32_t a : n.alts) go(a);
+    }
   }
 
   const json& root_;
@@ -298,6 +412,9 @@ class Compiler {
   std::vector<std::string> paths_;
   std::map<std::string, int32_t> refs_;
   std::map<std::string, int32_t> leaves_;
+  std::unordered_map<std::string, const json*> defs_;  // "$defs/NAME", "definitions/NAME"
+  bool defs_indexed_ = false;
+  size_t work_ = 0;
 };
 
 }  // namespace

@@ -20,7 +20,10 @@
 //     exclusiveMinimum, exclusiveMaximum, multipleOf, uniqueItems true, contains, minContains,
 //     maxContains, prefixItems, items as an array, additionalItems, unevaluatedProperties,
 //     unevaluatedItems, not, if / then / else, allOf with several schemas, $ref elsewhere.
-// Bounds (400): 20,000 nodes, nesting 64, 256 alternatives once nested ones are flattened into one list.
+// Bounds (400): 20,000 nodes, nesting 64, 256 alternatives once nested ones are flattened into one list,
+// 200,000 units of compile work (schemas, keys of schema objects, type names, enum values, required names);
+// every part the root reaches must have an instance within the matcher's 64 nested containers (a required
+// property or minItems > 0 leading back to its own schema has none).
 #pragma once
 #include <nlohmann/json.hpp>
 

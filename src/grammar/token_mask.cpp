@@ -63,21 +63,33 @@ void TokenTrie::build(uint32_t node, const std::vector<std::pair<std::string, in
   }
 }
 
-void TokenTrie::walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const {
+void TokenTrie::walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out, uint8_t more,
+                     uint8_t lo, uint8_t hi) const {
   const TrieNode& n = nodes_[node];
+  auto take = [&](const TrieNode& ch) {
+    for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
+  };
   for (uint32_t c = n.child_begin; c < n.child_end; c++) {
     const TrieNode& ch = nodes_[c];
+    if (more > 0) {  // inside a shared UTF-8 character: only its continuation bytes
+      if (ch.byte < lo || ch.byte > hi) continue;
+      take(ch);
+      if (ch.child_begin < ch.child_end) walk(c, level, pending, lv, out, more - 1, 0x80, 0xBF);
+      continue;
+    }
     const Matcher::Plain p = lv[level].plain_char(ch.byte, pending);
     if (p == Matcher::Plain::Full) continue;
     if (p != Matcher::Plain::No) {  // one more plain character: the child walks from this level, nothing copied
-      for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
-      if (ch.child_begin < ch.child_end) walk(c, level, pending + (p == Matcher::Plain::Count), lv, out);
+      take(ch);
+      uint8_t m = 0, l = 0, h = 0;
+      if (ch.byte >= 0x80) utf8_lead(ch.byte, m, l, h);
+      if (ch.child_begin < ch.child_end) walk(c, level, pending + (p == Matcher::Plain::Count), lv, out, m, l, h);
       continue;
     }
     lv[level + 1] = lv[level];
     if (pending > 0) lv[level + 1].add_chars(pending);
     if (!lv[level + 1].advance(ch.byte)) continue;
-    for (uint32_t i = ch.tok_begin; i < ch.tok_end; i++) out[ids_[i] >> 6] |= uint64_t(1) << (ids_[i] & 63);
+    take(ch);
     if (ch.child_begin < ch.child_end) walk(c, level + 1, 0, lv, out);
   }
 }
@@ -92,6 +104,11 @@ void TokenTrie::mask(const Matcher& m, Mask& out) const {
     for (int32_t t : eog_) out[t >> 6] |= uint64_t(1) << (t & 63);
 }
 
+namespace {
+std::atomic<size_t> g_bytes{0};  // every Constraint's cache_
+std::atomic<size_t> g_max_bytes{Constraint::kMaxCachedBytes};
+}  // namespace
+
 std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matcher& m) const {
   const uint64_t tid = trie.id();
   std::string key(reinterpret_cast<const char*>(&tid), sizeof tid);
@@ -102,11 +119,23 @@ std::shared_ptr<const Mask> Constraint::mask(const TokenTrie& trie, const Matche
   }
   auto out = std::make_shared<Mask>();
   trie.mask(m, *out);
+  const size_t n = key.size() + out->size() * sizeof(uint64_t) + 64;  // + the map's node, roughly
   std::lock_guard lk(m_);
-  if (cache_.size() >= kMaxCached) cache_.clear();
-  cache_.emplace(std::move(key), out);
+  if (cache_.size() >= kMaxCached || g_bytes + n > g_max_bytes) {
+    g_bytes -= bytes_;
+    bytes_ = 0;
+    cache_.clear();
+  }
+  if (g_bytes + n > g_max_bytes) return out;  // the other caches hold it all
+  if (cache_.emplace(std::move(key), out).second) bytes_ += n, g_bytes += n;
   return out;
 }
+
+Constraint::~Constraint() { g_bytes -= bytes_; }
+
+size_t Constraint::cached_bytes() { return g_bytes; }
+
+void Constraint::set_max_cached_bytes(size_t max) { g_max_bytes = max; }
 
 size_t Constraint::cache_size() const {
   std::lock_guard lk(m_);

@@ -47,8 +47,10 @@ class TokenTrie {
   };
   void build(uint32_t node, const std::vector<std::pair<std::string, int32_t>>& toks, size_t lo, size_t hi, size_t depth);
   // From `node` with the matcher state lv[level] and `pending` plain string characters not yet applied to it
-  // (levels grow only where a byte does more than that; see Matcher::plain_char).
-  void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out) const;
+  // (levels grow only where a byte does more than that; see Matcher::plain_char), `more` continuation bytes of
+  // the last one still to come (the next in [lo, hi], the rest in 80..BF).
+  void walk(uint32_t node, size_t level, uint32_t pending, std::vector<Matcher>& lv, Mask& out, uint8_t more = 0,
+            uint8_t lo = 0, uint8_t hi = 0) const;
 
   int32_t n_vocab_ = 0;
   uint64_t id_ = 0;
@@ -63,17 +65,27 @@ class TokenTrie {
 class Constraint {
  public:
   explicit Constraint(Grammar g) : g_(std::move(g)) {}
+  ~Constraint();
+  Constraint(const Constraint&) = delete;
+  Constraint& operator=(const Constraint&) = delete;
   const Grammar& grammar() const { return g_; }
   // trie.mask(m), from the cache when this state was seen before (with this trie). Shared: never changes.
   std::shared_ptr<const Mask> mask(const TokenTrie& trie, const Matcher& m) const;
   size_t cache_size() const;
 
   static constexpr size_t kMaxCached = 2048;  // masks (19 KB each for a 151k vocabulary); then the cache restarts
+  // Every constraint's cache together (masks and their state keys, which grow with nesting and alternatives: up
+  // to 64 KB), so that many schemas at once (the server keeps 64) stay bounded: a cache that would pass it starts
+  // again, and while the others hold it all a mask is computed without being kept.
+  static constexpr size_t kMaxCachedBytes = size_t(256) << 20;
+  static size_t cached_bytes();                  // all constraints' caches now
+  static void set_max_cached_bytes(size_t max);  // tests: a smaller bound
 
  private:
   Grammar g_;
   mutable std::mutex m_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Mask>> cache_;
+  mutable size_t bytes_ = 0;  // of cache_, counted in cached_bytes()
 };
 
 }  // namespace ds::grammar

@@ -86,12 +86,15 @@ std::optional<ApiError> get_int(const json& b, const char* key, int64_t lo, int6
   } while (0)
 
 // Compiled schemas by their text, shared by the requests that send the same one: a grammar's mask cache
-// (grammar::Constraint) then serves them all. Bounded: when full it starts again.
+// (grammar::Constraint) then serves them all. Bounded: when full it starts again. Schemas of more than 64 KB of
+// text are not kept (each request compiles its own, freed with it): 64 of up to 8 MB each, their text as the key
+// and their grammars, could hold a GB.
 std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
                                                              const std::function<grammar::Grammar()>& make) {
   static std::mutex m;
   static std::unordered_map<std::string, std::shared_ptr<const grammar::Constraint>> cache;
-  constexpr size_t kMaxSchemas = 64;
+  constexpr size_t kMaxSchemas = 64, kMaxKeptSchemaBytes = 64 << 10;
+  if (key.size() > kMaxKeptSchemaBytes) return std::make_shared<const grammar::Constraint>(make());
   {
     std::lock_guard lk(m);
     if (auto it = cache.find(key); it != cache.end()) return it->second;

@@ -5,7 +5,9 @@
 namespace ds::server {
 
 void ResponseStore::put(const std::string& id, nlohmann::ordered_json items) {
-  const size_t n = dump(items).size() + id.size();
+  std::string text = dump(items);
+  items = nullptr;  // the parsed form goes now, before the store's lock
+  const size_t n = text.size() + id.size();
   if (n > max_bytes_ || max_entries_ == 0) return;
   std::lock_guard l(m_);
   if (entries_.count(id)) return;  // ids are random: a repeat is not a new response
@@ -15,16 +17,20 @@ void ResponseStore::put(const std::string& id, nlohmann::ordered_json items) {
     entries_.erase(it);
     order_.pop_front();
   }
-  entries_.emplace(id, Entry{std::move(items), n});
+  entries_.emplace(id, Entry{std::move(text), n});
   order_.push_back(id);
   bytes_ += n;
 }
 
 std::optional<nlohmann::ordered_json> ResponseStore::get(const std::string& id) const {
-  std::lock_guard l(m_);
-  auto it = entries_.find(id);
-  if (it == entries_.end()) return std::nullopt;
-  return it->second.items;
+  std::string text;
+  {
+    std::lock_guard l(m_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return std::nullopt;
+    text = it->second.text;
+  }
+  return nlohmann::ordered_json::parse(text);  // our own dump: valid (invalid UTF-8 was replaced when dumped)
 }
 
 size_t ResponseStore::size() const {

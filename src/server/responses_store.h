@@ -2,7 +2,8 @@
 // conversation (its input items, the history it continued included, then its output items; not its
 // instructions, which OpenAI does not carry over either). In memory only: lost on restart. Bounded by a
 // count and by bytes (the items' JSON text); the oldest go first. A conversation larger than the byte
-// bound is not kept.
+// bound is not kept. Kept as that text, parsed again by get(): the parsed items take several times their
+// text's size (a 64 MiB bound of small items held ~7x that), and only the continued one is needed.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -25,7 +26,7 @@ class ResponseStore {
 
  private:
   struct Entry {
-    nlohmann::ordered_json items;
+    std::string text;  // the items' JSON
     size_t bytes = 0;
   };
   const size_t max_entries_, max_bytes_;

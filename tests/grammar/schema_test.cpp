@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 #include "grammar/matcher.h"
 #include "grammar/schema.h"
 
@@ -195,6 +197,83 @@ TEST(Schema, ErrorsNameThePath) {
     EXPECT_EQ(e.path, c.path) << c.schema << ": " << e.message;
     EXPECT_NE(e.message.find(c.path), std::string::npos) << e.message;
   }
+}
+
+// Schemas built to cost more than they weigh: each is refused (or compiled) quickly. Before the work bound, the
+// first three took seconds to minutes (required scanned every property for every name; a type array compiled its
+// 2,000-property object again per entry; a type array of leaves added no node, so the node bound never came).
+TEST(Schema, CompileWorkIsBounded) {
+  auto timed = [](const json& schema, bool want_error) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = compile_schema(schema, "schema");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(std::holds_alternative<SchemaError>(r), want_error);
+    if (auto* e = std::get_if<SchemaError>(&r)) {
+      EXPECT_NE(e->message.find("too large"), std::string::npos) << e->message;
+    }
+    return ms;
+  };
+  json props = json::object(), required = json::array();
+  for (int i = 0; i < 5000; i++) props["p" + std::to_string(i)] = {{"type", "number"}}, required.push_back("p" + std::to_string(i));
+  EXPECT_LT(timed({{"type", "object"}, {"properties", props}, {"required", required}}, false), 500);
+  json repeated = json::array();
+  for (int i = 0; i < 300000; i++) repeated.push_back("p4999");
+  EXPECT_LT(timed({{"type", "object"}, {"properties", props}, {"required", repeated}}, true), 500);
+  json objects = json::array();
+  for (int i = 0; i < 3000; i++) objects.push_back("object");
+  EXPECT_LT(timed({{"type", objects}, {"properties", props}}, true), 500);
+  json leaves = json::array(), strings = json::array(), values = json::array();
+  for (int i = 0; i < 300000; i++) leaves.push_back("string"), strings.push_back({{"type", "number"}}), values.push_back(i);
+  EXPECT_LT(timed({{"type", leaves}}, true), 500);
+  EXPECT_LT(timed({{"anyOf", strings}}, true), 500);
+  EXPECT_LT(timed({{"enum", values}}, true), 500);
+}
+
+// A chain of 9,000 alternatives through references (each a one-branch anyOf): checked and flattened without
+// recursion (a recursive walk as deep as the node bound could overflow a server thread's stack).
+TEST(Schema, LongChainsOfAlternatives) {
+  const int n = 9000;
+  json defs = json::object(), props = json::object();
+  for (int i = 0; i < n; i++)
+    defs["d" + std::to_string(i)] = {{"anyOf", json::array({{{"$ref", "#/$defs/d" + std::to_string(i + 1)}}})}};
+  defs["d" + std::to_string(n)] = {{"type", "string"}};
+  for (int i = n; i >= 0; i--) props["p" + std::to_string(i)] = {{"$ref", "#/$defs/d" + std::to_string(i)}};
+  Grammar g = compile(json{{"$defs", defs}, {"properties", props}}.dump());
+  EXPECT_TRUE(accepts(g, R"({"p9000":"a","p8999":"b"})"));
+  EXPECT_FALSE(accepts(g, R"({"p8999":1})"));
+}
+
+// A schema whose instances cannot nest within the matcher's 64 containers (or have no finite instance at all) is
+// a 400 naming the schema; before, it compiled and the model wrote into it until no token could continue.
+TEST(Schema, SchemasWithoutAReachableInstanceAreRefused) {
+  const char* refused[] = {
+      R"({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]})",
+      R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})",
+      R"({"$defs": {"A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+                    "B": {"type": "array", "items": {"$ref": "#/$defs/A"}, "minItems": 2}},
+          "type": "object", "properties": {"x": {"type": "integer"}, "a": {"$ref": "#/$defs/A"}}})",
+      R"({"anyOf": [{"type": "null"}, {"type": "object", "properties": {"n": {"$ref": "#/anyOf/1"}}}]})",
+  };
+  // (the last one: "#/anyOf/1" is not a supported reference; refused for that)
+  for (const char* s : refused) {
+    auto r = compile_schema(json::parse(s), "schema");
+    EXPECT_TRUE(std::holds_alternative<SchemaError>(r)) << s;
+  }
+  SchemaError e = error_of(R"({"type": "object", "properties": {"opt": {"$ref": "#/$defs/Loop"}},
+      "$defs": {"Loop": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Loop"}}, "required": ["next"]}}})");
+  EXPECT_EQ(e.path, "response_format.json_schema.schema.$defs.Loop") << e.message;
+  EXPECT_NE(e.message.find("64 containers"), std::string::npos) << e.message;
+  // 64 nested arrays of at least one item fit; 65 do not.
+  std::string s = R"({"type": "string"})";
+  for (int i = 0; i < 64; i++) s = R"({"type": "array", "minItems": 1, "items": )" + s + "}";
+  Grammar g = compile(s);
+  EXPECT_TRUE(accepts(g, std::string(64, '[') + "\"x\"" + std::string(64, ']')));
+  s = R"({"$defs": {"d": )" + s + R"(}, "type": "array", "minItems": 1, "items": {"$ref": "#/$defs/d"}})";
+  EXPECT_TRUE(std::holds_alternative<SchemaError>(compile_schema(json::parse(s), "schema")));
+  // Recursion with a way out stays allowed.
+  g = compile(R"({"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+                  "required": ["next"]})");
+  EXPECT_TRUE(accepts(g, R"({"next":{"next":null}})"));
 }
 
 }  // namespace

@@ -87,10 +87,19 @@ Grammar schema_grammar() {
   return std::get<Grammar>(std::move(r));
 }
 
+// {"k": string} with maxLength 3, 4, ... (n of them): anyOf branches the first bytes cannot tell apart, all
+// followed inside the string.
+Grammar string_alternatives(int n) {
+  nlohmann::ordered_json alts = nlohmann::ordered_json::array();
+  for (int i = 0; i < n; i++)
+    alts.push_back({{"type", "object"}, {"properties", {{"k", {{"type", "string"}, {"maxLength", 3 + i}}}}}});
+  return std::get<Grammar>(compile_schema(nlohmann::ordered_json{{"anyOf", alts}}, "schema"));
+}
+
 TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
   const Vocab& v = qwen3();
   ASSERT_GT(v.codec->n_vocab(), 150000);
-  const Grammar obj = any_object(), sch = schema_grammar();
+  const Grammar obj = any_object(), sch = schema_grammar(), alts = string_alternatives(4);
   struct State {
     const Grammar* g;
     std::string prefix;
@@ -109,6 +118,9 @@ TEST(TokenMask, TrieWalkEqualsEveryTokenAlone) {
       {&sch, "{\"name\": \"x"},            // a string below its minLength: no closing quote yet
       {&sch, "{\"name\": \"abcdefgh"},     // two characters left: longer tokens are out
       {&sch, "{\"name\": \"abc\xc3\xa9\\u00e9x\u00e9"},  // ... counting UTF-8 and escapes as one each
+      {&alts, "{\"k\": \"ab"},    // four stacks inside strings of maxLength 3, 4, 5, 6
+      {&alts, "{\"k\": \"abcd"},  // two of them full: tokens of 1 and 2 characters
+      {&alts, "{\"k\": \"abcd\xc3\xa9"},
   };
   for (const State& s : states) {
     Matcher m(*s.g);
@@ -272,6 +284,61 @@ TEST(TokenMask, CostPerStep) {
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(again->id(), v.trie->id());
   std::printf("(Qwen3 vocabulary, trie of %zu nodes, built in %.0f ms)\n", v.trie->n_nodes(), build_ms);
+}
+
+// 32 alternatives inside a string (each its own maxLength, so that the count is in the state and the cache rarely
+// serves them: one walk per step): the walk shares the state across plain characters for all of them. It
+// advanced every stack at every trie node before: 2.2 s a mask on the shared 2-core machine, the engine thread
+// stalled for every request at every step of such a reply.
+TEST(TokenMask, ManyAlternativesInsideAStringCostLittle) {
+  const Vocab& v = qwen3();
+  const Grammar g = string_alternatives(32);
+  Matcher m(g);
+  ASSERT_TRUE(m.advance(std::string("{\"k\": \"some va")));
+  Mask out;
+  const auto t0 = std::chrono::steady_clock::now();
+  v.trie->mask(m, out);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("mask with 32 alternatives inside a string: %.1f ms\n", ms);
+  EXPECT_LT(ms, 400);
+  EXPECT_EQ(out, brute_force(*v.codec, m));
+}
+
+// The mask caches of all constraints together stay within their byte bound (here 64 KB; the server's is 256 MiB),
+// however many schemas are in use and however many distinct states their documents reach; masks stay right when
+// they are not kept. Before, each constraint kept up to 2,048 masks and keys of its own: 64 cached schemas could
+// hold 2.5 GB of masks on the Qwen3 vocabulary, more with deep states' keys.
+TEST(TokenMask, CachesShareOneByteBound) {
+  std::vector<std::string> bytes;
+  for (int a = 0x20; a < 0x7f; a++)
+    for (int b = 0x20; b < 0x7f; b += 2) bytes.push_back(std::string(1, char(a)) + char(b));
+  for (int a = 0x20; a < 0x7f; a++) bytes.push_back(std::string(1, char(a)));
+  const TokenTrie trie(bytes, {}, {});
+  const size_t mask_bytes = (bytes.size() + 63) / 64 * 8;
+  const size_t bound = 64 << 10;
+  Constraint::set_max_cached_bytes(bound);
+  const Grammar g = std::get<Grammar>(compile_schema(nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"k": {"type": "string", "maxLength": 100000}}})"), "schema"));
+  {
+    std::vector<std::unique_ptr<Constraint>> cs;
+    for (int i = 0; i < 4; i++) cs.push_back(std::make_unique<Constraint>(g));
+    for (int step = 0; step < 300; step++) {
+      for (auto& c : cs) {
+        Matcher m(g);
+        ASSERT_TRUE(m.advance("{\"k\":\"" + std::string(step, 'a')));
+        Mask direct;
+        trie.mask(m, direct);
+        EXPECT_EQ(*c->mask(trie, m), direct);
+      }
+      size_t held = 0;
+      for (auto& c : cs) held += c->cache_size() * mask_bytes;
+      ASSERT_LE(held, bound) << "step " << step;
+      ASSERT_LE(Constraint::cached_bytes(), bound);
+    }
+    EXPECT_GT(Constraint::cached_bytes(), bound / 2);  // it does cache
+  }
+  EXPECT_EQ(Constraint::cached_bytes(), 0u);  // freed with the constraints
+  Constraint::set_max_cached_bytes(Constraint::kMaxCachedBytes);
 }
 
 }  // namespace

@@ -841,6 +841,29 @@ void check_openai_tool_turns(const std::string& template_file, const std::string
   EXPECT_GE(checked, 16);
 }
 
+// The same schema sent twice shares one compiled constraint (and its mask cache), unless its text is over 64 KB:
+// those are not kept (64 kept schemas of up to 8 MB each, text and grammar, could hold a GB).
+TEST(Request, SchemasSharedUnlessLarge) {
+  auto constraint_of = [](const json& schema) {
+    ChatRequest r;
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})},
+                 {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", schema}}}}}};
+    auto e = parse_chat_request(body, 1000, r);
+    EXPECT_FALSE(e) << e->message;
+    return r.common.constraint;
+  };
+  const json small = {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}};
+  EXPECT_EQ(constraint_of(small), constraint_of(small));
+  json values = json::array();
+  for (int i = 0; i < 20000; i++) values.push_back("value number " + std::to_string(i));
+  const json large = {{"enum", values}};
+  ASSERT_GT(large.dump().size(), 64u << 10);
+  const auto a = constraint_of(large), b = constraint_of(large);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.use_count(), 1);  // the request's alone: freed with it
+}
+
 // tool_choice as parsed: what is forced, thinking turned off for it, parallel_tool_calls kept.
 TEST(Request, ToolChoiceForcing) {
   const std::string base = R"("messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}},{"function":{"name":"g.v2"}}])";

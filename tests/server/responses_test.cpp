@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "server/responses_job.h"
@@ -270,6 +272,25 @@ TEST(ResponsesStore, BoundedByCountAndBytesOldestFirst) {
   ResponseStore small(10, one - 1);  // larger than the whole bound: not kept
   small.put("resp_0", items);
   EXPECT_EQ(small.size(), 0u);
+}
+
+// The byte bound is what the store holds: 200,000 small items (about 11 MB of JSON) take about that much of the heap
+// once stored, not the parsed form's several times as much (before: the parsed items were kept, ~7x their text).
+TEST(ResponsesStore, HoldsItsBytesNotAParsedCopy) {
+  ResponseStore store(10, 64u << 20);
+  const size_t before = mallinfo2().uordblks;
+  {
+    json items = json::array();
+    for (int i = 0; i < 200000; i++) items.push_back({{"type", "message"}, {"role", "user"}, {"content", "hi"}});
+    store.put("resp_big", std::move(items));
+  }
+  const size_t held = mallinfo2().uordblks - before;
+  ASSERT_EQ(store.size(), 1u);
+  EXPECT_LT(held, store.bytes() * 3 / 2) << "held " << held << " bytes for " << store.bytes() << " of JSON";
+  const auto back = store.get("resp_big");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->size(), 200000u);
+  EXPECT_EQ((*back)[199999], json({{"type", "message"}, {"role", "user"}, {"content", "hi"}}));
 }
 
 // --- ResponsesJob ----------------------------------------------------------------------------------------
