@@ -14,6 +14,9 @@ std::string fixture(const std::string& rel);
 std::vector<unsigned char> read_file(const std::string& path);
 // A scratch folder for this test binary (created on first use, under the build tree's /tmp).
 std::string temp_dir();
+// fixtures/tokenizer/<name>.gguf.xz decompressed once (cached in the temp folder across test processes); "" (and a
+// test failure) if xz fails.
+std::string vocab_gguf(const std::string& name);
 
 struct ErrStats {
   double max_abs = 0;     // max |a - b|

@@ -9,8 +9,6 @@ namespace ds::test {
 
 // Every model GGUF under fixtures/models (found at run time, so new fixtures are covered).
 std::vector<std::string> model_ggufs();
-// fixtures/tokenizer/<name>.gguf.xz decompressed once (cached in the temp folder); "" (and a test failure) if xz fails.
-std::string vocab_gguf(const std::string& name);
 
 template <typename T>
 void poke(std::vector<uint8_t>& b, uint64_t off, T v) {

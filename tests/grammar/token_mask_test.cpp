@@ -23,15 +23,6 @@
 namespace ds::grammar {
 namespace {
 
-std::string vocab_file(const std::string& name) {
-  std::string out = test::temp_dir() + "/" + name + ".gguf";
-  if (std::filesystem::exists(out)) return out;
-  std::string tmp = out + ".part";
-  std::string cmd = "xz -dkc '" + test::fixture("tokenizer/" + name + ".gguf.xz") + "' > '" + tmp + "'";
-  if (std::system(cmd.c_str()) != 0) return "";
-  std::filesystem::rename(tmp, out);
-  return out;
-}
 
 struct Vocab {
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -42,7 +33,7 @@ struct Vocab {
 const Vocab& qwen3() {
   static Vocab v = [] {
     Vocab v;
-    auto f = gguf::File::open(vocab_file("vocab-qwen3"));
+    auto f = gguf::File::open(test::vocab_gguf("vocab-qwen3"));
     if (!f.ok()) throw std::runtime_error(f.error().message);
     auto t = tokenizer::Tokenizer::from_gguf(*f);
     if (!t.ok()) throw std::runtime_error(t.error().message);

@@ -20,19 +20,6 @@
 namespace ds::tokenizer {
 namespace {
 
-// fixtures/tokenizer/<name>.gguf.xz decompressed once per test binary into temp_dir().
-std::string vocab_file(const std::string& name) {
-  std::string out = test::temp_dir() + "/" + name + ".gguf";
-  if (std::filesystem::exists(out)) return out;
-  std::string tmp = out + ".part";
-  std::string cmd = "xz -dkc '" + test::fixture("tokenizer/" + name + ".gguf.xz") + "' > '" + tmp + "'";
-  if (std::system(cmd.c_str()) != 0) {
-    ADD_FAILURE() << "failed: " << cmd;
-    return "";
-  }
-  std::filesystem::rename(tmp, out);
-  return out;
-}
 
 // Loaded once per binary: the full vocabulary takes a fraction of a second.
 const Tokenizer& load(const std::string& path) {
@@ -90,13 +77,13 @@ void check_golden(const Tokenizer& tok, const std::string& golden) {
 }
 
 TEST(Golden, Qwen3) {
-  const Tokenizer& t = load(vocab_file("vocab-qwen3"));
+  const Tokenizer& t = load(test::vocab_gguf("vocab-qwen3"));
   EXPECT_EQ(t.pre_tokenizer_name(), "qwen2");
   check_golden(t, "golden-qwen3.jsonl");
 }
 
 TEST(Golden, Qwen35Regex) {
-  const Tokenizer& t = load(vocab_file("vocab-qwen35re"));
+  const Tokenizer& t = load(test::vocab_gguf("vocab-qwen35re"));
   EXPECT_EQ(t.pre_tokenizer_name(), "qwen35");
   check_golden(t, "golden-qwen35re.jsonl");
 }
@@ -109,7 +96,7 @@ TEST(Golden, SmallVocabOfTinyModel) {
 
 TEST(Vocab, Qwen3SpecialIds) {
   // Ids from Qwen3's tokenizer_config.json; eos / padding from the GGUF's own keys.
-  const Tokenizer& t = load(vocab_file("vocab-qwen3"));
+  const Tokenizer& t = load(test::vocab_gguf("vocab-qwen3"));
   EXPECT_EQ(t.n_vocab(), 151936);
   EXPECT_EQ(t.token_id("<|endoftext|>"), 151643);
   EXPECT_EQ(t.token_id("<|im_start|>"), 151644);
@@ -147,7 +134,7 @@ std::string random_text(std::mt19937& rng) {
 }
 
 TEST(Properties, DecodeEncodeIsNfcAndStreamsMatch) {
-  for (const std::string& path : {model_file(), vocab_file("vocab-qwen35re")}) {
+  for (const std::string& path : {model_file(), test::vocab_gguf("vocab-qwen35re")}) {
     const Tokenizer& t = load(path);
     std::mt19937 rng(2024);
     for (int k = 0; k < 1500; k++) {
