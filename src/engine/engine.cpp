@@ -327,12 +327,16 @@ void Engine::loop() {
     }
   };
 
+  // The mask of s's matcher state (the vocabulary's trie built at the first constrained request).
+  auto mask_of = [&](const Seq& s) {
+    if (!I.trie) I.trie = make_token_trie(codec_);
+    return s.req.constraint->mask(*I.trie, *s.matcher);
+  };
   // Samples from `raw` (the logits after s.fed, a full row).
   auto on_logits = [&](Seq& s, std::span<const float> raw) {
     std::copy(raw.begin(), raw.end(), I.scratch.begin());
     if (s.matcher) {  // response_format: what cannot continue the document is out
-      if (!I.trie) I.trie = make_token_trie(codec_);
-      const auto mask = s.mask ? std::move(s.mask) : s.req.constraint->mask(*I.trie, *s.matcher);
+      const auto mask = s.mask ? std::move(s.mask) : mask_of(s);
       s.mask.reset();
       const bool any = grammar::apply_mask(*mask, I.trie->n_vocab(), I.scratch);  // a model may pad its vocabulary
       if (!any) return fail(s, "response_format: no token of the vocabulary can continue the document");
@@ -597,9 +601,8 @@ void Engine::loop() {
         // most of the vocabulary's trie: milliseconds); sampling at end_step then only applies them.
         for (Seq* s : I.inflight) {
           if (!s->matcher) continue;
-          if (!I.trie) I.trie = make_token_trie(codec_);
           const auto t1 = Clock::now();
-          s->mask = s->req.constraint->mask(*I.trie, *s->matcher);
+          s->mask = mask_of(*s);
           t_sample += Secs(Clock::now() - t1).count();
         }
       }

@@ -254,9 +254,13 @@ export function rawPost(path, body, key, extra = '') {
 export const rawStatus = (resp) => Number((resp.match(/^HTTP\/1\.1 (\d+)/) || [])[1]);
 
 // The scripts' TAP-style runner: test(name, fn) runs one case and prints "ok N - name" or "not ok N - name" with
-// the error; finish(srv, deadline) stops the server (a non-zero exit counts as a failure), prints the tally and
-// exits 0 only if every case passed.
-export function tapRunner() {
+// the error; finish(srv) stops the server (a non-zero exit counts as a failure), prints the tally and exits 0 only
+// if every case passed. The whole script fails after timeoutMs (a hung server must not hang CI).
+export function tapRunner({ timeoutMs = 240000 } = {}) {
+  const deadline = setTimeout(() => {
+    console.error('e2e: timed out');
+    process.exit(1);
+  }, timeoutMs);
   let failed = 0, n = 0;
   async function test(name, fn) {
     n++;
@@ -268,7 +272,7 @@ export function tapRunner() {
       console.log(`not ok ${n} - ${name}\n  ${String(e && e.stack || e).split('\n').join('\n  ')}`);
     }
   }
-  async function finish(srv, deadline) {
+  async function finish(srv) {
     const code = await stopServer(srv);
     if (code !== 0) {
       failed++;
