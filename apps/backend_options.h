@@ -16,7 +16,7 @@ struct BackendOptions {
 
 // The --kv-f16 help, shared with serve and cuda-bench.
 inline constexpr const char* kKvF16Help =
-    "cuda: keep the attention layers' K / V caches in f16 instead of f32: half their memory and half the bytes a decode step's attention reads; an approximation (logits within ~1e-3 relative of the f32 caches on the fixtures; see the README)";
+    "cuda: keep the attention layers' K / V caches in f16 instead of f32: half their memory and half the bytes a decode step's attention reads; an approximation of the fp32 reference: the logits move slightly (the GPU test bounds them at 1e-2 relative RMS of the f32 caches' logits)";
 
 // Adds --backend, --precise and --kv-f16, and --no-graphs when with_graphs (bench times graphs only).
 inline void add_backend_options(CLI::App& app, BackendOptions& o, bool with_graphs = true) {
