@@ -312,6 +312,7 @@ int run(RunArgs a) {
     ds::cuda::CudaModelOptions mo;
     mo.use_graphs = !a.no_graphs;
     mo.precision = a.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
+    mo.kv_f16 = a.kv_f16;
     auto cm = ds::cuda::CudaModel::load(s.model, mo);
     if (!cm) return fail(cm.error());
     s.gpu = std::move(*cm);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "chat/chat_template.h"
+#include "backend_options.h"
 #include "command.h"
 #include "option_checks.h"
 #include "core/log.h"
@@ -31,6 +32,7 @@ struct Options {
   ds::server::ServerConfig srv;
   ds::engine::EngineConfig eng;
   int32_t parallel = 16, ctx = 8192, threads = 0, device = 0;
+  bool kv_f16 = false;  // cuda: f16 K / V caches
   bool ctx_given = false;      // --ctx on the command line (else the default, lowered to the model's context)
   bool api_key_given = false;  // --api-key on the command line, even if empty
   int64_t prefix_cache_mb = 1024;
@@ -88,6 +90,7 @@ int run(Options o) {
     co.n_slots = o.parallel;
     co.n_ctx = o.ctx;
     co.device = o.device;
+    co.kv_f16 = o.kv_f16;
     auto b = ds::engine::make_cuda_backend(*model, co);
     if (!b) return fail(b.error().message);
     backend = std::move(*b);
@@ -166,6 +169,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
   app.add_option("--device", o->device, "cuda: GPU index")->capture_default_str();
+  app.add_flag("--kv-f16", o->kv_f16, ds::app::kKvF16Help);
   ds::app::add_threads_option(app, o->threads);
   app.add_option("--model-id", o->model_id, "model name in responses and /v1/models (default: the file's stem)");
   app.add_option("--max-queue", o->eng.max_queue, "requests that may wait for a slot; more get 429")

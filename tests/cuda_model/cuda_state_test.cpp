@@ -1,6 +1,7 @@
 // Sequence states on the GPU: batched decode equals each sequence alone, prefill chunking does not change the
 // result, reset, snapshot/restore (model and Backend level), the load-time type check (no GPU needed), the
 // backend factory and `deltaserve logits --backend cuda`.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,77 @@ TEST(CudaState, BatchOf40DecodeEqualsEachAlone) {
     expect_close(std::vector<float>(together.begin() + i * V, together.begin() + (i + 1) * V), one, kBatchTol,
                  "sequence " + std::to_string(i) + " of 40");
   }
+}
+
+// kv19: the K / V caches in f16 (CudaModelOptions::kv_f16): half the bytes per position; the logits stay near the f32
+// caches' (the measured error printed: the f16 rounding of every cached value) through the step-path prefill (short
+// prompts: qk_norm_rope_store), the piece prefill (a 40-token prompt: attention_prefill's store and its f16 rows), 40
+// sequences at once (the ring kernel) and batch 1 (the register loop); and within f16 a sequence decoded alone matches
+// its row of the batch as closely as with f32 caches (every attention path reads the same rounded rows).
+TEST(CudaState, F16KvCacheNearF32) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  const size_t B = 40;
+  const int64_t V = f.m->cfg.n_vocab;
+  auto prompt_of = [&](size_t i) { return i == 0 ? slice(f.ref.prompt, 0, 40) : slice(f.ref.prompt, 2 * i, 3 + i % 7); };
+  struct Out {
+    size_t kv_bytes = 0;
+    std::vector<std::vector<float>> batch;  // per step [B, V]
+    std::vector<float> alone;               // sequence 1 decoded alone, step 0
+  };
+  auto run = [&](bool f16) {
+    Out out;
+    cuda::CudaModelOptions o;
+    o.kv_f16 = f16;
+    auto cm = ds::test::load_cuda(*f.m, o);
+    if (!cm) return out;
+    out.kv_bytes = cm->kv_bytes_per_token();
+    std::vector<std::unique_ptr<cuda::CudaSeqState>> batch;
+    std::vector<cuda::CudaSeqState*> states;
+    for (size_t i = 0; i < B; i++) {
+      batch.push_back(ds::test::new_state(*cm, 128));
+      if (!batch.back()) return out;
+      EXPECT_TRUE(cm->prefill(*batch[i], prompt_of(i), nullptr, false).ok());
+      states.push_back(batch[i].get());
+    }
+    auto alone = ds::test::new_state(*cm, 128);
+    if (!alone) return out;
+    EXPECT_TRUE(cm->prefill(*alone, prompt_of(1), nullptr, false).ok());
+    for (int step = 0; step < 3; step++) {
+      std::vector<int32_t> toks;
+      for (size_t i = 0; i < B; i++) toks.push_back(f.ref.generated[(i + step) % f.ref.generated.size()]);
+      out.batch.push_back(ds::test::decode_step(*cm, states, toks));
+      if (step == 0) out.alone = ds::test::decode_step(*cm, {alone.get()}, {toks[1]});
+    }
+    return out;
+  };
+  const Out a = run(false), h = run(true);
+  ASSERT_EQ(a.batch.size(), 3u);
+  ASSERT_EQ(h.batch.size(), 3u);
+  EXPECT_EQ(h.kv_bytes * 2, a.kv_bytes) << "f16 caches: half the bytes per position";
+  double worst_rel = 0, worst_abs = 0;
+  for (size_t st = 0; st < 3; st++) {
+    ASSERT_EQ(h.batch[st].size(), a.batch[st].size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.batch[st].size(); i++) {
+      const double d = (double)h.batch[st][i] - a.batch[st][i];
+      ASSERT_TRUE(std::isfinite(h.batch[st][i])) << "step " << st << " logit " << i;
+      num += d * d;
+      den += (double)a.batch[st][i] * a.batch[st][i];
+      worst_abs = std::max(worst_abs, std::abs(d));
+    }
+    worst_rel = std::max(worst_rel, std::sqrt(num / den));
+  }
+  std::printf("[kv19] f16 vs f32 caches, 40 sequences x 3 steps: logits rel RMS %.3g, max |diff| %.3g\n", worst_rel,
+              worst_abs);
+  EXPECT_LE(worst_rel, 1e-2) << "f16 caches: logits far from the f32 caches'";
+  EXPECT_GT(worst_rel, 0.0) << "f16 caches gave the f32 logits bit for bit: the option did nothing";
+  // Within f16: batch 1 (register loop) against the batch's row (ring kernel), as close as with f32 caches.
+  expect_close(std::vector<float>(h.batch[0].begin() + V, h.batch[0].begin() + 2 * V), h.alone, kBatchTol,
+               "f16 caches: sequence 1 alone vs in the batch of 40");
+  expect_close(std::vector<float>(a.batch[0].begin() + V, a.batch[0].begin() + 2 * V), a.alone, kBatchTol,
+               "f32 caches: sequence 1 alone vs in the batch of 40");
 }
 
 TEST(CudaState, PrefillChunkSizeDoesNotMatter) {

@@ -1,6 +1,7 @@
 // Device helpers shared by the model kernels (CUDA sources only): reductions and the scalar activations in
 // the forms of the CPU reference (src/cpu/scalar.h). No fast-math: expf/log1pf/sqrtf as the reference.
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -16,6 +17,17 @@ __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// kv19: a KV cache element (float, or __half for the f16 caches) to / from float; kv_round: v as the cache keeps it.
+__device__ __forceinline__ float kv_ld(const float* p) { return *p; }
+__device__ __forceinline__ float kv_ld(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void kv_st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void kv_st(__half* p, float v) { *p = __float2half_rn(v); }
+template <class KV>
+__device__ __forceinline__ float kv_round(float v) {
+  if constexpr (sizeof(KV) == 2) return __half2float(__float2half_rn(v));
+  else return v;
 }
 
 __device__ __forceinline__ float warp_max(float v) {

@@ -30,6 +30,9 @@
 // attn17 (DS_ATTN_SKIP_EMPTY, on by default; =0 turns it off): the blocks of splits without rows write only (M, L) and the
 //   combine skips the A of weight-0 splits (the same bits).
 // attn18 (DS_ATTN_EVICT, on by default; =0 turns it off): the ring kernel's cached rows with L2 evict_first (the same bits).
+// kv19 (AttnArgs / QkArgs kv_half; the model's --kv-f16): the caches hold f16 rows (half the bytes the decode attention
+//   reads); every kernel is built for both (KV = float / __half), converts on load and rounds on store; rows that
+//   attn_fused_kernel's QK path computes are rounded as stored, so every path reads the same values.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -124,27 +127,28 @@ __device__ __forceinline__ void attend_row(const float (&qv)[kG][HPL], const flo
   }
 }
 
-// A cached key / value row of kv head g at position p (lane's dims lane + 32 i).
-template <int HPL>
-__device__ __forceinline__ void load_kv_row(const float* Kc, const float* Vc, int p, int nkv, int g, int lane,
+// A cached key / value row of kv head g at position p (lane's dims lane + 32 i); KV: the caches' element (float, or
+// __half for kv19's f16 caches).
+template <int HPL, class KV>
+__device__ __forceinline__ void load_kv_row(const KV* Kc, const KV* Vc, int p, int nkv, int g, int lane,
                                             float (&kx)[HPL], float (&vx)[HPL]) {
-  const float* kr = Kc + ((int64_t)p * nkv + g) * (32 * HPL);
-  const float* vr = Vc + ((int64_t)p * nkv + g) * (32 * HPL);
+  const KV* kr = Kc + ((int64_t)p * nkv + g) * (32 * HPL);
+  const KV* vr = Vc + ((int64_t)p * nkv + g) * (32 * HPL);
 #pragma unroll
   for (int i = 0; i < HPL; i++) {
-    kx[i] = kr[lane + 32 * i];
-    vx[i] = vr[lane + 32 * i];
+    kx[i] = kv_ld(kr + lane + 32 * i);
+    vx[i] = kv_ld(vr + lane + 32 * i);
   }
 }
 
 // cp.async of 16 / 4 bytes into shared memory (attn13's ring); one commit group per call of ring_issue.
-__device__ __forceinline__ void attn_cp16(float* dst, const float* src) {
+__device__ __forceinline__ void attn_cp16(void* dst, const void* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
 }
 // attn18 (DS_ATTN_EVICT, on by default): the cached rows are read once per step, so with L2 evict_first they leave the L2 to
 // the partials the combine reads back (18 MB at B = 64 x 512+; ncu: 25% L2 hits in the combine without it).
-__device__ __forceinline__ void attn_cp16_ef(float* dst, const float* src, uint64_t pol) {
+__device__ __forceinline__ void attn_cp16_ef(void* dst, const void* src, uint64_t pol) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "l"(pol) : "memory");
 }
@@ -153,7 +157,7 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
   return pol;
 }
-__device__ __forceinline__ void attn_cp4(float* dst, const float* src) {
+__device__ __forceinline__ void attn_cp4(void* dst, const void* src) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 }
@@ -162,28 +166,30 @@ __device__ __forceinline__ void attn_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Row p (K then V) of kv head g into the slot [K row | V row] by the warp's lanes; one commit group per call,
-// empty when p >= k1 (so the group count per warp is the same for every row index). al16: every row is
-// 16-byte aligned (the caches' bases are), else 4-byte copies. kEF: the 16-byte copies with the L2 policy pol.
-template <int HPL, bool kEF = false>
-__device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int p, int k1, int nkv, int g,
+// Row p (K then V) of kv head g into the slot [K row | V row] (HD elements of KV each) by the warp's lanes; one
+// commit group per call, empty when p >= k1 (so the group count per warp is the same for every row index). al16:
+// every row is 16-byte aligned (the caches' bases are), else 4-byte copies. kEF: the 16-byte copies with the L2
+// policy pol.
+template <int HPL, bool kEF = false, class KV>
+__device__ __forceinline__ void ring_issue(const KV* Kc, const KV* Vc, int p, int k1, int nkv, int g,
                                            int lane, bool al16, float* slot, uint64_t pol = 0) {
-  constexpr int HD = 32 * HPL;
+  constexpr int HD = 32 * HPL, kRow = HD * (int)sizeof(KV);  // bytes of a row
   if (p < k1) {
-    const float* kr = Kc + ((int64_t)p * nkv + g) * HD;
-    const float* vr = Vc + ((int64_t)p * nkv + g) * HD;
+    const char* kr = reinterpret_cast<const char*>(Kc + ((int64_t)p * nkv + g) * HD);
+    const char* vr = reinterpret_cast<const char*>(Vc + ((int64_t)p * nkv + g) * HD);
+    char* sl = reinterpret_cast<char*>(slot);
     if (al16) {
 #pragma unroll
-      for (int c = lane; c < HD / 2; c += 32) {  // 16-byte chunks: K's HD / 4, then V's
-        const float* src = c < HD / 4 ? kr + 4 * c : vr + 4 * c - HD;
-        if constexpr (kEF) attn_cp16_ef(slot + 4 * c, src, pol);
-        else attn_cp16(slot + 4 * c, src);
+      for (int c = lane; c < 2 * kRow / 16; c += 32) {  // 16-byte chunks: K's, then V's
+        const char* src = c < kRow / 16 ? kr + 16 * c : vr + 16 * c - kRow;
+        if constexpr (kEF) attn_cp16_ef(sl + 16 * c, src, pol);
+        else attn_cp16(sl + 16 * c, src);
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < HPL; i++) {
-        attn_cp4(slot + lane + 32 * i, kr + lane + 32 * i);
-        attn_cp4(slot + HD + lane + 32 * i, vr + lane + 32 * i);
+      for (int i = lane; i < kRow / 4; i += 32) {
+        attn_cp4(sl + 4 * i, kr + 4 * i);
+        attn_cp4(sl + kRow + 4 * i, vr + 4 * i);
       }
     }
   }
@@ -195,8 +201,8 @@ __device__ __forceinline__ void ring_issue(const float* Kc, const float* Vc, int
 // order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
-template <int HPL, int kG, int kS, bool kEF = false>
-__device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int k0, int k1, int nkv, int g,
+template <int HPL, int kG, int kS, bool kEF = false, class KV>
+__device__ __forceinline__ void ring_rows(const KV* Kc, const KV* Vc, int k0, int k1, int nkv, int g,
                                           int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
                                           float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
   constexpr int HD = 32 * HPL, kW = kAttnWarps;
@@ -210,12 +216,12 @@ __device__ __forceinline__ void ring_rows(const float* Kc, const float* Vc, int 
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
-    const float* slot = ring + (j % kS) * 2 * HD;
+    const KV* slot = reinterpret_cast<const KV*>(ring + (j % kS) * 2 * HD);  // [K row | V row] of KV
     float kx[HPL], vx[HPL];
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
-      kx[i] = slot[lane + 32 * i];
-      vx[i] = slot[HD + lane + 32 * i];
+      kx[i] = kv_ld(slot + lane + 32 * i);
+      vx[i] = kv_ld(slot + HD + lane + 32 * i);
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
     ring_issue<HPL, kEF>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, pol);
@@ -345,17 +351,20 @@ __device__ __forceinline__ void store_gated(const AttnArgs& a, int t, int h, int
 }
 
 // A split's positions k0 .. k1 - 1 of token t's sequence (the context cut into n_splits equal chunks) and its
-// caches.
+// caches (of KV elements).
+template <class KV>
 struct SplitRange {
   int k0, k1;
-  const float* Kc;
-  const float* Vc;
+  const KV* Kc;
+  const KV* Vc;
 };
-__device__ __forceinline__ SplitRange split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
+template <class KV>
+__device__ __forceinline__ SplitRange<KV> split_range(const AttnArgs& a, const StepIO* __restrict__ io, int sp, int t) {
   const int s = io->seq[t], n_keys = io->pos[t] + 1;
   const int chunk = (n_keys + a.n_splits - 1) / a.n_splits;
   const int k0 = sp * chunk;
-  return {k0, min(k0 + chunk, n_keys), state_ptr(io, s, a.k_off), state_ptr(io, s, a.v_off)};
+  return {k0, min(k0 + chunk, n_keys), reinterpret_cast<const KV*>(state_ptr(io, s, a.k_off)),
+          reinterpret_cast<const KV*>(state_ptr(io, s, a.v_off))};
 }
 
 // qv = the kv group g's q heads (heads gi >= G zero), the running max / sum / accumulators reset. The prologue
@@ -402,7 +411,7 @@ constexpr int ring_smem_floats() {
 }
 // kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT, the default; a template so the form without it
 // stays as it was for the A/B).
-template <int HPL, int kG, int kS, bool kEF = false>
+template <int HPL, int kG, int kS, bool kEF, class KV>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnArgs a, const StepIO* __restrict__ io,
                                                         bool skip_empty) {
   constexpr int HD = 32 * HPL;
@@ -415,18 +424,19 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, t);
+  const SplitRange<KV> r = split_range<KV>(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const float *Kc = r.Kc, *Vc = r.Vc;
+  const KV *Kc = r.Kc, *Vc = r.Vc;
   ring_rows<HPL, kG, kS, kEF>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx,
                               l, acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
 
+template <class KV>
 __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* __restrict__ io) {
   extern __shared__ float xs[];  // head_dim floats
   __shared__ float red[32];
@@ -437,8 +447,8 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
   const int s = io->seq[t], p = io->pos[t];
   if (hb >= nh + nkv) {  // a v head: store only (uniform over the block)
     const int g = hb - nh - nkv;
-    float* vc = state_ptr(io, s, a.v_off);
-    vc[((int64_t)p * nkv + g) * hd + d] = a.v[(int64_t)t * a.ldv + (int64_t)g * hd + d];
+    KV* vc = reinterpret_cast<KV*>(state_ptr(io, s, a.v_off));
+    kv_st(vc + ((int64_t)p * nkv + g) * hd + d, a.v[(int64_t)t * a.ldv + (int64_t)g * hd + d]);
     return;
   }
   const bool is_q = hb < nh;
@@ -464,8 +474,8 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
   if (is_q) {
     a.q_out[((int64_t)t * nh + h) * hd + d] = r;
   } else {
-    float* kc = state_ptr(io, s, a.k_off);
-    kc[((int64_t)p * nkv + h) * hd + d] = r;
+    KV* kc = reinterpret_cast<KV*>(state_ptr(io, s, a.k_off));
+    kv_st(kc + ((int64_t)p * nkv + h) * hd + d, r);
     if (a.dbg_kr) a.dbg_kr[((int64_t)t * nkv + h) * hd + d] = r;
   }
 }
@@ -473,7 +483,7 @@ __global__ void __launch_bounds__(1024) qk_kernel(const QkArgs a, const StepIO* 
 // HPL: head dims per lane (hd = 32 * HPL); kG: q heads per kv head the registers and shared arrays hold (>= G;
 // the heads gi >= G are skipped, so any kG >= G gives the same bits); kPF: rows a warp loads ahead (1 or 2; the
 // same rows in the same order either way, so the same bits).
-template <int HPL, int kG, int kPF>
+template <int HPL, int kG, int kPF, class KV>
 __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const AttnArgs a, const StepIO* __restrict__ io,
                                                         bool skip_empty) {
   constexpr int HD = 32 * HPL;
@@ -485,12 +495,12 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_partial_kernel(const Att
   const int nkv = a.n_head_kv, G = a.n_head / nkv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange r = split_range(a, io, sp, t);
+  const SplitRange<KV> r = split_range<KV>(a, io, sp, t);
   const int k0 = r.k0, k1 = r.k1;
   if (skip_empty && k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
-  const float *Kc = r.Kc, *Vc = r.Vc;
+  const KV *Kc = r.Kc, *Vc = r.Vc;
   // The warp's positions k0 + warp, + kAttnWarps, ...: the next row is loaded while this one is used (the
   // loop was one dependent cache round trip per position).
   // kPF = 2 keeps two rows in flight per warp (the long contexts of a serving batch: with one, a warp waits a
@@ -593,7 +603,7 @@ __device__ __forceinline__ void warp_rope_row(float (&y)[HPL], float* row, int l
 // See the file comment. QK: level 2 (q from the projection, this step's k / v rows computed and stored);
 // else q from a.q and every row from the caches (qk_kernel ran before).
 // kR > 0 (attn13, level 1 only): the rows through ring_rows (a ring of kR rows per warp in dynamic shared memory).
-template <int HPL, bool QK, int kG, int kR = 0>
+template <int HPL, bool QK, int kG, int kR, class KV>
 __global__ void __launch_bounds__(32 * kAttnWarps)
     attn_fused_kernel(const QkArgs qa, const AttnArgs a, const StepIO* __restrict__ io) {
   static_assert(kR == 0 || !QK, "the ring reads every row from the caches");
@@ -623,8 +633,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
   pdl_trigger();
   const int chunk = (n_keys + ns - 1) / ns;
   const int k0 = sp * chunk, k1 = min(k0 + chunk, n_keys);
-  float* Kc = state_ptr(io, s, a.k_off);
-  float* Vc = state_ptr(io, s, a.v_off);
+  KV* Kc = reinterpret_cast<KV*>(state_ptr(io, s, a.k_off));
+  KV* Vc = reinterpret_cast<KV*>(state_ptr(io, s, a.v_off));
 
   const float qs = a.scale * kLog2e;  // attn16: the scores in log2 units
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
@@ -686,14 +696,22 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
       const float* vp = qa.v + (int64_t)tp * qa.ldv + (int64_t)g * HD;
 #pragma unroll
       for (int i = 0; i < HPL; i++) vx[i] = vp[lane + 32 * i];
+      if (own && qa.dbg_kr) {
+#pragma unroll
+        for (int i = 0; i < HPL; i++) qa.dbg_kr[((int64_t)t * nkv + g) * HD + lane + 32 * i] = kx[i];
+      }
+#pragma unroll
+      for (int i = 0; i < HPL; i++) {  // kv19: the row as the caches keep it (f16: rounded), as later steps read it
+        kx[i] = kv_round<KV>(kx[i]);
+        vx[i] = kv_round<KV>(vx[i]);
+      }
       if (own) {
-        float* kw = Kc + ((int64_t)p * nkv + g) * HD;
-        float* vw = Vc + ((int64_t)p * nkv + g) * HD;
+        KV* kw = Kc + ((int64_t)p * nkv + g) * HD;
+        KV* vw = Vc + ((int64_t)p * nkv + g) * HD;
 #pragma unroll
         for (int i = 0; i < HPL; i++) {
-          kw[lane + 32 * i] = kx[i];
-          vw[lane + 32 * i] = vx[i];
-          if (qa.dbg_kr) qa.dbg_kr[((int64_t)t * nkv + g) * HD + lane + 32 * i] = kx[i];
+          kv_st(kw + lane + 32 * i, kx[i]);
+          kv_st(vw + lane + 32 * i, vx[i]);
         }
       }
     }
@@ -838,60 +856,64 @@ bool attn_evict() {
 }
 
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
-template <int HPL, int kG, int kS, bool kFused>
+template <int HPL, int kG, int kS, bool kFused, class KV>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if constexpr (kFused) {
     constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
-    static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS>,
+    static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS, KV>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-    return launch_step(attn_fused_kernel<HPL, false, kG, kS>, grid, dim3(32 * kAttnWarps), kSmem, stream,
+    return launch_step(attn_fused_kernel<HPL, false, kG, kS, KV>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
     constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    static const cudaError_t attr_ef =
-        cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    static const cudaError_t attr = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, false, KV>,
+                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    static const cudaError_t attr_ef = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, true, KV>,
+                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess || attr_ef != cudaSuccess)
       return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}",
                     cudaGetErrorString(attr != cudaSuccess ? attr : attr_ef));
-    DS_TRY(launch_step(attn_evict() ? attn_ring_kernel<HPL, kG, kS, true> : attn_ring_kernel<HPL, kG, kS, false>, grid,
+    DS_TRY(launch_step(attn_evict() ? attn_ring_kernel<HPL, kG, kS, true, KV> : attn_ring_kernel<HPL, kG, kS, false, KV>, grid,
                        dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io, attn_skip_empty()));
     return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                        "attention (combine)", a);
   }
 }
 
-template <int HPL, int kG>
+template <int HPL, int kG, class KV>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
   switch (attn_ring_rows(n_tokens)) {
-    case 2: return fused ? launch_ring<HPL, kG, 2, true>(a, io, n_tokens, stream)
-                         : launch_ring<HPL, kG, 2, false>(a, io, n_tokens, stream);
-    case 4: return fused ? launch_ring<HPL, kG, 4, true>(a, io, n_tokens, stream)
-                         : launch_ring<HPL, kG, 4, false>(a, io, n_tokens, stream);
+    case 2: return fused ? launch_ring<HPL, kG, 2, true, KV>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 2, false, KV>(a, io, n_tokens, stream);
+    case 4: return fused ? launch_ring<HPL, kG, 4, true, KV>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 4, false, KV>(a, io, n_tokens, stream);
     default: break;
   }
   if (fused)
-    return launch_step(attn_fused_kernel<HPL, false, kG>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+    return launch_step(attn_fused_kernel<HPL, false, kG, 0, KV>, dim3(a.n_splits, a.n_head_kv, n_tokens),
                        dim3(32 * kAttnWarps), 0, stream, "attention (fused combine)", QkArgs{}, a, io);
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if (attn_prefetch_rows() == 2)
-    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io, attn_skip_empty()));
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 2, KV>, grid, dim3(32 * kAttnWarps), 0, stream,
+                       "attention (partial)", a, io, attn_skip_empty()));
   else
-    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1>, grid, dim3(32 * kAttnWarps), 0, stream, "attention (partial)",
-                       a, io, attn_skip_empty()));
+    DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1, KV>, grid, dim3(32 * kAttnWarps), 0, stream,
+                       "attention (partial)", a, io, attn_skip_empty()));
   return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
                      "attention (combine)", a);
 }
 
 template <int HPL>
 Status launch_attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  if (attn_small_group(a.n_head / a.n_head_kv)) return launch_attention_g<HPL, 4>(a, io, n_tokens, stream);
-  return launch_attention_g<HPL, kMaxAttnGroup>(a, io, n_tokens, stream);
+  const bool small = attn_small_group(a.n_head / a.n_head_kv);
+  if (a.kv_half)
+    return small ? launch_attention_g<HPL, 4, __half>(a, io, n_tokens, stream)
+                 : launch_attention_g<HPL, kMaxAttnGroup, __half>(a, io, n_tokens, stream);
+  return small ? launch_attention_g<HPL, 4, float>(a, io, n_tokens, stream)
+               : launch_attention_g<HPL, kMaxAttnGroup, float>(a, io, n_tokens, stream);
 }
 
 }  // namespace
@@ -902,8 +924,8 @@ Status qk_norm_rope_store(const QkArgs& a, const StepIO* io, int n_tokens, cudaS
   if (a.n_rot % 2 != 0 || a.n_rot > a.head_dim)
     return cu_err("cuda qk_norm_rope_store: n_rot {} for head dim {}", a.n_rot, a.head_dim);
   if (n_tokens < 1 || n_tokens > kMaxStepTokens) return cu_err("cuda qk_norm_rope_store: {} tokens", n_tokens);
-  return launch_step(qk_kernel, dim3(a.n_head + 2 * a.n_head_kv, n_tokens), dim3(a.head_dim),
-                     a.head_dim * sizeof(float), stream, "qk_norm_rope_store", a, io);
+  return launch_step(a.kv_half ? qk_kernel<__half> : qk_kernel<float>, dim3(a.n_head + 2 * a.n_head_kv, n_tokens),
+                     dim3(a.head_dim), a.head_dim * sizeof(float), stream, "qk_norm_rope_store", a, io);
 }
 
 bool attention_supports(int head_dim, int group) {
@@ -930,14 +952,20 @@ int& attn_fused_level() {
   return level;
 }
 
+template <int HPL, class KV>
+Status launch_attention_qk_kv(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
+                              cudaStream_t stream) {
+  if (attn_small_group(a.n_head / a.n_head_kv))
+    return launch_step(attn_fused_kernel<HPL, true, 4, 0, KV>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                       dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
+  return launch_step(attn_fused_kernel<HPL, true, kMaxAttnGroup, 0, KV>, dim3(a.n_splits, a.n_head_kv, n_tokens),
+                     dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
+}
 template <int HPL>
 Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens,
                            cudaStream_t stream) {
-  if (attn_small_group(a.n_head / a.n_head_kv))
-    return launch_step(attn_fused_kernel<HPL, true, 4>, dim3(a.n_splits, a.n_head_kv, n_tokens),
-                       dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
-  return launch_step(attn_fused_kernel<HPL, true, kMaxAttnGroup>, dim3(a.n_splits, a.n_head_kv, n_tokens),
-                     dim3(32 * kAttnWarps), 0, stream, "attention (fused q/k + combine)", q, a, io);
+  return a.kv_half ? launch_attention_qk_kv<HPL, __half>(q, a, io, n_tokens, stream)
+                   : launch_attention_qk_kv<HPL, float>(q, a, io, n_tokens, stream);
 }
 
 }  // namespace
@@ -963,7 +991,7 @@ Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t
 Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   DS_TRY(check_attention(a, n_tokens));
   if (q.n_head != a.n_head || q.n_head_kv != a.n_head_kv || q.head_dim != a.head_dim || q.k_off != a.k_off ||
-      q.v_off != a.v_off)
+      q.v_off != a.v_off || q.kv_half != a.kv_half)
     return cu_err("cuda attention_qk: q/k args ({} heads, {} kv heads, hd {}) differ from the attention's",
                   q.n_head, q.n_head_kv, q.head_dim);
   if (q.n_rot < 0 || q.n_rot % 2 != 0 || q.n_rot > q.head_dim)

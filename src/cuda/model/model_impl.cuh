@@ -82,7 +82,8 @@ struct CudaModel::Impl {
   DevMat embd, output;
   const float* output_norm = nullptr;
   const float* inv_freq = nullptr;  // [n_rot/2]
-  int64_t kv_row_bytes = 0;         // nkv * hd floats: one position of K (or V) of one layer
+  int64_t kv_row_bytes = 0;         // nkv * hd elements: one position of K (or V) of one layer
+  bool kv_half = false;             // kv19: the caches hold f16 elements (else f32)
   int max_tokens = kMaxStepTokens;
 
   // Per-step scratch, [max_tokens][...] each.

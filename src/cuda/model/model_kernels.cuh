@@ -140,6 +140,7 @@ struct QkArgs {
   const float* k_norm = nullptr;
   const float* inv_freq = nullptr;  // [n_rot/2], computed on the host as the CPU reference does
   int64_t k_off = 0, v_off = 0;     // bytes
+  bool kv_half = false;             // kv19: the caches hold f16 rows (else f32)
   int n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0;
   float eps = 1e-6f;
   float* q_out = nullptr;
@@ -156,6 +157,7 @@ struct AttnArgs {
   const float* gate = nullptr;  // head h's gate at gate + t*ld_gate + h*2*hd
   int64_t ld_gate = 0;
   int64_t k_off = 0, v_off = 0;  // bytes
+  bool kv_half = false;          // kv19: the caches hold f16 rows (else f32); must match QkArgs' for attention_qk
   int n_head = 0, n_head_kv = 0, head_dim = 0, n_splits = 1;
   float scale = 0;
   float* part = nullptr;      // scratch [T][nh][n_splits][hd + 2]

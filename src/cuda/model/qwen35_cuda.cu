@@ -1,6 +1,7 @@
 // CudaModel: load (checks, one weight arena, scratch), per-sequence states and snapshots (qwen35_cuda.cuh).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "cuda/dequant.h"
@@ -213,7 +214,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
     }
   }
   cm->rec_bytes_ = rec;
-  I.kv_row_bytes = c.n_head_kv * c.head_dim * (int64_t)sizeof(float);
+  I.kv_half = o.kv_f16 || [] {
+    const char* e = std::getenv("DS_KV_F16");
+    return e && e[0] == '1';
+  }();
+  I.kv_row_bytes = c.n_head_kv * c.head_dim * (int64_t)(I.kv_half ? 2 : sizeof(float));
   cm->kv_bytes_per_pos_ = (size_t)(2 * n_attn) * I.kv_row_bytes;
 
   DS_ASSIGN(I.arena, DeviceBuffer::alloc(plan.size()));
@@ -288,6 +293,8 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   CUDA_TRY(cudaMallocHost(&I.logits_host, (size_t)(Tm * c.n_vocab) * sizeof(float)));
   return std::move(cm);  // nvcc does not apply the implicit move into Result
 }
+
+bool CudaModel::kv_f16() const { return impl_->kv_half; }
 
 size_t CudaModel::state_bytes(int64_t max_ctx) const { return rec_bytes_ + (size_t)max_ctx * kv_bytes_per_pos_; }
 

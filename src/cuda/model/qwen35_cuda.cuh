@@ -76,6 +76,10 @@ struct CudaModelOptions {
   // projection f16 with split activations), else a prefill::GemmInputs value for every product (0 f32, 1 tf32,
   // 2 bf16, 3 f16, 4 f16 split), for accuracy and speed experiments.
   int fast_gemm_inputs = -1;
+  // kv19: the attention layers' K / V caches in f16 instead of f32: half their memory and half the bytes the decode
+  // attention reads, at the f16 rounding of every cached value (an approximation of the fp32 reference; error
+  // measured in the README). Also DS_KV_F16=1 in the environment.
+  bool kv_f16 = false;
 };
 
 class CudaModel;
@@ -145,6 +149,7 @@ class CudaModel {
   size_t state_bytes(int64_t max_ctx) const;
   size_t recurrent_state_bytes() const { return rec_bytes_; }
   size_t kv_bytes_per_token() const { return kv_bytes_per_pos_; }
+  bool kv_f16() const;  // the K / V caches hold f16 (CudaModelOptions::kv_f16 or DS_KV_F16=1)
 
   Result<std::unique_ptr<CudaSeqState>> create_state(int64_t max_ctx) const;
 

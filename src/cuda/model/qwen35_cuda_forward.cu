@@ -328,6 +328,7 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   qa.inv_freq = I.inv_freq;
   qa.k_off = k_off;
   qa.v_off = v_off;
+  qa.kv_half = I.kv_half;
   qa.n_head = (int)nh;
   qa.n_head_kv = (int)nkv;
   qa.head_dim = (int)hd;
@@ -352,6 +353,7 @@ Status attn_layer(Step& s, int il, const DevLayer& D) {
   aa.ld_gate = q.ld;
   aa.k_off = k_off;
   aa.v_off = v_off;
+  aa.kv_half = I.kv_half;
   aa.n_head = (int)nh;
   aa.n_head_kv = (int)nkv;
   aa.head_dim = (int)hd;

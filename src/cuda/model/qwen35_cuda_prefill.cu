@@ -251,10 +251,10 @@ Status CudaModel::prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens
       DS_TRY(rope_neox(rq, u, pos, st));
       ops::RopeParams rk{n, nkv, hd, c.n_rot, nkv * hd, hd, (float)c.rope_base};
       DS_TRY(rope_neox(rk, pb, pos, st));
-      float* kc = reinterpret_cast<float*>(base + I.k_off(D.attn_index, s.max_ctx_, rec_bytes_));
-      float* vc = reinterpret_cast<float*>(base + I.v_off(D.attn_index, s.max_ctx_, rec_bytes_));
+      void* kc = base + I.k_off(D.attn_index, s.max_ctx_, rec_bytes_);
+      void* vc = base + I.v_off(D.attn_index, s.max_ctx_, rec_bytes_);
       DS_TRY(prefill::attention_prefill(attn_params(c, n, s.max_ctx_), u, pb, pc, kc, vc, pos, seq, nullptr, core,
-                                        pf.ws.data(), pf.ws_bytes, st, mode));
+                                        pf.ws.data(), pf.ws_bytes, st, mode, I.kv_half));
       ops::OutputGateParams og{n, nh, hd, nh * 2 * hd, 2 * hd};
       DS_TRY(output_gate(og, core, pa + hd, st));
       DS_TRY(gemm(G, opt_, {{&D.out, h, true}}, core, n, st));

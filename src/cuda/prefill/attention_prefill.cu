@@ -9,7 +9,9 @@
 //           straight from the S accumulators and V fragments from ldmatrix.trans; 2 blocks per SM
 //   precise 8 warps, 32 rows; 8 lanes per row, each lane 4 keys of the 32-key tile and HD/8 output dims; fp32
 // K/V tiles are converted (fast: to f16) on their way into shared memory; keys past the tile's last position
-// are zero-filled so masked probabilities multiply zeros, never stale shared memory.
+// are zero-filled so masked probabilities multiply zeros, never stale shared memory. kv_half (kv19): the caches
+// hold f16 rows (the store rounds to nearest; the fast kernel copies them as they are, the same halves it made
+// from f32 rows; the precise kernel widens them).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -27,13 +29,20 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 struct Args {
   const float *q, *k, *v;
-  float *k_cache, *v_cache, *out;
+  void *k_cache, *v_cache;  // float, or __half with kv_half
+  float* out;
+  bool kv_half;
   const int32_t *pos, *slots;
   const int4* tiles;
   int64_t max_ctx;
   int nh, nkv, group, tile_tokens;
   float scale;
 };
+
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);  // .x = a (low half)
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
 
 // Copies every token's k, v rows (nkv * HD floats) into its sequence's cache row pos[t].
 __global__ void store_kernel(Args A, int row) {
@@ -47,8 +56,14 @@ __global__ void store_kernel(Args A, int row) {
     const int64_t p = A.pos[t0 + tt];
     if (p < 0 || p >= A.max_ctx) continue;
     const size_t src = (size_t)(t0 + tt) * row4 + x, dst = ((size_t)slot * A.max_ctx + p) * row4 + x;
-    reinterpret_cast<float4*>(A.k_cache)[dst] = reinterpret_cast<const float4*>(A.k)[src];
-    reinterpret_cast<float4*>(A.v_cache)[dst] = reinterpret_cast<const float4*>(A.v)[src];
+    const float4 kx = reinterpret_cast<const float4*>(A.k)[src], vx = reinterpret_cast<const float4*>(A.v)[src];
+    if (A.kv_half) {
+      reinterpret_cast<uint2*>(A.k_cache)[dst] = make_uint2(pack_half2(kx.x, kx.y), pack_half2(kx.z, kx.w));
+      reinterpret_cast<uint2*>(A.v_cache)[dst] = make_uint2(pack_half2(vx.x, vx.y), pack_half2(vx.z, vx.w));
+    } else {
+      reinterpret_cast<float4*>(A.k_cache)[dst] = kx;
+      reinterpret_cast<float4*>(A.v_cache)[dst] = vx;
+    }
   }
 }
 
@@ -64,11 +79,6 @@ __device__ __forceinline__ void row_positions(const Args& A, int t0, int n, int 
     }
     rpos[r] = p;
   }
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);  // .x = a (low half)
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -107,8 +117,11 @@ __global__ void __launch_bounds__(kFastThreads, 2) attn_fast_kernel(Args A) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int slot = A.slots ? A.slots[s] : s;
   const size_t row = (size_t)A.nkv * HD;
-  const float* kc = A.k_cache + (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;
-  const float* vc = A.v_cache + (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;
+  const size_t off = (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;  // elements of the caches
+  const float* kc = static_cast<const float*>(A.k_cache) + off;
+  const float* vc = static_cast<const float*>(A.v_cache) + off;
+  const __half* kh = static_cast<const __half*>(A.k_cache) + off;
+  const __half* vh = static_cast<const __half*>(A.v_cache) + off;
   row_positions(A, t0, n, R, rpos);
   for (int idx = tid; idx < R * HD / 4; idx += kFastThreads) {
     const int r = idx / (HD / 4), d = idx % (HD / 4) * 4, tt = r / A.group;
@@ -133,13 +146,18 @@ __global__ void __launch_bounds__(kFastThreads, 2) attn_fast_kernel(Args A) {
     __syncthreads();  // the previous tile is consumed
     for (int idx = tid; idx < BK * HD / 4; idx += kFastThreads) {
       const int kr = idx / (HD / 4), d = idx % (HD / 4) * 4, key = k0 + kr;
-      float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
-      if (key <= kmax) {
-        kx = *reinterpret_cast<const float4*>(kc + (size_t)key * row + d);
-        vx = *reinterpret_cast<const float4*>(vc + (size_t)key * row + d);
+      uint2 kw = make_uint2(0u, 0u), vw = kw;
+      if (key <= kmax && A.kv_half) {  // uniform: the rows are f16 already
+        kw = *reinterpret_cast<const uint2*>(kh + (size_t)key * row + d);
+        vw = *reinterpret_cast<const uint2*>(vh + (size_t)key * row + d);
+      } else if (key <= kmax) {
+        const float4 kx = *reinterpret_cast<const float4*>(kc + (size_t)key * row + d);
+        const float4 vx = *reinterpret_cast<const float4*>(vc + (size_t)key * row + d);
+        kw = make_uint2(pack_half2(kx.x, kx.y), pack_half2(kx.z, kx.w));
+        vw = make_uint2(pack_half2(vx.x, vx.y), pack_half2(vx.z, vx.w));
       }
-      *reinterpret_cast<uint2*>(Ks + kr * SP + d) = make_uint2(pack_half2(kx.x, kx.y), pack_half2(kx.z, kx.w));
-      *reinterpret_cast<uint2*>(Vs + kr * SP + d) = make_uint2(pack_half2(vx.x, vx.y), pack_half2(vx.z, vx.w));
+      *reinterpret_cast<uint2*>(Ks + kr * SP + d) = kw;
+      *reinterpret_cast<uint2*>(Vs + kr * SP + d) = vw;
     }
     __syncthreads();
     if (k0 > wmax) continue;  // every key of this tile is in the future of this warp's rows
@@ -252,8 +270,11 @@ __global__ void __launch_bounds__(kPreciseThreads) attn_precise_kernel(Args A) {
   const int tid = threadIdx.x, r = tid / 8, c = tid % 8;
   const int slot = A.slots ? A.slots[s] : s;
   const size_t row = (size_t)A.nkv * HD;
-  const float* kc = A.k_cache + (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;
-  const float* vc = A.v_cache + (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;
+  const size_t off = (size_t)slot * A.max_ctx * row + (size_t)kvh * HD;  // elements of the caches
+  const float* kc = static_cast<const float*>(A.k_cache) + off;
+  const float* vc = static_cast<const float*>(A.v_cache) + off;
+  const __half* kh = static_cast<const __half*>(A.k_cache) + off;
+  const __half* vh = static_cast<const __half*>(A.v_cache) + off;
   row_positions(A, t0, n, R, rpos);
   for (int idx = tid; idx < R * HD; idx += kPreciseThreads) {
     const int rr = idx / HD, d = idx % HD, tt = rr / A.group;
@@ -274,8 +295,9 @@ __global__ void __launch_bounds__(kPreciseThreads) attn_precise_kernel(Args A) {
     for (int idx = tid; idx < BK * HD; idx += kPreciseThreads) {
       const int kr = idx / HD, d = idx % HD, key = k0 + kr;
       const bool ok = key <= kmax;
-      Ks[kr * P + d] = ok ? kc[(size_t)key * row + d] : 0.f;
-      Vs[kr * HD + d] = ok ? vc[(size_t)key * row + d] : 0.f;
+      const size_t i = (size_t)key * row + d;
+      Ks[kr * P + d] = !ok ? 0.f : A.kv_half ? __half2float(kh[i]) : kc[i];
+      Vs[kr * HD + d] = !ok ? 0.f : A.kv_half ? __half2float(vh[i]) : vc[i];
     }
     __syncthreads();
     float sc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -357,9 +379,9 @@ size_t attention_prefill_workspace_bytes(const ops::AttentionParams& p) {
 }
 
 Status attention_prefill(const ops::AttentionParams& p, const float* q, const float* k, const float* v,
-                         float* k_cache, float* v_cache, const int32_t* pos, const int32_t* seq_starts,
+                         void* k_cache, void* v_cache, const int32_t* pos, const int32_t* seq_starts,
                          const int32_t* slots, float* out, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream, Mode mode) {
+                         cudaStream_t stream, Mode mode, bool kv_half) {
   const int64_t hd = p.head_dim;
   if (hd != 64 && hd != 128 && hd != 256)
     return cu_err("cuda attention_prefill: head_dim {}: need 64, 128 or 256", hd);
@@ -383,6 +405,7 @@ Status attention_prefill(const ops::AttentionParams& p, const float* q, const fl
   Args A{};
   A.q = q; A.k = k; A.v = v;
   A.k_cache = k_cache; A.v_cache = v_cache; A.out = out;
+  A.kv_half = kv_half;
   A.pos = pos; A.slots = slots;
   A.tiles = static_cast<const int4*>(workspace);
   A.max_ctx = p.max_ctx;

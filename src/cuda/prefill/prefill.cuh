@@ -172,11 +172,12 @@ size_t attention_prefill_workspace_bytes(const ops::AttentionParams& p);
 // query heads of one kv head share each K/V tile. head_dim 64, 128 or 256; n_head / n_head_kv <= 16.
 // Positions outside [0, max_ctx) are not written or read (the caller checks the context limit and reports
 // it as an Error before calling). kPrecise: fp32 FMA; kFast: f16 tensor-core products (Q·Kᵀ and P·V) with
-// fp32 accumulation and an fp32 online softmax.
+// fp32 accumulation and an fp32 online softmax. kv_half (kv19): the caches hold f16 rows (k, v rounded to
+// nearest on the store), else f32.
 Status attention_prefill(const ops::AttentionParams& p, const float* q, const float* k, const float* v,
-                         float* k_cache, float* v_cache, const int32_t* pos, const int32_t* seq_starts,
+                         void* k_cache, void* v_cache, const int32_t* pos, const int32_t* seq_starts,
                          const int32_t* slots, float* out, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream, Mode mode = Mode::kFast);
+                         cudaStream_t stream, Mode mode = Mode::kFast, bool kv_half = false);
 
 // ---------------------------------------------------------------------------------------------------
 // Scratch owner for callers that do not manage their own: grows on demand (not during graph capture).
