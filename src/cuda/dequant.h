@@ -1,7 +1,7 @@
 // Dequantization on the GPU: dst[0..n) = the float values of n elements of GGML type `type` stored at
 // src (device memory, whole blocks). Bit-identical to gguf-py (formats.md §6) for every type that
 // has_kernel() accepts: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS.
+// Q6_K, IQ4_XS, IQ3_XXS, IQ3_S.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -19,6 +19,7 @@
 
 #include "core/fp16.h"
 #include "core/ggml_type.h"
+#include "quant/iq3_grids.h"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
@@ -626,10 +627,141 @@ DS_UNROLL
   }
 };
 
+// ---- IQ3_XXS and IQ3_S (§5.13): unit g = the 32-element group g, elements 32g + 8l + j (l = 0..3,
+// j = 0..7) are grid entry e1 (j < 4) or e2 (j >= 4) of chunk l, byte j % 4, times the group's
+// scale, negated where bit j of the chunk's sign byte is set. The grids are read from device memory
+// on the GPU (indices differ per thread, so __constant__ would serialize) and from a host copy
+// otherwise; both come from quant/iq3_grids.h.
+#ifdef __CUDACC__
+static __device__ const uint32_t kIq3xxsGridDev[256] = {DS_IQ3XXS_GRID};
+static __device__ const uint32_t kIq3sGridDev[512] = {DS_IQ3S_GRID};
+#endif
+inline constexpr uint32_t kIq3xxsGridHost[256] = {DS_IQ3XXS_GRID};
+inline constexpr uint32_t kIq3sGridHost[512] = {DS_IQ3S_GRID};
+
+DS_HD uint32_t iq3xxs_grid(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return kIq3xxsGridDev[i];
+#else
+  return kIq3xxsGridHost[i];
+#endif
+}
+DS_HD uint32_t iq3s_grid(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return kIq3sGridDev[i];
+#else
+  return kIq3sGridHost[i];
+#endif
+}
+
+// x with its sign flipped when bit 0 of s is set (exact; the grid values are never zero).
+DS_HD float flip(float x, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(__float_as_uint(x) ^ ((s & 1u) << 31));
+#else
+  return ds::bits_to_f32(ds::f32_to_bits(x) ^ ((s & 1u) << 31));
+#endif
+}
+
+// IQ3_XXS's 7 stored sign bits plus the eighth, which makes the count of set bits even (§5.13 ksigns).
+DS_HD uint32_t iq_signs7(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return i | ((uint32_t)(__popc(i) & 1) << 7);
+#else
+  return i | ((uint32_t)(__builtin_popcount(i) & 1) << 7);
+#endif
+}
+
+// f(8l + j, signed grid value) for the 32 elements of one group, given each chunk's entries and signs.
+template <class G, class F>
+DS_HD void iq3_group(G&& chunk, F&& f) {
+DS_UNROLL
+  for (int l = 0; l < 4; l++) {
+    uint32_t e1, e2, s;
+    chunk(l, e1, e2, s);
+    f(8 * l + 0, flip(bytef<0>(e1, 0.f), s)); f(8 * l + 1, flip(bytef<1>(e1, 0.f), s >> 1));
+    f(8 * l + 2, flip(bytef<2>(e1, 0.f), s >> 2)); f(8 * l + 3, flip(bytef<3>(e1, 0.f), s >> 3));
+    f(8 * l + 4, flip(bytef<0>(e2, 0.f), s >> 4)); f(8 * l + 5, flip(bytef<1>(e2, 0.f), s >> 5));
+    f(8 * l + 6, flip(bytef<2>(e2, 0.f), s >> 6)); f(8 * l + 7, flip(bytef<3>(e2, 0.f), s >> 7));
+  }
+}
+
+// IQ3_XXS: d | qs[64] (two grid indices per chunk) | sas[32] (per group a u32: four 7-bit sign
+// indices, then a 4-bit scale in bits 28..31); scale = d * (0.5 + s) * 0.5.
+template <>
+struct QuantTraits<GgmlType::IQ3_XXS> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 98, kAlign = 2;
+  static constexpr int kUnits = 8, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  DS_HD static int run_start(int g, int) { return 32 * g; }
+  DS_HD static float scale(const uint8_t* b, uint32_t sas) {
+    return f16f(ld16(b)) * (0.5f + (float)(sas >> 28)) * 0.5f;
+  }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, int g, uint32_t sas, F&& f) {
+    const uint8_t* qs = b + 2 + 8 * g;
+    iq3_group(
+        [&](int l, uint32_t& e1, uint32_t& e2, uint32_t& s) {
+          e1 = iq3xxs_grid(qs[2 * l]);
+          e2 = iq3xxs_grid(qs[2 * l + 1]);
+          s = iq_signs7((sas >> (7 * l)) & 127);
+        },
+        f);
+  }
+  DS_HD static void dequant(const uint8_t* b, int g, float (&w)[kE]) {
+    const uint32_t sas = ld32<kAlign>(b + 66 + 4 * g);
+    const float db = scale(b, sas);
+    each(b, g, sas, [&](int i, float q) { w[i] = db * q; });
+  }
+  DS_HD static float dot(const uint8_t* b, int g, const float (&v)[kE], const float*) {
+    const uint32_t sas = ld32<kAlign>(b + 66 + 4 * g);
+    float acc = 0;
+    each(b, g, sas, [&](int i, float q) { acc += q * v[i]; });
+    return scale(b, sas) * acc;
+  }
+};
+
+// IQ3_S: d | qs[64] (low 8 bits of two 9-bit grid indices per chunk) | qh[8] (the ninth bits: bit 2l,
+// 2l + 1 of qh[g]) | signs[32] (one byte per chunk) | scales[4] (a nibble per group);
+// scale = d * (1 + 2 * nibble).
+template <>
+struct QuantTraits<GgmlType::IQ3_S> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110, kAlign = 2;
+  static constexpr int kUnits = 8, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  DS_HD static int run_start(int g, int) { return 32 * g; }
+  DS_HD static float scale(const uint8_t* b, int g) {
+    const int nib = (b[106 + g / 2] >> (4 * (g % 2))) & 0xF;
+    return f16f(ld16(b)) * (float)(1 + 2 * nib);
+  }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, int g, F&& f) {
+    const uint8_t* qs = b + 2 + 8 * g;
+    const uint32_t qh = b[66 + g];
+    const uint8_t* signs = b + 74 + 4 * g;
+    iq3_group(
+        [&](int l, uint32_t& e1, uint32_t& e2, uint32_t& s) {
+          e1 = iq3s_grid(qs[2 * l] | (((qh >> (2 * l)) & 1) << 8));
+          e2 = iq3s_grid(qs[2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8));
+          s = signs[l];
+        },
+        f);
+  }
+  DS_HD static void dequant(const uint8_t* b, int g, float (&w)[kE]) {
+    const float db = scale(b, g);
+    each(b, g, [&](int i, float q) { w[i] = db * q; });
+  }
+  DS_HD static float dot(const uint8_t* b, int g, const float (&v)[kE], const float*) {
+    float acc = 0;
+    each(b, g, [&](int i, float q) { acc += q * v[i]; });
+    return scale(b, g) * acc;
+  }
+};
+
 // The types with CUDA kernels. DS_CUDA_FOR_EACH_TYPE(X) expands X(F32) X(F16) ... so each launcher's
 // single switch lists every type exactly once.
 #define DS_CUDA_FOR_EACH_TYPE(X) \
   X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q5_0) X(IQ4_NL) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS) X(Q4_1) X(Q5_1) \
-  X(Q2_K) X(Q3_K)
+  X(Q2_K) X(Q3_K) X(IQ3_XXS) X(IQ3_S)
 
 }  // namespace ds::cuda::qt
