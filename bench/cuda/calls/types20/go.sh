@@ -31,8 +31,8 @@ t model 200 "$TM" --gtest_brief=1 & P+=($!)
 wait "${P[@]}"
 grep -hE "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran|^\[ dump" "$OUT"/t_*.log | tee -a "$OUT/steps.log"
 # Phase B: memcheck of the new types' kernels (dequant, tile matvec, batched fma path, embeddings, prefill GEMM).
-t mem_ops 150 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" --gtest_filter='CudaDequant.*:CudaOps.GetRows:CudaMatvec.MatchesCpuDotRow'
-t mem_model 150 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" --gtest_filter='Types/CudaVsCpuDumpsTypes.*Q3_K*:Types/CudaVsCpuDumpsTypes.*IQ3_S*'
+t mem_ops 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" --gtest_filter='CudaDequant.*:CudaOps.GetRows:CudaMatvec.MatchesCpuDotRow'
+t mem_model 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" --gtest_filter='Types/CudaVsCpuDumpsTypes.*Q3_K*:Types/CudaVsCpuDumpsTypes.*IQ3_S*'
 grep -hE "ERROR SUMMARY|rc=" "$OUT"/t_mem_*.log | tee -a "$OUT/steps.log"
 # Registers / spills of every kernel instantiated for the new types (GgmlType ids 3 Q4_1, 7 Q5_1, 10 Q2_K, 11 Q3_K,
 # 18 IQ3_XXS, 21 IQ3_S) beside the old ones (12 Q4_K, 14 Q6_K) in the binary's resource usage.
