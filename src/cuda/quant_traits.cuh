@@ -10,7 +10,8 @@
 // Float types (F32/F16/BF16) use 8-element "blocks" so a unit is 16 or 32 bytes.
 //
 // Everything is __host__ __device__: the host compiler builds the same code for the CPU-side tests
-// (tests/cuda/quant_traits_test.cpp), which check it against the gguf-py goldens with no GPU.
+// (tests/cuda/quant_traits_test.cpp), which check it against the gguf-py goldens and the CPU decoders
+// (random blocks) with no GPU.
 // kAlign is the alignment of a block's first byte when the tensor starts 16-byte aligned; loads use
 // nothing wider than that.
 #pragma once
