@@ -10,7 +10,8 @@
 // Float types (F32/F16/BF16) use 8-element "blocks" so a unit is 16 or 32 bytes.
 //
 // Everything is __host__ __device__: the host compiler builds the same code for the CPU-side tests
-// (tests/cuda/quant_traits_test.cpp), which check it against the gguf-py goldens with no GPU.
+// (tests/cuda/quant_traits_test.cpp), which check it against the gguf-py goldens and the CPU decoders
+// (random blocks) with no GPU.
 // kAlign is the alignment of a block's first byte when the tensor starts 16-byte aligned; loads use
 // nothing wider than that.
 #pragma once
@@ -19,6 +20,7 @@
 
 #include "core/fp16.h"
 #include "core/ggml_type.h"
+#include "quant/iq3_grids.h"
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
@@ -296,6 +298,68 @@ DS_UNROLL
   }
 };
 
+// ---- Q4_1 (§5.3), Q5_1 (§5.4): Q4_0 / Q5_0 with an f16 min m after d, w = q * d + m (q unsigned).
+// The min is factored out of dot(): m * (sum of v) uses the run sum s[0].
+template <>
+struct QuantTraits<GgmlType::Q4_1> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 20, kAlign = 4;
+  static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = true, kIsFloat = false;
+  DS_HD static int run_start(int, int) { return 0; }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q)
+DS_UNROLL
+    for (int j = 0; j < 4; j++) {
+      const uint32_t w = ld32<kAlign>(b + 4 + 4 * j);
+      const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+      f(4 * j + 0, bytef<0>(lo, 0.f)); f(16 + 4 * j + 0, bytef<0>(hi, 0.f));
+      f(4 * j + 1, bytef<1>(lo, 0.f)); f(16 + 4 * j + 1, bytef<1>(hi, 0.f));
+      f(4 * j + 2, bytef<2>(lo, 0.f)); f(16 + 4 * j + 2, bytef<2>(hi, 0.f));
+      f(4 * j + 3, bytef<3>(lo, 0.f)); f(16 + 4 * j + 3, bytef<3>(hi, 0.f));
+    }
+  }
+  DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
+    const float d = f16f(ld16(b)), m = f16f(ld16(b + 2));
+    each(b, [&](int i, float q) { w[i] = q * d + m; });
+  }
+  DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float* s) {
+    float acc = 0;
+    each(b, [&](int i, float q) { acc += q * v[i]; });
+    return f16f(ld16(b)) * acc + f16f(ld16(b + 2)) * s[0];
+  }
+};
+
+template <>
+struct QuantTraits<GgmlType::Q5_1> {
+  static constexpr int kBlockElems = 32, kBlockBytes = 24, kAlign = 8;
+  static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = true, kIsFloat = false;
+  DS_HD static int run_start(int, int) { return 0; }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q)
+    const uint32_t qh = ld32<kAlign>(b + 4);
+DS_UNROLL
+    for (int j = 0; j < 4; j++) {
+      const uint32_t w = ld32<kAlign>(b + 8 + 4 * j);
+      const uint32_t lo = (w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * j)) & 0xF);
+      const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4((qh >> (16 + 4 * j)) & 0xF);
+      f(4 * j + 0, bytef<0>(lo, 0.f)); f(16 + 4 * j + 0, bytef<0>(hi, 0.f));
+      f(4 * j + 1, bytef<1>(lo, 0.f)); f(16 + 4 * j + 1, bytef<1>(hi, 0.f));
+      f(4 * j + 2, bytef<2>(lo, 0.f)); f(16 + 4 * j + 2, bytef<2>(hi, 0.f));
+      f(4 * j + 3, bytef<3>(lo, 0.f)); f(16 + 4 * j + 3, bytef<3>(hi, 0.f));
+    }
+  }
+  DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
+    const float d = f16f(ld16(b)), m = f16f(ld16(b + 2));
+    each(b, [&](int i, float q) { w[i] = q * d + m; });
+  }
+  DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float* s) {
+    float acc = 0;
+    each(b, [&](int i, float q) { acc += q * v[i]; });
+    return f16f(ld16(b)) * acc + f16f(ld16(b + 2)) * s[0];
+  }
+};
+
 // Codebook decode of 16 bytes of IQ4 codes (32 elements: low nibbles first, then high nibbles).
 // The codebook lookup yields bytes in nibble order (lo0, hi0, lo1, hi1), which map to elements
 // (j, 16 + j, j + 1, 17 + j).
@@ -409,6 +473,108 @@ DS_UNROLL
 template <> struct QuantTraits<GgmlType::Q4_K> : KQuant45<false> {};
 template <> struct QuantTraits<GgmlType::Q5_K> : KQuant45<true> {};
 
+// ---- Q2_K (§5.6) and Q3_K (§5.7): 2-bit codes, element 128n + 32j + 16k + l is bits 2j..2j+1 of
+// qs[32n + 16k + l]. Unit u (n = u / 4, c = u % 4) takes the 8 code bytes qs[32n + 8c ..] and their
+// four bit pairs: run j = elements 128n + 32j + 8c .. +8, whose scale is number 8n + 2j + c / 2 (one
+// per 16 elements). The same cut as Q6_K's, so a unit is 32 elements in 4 runs of 8.
+DS_HD int k2_run_start(int u, int j) { return 128 * (u / 4) + 32 * j + 8 * (u % 4); }
+DS_HD int k2_scale_index(int u, int j) { return 8 * (u / 4) + 2 * j + (u % 4) / 2; }
+
+// Q2_K: scales[16] (low nibble scale, high nibble min) | qs[64] | d | dmin; w = (d * sc) * q - dmin * m.
+template <>
+struct QuantTraits<GgmlType::Q2_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 84, kAlign = 4;
+  static constexpr int kUnits = 8, kRuns = 4, kRunLen = 8, kE = 32;
+  static constexpr bool kNeedsSums = true, kIsFloat = false;
+  DS_HD static int run_start(int u, int j) { return k2_run_start(u, j); }
+  template <class F>  // f(j, i, q), i = index inside run j
+  DS_HD static void each(const uint8_t* b, int u, F&& f) {
+    const uint8_t* qs = b + 16 + 32 * (u / 4) + 8 * (u % 4);
+DS_UNROLL
+    for (int h = 0; h < 2; h++) {
+      const uint32_t w = ld32<kAlign>(qs + 4 * h);
+DS_UNROLL
+      for (int j = 0; j < 4; j++) {
+        const uint32_t q = (w >> (2 * j)) & 0x03030303u;
+        f(j, 4 * h + 0, bytef<0>(q, 0.f)); f(j, 4 * h + 1, bytef<1>(q, 0.f));
+        f(j, 4 * h + 2, bytef<2>(q, 0.f)); f(j, 4 * h + 3, bytef<3>(q, 0.f));
+      }
+    }
+  }
+  DS_HD static void dequant(const uint8_t* b, int u, float (&w)[kE]) {
+    const float d = f16f(ld16(b + 80)), dmin = f16f(ld16(b + 82));
+    float ds[4], dm[4];
+DS_UNROLL
+    for (int j = 0; j < 4; j++) {
+      const uint32_t sc = b[k2_scale_index(u, j)];
+      ds[j] = d * (float)(sc & 0xF);
+      dm[j] = dmin * (float)(sc >> 4);
+    }
+    each(b, u, [&](int j, int i, float q) { w[8 * j + i] = ds[j] * q - dm[j]; });
+  }
+  DS_HD static float dot(const uint8_t* b, int u, const float (&v)[kE], const float* s) {
+    float a[4] = {0, 0, 0, 0};
+    each(b, u, [&](int j, int i, float q) { a[j] += q * v[8 * j + i]; });
+    float acc = 0, macc = 0;
+DS_UNROLL
+    for (int j = 0; j < 4; j++) {
+      const uint32_t sc = b[k2_scale_index(u, j)];
+      acc += (float)(sc & 0xF) * a[j];
+      macc += (float)(sc >> 4) * s[j];
+    }
+    return f16f(ld16(b + 80)) * acc - f16f(ld16(b + 82)) * macc;
+  }
+};
+
+// Q3_K: hmask[32] | qs[64] | scales[12] | d. The third bit of element 128n + 32j + 16k + l is bit
+// 4n + j of hmask[16k + l]; q = (low | high << 2) - 4. Scale i is 6 bits, signed by -32: low 4 bits
+// from nibble i / 8 of scales[i % 8], high 2 bits from bits 2(i / 4).. of scales[8 + i % 4].
+template <>
+struct QuantTraits<GgmlType::Q3_K> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110, kAlign = 2;
+  static constexpr int kUnits = 8, kRuns = 4, kRunLen = 8, kE = 32;
+  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  DS_HD static int run_start(int u, int j) { return k2_run_start(u, j); }
+  DS_HD static int scale(const uint8_t* b, int u, int j) {
+    const int i = k2_scale_index(u, j);
+    const uint8_t* sc = b + 96;
+    const int low4 = (sc[i % 8] >> (4 * (i / 8))) & 0xF;
+    const int high2 = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+    return (low4 | (high2 << 4)) - 32;
+  }
+  template <class F>  // f(j, i, q - 4), i = index inside run j
+  DS_HD static void each(const uint8_t* b, int u, F&& f) {
+    const int n = u / 4, c = u % 4;
+    const uint8_t* hm = b + 8 * c;
+    const uint8_t* qs = b + 32 + 32 * n + 8 * c;
+DS_UNROLL
+    for (int h = 0; h < 2; h++) {
+      const uint32_t w = ld32<kAlign>(qs + 4 * h), wh = ld32<kAlign>(hm + 4 * h) >> (4 * n);
+DS_UNROLL
+      for (int j = 0; j < 4; j++) {
+        const uint32_t q = ((w >> (2 * j)) & 0x03030303u) | (((wh >> j) & 0x01010101u) << 2);
+        f(j, 4 * h + 0, bytef<0>(q, 4.f)); f(j, 4 * h + 1, bytef<1>(q, 4.f));
+        f(j, 4 * h + 2, bytef<2>(q, 4.f)); f(j, 4 * h + 3, bytef<3>(q, 4.f));
+      }
+    }
+  }
+  DS_HD static void dequant(const uint8_t* b, int u, float (&w)[kE]) {
+    const float d = f16f(ld16(b + 108));
+    float ds[4];
+DS_UNROLL
+    for (int j = 0; j < 4; j++) ds[j] = d * (float)scale(b, u, j);
+    each(b, u, [&](int j, int i, float q) { w[8 * j + i] = ds[j] * q; });
+  }
+  DS_HD static float dot(const uint8_t* b, int u, const float (&v)[kE], const float*) {
+    float a[4] = {0, 0, 0, 0};
+    each(b, u, [&](int j, int i, float q) { a[j] += q * v[8 * j + i]; });
+    float acc = 0;
+DS_UNROLL
+    for (int j = 0; j < 4; j++) acc += (float)scale(b, u, j) * a[j];
+    return f16f(ld16(b + 108)) * acc;
+  }
+};
+
 // ---- Q6_K (§5.10): ql[128] | qh[64] | scales[16] int8 | d. Unit k (n = k / 4, m = k % 4) covers
 // l in [8m, 8m + 8) of half n for all four t: run t = elements 128n + 32t + 8m .. +8, which reads
 // ql[64n + 8m ..], ql[64n + 32 + 8m ..] and qh[32n + 8m ..] (8 bytes each) and 4 scales.
@@ -462,9 +628,141 @@ DS_UNROLL
   }
 };
 
+// ---- IQ3_XXS and IQ3_S (§5.13): unit g = the 32-element group g, elements 32g + 8l + j (l = 0..3,
+// j = 0..7) are grid entry e1 (j < 4) or e2 (j >= 4) of chunk l, byte j % 4, times the group's
+// scale, negated where bit j of the chunk's sign byte is set. The grids are read from device memory
+// on the GPU (indices differ per thread, so __constant__ would serialize) and from a host copy
+// otherwise; both come from quant/iq3_grids.h.
+#ifdef __CUDACC__
+static __device__ const uint32_t kIq3xxsGridDev[256] = {DS_IQ3XXS_GRID};
+static __device__ const uint32_t kIq3sGridDev[512] = {DS_IQ3S_GRID};
+#endif
+inline constexpr uint32_t kIq3xxsGridHost[256] = {DS_IQ3XXS_GRID};
+inline constexpr uint32_t kIq3sGridHost[512] = {DS_IQ3S_GRID};
+
+DS_HD uint32_t iq3xxs_grid(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return kIq3xxsGridDev[i];
+#else
+  return kIq3xxsGridHost[i];
+#endif
+}
+DS_HD uint32_t iq3s_grid(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return kIq3sGridDev[i];
+#else
+  return kIq3sGridHost[i];
+#endif
+}
+
+// x with its sign flipped when bit 0 of s is set (exact; the grid values are never zero).
+DS_HD float flip(float x, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(__float_as_uint(x) ^ ((s & 1u) << 31));
+#else
+  return ds::bits_to_f32(ds::f32_to_bits(x) ^ ((s & 1u) << 31));
+#endif
+}
+
+// IQ3_XXS's 7 stored sign bits plus the eighth, which makes the count of set bits even (§5.13 ksigns).
+DS_HD uint32_t iq_signs7(uint32_t i) {
+#ifdef __CUDA_ARCH__
+  return i | ((uint32_t)(__popc(i) & 1) << 7);
+#else
+  return i | ((uint32_t)(__builtin_popcount(i) & 1) << 7);
+#endif
+}
+
+// f(8l + j, signed grid value) for the 32 elements of one group, given each chunk's entries and signs.
+template <class G, class F>
+DS_HD void iq3_group(G&& chunk, F&& f) {
+DS_UNROLL
+  for (int l = 0; l < 4; l++) {
+    uint32_t e1, e2, s;
+    chunk(l, e1, e2, s);
+    f(8 * l + 0, flip(bytef<0>(e1, 0.f), s)); f(8 * l + 1, flip(bytef<1>(e1, 0.f), s >> 1));
+    f(8 * l + 2, flip(bytef<2>(e1, 0.f), s >> 2)); f(8 * l + 3, flip(bytef<3>(e1, 0.f), s >> 3));
+    f(8 * l + 4, flip(bytef<0>(e2, 0.f), s >> 4)); f(8 * l + 5, flip(bytef<1>(e2, 0.f), s >> 5));
+    f(8 * l + 6, flip(bytef<2>(e2, 0.f), s >> 6)); f(8 * l + 7, flip(bytef<3>(e2, 0.f), s >> 7));
+  }
+}
+
+// IQ3_XXS: d | qs[64] (two grid indices per chunk) | sas[32] (per group a u32: four 7-bit sign
+// indices, then a 4-bit scale in bits 28..31); scale = d * (0.5 + s) * 0.5.
+template <>
+struct QuantTraits<GgmlType::IQ3_XXS> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 98, kAlign = 2;
+  static constexpr int kUnits = 8, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  DS_HD static int run_start(int g, int) { return 32 * g; }
+  DS_HD static float scale(const uint8_t* b, uint32_t sas) {
+    return f16f(ld16(b)) * (0.5f + (float)(sas >> 28)) * 0.5f;
+  }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, int g, uint32_t sas, F&& f) {
+    const uint8_t* qs = b + 2 + 8 * g;
+    iq3_group(
+        [&](int l, uint32_t& e1, uint32_t& e2, uint32_t& s) {
+          e1 = iq3xxs_grid(qs[2 * l]);
+          e2 = iq3xxs_grid(qs[2 * l + 1]);
+          s = iq_signs7((sas >> (7 * l)) & 127);
+        },
+        f);
+  }
+  DS_HD static void dequant(const uint8_t* b, int g, float (&w)[kE]) {
+    const uint32_t sas = ld32<kAlign>(b + 66 + 4 * g);
+    const float db = scale(b, sas);
+    each(b, g, sas, [&](int i, float q) { w[i] = db * q; });
+  }
+  DS_HD static float dot(const uint8_t* b, int g, const float (&v)[kE], const float*) {
+    const uint32_t sas = ld32<kAlign>(b + 66 + 4 * g);
+    float acc = 0;
+    each(b, g, sas, [&](int i, float q) { acc += q * v[i]; });
+    return scale(b, sas) * acc;
+  }
+};
+
+// IQ3_S: d | qs[64] (low 8 bits of two 9-bit grid indices per chunk) | qh[8] (the ninth bits: bit 2l,
+// 2l + 1 of qh[g]) | signs[32] (one byte per chunk) | scales[4] (a nibble per group);
+// scale = d * (1 + 2 * nibble).
+template <>
+struct QuantTraits<GgmlType::IQ3_S> {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110, kAlign = 2;
+  static constexpr int kUnits = 8, kRuns = 1, kRunLen = 32, kE = 32;
+  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  DS_HD static int run_start(int g, int) { return 32 * g; }
+  DS_HD static float scale(const uint8_t* b, int g) {
+    const int nib = (b[106 + g / 2] >> (4 * (g % 2))) & 0xF;
+    return f16f(ld16(b)) * (float)(1 + 2 * nib);
+  }
+  template <class F>
+  DS_HD static void each(const uint8_t* b, int g, F&& f) {
+    const uint8_t* qs = b + 2 + 8 * g;
+    const uint32_t qh = b[66 + g];
+    const uint8_t* signs = b + 74 + 4 * g;
+    iq3_group(
+        [&](int l, uint32_t& e1, uint32_t& e2, uint32_t& s) {
+          e1 = iq3s_grid(qs[2 * l] | (((qh >> (2 * l)) & 1) << 8));
+          e2 = iq3s_grid(qs[2 * l + 1] | (((qh >> (2 * l + 1)) & 1) << 8));
+          s = signs[l];
+        },
+        f);
+  }
+  DS_HD static void dequant(const uint8_t* b, int g, float (&w)[kE]) {
+    const float db = scale(b, g);
+    each(b, g, [&](int i, float q) { w[i] = db * q; });
+  }
+  DS_HD static float dot(const uint8_t* b, int g, const float (&v)[kE], const float*) {
+    float acc = 0;
+    each(b, g, [&](int i, float q) { acc += q * v[i]; });
+    return scale(b, g) * acc;
+  }
+};
+
 // The types with CUDA kernels. DS_CUDA_FOR_EACH_TYPE(X) expands X(F32) X(F16) ... so each launcher's
 // single switch lists every type exactly once.
 #define DS_CUDA_FOR_EACH_TYPE(X) \
-  X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q5_0) X(IQ4_NL) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
+  X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q5_0) X(IQ4_NL) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS) X(Q4_1) X(Q5_1) \
+  X(Q2_K) X(Q3_K) X(IQ3_XXS) X(IQ3_S)
 
 }  // namespace ds::cuda::qt

@@ -22,6 +22,10 @@ static void scale_fields(GgmlType t, int& d_off, int& dmin_off) {
   switch (t) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K: d_off = 0; dmin_off = 2; break;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: d_off = 0; dmin_off = 2; break;  // the min m, positive here
+    case GgmlType::Q2_K: d_off = 80; dmin_off = 82; break;
+    case GgmlType::Q3_K: d_off = 108; break;
     case GgmlType::Q6_K: d_off = 208; break;
     default: d_off = 0; break;  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, ...: d first
   }

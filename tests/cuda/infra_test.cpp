@@ -32,10 +32,10 @@ TEST(CudaInfra, CudaTryReportsExpressionAndLocation) {
 
 TEST(CudaInfra, WeightTypeCheckNamesTensorAndType) {
   EXPECT_TRUE(cuda::check_weight_type(GgmlType::Q4_K, "blk.0.ffn_up.weight").ok());
-  auto s = cuda::check_weight_type(GgmlType::Q2_K, "blk.3.ffn_down.weight");
+  auto s = cuda::check_weight_type(GgmlType::IQ1_S, "blk.3.ffn_down.weight");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("blk.3.ffn_down.weight"), std::string::npos) << s.error().message;
-  EXPECT_NE(s.error().message.find("Q2_K"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("IQ1_S"), std::string::npos) << s.error().message;
   for (GgmlType t : test::cuda_types()) EXPECT_TRUE(cuda::has_kernel(t)) << ggml_type_name(t);
 }
 

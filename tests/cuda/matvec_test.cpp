@@ -29,7 +29,9 @@ namespace {
 const std::map<GgmlType, double> kTol = {
     {GgmlType::F32, 1e-5},  {GgmlType::F16, 1e-5},  {GgmlType::BF16, 1e-5},   {GgmlType::Q8_0, 1e-5},
     {GgmlType::Q4_0, 1e-5}, {GgmlType::Q5_0, 1e-5}, {GgmlType::IQ4_NL, 1e-5}, {GgmlType::Q4_K, 1e-5},
-    {GgmlType::Q5_K, 1e-5}, {GgmlType::Q6_K, 1e-5}, {GgmlType::IQ4_XS, 1e-5},
+    {GgmlType::Q5_K, 1e-5}, {GgmlType::Q6_K, 1e-5}, {GgmlType::IQ4_XS, 1e-5}, {GgmlType::Q4_1, 1e-5},
+    {GgmlType::Q5_1, 1e-5}, {GgmlType::Q2_K, 1e-5}, {GgmlType::Q3_K, 1e-5}, {GgmlType::IQ3_XXS, 1e-5},
+    {GgmlType::IQ3_S, 1e-5},
 };
 
 struct Shape {

@@ -1,6 +1,8 @@
 // The CUDA decode code (src/cuda/quant_traits.cuh) built for the CPU: every unit of every block must
-// reproduce the gguf-py goldens bit for bit, the units must tile each block exactly once, and the
-// factored dot products must match a float64 dot of the golden values. Runs without a GPU.
+// reproduce the gguf-py goldens bit for bit (and the CPU backend's decoding of random blocks with valid
+// scales: the goldens are few blocks, random ones reach every scale and code), the units must tile each
+// block exactly once, and the factored dot products must match a float64 dot of the expected values.
+// Runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,8 @@
 
 #include "core/fp16.h"
 #include "cuda/quant_traits.cuh"
+#include "quant/quant.h"
+#include "quant/random_blocks.h"
 #include "cuda_test_util.h"
 #include "testutil.h"
 
@@ -39,9 +43,19 @@ Golden load_golden(GgmlType t) {
   return g;
 }
 
+// 64 random blocks (of 256 elements or 8 of 32) decoded by the CPU backend's reference decoder.
+Golden random_golden(GgmlType t) {
+  Golden g;
+  const int64_t n = 64 * 256;
+  g.blocks = random_blocks(t, n, 23);
+  g.values.resize(n);
+  quant::dequantize_row_ref(t, g.blocks.data(), g.values.data(), n);
+  return g;
+}
+
 template <class QT>
-void check_traits(GgmlType t) {
-  SCOPED_TRACE(std::string(ggml_type_name(t)));
+void check_traits(GgmlType t, const Golden& g, const char* source) {
+  SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + source);
   const auto info = *ggml_type_info(t);
   // The trait block is a whole number of GGML blocks with the same byte density.
   ASSERT_EQ(QT::kBlockElems % (int)info.block_size, 0);
@@ -50,7 +64,6 @@ void check_traits(GgmlType t) {
   ASSERT_EQ(QT::kUnits * QT::kE, QT::kBlockElems);
   ASSERT_EQ(QT::kRunLen % 4, 0);  // activations are loaded as float4
 
-  const Golden g = load_golden(t);
   ASSERT_FALSE(g.values.empty());
   const int64_t n_blocks = (int64_t)g.values.size() / QT::kBlockElems;
   ASSERT_EQ((int64_t)g.blocks.size(), n_blocks * QT::kBlockBytes);
@@ -92,6 +105,12 @@ void check_traits(GgmlType t) {
   EXPECT_EQ(mismatches, 0);
   // Factored float32 sums over <= 256 terms: a few units of float32 rounding relative to sum |w x|.
   EXPECT_LT(max_rel, 2e-6) << "dot vs float64 reference";
+}
+
+template <class QT>
+void check_traits(GgmlType t) {
+  check_traits<QT>(t, load_golden(t), "golden");
+  if (!QT::kIsFloat) check_traits<QT>(t, random_golden(t), "random blocks");
 }
 
 TEST(CudaQuantTraits, DecodeMatchesGoldensOnCpu) {

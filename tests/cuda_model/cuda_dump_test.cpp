@@ -7,6 +7,8 @@
 #include <map>
 
 #include "cuda_test_util.h"
+#include "gguf/gguf.h"
+#include "quant/random_blocks.h"
 
 using namespace ds;
 
@@ -72,37 +74,43 @@ int compare_call(const Dumps& cpu, const Dumps& gpu, const std::string& call) {
 
 class CudaVsCpuDumps : public ::testing::TestWithParam<std::string> {};
 
+// One prefill of P prompt tokens and three decode steps through both forwards, dumps compared per call.
+void compare_forwards(const Qwen35Model& m, const std::vector<int32_t>& tokens, const std::string& label) {
+  auto cm = ds::test::load_cuda(m);
+  ASSERT_TRUE(cm);
+  const int64_t V = m.cfg.n_vocab, P = 40;
+  ASSERT_GE((int64_t)tokens.size(), P + 3);
+  auto cs = SequenceState::create(m.cfg, 64);
+  ASSERT_TRUE(cs.ok());
+  auto gs = ds::test::new_state(*cm, 64);
+  ASSERT_TRUE(gs);
+
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + P);
+  Dumps cd, gd;
+  std::vector<float> cl(P * V), gl(P * V);
+  ASSERT_TRUE(forward(m, *cs, prompt, cl.data(), true, collector(cd)).ok());
+  auto st = cm->prefill(*gs, prompt, gl.data(), true, collector(gd));
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_GT(compare_call(cd, gd, label + " prefill"), 30);
+  for (int i = 0; i < 3; i++) {
+    cd.clear();
+    gd.clear();
+    const int32_t tok = tokens[P + i];
+    ASSERT_TRUE(forward(m, *cs, std::span<const int32_t>(&tok, 1), cl.data(), false, collector(cd)).ok());
+    cuda::CudaSeqState* sp = gs.get();
+    st = cm->decode({&sp, 1}, std::span<const int32_t>(&tok, 1), gl.data(), collector(gd));
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    compare_call(cd, gd, label + " decode " + std::to_string(i));
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
 TEST_P(CudaVsCpuDumps, EveryIntermediateAgrees) {
   DS_SKIP_WITHOUT_GPU();
   const auto ref = ds::test::load_model_ref(GetParam());
   auto m = Qwen35Model::load_file(ref.gguf);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  auto cm = ds::test::load_cuda(*m);
-  ASSERT_TRUE(cm);
-  const int64_t V = m->cfg.n_vocab, P = 40;
-  auto cs = SequenceState::create(m->cfg, 64);
-  ASSERT_TRUE(cs.ok());
-  auto gs = ds::test::new_state(*cm, 64);
-  ASSERT_TRUE(gs);
-
-  const std::vector<int32_t> prompt(ref.prompt.begin(), ref.prompt.begin() + P);
-  Dumps cd, gd;
-  std::vector<float> cl(P * V), gl(P * V);
-  ASSERT_TRUE(forward(*m, *cs, prompt, cl.data(), true, collector(cd)).ok());
-  auto st = cm->prefill(*gs, prompt, gl.data(), true, collector(gd));
-  ASSERT_TRUE(st.ok()) << st.error().message;
-  EXPECT_GT(compare_call(cd, gd, GetParam() + " prefill"), 30);
-  for (int i = 0; i < 3; i++) {
-    cd.clear();
-    gd.clear();
-    const int32_t tok = ref.prompt[P + i];
-    ASSERT_TRUE(forward(*m, *cs, std::span<const int32_t>(&tok, 1), cl.data(), false, collector(cd)).ok());
-    cuda::CudaSeqState* sp = gs.get();
-    st = cm->decode({&sp, 1}, std::span<const int32_t>(&tok, 1), gl.data(), collector(gd));
-    ASSERT_TRUE(st.ok()) << st.error().message;
-    compare_call(cd, gd, GetParam() + " decode " + std::to_string(i));
-    if (HasFailure()) break;
-  }
+  compare_forwards(*m, ref.prompt, GetParam());
 }
 
 // tiny-gqa: nv = 3 nk (the tiled head order), untied output, Q5_0 fallbacks; tiny-sym bf16: float weights.
@@ -112,5 +120,60 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpuDumps, ::testing::Values("tiny-gqa-q4_
                            std::replace(s.begin(), s.end(), '-', '_');
                            return s;
                          });
+
+// The weight types users pick for small GPUs (Q3_K_M, Q2_K, IQ3 files; legacy Q4_1 / Q5_1): tiny-sym-q8_0
+// with every Q8_0 matrix whose rows are whole blocks of the type (all of them, token_embd and the tied
+// output included) replaced by random blocks of that type with valid scales. Random blocks, not a
+// quantization of the fixture's weights: the CPU has no quantizer for most of these types, and this is
+// CUDA vs CPU on the same weights (dequantization, tile matvec, prefill GEMM, embedding rows), not quality.
+Result<gguf::File> tiny_with_type(GgmlType t, int& replaced) {
+  DS_ASSIGN(auto f, gguf::File::open(ds::test::fixture_gguf("tiny-sym-q8_0")));
+  gguf::Writer w(f.alignment());
+  for (const auto& kv : f.metadata()) w.set(kv.key, kv.value);
+  const int64_t bs = ggml_type_info(t)->block_size;
+  replaced = 0;
+  for (const auto& x : f.tensors()) {
+    std::vector<int64_t> ne(x.ne, x.ne + x.n_dims);
+    GgmlType type = x.type;
+    std::vector<uint8_t> data(f.tensor_data(x), f.tensor_data(x) + x.n_bytes);
+    if (x.type == GgmlType::Q8_0 && ne[0] % bs == 0) {
+      int64_t n = 1;
+      for (int64_t d : ne) n *= d;
+      type = t;
+      data = random_blocks(t, n, 100 + (uint64_t)replaced++);
+    }
+    const size_t i = w.add_tensor(x.name, type, ne);
+    w.set_tensor_data(i, std::move(data));
+  }
+  return gguf::File::from_bytes(w.to_bytes(), "tiny-sym-" + std::string(ggml_type_name(t)));
+}
+
+class CudaVsCpuDumpsTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(CudaVsCpuDumpsTypes, EveryIntermediateAgrees) {
+  int replaced = 0;
+  auto f = tiny_with_type(GetParam(), replaced);
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  EXPECT_GE(replaced, 10) << "the matrices of tiny-sym are Q8_0 with rows of 256 or 512";
+  auto m = Qwen35Model::load(*f);  // f outlives m
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const auto ref = ds::test::load_model_ref("tiny-sym-q8_0");
+  {  // The edited model itself, checked without a GPU too: finite logits on the CPU.
+    auto cs = SequenceState::create(m->cfg, 64);
+    ASSERT_TRUE(cs.ok());
+    const std::vector<int32_t> prompt(ref.prompt.begin(), ref.prompt.begin() + 40);
+    std::vector<float> logits(prompt.size() * m->cfg.n_vocab);
+    Dumps unused;
+    ASSERT_TRUE(forward(*m, *cs, prompt, logits.data(), true, collector(unused)).ok());
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x)) << "the CPU forward of the edited model";
+  }
+  DS_SKIP_WITHOUT_GPU();
+  compare_forwards(*m, ref.prompt, "tiny-sym " + std::string(ggml_type_name(GetParam())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaVsCpuDumpsTypes,
+                         ::testing::Values(GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K,
+                                           GgmlType::IQ3_XXS, GgmlType::IQ3_S),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 }  // namespace

@@ -297,8 +297,8 @@ TEST(CudaLoad, UnsupportedTypeNamesTensorAndType) {
     std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
     GgmlType type = t.type;
     std::vector<uint8_t> data(f->tensor_data(t), f->tensor_data(t) + t.n_bytes);
-    if (t.name == victim) {  // all-zero Q4_1 blocks: valid, and no CUDA kernel reads Q4_1
-      type = GgmlType::Q4_1;
+    if (t.name == victim) {  // all-zero MXFP4 blocks: valid, and no CUDA kernel reads MXFP4
+      type = GgmlType::MXFP4;
       data.assign(ggml_row_bytes(*ggml_type_info(type), ne[0]) * ne[1], 0);
     }
     const size_t i = w.add_tensor(t.name, type, ne);
@@ -306,13 +306,13 @@ TEST(CudaLoad, UnsupportedTypeNamesTensorAndType) {
   }
   auto edited = gguf::File::from_bytes(w.to_bytes(), "edited.gguf");
   ASSERT_TRUE(edited.ok()) << edited.error().message;
-  ASSERT_FALSE(cuda::has_kernel(GgmlType::Q4_1)) << "pick another type for this test";
+  ASSERT_FALSE(cuda::has_kernel(GgmlType::MXFP4)) << "pick another type for this test";
   auto m = Qwen35Model::load(*edited);
-  ASSERT_TRUE(m.ok()) << "the CPU loader reads Q4_1: " << m.error().message;
+  ASSERT_TRUE(m.ok()) << "the CPU loader reads MXFP4: " << m.error().message;
   auto cm = cuda::CudaModel::load(*m);
   ASSERT_FALSE(cm.ok());
   EXPECT_NE(cm.error().message.find(victim), std::string::npos) << cm.error().message;
-  EXPECT_NE(cm.error().message.find("Q4_1"), std::string::npos) << cm.error().message;
+  EXPECT_NE(cm.error().message.find("MXFP4"), std::string::npos) << cm.error().message;
   EXPECT_NE(cm.error().message.find("--backend cpu"), std::string::npos) << "the error says how to run it anyway";
 }
 

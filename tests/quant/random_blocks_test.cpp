@@ -14,7 +14,8 @@ namespace {
 TEST(RandomBlocks, DecodeToFiniteScaledWeights) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                             GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                            GgmlType::IQ4_XS};
+                            GgmlType::IQ4_XS, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::Q2_K,
+                            GgmlType::Q3_K};
   const int64_t n = 4096;
   for (GgmlType t : types) {
     const auto blocks = random_blocks(t, n, 7);
