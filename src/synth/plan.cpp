@@ -29,14 +29,16 @@ int64_t layer_of(const std::string& name) {
 Result<Mix> parse_mix(std::string_view name) {
   std::string u = upper(name);
   if (u == "Q4_K_M") return Mix::Q4_K_M;
+  if (u == "Q3_K_M") return Mix::Q3_K_M;
   if (u == "Q8_0") return Mix::Q8_0;
   if (u == "BF16") return Mix::BF16;
-  return err("synth: type '{}' is not supported; expected Q4_K_M, Q8_0 or BF16", name);
+  return err("synth: type '{}' is not supported; expected Q4_K_M, Q3_K_M, Q8_0 or BF16", name);
 }
 
 std::string_view mix_name(Mix m) {
   switch (m) {
     case Mix::Q4_K_M: return "Q4_K_M";
+    case Mix::Q3_K_M: return "Q3_K_M";
     case Mix::Q8_0: return "Q8_0";
     case Mix::BF16: return "BF16";
   }
@@ -46,6 +48,7 @@ std::string_view mix_name(Mix m) {
 uint32_t mix_file_type(Mix m) {
   switch (m) {
     case Mix::Q4_K_M: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    case Mix::Q3_K_M: return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
     case Mix::Q8_0: return 7;     // LLAMA_FTYPE_MOSTLY_Q8_0
     case Mix::BF16: return 32;    // LLAMA_FTYPE_MOSTLY_BF16
   }
@@ -105,18 +108,37 @@ bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 ||
 std::vector<PlannedTensor> plan_tensors(const Shape& s, Mix mix, bool mtp, int64_t n_vocab) {
   const int64_t H = s.n_embd, I = s.n_ff, hd = s.head_dim;
   const int64_t n_block = s.n_layer + (mtp ? 1 : 0);
-  const GgmlType base = mix == Mix::Q4_K_M ? GgmlType::Q4_K : mix == Mix::Q8_0 ? GgmlType::Q8_0 : GgmlType::BF16;
-  const GgmlType more = mix == Mix::Q4_K_M ? GgmlType::Q6_K : base;
+  const bool q3 = mix == Mix::Q3_K_M;
+  const GgmlType base = mix == Mix::Q4_K_M ? GgmlType::Q4_K
+                        : q3               ? GgmlType::Q3_K
+                        : mix == Mix::Q8_0 ? GgmlType::Q8_0
+                                           : GgmlType::BF16;
+  const GgmlType more = mix == Mix::Q4_K_M || q3 ? GgmlType::Q6_K : base;  // output (+ Q4_K_M use_more_bits)
   std::vector<PlannedTensor> p;
   auto mat = [&](std::string name, int64_t ne0, int64_t ne1, GgmlType t) {
     // llama-quantize's fallback for rows that are not a whole number of 256-blocks (tensor_type_fallback).
     if (ne0 % 256 != 0 && t == GgmlType::Q4_K) t = GgmlType::Q5_0;
     if (ne0 % 256 != 0 && t == GgmlType::Q6_K) t = GgmlType::Q8_0;
+    if (ne0 % 256 != 0 && t == GgmlType::Q3_K) t = GgmlType::IQ4_NL;
+    if (ne0 % 256 != 0 && t == GgmlType::Q5_K) t = GgmlType::Q5_1;
     p.push_back({std::move(name), t, {ne0, ne1}, Init::Matrix});
   };
   auto vec = [&](std::string name, int64_t n, Init init) { p.push_back({std::move(name), GgmlType::F32, {n}, init}); };
+  // Q3_K_M (llama-quant.cpp's rules for LLAMA_FTYPE_MOSTLY_Q3_K_M, not checked against a llama-quantize file):
+  // attn_v / attn_qkv Q5_K in the first two layers that have one, else Q4_K; ffn_down Q5_K in the first n/16
+  // layers, else Q4_K; attn_output Q4_K; everything else Q3_K.
+  int64_t n_v_seen = 0;
+  auto v_type = [&](int64_t i, int64_t n) {
+    if (q3) return n_v_seen++ < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    return use_more_bits(i, n) ? more : base;
+  };
+  auto down_type = [&](int64_t i, int64_t n) {
+    if (q3) return i < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    return use_more_bits(i, n) ? more : base;
+  };
+  const GgmlType out_proj = q3 ? GgmlType::Q4_K : base;  // attn_output
 
-  // Global tensors. The output matrix (token_embd when tied) gets Q6_K in Q4_K_M.
+  // Global tensors. The output matrix (token_embd when tied) gets Q6_K in Q4_K_M and Q3_K_M.
   mat("token_embd.weight", H, n_vocab, s.tied ? more : base);
   if (!s.tied) mat("output.weight", H, n_vocab, more);
   vec("output_norm.weight", H, Init::Norm);
@@ -124,17 +146,17 @@ std::vector<PlannedTensor> plan_tensors(const Shape& s, Mix mix, bool mtp, int64
   for (int64_t i = 0; i < n_block; i++) {
     const std::string b = "blk." + std::to_string(i) + ".";
     const bool is_mtp = i >= s.n_layer;
-    const GgmlType vlike = use_more_bits(i, n_block) ? more : base;  // attn_v / attn_qkv / ffn_down
+    const GgmlType vlike = v_type(i, n_block);  // attn_v / attn_qkv
     vec(b + "attn_norm.weight", H, Init::Norm);
     vec(b + "post_attention_norm.weight", H, Init::Norm);
     mat(b + "ffn_gate.weight", H, I, base);
     mat(b + "ffn_up.weight", H, I, base);
-    mat(b + "ffn_down.weight", I, H, vlike);
+    mat(b + "ffn_down.weight", I, H, down_type(i, n_block));
     if (is_mtp || s.is_full_attention(i)) {
       mat(b + "attn_q.weight", H, 2 * s.n_head * hd, base);
       mat(b + "attn_k.weight", H, s.n_head_kv * hd, base);
       mat(b + "attn_v.weight", H, s.n_head_kv * hd, vlike);
-      mat(b + "attn_output.weight", s.n_head * hd, H, base);
+      mat(b + "attn_output.weight", s.n_head * hd, H, out_proj);
       vec(b + "attn_q_norm.weight", hd, Init::Norm);
       vec(b + "attn_k_norm.weight", hd, Init::Norm);
     } else {

@@ -56,6 +56,10 @@ std::vector<size_t> f16_fields(GgmlType t) {
     case GgmlType::Q6_K: return {208};   // d (after ql, qh, scales)
     case GgmlType::Q8_0: return {0};     // d
     case GgmlType::Q5_0: return {0};     // d
+    case GgmlType::Q3_K: return {108};   // d (after hmask, qs, scales)
+    case GgmlType::Q5_K: return {0, 2};  // d, dmin
+    case GgmlType::Q5_1: return {0, 2};  // d, m
+    case GgmlType::IQ4_NL: return {0};   // d
     default: return {};
   }
 }

@@ -69,9 +69,9 @@ TEST_F(Cli, SynthRefusesBadArguments) {
   Out o = ds_run("synth --size 3B -o " + ds::test::temp_dir() + "/x.gguf");
   EXPECT_NE(o.rc, 0);
   EXPECT_NE(o.err.find("size '3B' is not known"), std::string::npos) << o.err;
-  o = ds_run("synth --size tiny --type Q3_K -o " + ds::test::temp_dir() + "/x.gguf");
+  o = ds_run("synth --size tiny --type Q2_K -o " + ds::test::temp_dir() + "/x.gguf");
   EXPECT_NE(o.rc, 0);
-  EXPECT_NE(o.err.find("Q4_K_M, Q8_0 or BF16"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("Q4_K_M, Q3_K_M, Q8_0 or BF16"), std::string::npos) << o.err;
   EXPECT_FALSE(std::filesystem::exists(ds::test::temp_dir() + "/x.gguf"));
   o = ds_run("synth --size 0.8B --type Q4_K_M --plan");
   EXPECT_EQ(o.rc, 0);

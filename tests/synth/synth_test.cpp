@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <algorithm>
@@ -63,7 +64,7 @@ TEST(SynthPlan, ParameterCountsOfEverySize) {
     SCOPED_TRACE(w.size);
     auto s = preset(w.size);
     ASSERT_TRUE(s.ok());
-    for (Mix m : {Mix::Q4_K_M, Mix::Q8_0, Mix::BF16}) {
+    for (Mix m : {Mix::Q4_K_M, Mix::Q3_K_M, Mix::Q8_0, Mix::BF16}) {
       auto plan = plan_tensors(*s, m, false, 248320);
       EXPECT_EQ(count_params(plan), w.trunk);
       EXPECT_EQ(count_params(plan_tensors(*s, m, true, 248320)), w.trunk + w.mtp);
@@ -104,6 +105,32 @@ TEST(SynthPlan, UseMoreBitsRule) {
   EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2, 5, 8, 11, 14, 17, 20, 21, 22, 23}));
 }
 
+TEST(SynthPlan, Q3KMixFollowsLlamaQuantizeRules) {
+  // 9B: 32 layers, every fourth full attention. Q3_K trunk, Q6_K output, attn_v / attn_qkv Q5_K in the first two
+  // layers that have one, ffn_down Q5_K in the first 32/16 = 2 layers, attn_output Q4_K.
+  auto plan = plan_tensors(*preset("9B"), Mix::Q3_K_M, false, 248320);
+  std::map<std::string, GgmlType> type;
+  for (const auto& t : plan) type[t.name] = t.type;
+  EXPECT_EQ(type["output.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["token_embd.weight"], GgmlType::Q3_K);
+  EXPECT_EQ(type["blk.0.ffn_up.weight"], GgmlType::Q3_K);
+  EXPECT_EQ(type["blk.0.attn_qkv.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.1.attn_qkv.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.2.attn_qkv.weight"], GgmlType::Q4_K);
+  EXPECT_EQ(type["blk.3.attn_v.weight"], GgmlType::Q4_K);
+  EXPECT_EQ(type["blk.3.attn_output.weight"], GgmlType::Q4_K);
+  EXPECT_EQ(type["blk.3.attn_q.weight"], GgmlType::Q3_K);
+  EXPECT_EQ(type["blk.1.ffn_down.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.2.ffn_down.weight"], GgmlType::Q4_K);
+  EXPECT_EQ(type["blk.31.ffn_down.weight"], GgmlType::Q4_K);
+  EXPECT_EQ(mix_file_type(Mix::Q3_K_M), 12u);
+  EXPECT_EQ(*parse_mix("q3_k_m"), Mix::Q3_K_M);
+  // Smaller than Q4_K_M, larger than an all-Q3_K file (3.4375 bits a weight).
+  const double q3 = count_bytes(plan) / 1e9, q4 = count_bytes(plan_tensors(*preset("9B"), Mix::Q4_K_M, false, 248320)) / 1e9;
+  EXPECT_LT(q3, q4);
+  EXPECT_GT(q3, count_params(plan) * 3.4375 / 8 / 1e9);
+}
+
 TEST(SynthVocab, BuiltinVocabularyIsConsistent) {
   Vocab v = builtin_vocab();
   const gguf::Value *toks = nullptr, *types = nullptr, *merges = nullptr, *eos = nullptr, *tmpl = nullptr;
@@ -140,7 +167,8 @@ TEST(SynthVocab, BuiltinVocabularyIsConsistent) {
 
 TEST(SynthData, RandomBlocksHaveSmallScalesAndFiniteValues) {
   Shape s = *preset("0.8B");  // random-block mode
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::BF16}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::BF16, GgmlType::Q3_K,
+                     GgmlType::Q5_K, GgmlType::Q5_1, GgmlType::IQ4_NL}) {
     SCOPED_TRACE(std::string(ggml_type_name(t)));
     PlannedTensor pt{"blk.0.ffn_up.weight", t, {1024, 96}, Init::Matrix};
     std::vector<uint8_t> a(pt.n_bytes()), b(pt.n_bytes());
