@@ -5,7 +5,7 @@
 # checks (the same-bits refactor of the dump test; the old types must be unchanged), memcheck of the new types' dequant /
 # matvec / embedding / prefill tests, and the register counts of the new instantiations.
 # Lives in devwork-types20/ as go.sh beside b.tar.xz (tools/gpu_bundle.sh of branch types20; see README.md here).
-# Run as: cd devwork-types20 && OUT=$OUT timeout 400 bash go.sh   (timeout_s 420; ~150-250 s expected + cold start)
+# Run as: cd devwork-types20 && OUT=$OUT timeout 560 bash go.sh   (timeout_s 580; ~300-400 s expected + cold start)
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle
@@ -19,6 +19,12 @@ CO=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 t() { local name=$1 lim=$2; shift 2
   echo "==== $name $*" > "$OUT/t_$name.log"; timeout "$lim" "$@" >> "$OUT/t_$name.log" 2>&1 < /dev/null
   local rc=$?; echo "rc=$rc" >> "$OUT/t_$name.log"; say "$name rc=$rc"; }
+# Phase C's models, written in the background while the tests run (CPU work): 9B and 0.8B as Q3_K_M and Q4_K_M.
+W=/tmp/dsv; mkdir -p "$W"
+python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
+( for m in 0.8B:Q3_K_M 0.8B:Q4_K_M 9B:Q3_K_M 9B:Q4_K_M; do s=${m%%:*} ty=${m##*:}
+    "$DS_BIN" synth --size $s --type $ty --vocab "$W/vocab.gguf" --threads 8 -o "$W/m$s-$ty.gguf" > /dev/null 2>&1 && touch "$W/m$s-$ty.ok"
+  done ) &
 # Phase A (at once): the per-op tests over every CUDA type, the prefill GEMM, the model tests.
 OPS='CudaQuantTraits.*:CudaInfra.*:CudaDequant.*:CudaOps.GetRows:CudaMatvec.MatchesCpuDotRow:CudaMatvec.Accumulate'
 OPS="$OPS:CudaMatvec.BatchedMatchesCpu:CudaMatvec.RejectsBadInput:CudaMatvecBatched.MatchesFloat64PerBatchRow"
@@ -31,12 +37,22 @@ t model 200 "$TM" --gtest_brief=1 & P+=($!)
 wait "${P[@]}"
 grep -hE "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran|^\[ dump" "$OUT"/t_*.log | tee -a "$OUT/steps.log"
 # Phase B: memcheck of the new types' kernels (dequant, tile matvec, batched fma path, embeddings, prefill GEMM).
-t mem_ops 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" --gtest_filter='CudaDequant.*:CudaOps.GetRows:CudaMatvec.MatchesCpuDotRow'
-t mem_model 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" --gtest_filter='Types/CudaVsCpuDumpsTypes.*Q3_K*:Types/CudaVsCpuDumpsTypes.*IQ3_S*'
+t mem_ops 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" --gtest_filter='CudaDequant.*:CudaOps.GetRows:CudaMatvec.MatchesCpuDotRow' &
+t mem_model 90 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" --gtest_filter='Types/CudaVsCpuDumpsTypes.*Q3_K*:Types/CudaVsCpuDumpsTypes.*IQ3_S*' &
+wait
 grep -hE "ERROR SUMMARY|rc=" "$OUT"/t_mem_*.log | tee -a "$OUT/steps.log"
 # Registers / spills of every kernel instantiated for the new types (GgmlType ids 3 Q4_1, 7 Q5_1, 10 Q2_K, 11 Q3_K,
 # 18 IQ3_XXS, 21 IQ3_S) beside the old ones (12 Q4_K, 14 Q6_K) in the binary's resource usage.
 "$CO" --dump-resource-usage "$TC" 2>/dev/null | grep -E "GgmlTypeE(3|7|10|11|12|14|18|21)E" | \
   sed -E 's/^.*Function ([^:]*):.*REG:([0-9]+) STACK:([0-9]+).*LOCAL:([0-9]+).*$/REG \2 STACK \3 LOCAL \4 \1/' | \
   sort -u > "$OUT/regs.txt"; wc -l "$OUT/regs.txt" | tee -a "$OUT/steps.log"
+# Phase C: speed of the new types (the generic tile matvec; no stream / direct decoders): tg128 of the Q3_K_M synths
+# beside the Q4_K_M ones (bench/results/cuda.jsonl's lines), and the 9B Q3_K_M step kernel by kernel.
+for m in 0.8B-Q3_K_M 0.8B-Q4_K_M 9B-Q3_K_M 9B-Q4_K_M; do
+  while [ ! -e "$W/m$m.ok" ] && [ $(el) -lt 380 ]; do sleep 1; done
+  [ -e "$W/m$m.ok" ] || { say "no $m"; continue; }
+  timeout 40 "$DS_BIN" bench -m "$W/m$m.gguf" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/bench.log" 2>&1
+  grep '^{' "$OUT/bench.log" | tail -1 >> "$OUT/bench.jsonl"; say "tg128 $m: $(tail -1 "$OUT/bench.jsonl" | cut -c1-300)"
+  [ $m = 9B-Q3_K_M ] && timeout 30 "$DS_BIN" cuda-bench -m "$W/m$m.gguf" --tg 16 --breakdown --top 12 > "$OUT/breakdown_q3.log" 2>&1
+done
 say "done"
