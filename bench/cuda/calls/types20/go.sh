@@ -5,7 +5,7 @@
 # checks (the same-bits refactor of the dump test; the old types must be unchanged), memcheck of the new types' dequant /
 # matvec / embedding / prefill tests, and the register counts of the new instantiations.
 # Lives in devwork-types20/ as go.sh beside b.tar.xz (tools/gpu_bundle.sh of branch types20; see README.md here).
-# Run as: cd devwork-types20 && OUT=$OUT timeout 560 bash go.sh   (timeout_s 580; ~300-400 s expected + cold start)
+# Run as: cd devwork-types20 && OUT=$OUT timeout 585 bash go.sh   (timeout_s 595; ~450-550 s expected + cold start)
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle
@@ -55,4 +55,10 @@ for m in 0.8B-Q3_K_M 0.8B-Q4_K_M 9B-Q3_K_M 9B-Q4_K_M; do
   grep '^{' "$OUT/bench.log" | tail -1 >> "$OUT/bench.jsonl"; say "tg128 $m: $(tail -1 "$OUT/bench.jsonl" | cut -c1-300)"
   [ $m = 9B-Q3_K_M ] && timeout 30 "$DS_BIN" cuda-bench -m "$W/m$m.gguf" --tg 16 --breakdown --top 12 > "$OUT/breakdown_q3.log" 2>&1
 done
+# Phase D (issue 7): serving at 64 clients with the throughput setting --prefill-budget 4096, f32 and f16 K / V
+# caches (kv19), on the 9B Q4_K_M synth of phase C.
+if [ -e "$W/m9B-Q4_K_M.ok" ]; then for e in DS_DEFAULT=1 DS_KV_F16=1; do [ $(el) -lt 470 ] || { say "skip serve $e"; continue; }
+  env $e DS_SERVE_BENCH_OUT="$OUT/serve_b4096.jsonl" timeout 60 bash "$D/../tools/serve_bench.sh" "$W/m9B-Q4_K_M.gguf" \
+    --levels 64 --budget-s 50 --server-args "--prefill-budget 4096" --label "budget 4096 $e" >> "$OUT/serve_b4096.log" 2>&1
+  say "serve 64 budget 4096 $e rc=$?: $(tail -1 "$OUT/serve_b4096.jsonl" | cut -c1-200)"; done; fi
 say "done"
