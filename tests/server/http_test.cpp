@@ -1073,6 +1073,92 @@ TEST(Http, ResponsesToolRoundTripContinuesByPreviousResponseId) {
   EXPECT_EQ(done, 1);
 }
 
+// A stored response: GET answers it as POST did, input_items lists its input (the continued conversation
+// included), DELETE forgets it (then GET / DELETE are 404s naming the id and previous_response_id cannot name it);
+// store false keeps nothing; an API key guards all three; other methods are 405s listing the ones served.
+TEST(Http, ResponsesRetrieveInputItemsAndDelete) {
+  Rig rig;
+  auto c = rig.client();
+  json first = output_of(rig.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2},
+                                                                        {"reasoning", {{"effort", "none"}}}})), 1);
+  const std::string id = first["id"], path = "/v1/responses/" + id;
+  auto g = c.Get(path);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 200) << g->body;
+  EXPECT_EQ(json::parse(g->body), first);
+  const json next = {{"previous_response_id", id}, {"max_output_tokens", 2}, {"reasoning", {{"effort", "none"}}}};
+  json second = output_of(rig.post("/v1/responses", responses_body("S again", next)), 1);
+  auto items = c.Get("/v1/responses/" + second["id"].get<std::string>() + "/input_items?order=asc");
+  ASSERT_TRUE(items);
+  ASSERT_EQ(items->status, 200) << items->body;
+  const json l = json::parse(items->body);
+  EXPECT_EQ(l["object"], "list");
+  ASSERT_EQ(l["data"].size(), 3u) << items->body;  // first's input and output, then this input
+  EXPECT_EQ(l["data"][0]["content"][0], json({{"type", "input_text"}, {"text", "S"}}));
+  EXPECT_EQ(l["data"][1]["role"], "assistant");
+  EXPECT_EQ(l["data"][1]["content"][0]["text"], first["output"][0]["content"][0]["text"]);
+  EXPECT_EQ(l["data"][2]["content"][0]["text"], "S again");
+  auto bad = c.Get(path + "/input_items?limit=0");
+  expect_error({bad->status, bad->body}, 400, "limit");
+  auto streamed = c.Get(path + "?stream=true");
+  expect_error({streamed->status, streamed->body}, 400, "stream");
+
+  auto d = c.Delete(path);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, 200) << d->body;
+  EXPECT_EQ(json::parse(d->body), json({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}));
+  auto expect_not_found = [&](const httplib::Result& r) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 404, "", "response_not_found");
+    EXPECT_NE(r->body.find(id), std::string::npos) << r->body;
+  };
+  expect_not_found(c.Get(path));
+  expect_not_found(c.Delete(path));
+  expect_not_found(c.Get(path + "/input_items"));
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"previous_response_id", id}})), 400,
+               "previous_response_id", "previous_response_not_found");
+  EXPECT_EQ(c.Get("/v1/responses/" + second["id"].get<std::string>())->status, 200);  // the other one stays
+  json unstored = output_of(rig.post("/v1/responses", responses_body("S", {{"store", false}, {"max_output_tokens", 2}})), 1);
+  EXPECT_EQ(c.Get("/v1/responses/" + unstored["id"].get<std::string>())->status, 404);
+
+  auto put = c.Put(path, "{}", "application/json");
+  ASSERT_TRUE(put);
+  expect_error({put->status, put->body}, 405, "", "method_not_allowed");
+  EXPECT_EQ(put->get_header_value("Allow"), "GET, HEAD, DELETE");
+  auto del_items = c.Delete(path + "/input_items");
+  ASSERT_TRUE(del_items);
+  EXPECT_EQ(del_items->status, 405);
+  EXPECT_EQ(del_items->get_header_value("Allow"), "GET, HEAD");
+  // /metrics counts them under the route, not one label per id.
+  const std::string counted = "ds_http_requests_total{route=\"/v1/responses/{id}\",status=\"404\"} 3";
+  auto mt = c.Get("/metrics");
+  for (int i = 0; i < 100 && mt && mt->body.find(counted) == std::string::npos; i++) {
+    std::this_thread::sleep_for(10ms);
+    mt = c.Get("/metrics");
+  }
+  ASSERT_TRUE(mt);
+  EXPECT_NE(mt->body.find(counted), std::string::npos) << mt->body;
+
+  ServerConfig keyed;
+  keyed.api_key = "sekret";
+  Rig rk(keyed);
+  const std::pair<std::string, std::string> auth = {"Authorization", "Bearer sekret"};
+  json kept = output_of(rk.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2}}), {auth}), 1);
+  const std::string kpath = "/v1/responses/" + kept["id"].get<std::string>();
+  auto anon = rk.client();
+  auto expect_401 = [](const httplib::Result& r) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 401, "", "invalid_api_key");
+  };
+  expect_401(anon.Get(kpath));
+  expect_401(anon.Get(kpath + "/input_items"));
+  expect_401(anon.Delete(kpath));
+  auto authed = rk.client({auth});
+  EXPECT_EQ(authed.Get(kpath)->status, 200);
+  EXPECT_EQ(authed.Get(kpath + "/input_items")->status, 200);
+  EXPECT_EQ(authed.Delete(kpath)->status, 200);
+}
+
 TEST(Http, ResponsesLimitsIncompleteAndErrors) {
   ServerConfig sc;
   sc.max_tokens_limit = 100;
@@ -1217,6 +1303,10 @@ TEST(Http, CorsOnlyForConfiguredOrigins) {
   r = c.Options("/v1/models", preflight);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD");
+  r = c.Options("/v1/responses/resp_x", preflight);  // a stored response: a browser's DELETE is preflighted
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD, DELETE");
 
   const std::vector<std::pair<std::string, std::string>> from_ui = {{"Origin", "http://ui.example:3000"},
                                                                     {"Authorization", "Bearer sekret"}};
