@@ -8,6 +8,7 @@
 #include "engine/byte_codec.h"
 #include "engine/engine.h"
 #include "engine/fake_backend.h"
+#include "engine_rig.h"
 #include "grammar/schema.h"
 
 namespace ds::engine {
@@ -100,15 +101,11 @@ GenerationRequest request(int seed, std::shared_ptr<const grammar::Constraint> c
   return r;
 }
 
-struct Rig {
-  explicit Rig(FakeBackendOptions o, EngineConfig ec = {}) : fb(std::move(o)), eng(fb, codec, ec) { eng.start(); }
-  ByteCodec codec;
-  FakeBackend fb;
-  Engine eng;
+struct Rig : test::EngineRig {
+  using EngineRig::EngineRig;
   Out run(GenerationRequest r) {
-    auto s = eng.submit(std::move(r));
-    EXPECT_EQ(s.status, SubmitStatus::Ok) << s.message;
-    return s.handle ? collect(*s.handle) : Out{};
+    auto h = submit(std::move(r));
+    return h ? collect(*h) : Out{};
   }
 };
 

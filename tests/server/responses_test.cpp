@@ -464,12 +464,18 @@ std::vector<std::string> types(const std::vector<json>& evs) {
   return t;
 }
 
-TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
+// A reply that thinks, then answers: "Thinking about it." then "The answer is 42.", in three events (the middle one
+// holds </think>), after a prompt that opened <think>.
+std::pair<Run, Run> run_thinking_reply() {
   ResponsesJobOptions o = base_options();
   o.in_reasoning = true;
-  auto [s, n] = run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
-                          ev(" is 42.", 2, engine::FinishReason::Stop)},
-                         o);
+  return run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
+                   ev(" is 42.", 2, engine::FinishReason::Stop)},
+                  o);
+}
+
+TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
+  auto [s, n] = run_thinking_reply();
   ASSERT_EQ(n.status, 200) << n.result.dump();
   const json& r = n.result;
   EXPECT_EQ(r["id"], "resp_abc123");
@@ -504,11 +510,7 @@ TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
 }
 
 TEST(ResponsesJob, StreamedEventsInOrderAndEqualToTheResponse) {
-  ResponsesJobOptions o = base_options();
-  o.in_reasoning = true;
-  auto [s, n] = run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
-                          ev(" is 42.", 2, engine::FinishReason::Stop)},
-                         o);
+  auto [s, n] = run_thinking_reply();
   auto evs = events(s.sse);
   using V = std::vector<std::string>;
   EXPECT_EQ(types(evs), (V{"response.created", "response.in_progress",
