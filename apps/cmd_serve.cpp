@@ -138,8 +138,9 @@ ds::app::RunFn setup(CLI::App& app) {
   auto o = std::make_shared<Options>();
   app.footer(
       "Serve a Qwen3.5 GGUF over an OpenAI-compatible HTTP API: POST /v1/chat/completions, /v1/completions "
-      "and /v1/responses (streaming with \"stream\": true), GET /v1/models, /health and /metrics (Prometheus), POST "
-      "/tokenize and /detokenize. Requests are batched "
+      "and /v1/responses (streaming with \"stream\": true), GET and DELETE /v1/responses/{id} (stored responses) and GET "
+      "/v1/responses/{id}/input_items, GET /v1/models, /health and /metrics (Prometheus), POST /tokenize and "
+      "/detokenize. Requests are batched "
       "continuously over --parallel sequence slots; more wait in a queue of --max-queue, beyond which the server "
       "answers 429. Binds to 127.0.0.1 unless --host says otherwise. Prints the bound port on stdout once it "
       "listens. Stop with Ctrl-C (SIGINT) or SIGTERM. On a shared or oversubscribed CPU, run with "

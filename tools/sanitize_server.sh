@@ -23,8 +23,8 @@
 #   queue     10 simultaneous streams on 3 slots + 2 queue places: the surplus gets 429 rate_limit_exceeded,
 #             the rest complete;
 #   routes    structured outputs (json_object / json_schema; whole, cut by max_tokens, cancelled mid-document),
-#             /v1/responses (a previous_response_id chain, text.format, a stream closed by its client, store
-#             false), /tokenize and /detokenize (large, and bad input: 400), CORS (--cors: preflight, another
+#             /v1/responses (a previous_response_id chain, text.format, GET / DELETE / input_items of the stored
+#             ones, a stream closed by its client, store false), /tokenize and /detokenize (large, and bad input: 400), CORS (--cors: preflight, another
 #             origin), refused schemas (400), all at once; then every slot free;
 #   shutdown  4 long streams running, then SIGINT: the server must exit 0 within 120 s and every stream end.
 # Sanitizer output goes to OUT_DIR/san.* (OUT_DIR: $DS_SANITIZE_OUT, default BUILD_DIR/sanitize-server); TSan
@@ -294,7 +294,7 @@ def phase_routes():
         return run
     def responses(i):
         def run():
-            prev = None
+            prev, ids = None, []
             for turn in range(3):
                 body = {"input": f"Client {i}, turn {turn}: say hi.", "max_output_tokens": 8, "temperature": 0}
                 if prev:
@@ -306,6 +306,19 @@ def phase_routes():
                     fail(f"responses {i}.{turn}: status {st}: {j}")
                     return
                 prev = j["id"]
+                ids.append(prev)
+            # The stored ones: retrieved, listed, the first deleted (then 404), while the other phases' requests run.
+            for rid in ids:
+                st, _, t = send("GET", f"/v1/responses/{rid}")
+                if st != 200 or json.loads(t)["id"] != rid:
+                    fail(f"responses GET {rid}: {st} {t[:200]}")
+            st, _, t = send("GET", f"/v1/responses/{ids[-1]}/input_items?order=asc&limit=100")
+            if st != 200 or len(json.loads(t)["data"]) < 3:  # the three inputs, and the first two outputs
+                fail(f"responses input_items: {st} {t[:200]}")
+            for expect in (200, 404):
+                st, _, t = send("DELETE", f"/v1/responses/{ids[0]}")
+                if st != expect:
+                    fail(f"responses DELETE: {st} (expected {expect}) {t[:200]}")
             c = conn()  # a stream whose client goes away after the first events
             c.request("POST", "/v1/responses", json.dumps({"input": "count", "max_output_tokens": 300, "stream": True,
                                                           "store": False, "previous_response_id": prev}),

@@ -86,6 +86,8 @@ class Engine {
   Submitted submit(GenerationRequest r);
 
   EngineStats stats() const;
+  // The vocabulary's trie that response_format masks walk (grammar/token_mask.h): built by the constructor.
+  const grammar::TokenTrie* vocabulary_trie() const;
   const EngineConfig& config() const { return cfg_; }
   Backend& backend() { return backend_; }
 

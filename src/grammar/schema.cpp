@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -419,7 +420,14 @@ class Compiler {
 
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> n_compiled{0};
+}  // namespace
+
+uint64_t schemas_compiled() { return n_compiled.load(); }
+
 std::variant<Grammar, SchemaError> compile_schema(const nlohmann::ordered_json& schema, const std::string& path) {
+  n_compiled++;
   try {
     return Compiler(schema, path).run();
   } catch (const Fail& f) {

@@ -27,6 +27,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <variant>
 
@@ -41,5 +42,8 @@ struct SchemaError {
 
 // `path` names `schema` in errors (the request field it came from).
 std::variant<Grammar, SchemaError> compile_schema(const nlohmann::ordered_json& schema, const std::string& path);
+
+// compile_schema calls so far in this process (tests: a schema the server has cached is not compiled again).
+uint64_t schemas_compiled();
 
 }  // namespace ds::grammar

@@ -10,15 +10,15 @@ bool Cors::allows(const std::string& origin) const {
 }
 
 CorsHeaders Cors::for_request(const std::string& origin, const std::string& method, const std::string& request_method,
-                              const std::string& request_headers, const std::string& route_method) const {
+                              const std::string& request_headers, const std::string& route_methods) const {
   CorsHeaders out;
   if (!allows(origin)) return out;
   const bool any = std::find(origins_.begin(), origins_.end(), "*") != origins_.end();
   out.headers.emplace_back("Access-Control-Allow-Origin", any ? "*" : origin);
   if (!any) out.headers.emplace_back("Vary", "Origin");  // the answer depends on the Origin header
-  if (method != "OPTIONS" || request_method.empty() || route_method.empty()) return out;
+  if (method != "OPTIONS" || request_method.empty() || route_methods.empty()) return out;
   out.preflight = true;
-  out.headers.emplace_back("Access-Control-Allow-Methods", route_method == "GET" ? "GET, HEAD" : route_method);
+  out.headers.emplace_back("Access-Control-Allow-Methods", route_methods);
   out.headers.emplace_back("Access-Control-Allow-Headers",
                            request_headers.empty() ? "Authorization, Content-Type" : request_headers);
   out.headers.emplace_back("Access-Control-Max-Age", "600");

@@ -3,7 +3,7 @@
 // 127.0.0.1 that answered every origin would let any web page the user opens use it. For an allowed
 // Origin every reply carries Access-Control-Allow-Origin, and a preflight (OPTIONS with
 // Access-Control-Request-Method) of a route is answered 204 before authentication (browsers send no
-// Authorization header on it), allowing that route's method and the headers the browser asked for.
+// Authorization header on it), allowing that route's methods and the headers the browser asked for.
 #pragma once
 #include <string>
 #include <vector>
@@ -24,9 +24,10 @@ class Cors {
   bool enabled() const { return !origins_.empty(); }
   bool allows(const std::string& origin) const;
   // What to add for a request with these Origin / method / Access-Control-Request-* headers to a path whose
-  // method is route_method (empty: no such route). Nothing when CORS is off or the origin is not allowed.
+  // methods are route_methods (as an Allow header lists them: "POST", "GET, HEAD"; empty: no such route). Nothing
+  // when CORS is off or the origin is not allowed.
   CorsHeaders for_request(const std::string& origin, const std::string& method, const std::string& request_method,
-                          const std::string& request_headers, const std::string& route_method) const;
+                          const std::string& request_headers, const std::string& route_methods) const;
 
  private:
   std::vector<std::string> origins_;

@@ -86,23 +86,28 @@ std::optional<ApiError> get_int(const json& b, const char* key, int64_t lo, int6
   } while (0)
 
 // Compiled schemas by their text, shared by the requests that send the same one: a grammar's mask cache
-// (grammar::Constraint) then serves them all. Bounded: when full it starts again. Schemas of more than 64 KB of
-// text are not kept (each request compiles its own, freed with it): 64 of up to 8 MB each, their text as the key
-// and their grammars, could hold a GB.
-std::shared_ptr<const grammar::Constraint> shared_constraint(const std::string& key,
-                                                             const std::function<grammar::Grammar()>& make) {
+// (grammar::Constraint) then serves them all. The text is looked up before anything is compiled, so a repeated
+// schema costs a lookup (up to tens of ms of compile work otherwise; a schema that fails to compile is not kept and
+// fails again). Bounded: when full it starts again. Schemas of more than 64 KB of text are not kept (each request
+// compiles its own, freed with it): 64 of up to 8 MB each, their text as the key and their grammars, could hold a GB.
+using Compiled = std::variant<grammar::Grammar, grammar::SchemaError>;
+std::variant<std::shared_ptr<const grammar::Constraint>, grammar::SchemaError> shared_constraint(
+    const std::string& key, const std::function<Compiled()>& compile) {
   static std::mutex m;
   static std::unordered_map<std::string, std::shared_ptr<const grammar::Constraint>> cache;
   constexpr size_t kMaxSchemas = 64, kMaxKeptSchemaBytes = 64 << 10;
-  if (key.size() > kMaxKeptSchemaBytes) return std::make_shared<const grammar::Constraint>(make());
-  {
+  const bool keep = key.size() <= kMaxKeptSchemaBytes;
+  if (keep) {
     std::lock_guard lk(m);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  auto c = std::make_shared<const grammar::Constraint>(make());
+  Compiled g = compile();
+  if (auto* e = std::get_if<grammar::SchemaError>(&g)) return std::move(*e);
+  auto c = std::make_shared<const grammar::Constraint>(std::get<grammar::Grammar>(std::move(g)));
+  if (!keep) return c;
   std::lock_guard lk(m);
   if (cache.size() >= kMaxSchemas) cache.clear();
-  return cache.emplace(key, c).first->second;
+  return cache.emplace(key, c).first->second;  // another request may have put it first: then that one is shared
 }
 
 // response_format: text (nothing to do), json_object (any object) or json_schema (an instance of the schema); both
@@ -115,7 +120,7 @@ std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
   const std::string type = t->get<std::string>();
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
-    c.constraint = shared_constraint("json_object", grammar::any_object);
+    c.constraint = std::get<0>(shared_constraint("json_object", [] { return Compiled(grammar::any_object()); }));
     return std::nullopt;
   }
   if (type != "json_schema")
@@ -132,9 +137,10 @@ std::optional<ApiError> parse_response_format(const json& rf, CommonParams& c) {
   auto sc = js->find("schema");
   if (sc == js->end())
     return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema");
-  auto g = grammar::compile_schema(*sc, "response_format.json_schema.schema");
-  if (auto* e = std::get_if<grammar::SchemaError>(&g)) return bad_request(e->message, e->path);
-  c.constraint = shared_constraint("schema " + sc->dump(), [&] { return std::get<grammar::Grammar>(std::move(g)); });
+  auto r = shared_constraint("schema " + sc->dump(),
+                             [&] { return grammar::compile_schema(*sc, "response_format.json_schema.schema"); });
+  if (auto* e = std::get_if<grammar::SchemaError>(&r)) return bad_request(e->message, e->path);
+  c.constraint = std::get<0>(std::move(r));
   return std::nullopt;
 }
 

@@ -1,14 +1,16 @@
-// The past responses that POST /v1/responses can continue (previous_response_id): each response's
-// conversation (its input items, the history it continued included, then its output items; not its
-// instructions, which OpenAI does not carry over either). In memory only: lost on restart. Bounded by a
-// count and by bytes (the items' JSON text); the oldest go first. A conversation larger than the byte
-// bound is not kept. Kept as that text, parsed again by get(): the parsed items take several times their
-// text's size (a 64 MiB bound of small items held ~7x that), and only the continued one is needed.
+// The past responses that POST /v1/responses stored (store true, the default): what previous_response_id
+// continues, and what GET / DELETE /v1/responses/{id} and its input_items answer. Per response: its input
+// items (the history it continued included; not its instructions, which OpenAI does not carry over either),
+// its output items (both normalised, see responses_request.h) and the Response object as POST answered it.
+// In memory only: lost on restart. Bounded by a count and by bytes (the three parts' JSON text); the oldest
+// go first. A response larger than the byte bound is not kept. Kept as that text, parsed again when read: the
+// parsed items take several times their text's size (a 64 MiB bound of small items held ~7x that), and only
+// the one asked for is needed.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
-#include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,20 +21,28 @@ namespace ds::server {
 class ResponseStore {
  public:
   ResponseStore(size_t max_entries, size_t max_bytes) : max_entries_(max_entries), max_bytes_(max_bytes) {}
-  void put(const std::string& id, nlohmann::ordered_json items);
+  void put(const std::string& id, const nlohmann::ordered_json& input, const nlohmann::ordered_json& output,
+           const nlohmann::ordered_json& response);
+  // The conversation a continuation starts from: the input items, then the output items.
   std::optional<nlohmann::ordered_json> get(const std::string& id) const;
+  std::optional<nlohmann::ordered_json> input(const std::string& id) const;
+  std::optional<nlohmann::ordered_json> response(const std::string& id) const;
+  bool erase(const std::string& id);  // false when the id is not stored
   size_t size() const;
   size_t bytes() const;
 
  private:
   struct Entry {
-    std::string text;  // the items' JSON
+    std::string input, output, response;  // JSON text
     size_t bytes = 0;
+    std::list<std::string>::iterator pos;  // in order_
   };
+  std::optional<Entry> find(const std::string& id) const;  // a copy, taken under the lock
+
   const size_t max_entries_, max_bytes_;
   mutable std::mutex m_;
   std::map<std::string, Entry> entries_;
-  std::deque<std::string> order_;  // oldest first
+  std::list<std::string> order_;  // oldest first (a list: erase takes an entry from the middle)
   size_t bytes_ = 0;
 };
 

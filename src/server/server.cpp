@@ -24,6 +24,7 @@
 #include "server/cors.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/responses_items.h"
 #include "server/responses_job.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
@@ -57,13 +58,37 @@ const std::set<std::string>& known_routes() {
   return r;
 }
 
-// The one method a route serves (HEAD goes with GET); empty for a path that is no route.
-std::string route_method(const std::string& path) {
+// A stored response's routes: /v1/responses/{id} (GET, DELETE) and /v1/responses/{id}/input_items (GET).
+bool is_stored_response_path(const std::string& path, bool input_items) {
+  constexpr std::string_view base = "/v1/responses/", tail = "/input_items";
+  if (!path.starts_with(base)) return false;
+  std::string_view id(path);
+  id.remove_prefix(base.size());
+  if (input_items) {
+    if (!id.ends_with(tail)) return false;
+    id.remove_suffix(tail.size());
+  }
+  return !id.empty() && id.find('/') == std::string_view::npos;
+}
+
+// The methods a route serves, as an Allow header lists them (HEAD goes with GET); empty for a path that is no route.
+std::string route_methods(const std::string& path) {
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/responses" || path == "/tokenize" ||
       path == "/detokenize")
     return "POST";
-  if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11)) return "GET";
+  if (is_stored_response_path(path, false)) return "GET, HEAD, DELETE";
+  if (known_routes().count(path) || (path.starts_with("/v1/models/") && path.size() > 11) ||
+      is_stored_response_path(path, true))
+    return "GET, HEAD";
   return "";
+}
+
+// The route label of /metrics: the path of a known route, with a response id as {id}; "other" for the rest.
+std::string route_label(const std::string& path) {
+  if (known_routes().count(path)) return path;
+  if (is_stored_response_path(path, false)) return "/v1/responses/{id}";
+  if (is_stored_response_path(path, true)) return "/v1/responses/{id}/input_items";
+  return "other";
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -225,7 +250,8 @@ struct Server::Impl {
   int bound_port = -1;
   int listen_fd = -1;  // the listening socket (set by the socket-options hook), for its backlog
   int64_t started = unix_now();
-  // previous_response_id: the last 1024 responses' conversations, at most 64 MiB of their JSON.
+  // Stored responses (previous_response_id, GET / DELETE /v1/responses/{id}): the last 1024, at most 64 MiB of
+  // their JSON.
   ResponseStore responses{1024, 64u << 20};
 
   std::optional<ApiError> check_auth(const httplib::Request& req) const;
@@ -490,11 +516,54 @@ void Server::Impl::routes() {
     o.first_call_only = !rr.chat.parallel_tool_calls;
     o.echo = std::move(rr.echo);
     if (rr.store)
-      o.on_finished = [this, conv = std::move(rr.conversation)](const json& r) {
-        json items = conv;
-        if (!normalise_items(r["output"], "output", items)) responses.put(r["id"], std::move(items));
+      o.on_finished = [this, input = std::move(rr.conversation)](const json& r) {
+        json output = json::array();
+        if (!normalise_items(r["output"], "output", output)) responses.put(r["id"], input, output, r);
       };
     serve(req, res, std::make_shared<ResponsesJob>(std::move(o)), std::move(h), rr.chat.common.stream);
+  });
+  // Stored responses (store true, the default; the store's bound drops the oldest): GET answers the Response as POST
+  // did, DELETE forgets it (previous_response_id can no longer name it), input_items lists what it was made from.
+  auto stored_response_id = [this](const httplib::Request& req, httplib::Response& res) -> std::optional<std::string> {
+    if (auto e = check_auth(req)) {
+      send_error(res, *e);
+      return std::nullopt;
+    }
+    return req.matches[1].str();
+  };
+  auto not_found = [](const std::string& id) {
+    return ApiError{404, fmt::format("Response with id '{}' not found (unknown, made with store false, deleted, or "
+                                     "dropped as the oldest from the server's bounded store)", id),
+                    "invalid_request_error", "", "response_not_found"};
+  };
+  svr.Get(R"(/v1/responses/([^/]+))", [this, stored_response_id, not_found](const httplib::Request& req,
+                                                                              httplib::Response& res) {
+    auto id = stored_response_id(req, res);
+    if (!id) return;
+    // OpenAI streams a background response's events again; this server's responses are stored once complete.
+    if (req.has_param("stream") && req.get_param_value("stream") != "false")
+      return send_error(res, bad_request("'stream' is not supported when retrieving a stored response (it is "
+                                         "complete: retrieve it without stream)", "stream"));
+    auto r = responses.response(*id);
+    if (!r) return send_error(res, not_found(*id));
+    send_json(res, *r);
+  });
+  svr.Delete(R"(/v1/responses/([^/]+))", [this, stored_response_id, not_found](const httplib::Request& req,
+                                                                                 httplib::Response& res) {
+    auto id = stored_response_id(req, res);
+    if (!id) return;
+    if (!responses.erase(*id)) return send_error(res, not_found(*id));
+    send_json(res, {{"id", *id}, {"object", "response.deleted"}, {"deleted", true}});
+  });
+  svr.Get(R"(/v1/responses/([^/]+)/input_items)", [this, stored_response_id, not_found](const httplib::Request& req,
+                                                                                          httplib::Response& res) {
+    auto id = stored_response_id(req, res);
+    if (!id) return;
+    auto input = responses.input(*id);
+    if (!input) return send_error(res, not_found(*id));
+    auto list = input_item_list(*id, *input, QueryParams(req.params.begin(), req.params.end()));
+    if (auto* e = std::get_if<ApiError>(&list)) return send_error(res, *e);
+    send_json(res, std::get<json>(list));
   });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     auto body = parse_body(req, res);
@@ -596,7 +665,7 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
       const CorsHeaders ch = cors.for_request(req.get_header_value("Origin"), req.method,
                                               req.get_header_value("Access-Control-Request-Method"),
                                               req.get_header_value("Access-Control-Request-Headers"),
-                                              route_method(req.path));
+                                              route_methods(req.path));
       for (const auto& [k, v] : ch.headers) res.set_header(k, v);
       if (ch.preflight) {
         res.status = 204;
@@ -616,12 +685,12 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
     switch (res.status) {
       case 404:
         // cpp-httplib answers 404 for a route that exists under another method (PUT, DELETE, OPTIONS,
-        // GET of a POST route, POST /health): that is a 405 naming the method to use.
-        if (std::string m = route_method(req.path); !m.empty()) {
+        // GET of a POST route, POST /health): that is a 405 naming the methods to use.
+        if (std::string m = route_methods(req.path); !m.empty()) {
           e.status = 405;
           e.message = fmt::format("{} is not allowed on {}; use {}", req.method, req.path, m);
           e.code = "method_not_allowed";
-          res.set_header("Allow", m == "GET" ? "GET, HEAD" : m);
+          res.set_header("Allow", m);
           break;
         }
         e.message = fmt::format("Unknown request URL: {} {}", req.method, req.path), e.code = "unknown_url";
@@ -651,8 +720,7 @@ Server::Server(ServerConfig cfg, engine::Engine& engine, const engine::TextCodec
   });
   I.svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double s = std::chrono::duration<double>(Clock::now() - t_request_start).count();
-    const std::string route = known_routes().count(req.path) ? req.path : "other";
-    impl_->metrics.record(route, res.status, s);
+    impl_->metrics.record(route_label(req.path), res.status, s);
     spdlog::debug("{} {} -> {} ({:.3f} s)", req.method, req.path, res.status, s);
   });
   I.routes();

@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP server (cpp-httplib): POST /v1/chat/completions, POST /v1/completions,
-// POST /v1/responses (see responses_request.h)
+// POST /v1/responses (see responses_request.h; GET and DELETE /v1/responses/{id} and GET
+// /v1/responses/{id}/input_items for the stored ones, responses_store.h)
 // (streaming as server-sent events or not), GET /v1/models, GET /health, GET /metrics, POST /tokenize and
 // /detokenize (tokenize.h); CORS for browser clients when configured (cors.h).
 // Every error is OpenAI's JSON error shape with a 4xx/5xx status. With an API key, every /v1 route and

@@ -2,8 +2,9 @@
 // unchanged, against `deltaserve serve` on the tiny fixture model: client.responses.create without and
 // with streaming (the SDK's output_text, usage adding up, the stream helper's final response equal to the
 // accumulated deltas, sequence numbers), a function tool round trip (a forced function_call, then its
-// function_call_output, replayed as input and continued by previous_response_id: the same prompt), and
-// typed errors (400 with param, 401). The tiny model's text is noise: only shapes and equalities are checked.
+// function_call_output, replayed as input and continued by previous_response_id: the same prompt), stored
+// responses (retrieve, inputItems.list paged, delete) and typed errors (400 with param, 401, 404). The tiny
+// model's text is noise: only shapes and equalities are checked.
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { fixture, startServer, tapRunner } from './common.mjs';
@@ -137,6 +138,39 @@ await test('function tool round trip: forced call, its output replayed or contin
   assert.ok(next.usage.input_tokens_details.cached_tokens > 0, 'the earlier turn is reused from the prefix cache');
 });
 
+await test('stored responses: retrieve, inputItems.list (paged), delete, then 404 naming the id', async () => {
+  const got = await client.responses.retrieve(plain.id);
+  assert.deepEqual(JSON.parse(JSON.stringify(got)), JSON.parse(JSON.stringify(plain)));  // as create answered it
+  assert.equal(got.output_text, plain.output_text);
+  const next = await client.responses.create({ ...greedy, previous_response_id: plain.id, input: 'And then?',
+                                               reasoning: { effort: 'none' } });
+  // The SDK pages through with `after` (one item a page here); its input: the continued conversation, then its own.
+  const items = [];
+  for await (const item of client.responses.inputItems.list(next.id, { order: 'asc', limit: 1 })) items.push(item);
+  assert.equal(items.length, 2 + plain.output.length, JSON.stringify(items));
+  assert.deepEqual(items[0].content, [{ type: 'input_text', text: 'Tell me a story.' }]);  // not the instructions
+  const reply = items.find((i) => i.role === 'assistant');
+  assert.ok(reply, JSON.stringify(items));
+  assert.equal(reply.content[0].text, plain.output_text);
+  assert.deepEqual(items.at(-1).content, [{ type: 'input_text', text: 'And then?' }]);
+  assert.equal(new Set(items.map((i) => i.id)).size, items.length);
+  const newestFirst = await client.responses.inputItems.list(next.id);
+  assert.deepEqual(newestFirst.data.map((i) => i.id), items.map((i) => i.id).reverse());
+  assert.equal(newestFirst.has_more, false);
+
+  await client.responses.delete(next.id);  // typed void: {id, object: "response.deleted", deleted: true} on the wire
+  const gone = (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && e.message.includes(next.id);
+  await assert.rejects(client.responses.retrieve(next.id), gone);
+  await assert.rejects(client.responses.delete(next.id), gone);
+  await assert.rejects(client.responses.inputItems.list(next.id), gone);
+  await assert.rejects(client.responses.create({ ...greedy, previous_response_id: next.id, input: 'x' }),
+                       (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id');
+  assert.equal((await client.responses.retrieve(plain.id)).id, plain.id);  // the other stays
+  const noKey = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+  await assert.rejects(noKey.responses.retrieve(plain.id), (e) => e instanceof OpenAI.AuthenticationError);
+  await assert.rejects(noKey.responses.delete(plain.id), (e) => e instanceof OpenAI.AuthenticationError);
+});
+
 await test('text.format json_schema: output_text parses as an instance (streaming and not), echoed in the Response', async () => {
   const schema = { type: 'object', additionalProperties: false, required: ['ok', 'mood'],
                    properties: { ok: { type: 'boolean' }, mood: { enum: ['calm', 'busy'] } } };
@@ -175,7 +209,8 @@ await test('typed errors: 400 naming the param, 401 without the key', async () =
 await test('metrics: /v1/responses counted, no 5xx', async () => {
   const t = await (await fetch(`${srv.url}/metrics`)).text();
   assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="200"\} \d+/);
-  assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="400"\} 6/);  // the typed-errors test's six
+  assert.match(t, /ds_http_requests_total\{route="\/v1\/responses",status="400"\} 7/);  // the typed-errors test's six and one previous_response_id deleted
+  assert.match(t, /ds_http_requests_total\{route="\/v1\/responses\/\{id\}",status="404"\} 2/);
   assert.ok(!/status="5\d\d"/.test(t), 'no 5xx answered');
 });
 

@@ -8,6 +8,7 @@
 #include "engine/byte_codec.h"
 #include "engine/engine.h"
 #include "engine/fake_backend.h"
+#include "engine_rig.h"
 #include "grammar/schema.h"
 
 namespace ds::engine {
@@ -100,15 +101,11 @@ GenerationRequest request(int seed, std::shared_ptr<const grammar::Constraint> c
   return r;
 }
 
-struct Rig {
-  explicit Rig(FakeBackendOptions o, EngineConfig ec = {}) : fb(std::move(o)), eng(fb, codec, ec) { eng.start(); }
-  ByteCodec codec;
-  FakeBackend fb;
-  Engine eng;
+struct Rig : test::EngineRig {
+  using EngineRig::EngineRig;
   Out run(GenerationRequest r) {
-    auto s = eng.submit(std::move(r));
-    EXPECT_EQ(s.status, SubmitStatus::Ok) << s.message;
-    return s.handle ? collect(*s.handle) : Out{};
+    auto h = submit(std::move(r));
+    return h ? collect(*h) : Out{};
   }
 };
 
@@ -125,6 +122,28 @@ TEST(Constraint, BoundedSchemaGreedyAndSampled) {
     }
   }
   EXPECT_GT(c->cache_size(), 0u);
+}
+
+// The vocabulary's trie exists once the engine is constructed (the server constructs it before it listens), not
+// only after the engine thread built it at the first constrained request; constrained replies use that same trie.
+TEST(Constraint, TrieBuiltWithTheEngine) {
+  ByteCodec codec;
+  FakeBackend fb(fake_opts());
+  Engine eng(fb, codec, {});
+  const grammar::TokenTrie* trie = eng.vocabulary_trie();
+  ASSERT_TRUE(trie);
+  EXPECT_EQ(trie->n_vocab(), codec.n_vocab());
+  EXPECT_GT(trie->n_nodes(), 256u);  // the root and a node per byte token
+  eng.start();
+  auto c = constraint_of(kBounded);
+  for (int seed = 0; seed < 3; seed++) {
+    auto s = eng.submit(request(seed, c, seed ? 1.0f : 0.0f));
+    ASSERT_EQ(s.status, SubmitStatus::Ok) << s.message;
+    const Out r = collect(*s.handle);
+    EXPECT_EQ(r.finish, FinishReason::Stop) << r.text;
+    expect_bounded_instance(r.text);
+  }
+  EXPECT_EQ(eng.vocabulary_trie(), trie);
 }
 
 // The async step walks a constrained row's mask while the step runs (Seq::mask); the synchronous order walks it at

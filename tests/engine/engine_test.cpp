@@ -14,6 +14,7 @@
 #include "engine/byte_codec.h"
 #include "engine/fake_backend.h"
 #include "engine/text_stream.h"
+#include "engine_rig.h"
 #include "sampler/sampler.h"
 
 namespace ds::engine {
@@ -87,17 +88,7 @@ GenerationRequest greedy(std::vector<int32_t> prompt, int max_tokens) {
   return r;
 }
 
-struct Rig {
-  explicit Rig(FakeBackendOptions o, EngineConfig cfg = {}) : fb(std::move(o)), eng(fb, codec, cfg) { eng.start(); }
-  ByteCodec codec;
-  FakeBackend fb;
-  Engine eng;
-  std::shared_ptr<RequestHandle> submit(GenerationRequest r) {
-    auto s = eng.submit(std::move(r));
-    EXPECT_EQ(s.status, SubmitStatus::Ok) << s.message;
-    return s.handle;
-  }
-};
+using Rig = test::EngineRig;
 
 TEST(Engine, SingleGreedyMatchesReference) {
   Rig rig(opts());
@@ -361,47 +352,58 @@ TEST(Engine, ContextFullEndsWithLength) {
   EXPECT_EQ(r.tokens, reference(rig.fb, p, 11, rig.codec));
 }
 
+// A greedy turn after earlier ones on the same rig: its reply (checked against the prompt run alone, so a wrong
+// restore fails) and the prompt tokens the backend prefilled for it (those a snapshot did not provide).
+struct Turn {
+  Result r;
+  int64_t prefilled = 0;
+};
+
+Turn run_turn(Rig& rig, GenerationRequest g) {
+  const int64_t before = rig.fb.n_prefill_tokens.load();
+  const std::vector<int32_t> p = g.prompt;
+  const int n = g.max_tokens;
+  Turn t{collect(*rig.submit(std::move(g)))};
+  t.prefilled = rig.fb.n_prefill_tokens.load() - before;
+  EXPECT_EQ(t.r.tokens, reference(rig.fb, p, n, rig.codec));
+  return t;
+}
+
 TEST(Engine, PrefixReuseSkipsPrefixExactly) {
   Rig rig(opts());
   auto p = prompt_of(7, 40);
-  auto r1 = collect(*rig.submit(greedy(p, 12)));
+  const Turn t1 = run_turn(rig, greedy(p, 12));
+  const Result& r1 = t1.r;
   ASSERT_EQ(r1.tokens.size(), 12u);
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load(), 40);
+  EXPECT_EQ(t1.prefilled, 40);
 
   // Next turn extends the whole conversation: prompt + the 11 fed reply tokens + 5 new ones.
   auto p2 = p;
   p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end() - 1);
   for (int i = 0; i < 5; i++) p2.push_back(200 + i);
-  int64_t before = rig.fb.n_prefill_tokens.load();
-  auto r2 = collect(*rig.submit(greedy(p2, 10)));
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 5);
-  EXPECT_EQ(r2.last.n_cached, 51);
-  EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 10, rig.codec));
+  const Turn t2 = run_turn(rig, greedy(p2, 10));
+  EXPECT_EQ(t2.prefilled, 5);
+  EXPECT_EQ(t2.r.last.n_cached, 51);
 
   // A turn that rewrites the reply: only the prompt-end snapshot is a whole prefix.
   auto p3 = p;
   for (int i = 0; i < 6; i++) p3.push_back(100 + i);
-  before = rig.fb.n_prefill_tokens.load();
-  auto r3 = collect(*rig.submit(greedy(p3, 10)));
-  EXPECT_EQ(r3.last.n_cached, 40);
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 6);
-  EXPECT_EQ(r3.tokens, reference(rig.fb, p3, 10, rig.codec));
+  const Turn t3 = run_turn(rig, greedy(p3, 10));
+  EXPECT_EQ(t3.r.last.n_cached, 40);
+  EXPECT_EQ(t3.prefilled, 6);
 
   // Diverging inside every snapshot: no reuse, whole prompt processed.
   auto p4 = std::vector<int32_t>(p.begin(), p.begin() + 30);
   p4.push_back(249);
-  before = rig.fb.n_prefill_tokens.load();
-  auto r4 = collect(*rig.submit(greedy(p4, 10)));
-  EXPECT_EQ(r4.last.n_cached, 0);
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 31);
-  EXPECT_EQ(r4.tokens, reference(rig.fb, p4, 10, rig.codec));
+  const Turn t4 = run_turn(rig, greedy(p4, 10));
+  EXPECT_EQ(t4.r.last.n_cached, 0);
+  EXPECT_EQ(t4.prefilled, 31);
 
   // The same prompt again: served entirely from the cache (stored logits), same reply.
-  before = rig.fb.n_prefill_tokens.load();
-  auto r5 = collect(*rig.submit(greedy(p, 12)));
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 0);
-  EXPECT_EQ(r5.last.n_cached, 40);
-  EXPECT_EQ(r5.tokens, r1.tokens);
+  const Turn t5 = run_turn(rig, greedy(p, 12));
+  EXPECT_EQ(t5.prefilled, 0);
+  EXPECT_EQ(t5.r.last.n_cached, 40);
+  EXPECT_EQ(t5.r.tokens, r1.tokens);
   auto st = rig.eng.stats();
   EXPECT_GE(st.prefix_cache_hits, 3u);
   EXPECT_GT(st.prefix_cache_bytes, 0u);
@@ -415,20 +417,16 @@ TEST(Engine, SnapshotPointServesARewrittenTurn) {
   for (int32_t t : {7, 8, 9, 10}) p1.push_back(t);
   auto g1 = greedy(p1, 6);
   g1.snapshot_at = {30};
-  auto r1 = collect(*rig.submit(g1));
+  run_turn(rig, g1);
   // Turn 2 shares only the conversation: the reply is rendered differently.
   auto p2 = conv;
   for (int32_t t : {11, 12, 13, 14, 15}) p2.push_back(t);
-  int64_t before = rig.fb.n_prefill_tokens.load();
-  auto r2 = collect(*rig.submit(greedy(p2, 8)));
-  EXPECT_EQ(r2.last.n_cached, 30);
-  EXPECT_EQ(rig.fb.n_prefill_tokens.load() - before, 5);
-  EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 8, rig.codec));
+  const Turn t2 = run_turn(rig, greedy(p2, 8));
+  EXPECT_EQ(t2.r.last.n_cached, 30);
+  EXPECT_EQ(t2.prefilled, 5);
   // A prompt equal to the snapshot point cannot use it (no logits stored there): processed anew.
-  before = rig.fb.n_prefill_tokens.load();
-  auto r3 = collect(*rig.submit(greedy(conv, 4)));
-  EXPECT_LT(r3.last.n_cached, 30);
-  EXPECT_EQ(r3.tokens, reference(rig.fb, conv, 4, rig.codec));
+  const Turn t3 = run_turn(rig, greedy(conv, 4));
+  EXPECT_LT(t3.r.last.n_cached, 30);
 }
 
 TEST(Engine, PrefixCacheRespectsBudget) {

@@ -216,6 +216,19 @@ void expect_error(const std::pair<int, std::string>& r, int status, const std::s
   }
 }
 
+// The /metrics text once it holds `line` (or after a second without it). httplib's logger, where requests are
+// counted, runs after a response is written, so a request may not be counted yet when its client has the reply.
+std::string metrics_showing(Rig& rig, const std::string& line) {
+  auto c = rig.client();
+  std::string body;
+  for (int i = 0; i < 100; i++) {
+    if (auto r = c.Get("/metrics")) body = r->body;
+    if (body.find(line) != std::string::npos) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  return body;
+}
+
 TEST(Http, HealthModelsMetricsAndUnknownRoutes) {
   Rig rig;
   auto c = rig.client();
@@ -233,18 +246,11 @@ TEST(Http, HealthModelsMetricsAndUnknownRoutes) {
   expect_error({nf->status, nf->body}, 404, "", "unknown_url");
   auto na = c.Get("/v1/chat/completions");
   expect_error({na->status, na->body}, 405);
-  // httplib's logger (where requests are counted) runs after a response is written, so a request may not be
-  // counted yet when the client already has its reply: ask again for up to a second.
   const std::string counted = "ds_http_requests_total{route=\"/v1/models\",status=\"200\"}";
-  auto mt = c.Get("/metrics");
-  for (int i = 0; i < 100 && mt && mt->body.find(counted) == std::string::npos; i++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    mt = c.Get("/metrics");
-  }
-  ASSERT_TRUE(mt);
-  EXPECT_NE(mt->body.find(counted), std::string::npos);
-  EXPECT_NE(mt->body.find("ds_time_to_first_token_seconds_bucket"), std::string::npos);
-  EXPECT_NE(mt->body.find("ds_requests_waiting"), std::string::npos);
+  const std::string mt = metrics_showing(rig, counted);
+  EXPECT_NE(mt.find(counted), std::string::npos) << mt;
+  EXPECT_NE(mt.find("ds_time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_NE(mt.find("ds_requests_waiting"), std::string::npos);
 }
 
 TEST(Http, ChatReasoningNonStreamAndStream) {
@@ -626,24 +632,50 @@ std::string http_post_text(const std::string& path, const std::string& body) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A POST sent on a raw socket, whose client the test can drop at any moment: the socket, or -1 (a test failure).
+int raw_post(int port, const std::string& path, const std::string& body) {
+  int fd = raw_connect(port);
+  if (fd < 0) {
+    ADD_FAILURE() << "cannot connect to port " << port;
+    return -1;
+  }
+  const std::string req = http_post_text(path, body);
+  if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    ADD_FAILURE() << "cannot send the request";
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A rig whose decode steps take 2 ms each: a long reply is still running when its client goes away.
+engine::FakeBackendOptions slow_decode(int32_t n_ctx = 512) {
+  auto o = Rig::opts();
+  o.decode_delay = 2ms;
+  o.n_ctx = n_ctx;
+  return o;
+}
+
+// Closes the socket of a client whose request runs, then waits up to `limit` for the engine to drop the sequence:
+// the milliseconds that took.
+double close_and_time_release(Rig& rig, int fd, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  close(fd);
+  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < limit) std::this_thread::sleep_for(1ms);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // A streaming client that sends `body` to `path` and closes its socket after the first events: its slot is freed
 // within a few tokens (the server notices at its next write), counted as cancelled, and the server answers after.
 void expect_disconnect_frees_slot(const std::string& path, const std::string& body) {
-  auto o = Rig::opts();
-  o.decode_delay = 2ms;
-  Rig rig({}, o);
-  int fd = raw_connect(rig.srv.port());
+  Rig rig({}, slow_decode());
+  int fd = raw_post(rig.srv.port(), path, body);
   ASSERT_GE(fd, 0);
-  std::string req = http_post_text(path, body);
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   char buf[512];
   ASSERT_GT(read(fd, buf, sizeof buf), 0);  // headers and the first events
   for (int i = 0; i < 100 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
   EXPECT_EQ(rig.eng.stats().running, 1);
-  auto t0 = std::chrono::steady_clock::now();
-  close(fd);
-  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 2s) std::this_thread::sleep_for(1ms);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = close_and_time_release(rig, fd, 2s);
   EXPECT_EQ(rig.eng.stats().running, 0);
   EXPECT_LT(ms, 200) << "the slot of a gone client must be freed within a few tokens";
   EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
@@ -656,23 +688,15 @@ TEST(Http, DisconnectMidStreamFreesSlotAtOnce) {
 }
 
 TEST(Http, DisconnectWithoutStreamFreesSlot) {
-  auto o = Rig::opts();
-  o.decode_delay = 2ms;
-  o.n_ctx = 4096;
-  Rig rig({}, o);
+  Rig rig({}, slow_decode(4096));
   // A non-streaming client that gives up (its own timeout) while its reply is generated: the sequence
   // must not run on to max_tokens (6 s here) for no one.
-  int fd = raw_connect(rig.srv.port());
+  int fd = raw_post(rig.srv.port(), "/v1/completions", json{{"prompt", "go"}, {"max_tokens", 3000}}.dump());
   ASSERT_GE(fd, 0);
-  std::string req = http_post_text("/v1/completions", json{{"prompt", "go"}, {"max_tokens", 3000}}.dump());
-  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   for (int i = 0; i < 200 && rig.eng.stats().running < 1; i++) std::this_thread::sleep_for(2ms);
   ASSERT_EQ(rig.eng.stats().running, 1);
   std::this_thread::sleep_for(300ms);  // past the first check: the lookup of its socket has been made
-  auto t0 = std::chrono::steady_clock::now();
-  close(fd);
-  while (rig.eng.stats().running > 0 && std::chrono::steady_clock::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = close_and_time_release(rig, fd, 3s);
   EXPECT_EQ(rig.eng.stats().running, 0);
   EXPECT_LT(ms, 1000) << "the slot of a gone client must be freed within a check interval";
   EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
@@ -1006,13 +1030,7 @@ TEST(Http, ResponsesReasoningAndTextStreamingOrNot) {
   // Counted in /metrics under its route; other methods are 405.
   auto c = rig.client();
   const std::string counted = "ds_http_requests_total{route=\"/v1/responses\",status=\"200\"} 2";
-  auto mt = c.Get("/metrics");
-  for (int i = 0; i < 100 && mt && mt->body.find(counted) == std::string::npos; i++) {
-    std::this_thread::sleep_for(10ms);
-    mt = c.Get("/metrics");
-  }
-  ASSERT_TRUE(mt);
-  EXPECT_NE(mt->body.find(counted), std::string::npos);
+  EXPECT_NE(metrics_showing(rig, counted).find(counted), std::string::npos);
   auto g = c.Get("/v1/responses");
   expect_error({g->status, g->body}, 405, "", "method_not_allowed");
 }
@@ -1071,6 +1089,87 @@ TEST(Http, ResponsesToolRoundTripContinuesByPreviousResponseId) {
       EXPECT_EQ(e["name"], "get_time");
     }
   EXPECT_EQ(done, 1);
+}
+
+// A stored response: GET answers it as POST did, input_items lists its input (the continued conversation
+// included), DELETE forgets it (then GET / DELETE are 404s naming the id and previous_response_id cannot name it);
+// store false keeps nothing; an API key guards all three; other methods are 405s listing the ones served.
+TEST(Http, ResponsesRetrieveInputItemsAndDelete) {
+  Rig rig;
+  auto c = rig.client();
+  json first = output_of(rig.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2},
+                                                                        {"reasoning", {{"effort", "none"}}}})), 1);
+  const std::string id = first["id"], path = "/v1/responses/" + id;
+  auto g = c.Get(path);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 200) << g->body;
+  EXPECT_EQ(json::parse(g->body), first);
+  const json next = {{"previous_response_id", id}, {"max_output_tokens", 2}, {"reasoning", {{"effort", "none"}}}};
+  json second = output_of(rig.post("/v1/responses", responses_body("S again", next)), 1);
+  auto items = c.Get("/v1/responses/" + second["id"].get<std::string>() + "/input_items?order=asc");
+  ASSERT_TRUE(items);
+  ASSERT_EQ(items->status, 200) << items->body;
+  const json l = json::parse(items->body);
+  EXPECT_EQ(l["object"], "list");
+  ASSERT_EQ(l["data"].size(), 3u) << items->body;  // first's input and output, then this input
+  EXPECT_EQ(l["data"][0]["content"][0], json({{"type", "input_text"}, {"text", "S"}}));
+  EXPECT_EQ(l["data"][1]["role"], "assistant");
+  EXPECT_EQ(l["data"][1]["content"][0]["text"], first["output"][0]["content"][0]["text"]);
+  EXPECT_EQ(l["data"][2]["content"][0]["text"], "S again");
+  auto bad = c.Get(path + "/input_items?limit=0");
+  expect_error({bad->status, bad->body}, 400, "limit");
+  auto streamed = c.Get(path + "?stream=true");
+  expect_error({streamed->status, streamed->body}, 400, "stream");
+
+  auto d = c.Delete(path);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, 200) << d->body;
+  EXPECT_EQ(json::parse(d->body), json({{"id", id}, {"object", "response.deleted"}, {"deleted", true}}));
+  auto expect_not_found = [&](const httplib::Result& r) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 404, "", "response_not_found");
+    EXPECT_NE(r->body.find(id), std::string::npos) << r->body;
+  };
+  expect_not_found(c.Get(path));
+  expect_not_found(c.Delete(path));
+  expect_not_found(c.Get(path + "/input_items"));
+  expect_error(rig.post("/v1/responses", responses_body("S", {{"previous_response_id", id}})), 400,
+               "previous_response_id", "previous_response_not_found");
+  EXPECT_EQ(c.Get("/v1/responses/" + second["id"].get<std::string>())->status, 200);  // the other one stays
+  json unstored = output_of(rig.post("/v1/responses", responses_body("S", {{"store", false}, {"max_output_tokens", 2}})), 1);
+  EXPECT_EQ(c.Get("/v1/responses/" + unstored["id"].get<std::string>())->status, 404);
+
+  auto put = c.Put(path, "{}", "application/json");
+  ASSERT_TRUE(put);
+  expect_error({put->status, put->body}, 405, "", "method_not_allowed");
+  EXPECT_EQ(put->get_header_value("Allow"), "GET, HEAD, DELETE");
+  auto del_items = c.Delete(path + "/input_items");
+  ASSERT_TRUE(del_items);
+  EXPECT_EQ(del_items->status, 405);
+  EXPECT_EQ(del_items->get_header_value("Allow"), "GET, HEAD");
+  // /metrics counts them under the route, not one label per id.
+  const std::string counted = "ds_http_requests_total{route=\"/v1/responses/{id}\",status=\"404\"} 3";
+  const std::string mt = metrics_showing(rig, counted);
+  EXPECT_NE(mt.find(counted), std::string::npos) << mt;
+
+  ServerConfig keyed;
+  keyed.api_key = "sekret";
+  Rig rk(keyed);
+  const std::pair<std::string, std::string> auth = {"Authorization", "Bearer sekret"};
+  json kept = output_of(rk.post("/v1/responses", responses_body("S", {{"max_output_tokens", 2}}), {auth}), 1);
+  const std::string kpath = "/v1/responses/" + kept["id"].get<std::string>();
+  auto anon = rk.client();
+  auto expect_401 = [](const httplib::Result& r) {
+    ASSERT_TRUE(r);
+    expect_error({r->status, r->body}, 401, "", "invalid_api_key");
+  };
+  expect_401(anon.Get(kpath));
+  expect_401(anon.Get(kpath + "/input_items"));
+  expect_401(anon.Delete(kpath));
+  auto authed = rk.client({auth});
+  EXPECT_EQ(authed.Get(kpath)->status, 200);
+  EXPECT_EQ(authed.Get(kpath + "/input_items")->status, 200);
+  EXPECT_EQ(authed.Delete(kpath)->status, 200);
 }
 
 TEST(Http, ResponsesLimitsIncompleteAndErrors) {
@@ -1217,6 +1316,10 @@ TEST(Http, CorsOnlyForConfiguredOrigins) {
   r = c.Options("/v1/models", preflight);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD");
+  r = c.Options("/v1/responses/resp_x", preflight);  // a stored response: a browser's DELETE is preflighted
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "GET, HEAD, DELETE");
 
   const std::vector<std::pair<std::string, std::string>> from_ui = {{"Origin", "http://ui.example:3000"},
                                                                     {"Authorization", "Bearer sekret"}};

@@ -7,6 +7,7 @@
 #include "chat/chat_template.h"
 #include "engine/byte_codec.h"
 #include "grammar/matcher.h"
+#include "grammar/schema.h"
 #include "server/chat_prompt.h"
 #include "server/job.h"
 #include "server/json_text.h"
@@ -862,6 +863,41 @@ TEST(Request, SchemasSharedUnlessLarge) {
   ASSERT_TRUE(a && b);
   EXPECT_NE(a, b);
   EXPECT_EQ(a.use_count(), 1);  // the request's alone: freed with it
+}
+
+// A schema the cache holds is looked up before anything is compiled: a repeat compiles nothing (it was compiled
+// every time, then the cached constraint used). Large schemas (not kept) and failing ones compile each time.
+TEST(Request, RepeatedSchemaIsNotCompiledAgain) {
+  auto parse = [](const json& schema) {
+    ChatRequest r;
+    json body = {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})},
+                 {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", schema}}}}}};
+    return parse_chat_request(body, 1000, r);
+  };
+  // Not sent by another test of this process (its cached entry would make the first parse a hit).
+  const json schema = {{"type", "object"}, {"properties", {{"repeated_schema_test", {{"type", "boolean"}}}}}};
+  const uint64_t n0 = grammar::schemas_compiled();
+  EXPECT_FALSE(parse(schema));
+  EXPECT_EQ(grammar::schemas_compiled(), n0 + 1);
+  EXPECT_FALSE(parse(schema));
+  EXPECT_FALSE(parse(schema));
+  EXPECT_EQ(grammar::schemas_compiled(), n0 + 1);
+  const json other = {{"type", "object"}, {"properties", {{"repeated_schema_test", {{"type", "string"}}}}}};
+  EXPECT_FALSE(parse(other));
+  EXPECT_EQ(grammar::schemas_compiled(), n0 + 2);
+  const json bad = {{"type", "string"}, {"pattern", "repeated_schema_test"}};
+  for (int i = 0; i < 2; i++) {
+    auto e = parse(bad);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "response_format.json_schema.schema.pattern");
+  }
+  EXPECT_EQ(grammar::schemas_compiled(), n0 + 4);
+  json values = json::array();
+  for (int i = 0; i < 20000; i++) values.push_back("value number " + std::to_string(i));
+  const json large = {{"enum", values}};
+  EXPECT_FALSE(parse(large));
+  EXPECT_FALSE(parse(large));
+  EXPECT_EQ(grammar::schemas_compiled(), n0 + 6);
 }
 
 // tool_choice as parsed: what is forced, thinking turned off for it, parallel_tool_calls kept.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "server/responses_items.h"
 #include "server/responses_job.h"
 #include "server/responses_request.h"
 #include "server/responses_store.h"
@@ -255,23 +256,49 @@ TEST(ResponsesRequest, PreviousResponseIdContinuesItsConversation) {
 
 TEST(ResponsesStore, BoundedByCountAndBytesOldestFirst) {
   const json items = json::parse(R"([{"type":"message","role":"user","content":"0123456789"}])");
-  const size_t one = dump(items).size() + std::string("resp_0").size();
+  const json none = json::array(), response = {{"id", "r"}};
+  const size_t one = dump(items).size() + dump(none).size() + dump(response).size() + std::string("resp_0").size();
   ResponseStore byCount(2, 1 << 20);
-  for (int i = 0; i < 3; i++) byCount.put(fmt::format("resp_{}", i), items);
+  for (int i = 0; i < 3; i++) byCount.put(fmt::format("resp_{}", i), items, none, response);
   EXPECT_EQ(byCount.size(), 2u);
   EXPECT_FALSE(byCount.get("resp_0"));
   EXPECT_EQ(*byCount.get("resp_2"), items);
 
   ResponseStore byBytes(100, 2 * one + 1);
-  for (int i = 0; i < 3; i++) byBytes.put(fmt::format("resp_{}", i), items);
+  for (int i = 0; i < 3; i++) byBytes.put(fmt::format("resp_{}", i), items, none, response);
   EXPECT_EQ(byBytes.size(), 2u);
   EXPECT_EQ(byBytes.bytes(), 2 * one);
   EXPECT_FALSE(byBytes.get("resp_0"));
   EXPECT_TRUE(byBytes.get("resp_1"));
 
   ResponseStore small(10, one - 1);  // larger than the whole bound: not kept
-  small.put("resp_0", items);
+  small.put("resp_0", items, none, response);
   EXPECT_EQ(small.size(), 0u);
+}
+
+// Each part back as it was put; the conversation is the input then the output. An erased response is gone at once
+// (its bytes and its place in the eviction order too: the next oldest is the next evicted).
+TEST(ResponsesStore, PartsAndErase) {
+  const json input = json::parse(R"([{"type":"message","role":"user","content":"hi"}])");
+  const json output = json::parse(R"([{"type":"message","role":"assistant","content":"hello"}])");
+  const json response = {{"id", "resp_a"}, {"object", "response"}, {"output", json::array()}};
+  ResponseStore store(2, 1 << 20);
+  store.put("resp_a", input, output, response);
+  EXPECT_EQ(*store.input("resp_a"), input);
+  EXPECT_EQ(*store.response("resp_a"), response);
+  EXPECT_EQ(*store.get("resp_a"), json::array({input[0], output[0]}));
+  const size_t bytes = store.bytes();
+  store.put("resp_b", input, output, response);
+  EXPECT_TRUE(store.erase("resp_a"));
+  EXPECT_FALSE(store.erase("resp_a"));
+  EXPECT_FALSE(store.get("resp_a") || store.input("resp_a") || store.response("resp_a"));
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.bytes(), bytes);  // resp_b's: the same size
+  store.put("resp_c", input, output, response);  // room for two: nothing evicted
+  EXPECT_TRUE(store.get("resp_b") && store.get("resp_c"));
+  store.put("resp_d", input, output, response);  // resp_b is the oldest now
+  EXPECT_FALSE(store.get("resp_b"));
+  EXPECT_TRUE(store.get("resp_c") && store.get("resp_d"));
 }
 
 // The byte bound is what the store holds: 200,000 small items (about 11 MB of JSON) take about that much of the heap
@@ -282,7 +309,7 @@ TEST(ResponsesStore, HoldsItsBytesNotAParsedCopy) {
   {
     json items = json::array();
     for (int i = 0; i < 200000; i++) items.push_back({{"type", "message"}, {"role", "user"}, {"content", "hi"}});
-    store.put("resp_big", std::move(items));
+    store.put("resp_big", items, json::array(), json::object());
   }
   const size_t held = mallinfo2().uordblks - before;
   ASSERT_EQ(store.size(), 1u);
@@ -291,6 +318,71 @@ TEST(ResponsesStore, HoldsItsBytesNotAParsedCopy) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->size(), 200000u);
   EXPECT_EQ((*back)[199999], json({{"type", "message"}, {"role", "user"}, {"content", "hi"}}));
+}
+
+// --- GET /v1/responses/{id}/input_items ---------------------------------------------------------------------
+
+// Every normalised kind back in the Responses API's item shape, with ids from the response id and the place.
+TEST(ResponsesInputItems, ShapesAndIds) {
+  const json input = json::parse(R"([{"type":"message","role":"developer","content":"be brief"},
+      {"type":"message","role":"user","content":"weather?"},{"type":"reasoning","text":"think"},
+      {"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+      {"type":"function_call_output","call_id":"c1","output":"Sunny"},
+      {"type":"message","role":"assistant","content":"It is sunny."}])");
+  auto r = input_item_list("resp_abc", input, {{"order", "asc"}});
+  ASSERT_TRUE(std::holds_alternative<json>(r)) << std::get<ApiError>(r).message;
+  const json& l = std::get<json>(r);
+  EXPECT_EQ(l["object"], "list");
+  EXPECT_EQ(l["has_more"], false);
+  const json& d = l["data"];
+  ASSERT_EQ(d.size(), 6u);
+  EXPECT_EQ(d[0], json::parse(R"({"id":"msg_abc_in0","type":"message","role":"developer","status":"completed",
+      "content":[{"type":"input_text","text":"be brief"}]})"));
+  EXPECT_EQ(d[2], json::parse(R"({"id":"rs_abc_in2","type":"reasoning","status":"completed","summary":[],
+      "content":[{"type":"reasoning_text","text":"think"}]})"));
+  EXPECT_EQ(d[3], json::parse(R"({"id":"fc_abc_in3","type":"function_call","status":"completed",
+      "arguments":"{\"city\":\"Paris\"}","call_id":"c1","name":"get_weather"})"));
+  EXPECT_EQ(d[4], json::parse(R"({"id":"fco_abc_in4","type":"function_call_output","status":"completed",
+      "call_id":"c1","output":"Sunny"})"));
+  EXPECT_EQ(d[5]["content"], json::parse(R"([{"type":"output_text","annotations":[],"logprobs":[],
+      "text":"It is sunny."}])"));
+  EXPECT_EQ(l["first_id"], "msg_abc_in0");
+  EXPECT_EQ(l["last_id"], "msg_abc_in5");
+}
+
+// Newest first by default (OpenAI's order), 20 a page; `after` continues from a page's last id; bad values are
+// 400s naming the parameter.
+TEST(ResponsesInputItems, OrderPagesAndErrors) {
+  json input = json::array();
+  for (int i = 0; i < 25; i++) input.push_back({{"type", "message"}, {"role", "user"}, {"content", std::to_string(i)}});
+  auto list = [&](const QueryParams& q) {
+    auto r = input_item_list("resp_x", input, q);
+    EXPECT_TRUE(std::holds_alternative<json>(r)) << std::get<ApiError>(r).message;
+    return std::holds_alternative<json>(r) ? std::get<json>(r) : json();
+  };
+  json first = list({});
+  ASSERT_EQ(first["data"].size(), 20u);
+  EXPECT_EQ(first["data"][0]["content"][0]["text"], "24");
+  EXPECT_EQ(first["has_more"], true);
+  json rest = list({{"after", first["last_id"].get<std::string>()}});
+  ASSERT_EQ(rest["data"].size(), 5u);
+  EXPECT_EQ(rest["data"][0]["content"][0]["text"], "4");
+  EXPECT_EQ(rest["data"][4]["content"][0]["text"], "0");
+  EXPECT_EQ(rest["has_more"], false);
+  json asc = list({{"order", "asc"}, {"limit", "2"}, {"after", "msg_x_in0"}});
+  ASSERT_EQ(asc["data"].size(), 2u);
+  EXPECT_EQ(asc["data"][0]["id"], "msg_x_in1");
+  EXPECT_EQ(asc["has_more"], true);
+  json empty = list({{"after", "msg_x_in0"}});  // the oldest: nothing after it newest-first
+  EXPECT_EQ(empty["data"], json::array());
+  EXPECT_TRUE(empty["first_id"].is_null());
+  for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"limit", "0"}, {"limit", "101"}, {"limit", "2x"}, {"limit", ""}, {"order", "up"}, {"after", "msg_y_in0"}}) {
+    auto r = input_item_list("resp_x", input, {{k, v}});
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << k << "=" << v;
+    EXPECT_EQ(std::get<ApiError>(r).status, 400);
+    EXPECT_EQ(std::get<ApiError>(r).param, k);
+  }
 }
 
 // --- ResponsesJob ----------------------------------------------------------------------------------------
@@ -372,12 +464,18 @@ std::vector<std::string> types(const std::vector<json>& evs) {
   return t;
 }
 
-TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
+// A reply that thinks, then answers: "Thinking about it." then "The answer is 42.", in three events (the middle one
+// holds </think>), after a prompt that opened <think>.
+std::pair<Run, Run> run_thinking_reply() {
   ResponsesJobOptions o = base_options();
   o.in_reasoning = true;
-  auto [s, n] = run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
-                          ev(" is 42.", 2, engine::FinishReason::Stop)},
-                         o);
+  return run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
+                   ev(" is 42.", 2, engine::FinishReason::Stop)},
+                  o);
+}
+
+TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
+  auto [s, n] = run_thinking_reply();
   ASSERT_EQ(n.status, 200) << n.result.dump();
   const json& r = n.result;
   EXPECT_EQ(r["id"], "resp_abc123");
@@ -412,11 +510,7 @@ TEST(ResponsesJob, ReasoningAndTextNonStreamingFieldByField) {
 }
 
 TEST(ResponsesJob, StreamedEventsInOrderAndEqualToTheResponse) {
-  ResponsesJobOptions o = base_options();
-  o.in_reasoning = true;
-  auto [s, n] = run_both({ev("Thinking about", 2), ev(" it.</think>\n\nThe answer", 3),
-                          ev(" is 42.", 2, engine::FinishReason::Stop)},
-                         o);
+  auto [s, n] = run_thinking_reply();
   auto evs = events(s.sse);
   using V = std::vector<std::string>;
   EXPECT_EQ(types(evs), (V{"response.created", "response.in_progress",
