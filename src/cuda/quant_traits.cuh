@@ -236,129 +236,56 @@ DS_UNROLL
   }
 };
 
-// ---- Q4_0 (§5.3), Q5_0 (§5.4), IQ4_NL (§5.11): 32-element blocks, element j = low nibble of qs[j],
-// element j + 16 = high nibble. One unit = one block, in element order.
-template <>
-struct QuantTraits<GgmlType::Q4_0> {
-  static constexpr int kBlockElems = 32, kBlockBytes = 18, kAlign = 2;
+// ---- Q4_0 (§5.3), Q5_0 (§5.4), Q4_1, Q5_1: 32-element blocks, element j = low nibble of qs[j], element j + 16 =
+// high nibble (Q5: bit j of the 32-bit qh word as bit 4 of element j). One unit = one block, in element order.
+// kMin (Q4_1 / Q5_1): an f16 min m after d, w = q * d + m with q unsigned; dot() factors it out as m * (sum of v),
+// the run sum s[0]. Without kMin, w = (q - kBias) * d. IQ4_NL (§5.11) has the same layout with a codebook (below).
+template <int kBytes, int kAlignBytes, int kQh, int kQs, int kBias, bool kMin>
+struct Nibble32Traits {
+  static constexpr int kBlockElems = 32, kBlockBytes = kBytes, kAlign = kAlignBytes;
   static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
-  static constexpr bool kNeedsSums = false, kIsFloat = false;
+  static constexpr bool kNeedsSums = kMin, kIsFloat = false;
   DS_HD static int run_start(int, int) { return 0; }
   template <class F>
-  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q - 8)
+  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q - kBias)
+    uint32_t qh = 0;
+    if constexpr (kQh >= 0) qh = ld32<kAlign>(b + kQh);
 DS_UNROLL
     for (int j = 0; j < 4; j++) {
-      const uint32_t w = ld32<kAlign>(b + 2 + 4 * j);
-      const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
-      f(4 * j + 0, bytef<0>(lo, 8.f)); f(16 + 4 * j + 0, bytef<0>(hi, 8.f));
-      f(4 * j + 1, bytef<1>(lo, 8.f)); f(16 + 4 * j + 1, bytef<1>(hi, 8.f));
-      f(4 * j + 2, bytef<2>(lo, 8.f)); f(16 + 4 * j + 2, bytef<2>(hi, 8.f));
-      f(4 * j + 3, bytef<3>(lo, 8.f)); f(16 + 4 * j + 3, bytef<3>(hi, 8.f));
+      const uint32_t w = ld32<kAlign>(b + kQs + 4 * j);
+      uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+      if constexpr (kQh >= 0) {
+        lo |= spread4_bit4((qh >> (4 * j)) & 0xF);
+        hi |= spread4_bit4((qh >> (16 + 4 * j)) & 0xF);
+      }
+      constexpr float bias = (float)kBias;
+      f(4 * j + 0, bytef<0>(lo, bias)); f(16 + 4 * j + 0, bytef<0>(hi, bias));
+      f(4 * j + 1, bytef<1>(lo, bias)); f(16 + 4 * j + 1, bytef<1>(hi, bias));
+      f(4 * j + 2, bytef<2>(lo, bias)); f(16 + 4 * j + 2, bytef<2>(hi, bias));
+      f(4 * j + 3, bytef<3>(lo, bias)); f(16 + 4 * j + 3, bytef<3>(hi, bias));
     }
   }
   DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
     const float d = f16f(ld16(b));
-    each(b, [&](int i, float q) { w[i] = q * d; });
-  }
-  DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float*) {
-    float acc = 0;
-    each(b, [&](int i, float q) { acc += q * v[i]; });
-    return f16f(ld16(b)) * acc;
-  }
-};
-
-template <>
-struct QuantTraits<GgmlType::Q5_0> {
-  static constexpr int kBlockElems = 32, kBlockBytes = 22, kAlign = 2;
-  static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
-  static constexpr bool kNeedsSums = false, kIsFloat = false;
-  DS_HD static int run_start(int, int) { return 0; }
-  template <class F>
-  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q - 16)
-    const uint32_t qh = ld32<kAlign>(b + 2);
-DS_UNROLL
-    for (int j = 0; j < 4; j++) {
-      const uint32_t w = ld32<kAlign>(b + 6 + 4 * j);
-      const uint32_t lo = (w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * j)) & 0xF);
-      const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4((qh >> (16 + 4 * j)) & 0xF);
-      f(4 * j + 0, bytef<0>(lo, 16.f)); f(16 + 4 * j + 0, bytef<0>(hi, 16.f));
-      f(4 * j + 1, bytef<1>(lo, 16.f)); f(16 + 4 * j + 1, bytef<1>(hi, 16.f));
-      f(4 * j + 2, bytef<2>(lo, 16.f)); f(16 + 4 * j + 2, bytef<2>(hi, 16.f));
-      f(4 * j + 3, bytef<3>(lo, 16.f)); f(16 + 4 * j + 3, bytef<3>(hi, 16.f));
+    if constexpr (kMin) {
+      const float m = f16f(ld16(b + 2));
+      each(b, [&](int i, float q) { w[i] = q * d + m; });
+    } else {
+      each(b, [&](int i, float q) { w[i] = q * d; });
     }
-  }
-  DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
-    const float d = f16f(ld16(b));
-    each(b, [&](int i, float q) { w[i] = q * d; });
-  }
-  DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float*) {
-    float acc = 0;
-    each(b, [&](int i, float q) { acc += q * v[i]; });
-    return f16f(ld16(b)) * acc;
-  }
-};
-
-// ---- Q4_1 (§5.3), Q5_1 (§5.4): Q4_0 / Q5_0 with an f16 min m after d, w = q * d + m (q unsigned).
-// The min is factored out of dot(): m * (sum of v) uses the run sum s[0].
-template <>
-struct QuantTraits<GgmlType::Q4_1> {
-  static constexpr int kBlockElems = 32, kBlockBytes = 20, kAlign = 4;
-  static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
-  static constexpr bool kNeedsSums = true, kIsFloat = false;
-  DS_HD static int run_start(int, int) { return 0; }
-  template <class F>
-  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q)
-DS_UNROLL
-    for (int j = 0; j < 4; j++) {
-      const uint32_t w = ld32<kAlign>(b + 4 + 4 * j);
-      const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
-      f(4 * j + 0, bytef<0>(lo, 0.f)); f(16 + 4 * j + 0, bytef<0>(hi, 0.f));
-      f(4 * j + 1, bytef<1>(lo, 0.f)); f(16 + 4 * j + 1, bytef<1>(hi, 0.f));
-      f(4 * j + 2, bytef<2>(lo, 0.f)); f(16 + 4 * j + 2, bytef<2>(hi, 0.f));
-      f(4 * j + 3, bytef<3>(lo, 0.f)); f(16 + 4 * j + 3, bytef<3>(hi, 0.f));
-    }
-  }
-  DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
-    const float d = f16f(ld16(b)), m = f16f(ld16(b + 2));
-    each(b, [&](int i, float q) { w[i] = q * d + m; });
   }
   DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float* s) {
     float acc = 0;
     each(b, [&](int i, float q) { acc += q * v[i]; });
-    return f16f(ld16(b)) * acc + f16f(ld16(b + 2)) * s[0];
+    if constexpr (kMin) return f16f(ld16(b)) * acc + f16f(ld16(b + 2)) * s[0];
+    return f16f(ld16(b)) * acc;
   }
 };
-
-template <>
-struct QuantTraits<GgmlType::Q5_1> {
-  static constexpr int kBlockElems = 32, kBlockBytes = 24, kAlign = 8;
-  static constexpr int kUnits = 1, kRuns = 1, kRunLen = 32, kE = 32;
-  static constexpr bool kNeedsSums = true, kIsFloat = false;
-  DS_HD static int run_start(int, int) { return 0; }
-  template <class F>
-  DS_HD static void each(const uint8_t* b, F&& f) {  // f(element, q)
-    const uint32_t qh = ld32<kAlign>(b + 4);
-DS_UNROLL
-    for (int j = 0; j < 4; j++) {
-      const uint32_t w = ld32<kAlign>(b + 8 + 4 * j);
-      const uint32_t lo = (w & 0x0F0F0F0Fu) | spread4_bit4((qh >> (4 * j)) & 0xF);
-      const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | spread4_bit4((qh >> (16 + 4 * j)) & 0xF);
-      f(4 * j + 0, bytef<0>(lo, 0.f)); f(16 + 4 * j + 0, bytef<0>(hi, 0.f));
-      f(4 * j + 1, bytef<1>(lo, 0.f)); f(16 + 4 * j + 1, bytef<1>(hi, 0.f));
-      f(4 * j + 2, bytef<2>(lo, 0.f)); f(16 + 4 * j + 2, bytef<2>(hi, 0.f));
-      f(4 * j + 3, bytef<3>(lo, 0.f)); f(16 + 4 * j + 3, bytef<3>(hi, 0.f));
-    }
-  }
-  DS_HD static void dequant(const uint8_t* b, int, float (&w)[kE]) {
-    const float d = f16f(ld16(b)), m = f16f(ld16(b + 2));
-    each(b, [&](int i, float q) { w[i] = q * d + m; });
-  }
-  DS_HD static float dot(const uint8_t* b, int, const float (&v)[kE], const float* s) {
-    float acc = 0;
-    each(b, [&](int i, float q) { acc += q * v[i]; });
-    return f16f(ld16(b)) * acc + f16f(ld16(b + 2)) * s[0];
-  }
-};
+//                                                              bytes align  qh  qs bias min
+template <> struct QuantTraits<GgmlType::Q4_0> : Nibble32Traits<18, 2, -1, 2, 8, false> {};
+template <> struct QuantTraits<GgmlType::Q5_0> : Nibble32Traits<22, 2, 2, 6, 16, false> {};
+template <> struct QuantTraits<GgmlType::Q4_1> : Nibble32Traits<20, 4, -1, 4, 0, true> {};
+template <> struct QuantTraits<GgmlType::Q5_1> : Nibble32Traits<24, 8, 4, 8, 0, true> {};
 
 // Codebook decode of 16 bytes of IQ4 codes (32 elements: low nibbles first, then high nibbles).
 // The codebook lookup yields bytes in nibble order (lo0, hi0, lo1, hi1), which map to elements
