@@ -171,7 +171,7 @@ TEST(PrefillGemm, RejectsBadShapes) {
     return gemm->matmul({t, N, K, 4}, buf.p(), buf.p() + 8192, 0, buf.p() + 16384, 0, in, false, nullptr);
   };
   EXPECT_FALSE(call(GgmlType::Q4_K, 16, 100, GemmInputs::kF32).ok()) << "K not a multiple of 256";
-  EXPECT_FALSE(call(GgmlType::Q2_K, 16, 256, GemmInputs::kF32).ok()) << "type without a CUDA kernel";
+  EXPECT_FALSE(call(GgmlType::IQ1_S, 16, 256, GemmInputs::kF32).ok()) << "type without a CUDA kernel";
   EXPECT_FALSE(call(GgmlType::F32, 16, 12, GemmInputs::kBf16).ok()) << "K not a multiple of 8 for bf16";
   EXPECT_TRUE(call(GgmlType::F32, 16, 12, GemmInputs::kF32).ok()) << "F32 takes any K in fp32";
   EXPECT_TRUE(gemm->matmul({GgmlType::F32, 16, 12, 0}, buf.p(), buf.p(), 0, buf.p(), 0, GemmInputs::kF32, false, nullptr).ok())
