@@ -187,6 +187,7 @@ int run(const BenchArgs& a) {
     ds::cuda::CudaModelOptions mo;
     mo.precision = a.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
     mo.kv_f16 = a.kv_f16;
+    mo.state_f16 = a.state_f16;
     auto cm = ds::cuda::CudaModel::load(*model, mo);
     if (!cm) return fail(cm.error());
     gpu = std::move(*cm);

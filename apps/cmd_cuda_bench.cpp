@@ -33,7 +33,7 @@ struct Options {
   int prompt = 0, tg = 128, batch = 1, reps = 3, top = 30;
   int ctx = 0;      // > 0: each state's max_ctx (the server's --ctx: attention splits follow it), else prompt + tg + 16
   int select = -1;  // >= 0: decode through decode_select with this k (the server's path), no logits download
-  bool breakdown = false, no_graphs = false, precise = false, kv_f16 = false;
+  bool breakdown = false, no_graphs = false, precise = false, kv_f16 = false, state_f16 = false;
 };
 
 #if DS_HAVE_CUDA
@@ -103,6 +103,7 @@ int run(const Options& o) {
   mo.use_graphs = !o.no_graphs;
   mo.precision = o.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
   mo.kv_f16 = o.kv_f16;
+  mo.state_f16 = o.state_f16;
   auto cm = ds::cuda::CudaModel::load(*m, mo);
   if (!cm) {
     spdlog::error("{}", cm.error().message);
@@ -166,11 +167,13 @@ int run(const Options& o) {
   const double tok_s = o.batch * o.tg / tg;
   const std::string how = o.select >= 0 ? fmt::format("selection of the {} best per row on the device", o.select)
                                         : std::string("logits downloaded");
-  std::printf("decode tg%d, batch %d: %.1f tok/s (%.3f ms per step, median of %d; %s%s)\n", o.tg, o.batch, tok_s,
-              step_ms, o.reps, how.c_str(), M.kv_f16() ? "; f16 K / V caches" : "");
+  std::printf("decode tg%d, batch %d: %.1f tok/s (%.3f ms per step, median of %d; %s%s%s)\n", o.tg, o.batch, tok_s,
+              step_ms, o.reps, how.c_str(), M.kv_f16() ? "; f16 K / V caches" : "",
+              M.state_f16() ? "; f16 GDN states" : "");
   if (o.select >= 0) out["select_k"] = o.select;
   out["tg"] = o.tg;
   out["kv"] = M.kv_f16() ? "f16" : "f32";
+  out["state"] = M.state_f16() ? "f16" : "f32";
   out["tok_s"] = tok_s;
   out["ms_per_step"] = step_ms;
   if (o.prompt > 0) {
@@ -241,6 +244,7 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--top", o->top, "slowest ops listed in the breakdown")->capture_default_str();
   app.add_flag("--precise", o->precise, "prefill in fp32 everywhere instead of the default fast mode");
   app.add_flag("--kv-f16", o->kv_f16, ds::app::kKvF16Help);
+  app.add_flag("--state-f16", o->state_f16, ds::app::kStateF16Help);
   app.add_flag("--no-graphs", o->no_graphs, "launch the decode steps op by op instead of replaying CUDA graphs");
   app.add_option("--json", o->json, "append the results as one JSON line to this file");
   return [o] { return run(*o); };

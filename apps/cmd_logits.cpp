@@ -55,13 +55,14 @@ struct Options : ds::app::BackendOptions {
 
 // The same contract on the GPU: prefill of the first k tokens with every row's logits, then one decode
 // step per token (CUDA graph replays unless no_graphs).
-ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, int64_t k, bool no_graphs,
-                       bool precise, bool kv_f16, std::vector<float>& logits) {
+ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, int64_t k,
+                       const ds::app::BackendOptions& bo, std::vector<float>& logits) {
 #if DS_HAVE_CUDA
   ds::cuda::CudaModelOptions mo;
-  mo.use_graphs = !no_graphs;
-  mo.precision = precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
-  mo.kv_f16 = kv_f16;
+  mo.use_graphs = !bo.no_graphs;
+  mo.precision = bo.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
+  mo.kv_f16 = bo.kv_f16;
+  mo.state_f16 = bo.state_f16;
   DS_ASSIGN(auto cm, ds::cuda::CudaModel::load(m, mo));
   const int64_t n = (int64_t)ids.size(), V = m.cfg.n_vocab;
   DS_ASSIGN(auto st, cm->create_state(n));
@@ -74,7 +75,7 @@ ds::Status cuda_logits(const ds::Qwen35Model& m, std::span<const int32_t> ids, i
   }
   return {};
 #else
-  (void)m, (void)ids, (void)k, (void)no_graphs, (void)precise, (void)logits;
+  (void)m, (void)ids, (void)k, (void)bo, (void)logits;
   return ds::err("logits: --backend cuda: this deltaserve was built without CUDA; rebuild with nvcc available");
 #endif
 }
@@ -124,7 +125,7 @@ int run(const Options& o) {
   const std::span<const int32_t> all(*ids);
   if (cuda) {
     spdlog::info("logits: {} tokens ({} prefill, {} decode), vocab {}, backend cuda", n, k, n - k, V);
-    if (auto s = cuda_logits(*model, all, k, o.no_graphs, o.precise, o.kv_f16, logits); !s) {
+    if (auto s = cuda_logits(*model, all, k, o, logits); !s) {
       spdlog::error("{}", s.error().message);
       return 1;
     }

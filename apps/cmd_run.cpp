@@ -313,6 +313,7 @@ int run(RunArgs a) {
     mo.use_graphs = !a.no_graphs;
     mo.precision = a.precise ? ds::cuda::Precision::kPrecise : ds::cuda::Precision::kFast;
     mo.kv_f16 = a.kv_f16;
+    mo.state_f16 = a.state_f16;
     auto cm = ds::cuda::CudaModel::load(s.model, mo);
     if (!cm) return fail(cm.error());
     s.gpu = std::move(*cm);

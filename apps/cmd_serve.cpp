@@ -32,7 +32,8 @@ struct Options {
   ds::server::ServerConfig srv;
   ds::engine::EngineConfig eng;
   int32_t parallel = 16, ctx = 8192, threads = 0, device = 0;
-  bool kv_f16 = false;  // cuda: f16 K / V caches
+  bool kv_f16 = false;     // cuda: f16 K / V caches
+  bool state_f16 = false;  // cuda: f16 Gated DeltaNet states
   bool ctx_given = false;      // --ctx on the command line (else the default, lowered to the model's context)
   bool api_key_given = false;  // --api-key on the command line, even if empty
   int64_t prefix_cache_mb = 1024;
@@ -91,6 +92,7 @@ int run(Options o) {
     co.n_ctx = o.ctx;
     co.device = o.device;
     co.kv_f16 = o.kv_f16;
+    co.state_f16 = o.state_f16;
     auto b = ds::engine::make_cuda_backend(*model, co);
     if (!b) return fail(b.error().message);
     backend = std::move(*b);
@@ -171,6 +173,7 @@ ds::app::RunFn setup(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--device", o->device, "cuda: GPU index")->capture_default_str();
   app.add_flag("--kv-f16", o->kv_f16, ds::app::kKvF16Help);
+  app.add_flag("--state-f16", o->state_f16, ds::app::kStateF16Help);
   ds::app::add_threads_option(app, o->threads);
   app.add_option("--model-id", o->model_id, "model name in responses and /v1/models (default: the file's stem)");
   app.add_option("--max-queue", o->eng.max_queue, "requests that may wait for a slot; more get 429")

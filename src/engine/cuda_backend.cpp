@@ -358,6 +358,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const Qwen35Model& model, con
   mo.use_graphs = o.use_graphs;
   mo.precision = o.precise ? cuda::Precision::kPrecise : cuda::Precision::kFast;
   mo.kv_f16 = o.kv_f16;
+  mo.state_f16 = o.state_f16;
   DS_ASSIGN(std::unique_ptr<cuda::CudaModel> m, cuda::CudaModel::load(model, mo));
   std::vector<std::unique_ptr<cuda::CudaSeqState>> slots;
   for (int32_t i = 0; i < o.n_slots; i++) {

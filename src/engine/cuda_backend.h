@@ -28,6 +28,7 @@ struct CudaBackendOptions {
   bool use_graphs = true;
   bool precise = false;  // prefill in fp32 everywhere (cuda::Precision::kPrecise) instead of the fast default
   bool kv_f16 = false;   // f16 K / V caches (cuda::CudaModelOptions::kv_f16)
+  bool state_f16 = false;  // f16 GDN states (cuda::CudaModelOptions::state_f16)
 };
 
 // True when this binary was built with CUDA and a CUDA device is visible.

@@ -118,55 +118,53 @@ TEST(CudaState, BatchOf40DecodeEqualsEachAlone) {
   }
 }
 
-// kv19: the K / V caches in f16 (CudaModelOptions::kv_f16): half the bytes per position; the logits stay near the f32
-// caches' (the measured error printed: the f16 rounding of every cached value) through the step-path prefill (short
-// prompts: qk_norm_rope_store), the piece prefill (a 40-token prompt: attention_prefill's store and its f16 rows), 40
-// sequences at once (the ring kernel) and batch 1 (the register loop); and within f16 a sequence decoded alone matches
-// its row of the batch as closely as with f32 caches (every attention path reads the same rounded rows).
-TEST(CudaState, F16KvCacheNearF32) {
-  DS_SKIP_WITHOUT_GPU();
-  auto f = load_fixture();
-  ASSERT_TRUE(f.m.ok());
-  const size_t B = 40;
-  const int64_t V = f.m->cfg.n_vocab;
+// kv19 / st20: the K / V caches (CudaModelOptions::kv_f16) or the GDN states (state_f16) in f16: half the bytes;
+// the logits stay near the f32 run's (the measured error printed) through the step-path prefill (short prompts:
+// qk_norm_rope_store, the multi-token delta rule), the piece prefill (a 40-token prompt: attention_prefill's store and
+// its f16 rows; the chunked delta rule on the widened state, rounded back), 40 sequences at once (the ring kernel,
+// gdn_tma_out_kernel) and batch 1 (the register loop, gdn_conv_kernel); and within f16 a sequence decoded alone
+// matches its row of the batch as closely as in f32 (every path reads the same rounded values).
+struct HalfRun {
+  size_t kv_bytes = 0, rec_bytes = 0;
+  std::vector<std::vector<float>> batch;  // per step [B, V]
+  std::vector<float> alone;               // sequence 1 decoded alone, step 0
+};
+
+HalfRun run_half_case(const Fixture& f, const cuda::CudaModelOptions& o, size_t B, int steps) {
+  HalfRun out;
   auto prompt_of = [&](size_t i) { return i == 0 ? slice(f.ref.prompt, 0, 40) : slice(f.ref.prompt, 2 * i, 3 + i % 7); };
-  struct Out {
-    size_t kv_bytes = 0;
-    std::vector<std::vector<float>> batch;  // per step [B, V]
-    std::vector<float> alone;               // sequence 1 decoded alone, step 0
-  };
-  auto run = [&](bool f16) {
-    Out out;
-    cuda::CudaModelOptions o;
-    o.kv_f16 = f16;
-    auto cm = ds::test::load_cuda(*f.m, o);
-    if (!cm) return out;
-    out.kv_bytes = cm->kv_bytes_per_token();
-    std::vector<std::unique_ptr<cuda::CudaSeqState>> batch;
-    std::vector<cuda::CudaSeqState*> states;
-    for (size_t i = 0; i < B; i++) {
-      batch.push_back(ds::test::new_state(*cm, 128));
-      if (!batch.back()) return out;
-      EXPECT_TRUE(cm->prefill(*batch[i], prompt_of(i), nullptr, false).ok());
-      states.push_back(batch[i].get());
-    }
-    auto alone = ds::test::new_state(*cm, 128);
-    if (!alone) return out;
-    EXPECT_TRUE(cm->prefill(*alone, prompt_of(1), nullptr, false).ok());
-    for (int step = 0; step < 3; step++) {
-      std::vector<int32_t> toks;
-      for (size_t i = 0; i < B; i++) toks.push_back(f.ref.generated[(i + step) % f.ref.generated.size()]);
-      out.batch.push_back(ds::test::decode_step(*cm, states, toks));
-      if (step == 0) out.alone = ds::test::decode_step(*cm, {alone.get()}, {toks[1]});
-    }
-    return out;
-  };
-  const Out a = run(false), h = run(true);
-  ASSERT_EQ(a.batch.size(), 3u);
-  ASSERT_EQ(h.batch.size(), 3u);
-  EXPECT_EQ(h.kv_bytes * 2, a.kv_bytes) << "f16 caches: half the bytes per position";
+  auto cm = ds::test::load_cuda(*f.m, o);
+  if (!cm) return out;
+  out.kv_bytes = cm->kv_bytes_per_token();
+  out.rec_bytes = cm->recurrent_state_bytes();
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> batch;
+  std::vector<cuda::CudaSeqState*> states;
+  for (size_t i = 0; i < B; i++) {
+    batch.push_back(ds::test::new_state(*cm, 128));
+    if (!batch.back()) return out;
+    EXPECT_TRUE(cm->prefill(*batch[i], prompt_of(i), nullptr, false).ok());
+    states.push_back(batch[i].get());
+  }
+  auto alone = ds::test::new_state(*cm, 128);
+  if (!alone) return out;
+  EXPECT_TRUE(cm->prefill(*alone, prompt_of(1), nullptr, false).ok());
+  for (int step = 0; step < steps; step++) {
+    std::vector<int32_t> toks;
+    for (size_t i = 0; i < B; i++) toks.push_back(f.ref.generated[(i + step) % f.ref.generated.size()]);
+    out.batch.push_back(ds::test::decode_step(*cm, states, toks));
+    if (step == 0) out.alone = ds::test::decode_step(*cm, {alone.get()}, {toks[1]});
+  }
+  return out;
+}
+
+// h (an f16 option) against a (f32): the worst step's logits rel RMS within bound and not 0; within h and a, sequence
+// 1 alone as its row of the batch.
+void expect_half_near(const HalfRun& a, const HalfRun& h, int64_t V, int steps, double bound, const char* tag,
+                      const char* what) {
+  ASSERT_EQ(a.batch.size(), (size_t)steps);
+  ASSERT_EQ(h.batch.size(), (size_t)steps);
   double worst_rel = 0, worst_abs = 0;
-  for (size_t st = 0; st < 3; st++) {
+  for (int st = 0; st < steps; st++) {
     ASSERT_EQ(h.batch[st].size(), a.batch[st].size());
     double num = 0, den = 0;
     for (size_t i = 0; i < a.batch[st].size(); i++) {
@@ -178,15 +176,38 @@ TEST(CudaState, F16KvCacheNearF32) {
     }
     worst_rel = std::max(worst_rel, std::sqrt(num / den));
   }
-  std::printf("[kv19] f16 vs f32 caches, 40 sequences x 3 steps: logits rel RMS %.3g, max |diff| %.3g\n", worst_rel,
-              worst_abs);
-  EXPECT_LE(worst_rel, 1e-2) << "f16 caches: logits far from the f32 caches'";
-  EXPECT_GT(worst_rel, 0.0) << "f16 caches gave the f32 logits bit for bit: the option did nothing";
-  // Within f16: batch 1 (register loop) against the batch's row (ring kernel), as close as with f32 caches.
+  std::printf("[%s] %s vs f32, %zu sequences x %d steps: logits rel RMS %.3g, max |diff| %.3g\n", tag, what,
+              a.batch[0].size() / V, steps, worst_rel, worst_abs);
+  EXPECT_LE(worst_rel, bound) << what << ": logits far from the f32 run's";
+  EXPECT_GT(worst_rel, 0.0) << what << " gave the f32 logits bit for bit: the option did nothing";
   expect_close(std::vector<float>(h.batch[0].begin() + V, h.batch[0].begin() + 2 * V), h.alone, kBatchTol,
-               "f16 caches: sequence 1 alone vs in the batch of 40");
+               std::string(what) + ": sequence 1 alone vs in the batch");
   expect_close(std::vector<float>(a.batch[0].begin() + V, a.batch[0].begin() + 2 * V), a.alone, kBatchTol,
-               "f32 caches: sequence 1 alone vs in the batch of 40");
+               "f32: sequence 1 alone vs in the batch");
+}
+
+TEST(CudaState, F16KvCacheNearF32) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  cuda::CudaModelOptions o32, o16;
+  o16.kv_f16 = true;
+  const HalfRun a = run_half_case(f, o32, 40, 3), h = run_half_case(f, o16, 40, 3);
+  EXPECT_EQ(h.kv_bytes * 2, a.kv_bytes) << "f16 caches: half the bytes per position";
+  expect_half_near(a, h, f.m->cfg.n_vocab, 3, 1e-2, "kv19", "f16 K / V caches");
+}
+
+// st20: f16 GDN states; 8 decode steps, as the rounding is made once per step and carried in the state.
+TEST(CudaState, F16StateNearF32) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  cuda::CudaModelOptions o32, o16;
+  o16.state_f16 = true;
+  const HalfRun a = run_half_case(f, o32, 40, 8), h = run_half_case(f, o16, 40, 8);
+  EXPECT_LT(h.rec_bytes, a.rec_bytes * 6 / 10) << "f16 states: about half the recurrent bytes";
+  EXPECT_EQ(h.kv_bytes, a.kv_bytes) << "f16 states: the K / V caches unchanged";
+  expect_half_near(a, h, f.m->cfg.n_vocab, 8, 1e-2, "st20", "f16 GDN states");
 }
 
 TEST(CudaState, PrefillChunkSizeDoesNotMatter) {

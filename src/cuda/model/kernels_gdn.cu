@@ -38,6 +38,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <cuda_fp16.h>
+
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
 
@@ -210,6 +212,32 @@ __global__ void __launch_bounds__(kConvWarps * 32) conv_warp_kernel(const ConvAr
   }
 }
 
+// The recurrent state's element type St: float (the default, the CPU reference's) or __half (st20: GdnArgs::
+// state_half, --state-f16): a head's state is read into float registers, every token's update is float arithmetic
+// (rule_row), and it is rounded to f16 once, when written back at the end of the step. ld_chunk / st_chunk move
+// elements 4c .. 4c + 3 of a state row (16 bytes as float, 8 as f16); with St = float they are the float4 loads
+// and stores the kernels made before.
+__device__ __forceinline__ float4 ld_chunk(const float* row, int c) { return reinterpret_cast<const float4*>(row)[c]; }
+__device__ __forceinline__ float4 ld_chunk(const __half* row, int c) {
+  const uint2 u = reinterpret_cast<const uint2*>(row)[c];
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ void st_chunk(float* row, int c, const float4& v) { reinterpret_cast<float4*>(row)[c] = v; }
+__device__ __forceinline__ void st_chunk(__half* row, int c, const float4& v) {
+  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const unsigned*>(&lo);
+  u.y = *reinterpret_cast<const unsigned*>(&hi);
+  reinterpret_cast<uint2*>(row)[c] = u;
+}
+// Sequence s's allocation plus a byte offset, as St.
+template <typename St>
+__device__ __forceinline__ St* state_at(const StepIO* io, int s, int64_t off) {
+  return reinterpret_cast<St*>(static_cast<uintptr_t>(io->base[s]) + static_cast<uintptr_t>(off));
+}
+
 // One token of the delta rule on state row j (spec §4.4, M = S^T, key index fastest) for lane r of the row's
 // 4 lanes, which holds the float4 chunks r, r + 4, ... of the row in m; k4 / q4: the token's k and q (shared
 // memory). Returns o[j] (scaled), the same in the 4 lanes. Every GDN decode kernel calls this one function, so
@@ -240,7 +268,7 @@ __device__ __forceinline__ float rule_row(float4 (&m)[DK / 16], const float4* k4
   return o * scale;
 }
 
-template <int DK, bool kPre>
+template <int DK, bool kPre, typename St>
 __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16;  // lanes per row, float4 chunks per lane
   __shared__ __align__(16) float sq[DK];
@@ -250,10 +278,10 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
   const int nv = a.n_v_heads, kh = h % a.n_k_heads;  // GGUF tiled V-head order (spec §2.5)
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
   float4 m[kC];
 #pragma unroll
-  for (int c = 0; c < kC; c++) m[c] = M[r + kL * c];
+  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
   pdl_wait();  // the state and weights above: written by no kernel of the step before this one
   pdl_trigger();
@@ -298,7 +326,7 @@ __global__ void __launch_bounds__(DK * 4) gdn_kernel(const GdnArgs a, const Step
     }
   }
 #pragma unroll
-  for (int c = 0; c < kC; c++) M[r + kL * c] = m[c];
+  for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
 }
 
 // ---- gdn_conv_kernel<DK, KC, kS> (cg18; DS_GDN_CONV_FUSE=1): conv_silu_l2 + gdn_kernel<DK, true> in one launch ----
@@ -353,7 +381,7 @@ __device__ __forceinline__ void st_cluster_f32(float* p, unsigned rank, float v)
 __device__ __forceinline__ void st_cluster_f32(float* p, unsigned, float v) { *p = v; }
 #endif
 
-template <int DK, int KC, int kS>
+template <int DK, int KC, int kS, typename St>
 __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c, const GdnArgs a,
                                                                const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16, W = KC - 1, kWh = DK / 32;
@@ -388,10 +416,10 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c,
       for (int q = 0; q < W; q++) win[p][q] = 0.f;
     }  // kS = 1: threads tid >= 3 DK own no channel and skip the conv below
   }
-  float4* M = reinterpret_cast<float4*>(state_ptr(io, s, a.state_off) + ((int64_t)h * DK + j) * DK);
+  St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
   float4 m[kC];
 #pragma unroll
-  for (int i = 0; i < kC; i++) m[i] = M[r + kL * i];
+  for (int i = 0; i < kC; i++) m[i] = ld_chunk(M, r + kL * i);
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
   if (kS > 1 || g > 1) cluster_arrive();  // its window reads are done and it runs (kS > 1: DSMEM stores wait for it)
   pdl_wait();  // the windows, state and weights above: written by no kernel of the step before this one
@@ -451,7 +479,7 @@ __global__ void __launch_bounds__(DK * 4 / kS) gdn_conv_kernel(const ConvArgs c,
     if (r == 0) a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zv);
   }
 #pragma unroll
-  for (int i = 0; i < kC; i++) M[r + kL * i] = m[i];
+  for (int i = 0; i < kC; i++) st_chunk(M, r + kL * i, m[i]);
   if (kS > 1 ? t1 == t0 : g > 1) cluster_wait();  // the prologue's phase (every CTA read the q / k windows), if no
                                                   // token waited on it
 #pragma unroll
@@ -572,11 +600,12 @@ int sm_count() {
 // (issued at the start of the item before, waited for at the item's first barrier) instead of registers (the
 // 40 B of spills at the 128-register cap); the first token reads q and k from there (no copy into sq / sk); the
 // items' token ranges come from StepIO's start[] copied to shared memory once.
-template <int DK>
+template <int DK, typename St>
 struct TmaOutCfg {
   static constexpr int kThreads = DK * 4;
-  static constexpr unsigned kBytes = DK * DK * 4;  // one value head's state
-  static constexpr int kIn = DK == 128 ? 2 : 12;   // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB)
+  static constexpr unsigned kBytes = DK * DK * sizeof(St);  // one value head's state
+  // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16)
+  static constexpr int kIn = DK == 128 ? (sizeof(St) == 2 ? 5 : 2) : 12;
   static constexpr size_t kSmem = (size_t)(kIn + 1) * kBytes;
 };
 
@@ -622,11 +651,11 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-template <int DK, bool kCopy, bool kSIn>
+template <int DK, bool kCopy, bool kSIn, typename St>
 __global__ void __launch_bounds__(DK * 4, 1)
     gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
-  using C = TmaOutCfg<DK>;
+  using C = TmaOutCfg<DK, St>;
   constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
@@ -647,7 +676,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
   unsigned char* const out = gdn_tmo_smem + (size_t)kIn * C::kBytes;
   auto gstate = [&](int k) {
     const int item = (int)blockIdx.x + k * G;
-    return state_ptr(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
+    return state_at<St>(io, item / nv, a.state_off) + (int64_t)(item % nv) * DK * DK;
   };
   if (tid == 0) {
     for (int i = 0; i < kIn; i++) mbar_init(&full[i], 1);
@@ -668,10 +697,10 @@ __global__ void __launch_bounds__(DK * 4, 1)
     const int s0 = (int)blockIdx.x / nv;
     issue_item_in<DK>(a, (int)blockIdx.x, sstart[s0], sstart[s0 + 1], ins[0]);
   }
-  float4* O4 = reinterpret_cast<float4*>(out) + j * (DK / 4);
+  St* const Orow = reinterpret_cast<St*>(out) + j * DK;
   for (int k = 0; k < n_my; k++) {
     const int item = (int)blockIdx.x + k * G, h = item % nv;
-    const float4* L4 = reinterpret_cast<const float4*>(slot(k)) + j * (DK / 4);
+    const St* const Lrow = reinterpret_cast<const St*>(slot(k)) + j * DK;
     // Item k's slot, once every thread has read it (called after a barrier that follows the reads), refilled
     // with item k + kIn; every thread has passed its wait on this slot's current phase (before the reads).
     auto refill = [&] {
@@ -703,7 +732,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
     float4 m[kC];
 #pragma unroll
     for (int p = 0; p < kC; p += 2) {  // chunk c = p ^ odd, then p + 1 ^ odd (the bank note above)
-      const float4 x0 = L4[r + kL * (p + odd)], x1 = L4[r + kL * (p + 1 - odd)];
+      const float4 x0 = ld_chunk(Lrow, r + kL * (p + odd)), x1 = ld_chunk(Lrow, r + kL * (p + 1 - odd));
       m[p] = odd ? x1 : x0;
       m[p + 1] = odd ? x0 : x1;
     }
@@ -774,15 +803,15 @@ __global__ void __launch_bounds__(DK * 4, 1)
     // The out slot: free (thread 0 waited for the previous store's read before the last barrier above).
 #pragma unroll
     for (int p = 0; p < kC; p += 2) {
-      O4[r + kL * (p + odd)] = odd ? m[p + 1] : m[p];
-      O4[r + kL * (p + 1 - odd)] = odd ? m[p] : m[p + 1];
+      st_chunk(Orow, r + kL * (p + odd), odd ? m[p + 1] : m[p]);
+      st_chunk(Orow, r + kL * (p + 1 - odd), odd ? m[p] : m[p + 1]);
     }
     fence_async_smem();
     __syncthreads();  // the out slot complete; also: every reader of red / sq / sk of the last token is done
     if (tid == 0) {
       if constexpr (kCopy) {
         const int to = ((int)blockIdx.x + k * G + copy_shift) % n_items;
-        bulk_store(state_ptr(io, to / nv, a.state_off) + (int64_t)(to % nv) * DK * DK, out, C::kBytes);
+        bulk_store(state_at<St>(io, to / nv, a.state_off) + (int64_t)(to % nv) * DK * DK, out, C::kBytes);
       } else {
         bulk_store(gstate(k), out, C::kBytes);
       }
@@ -792,10 +821,10 @@ __global__ void __launch_bounds__(DK * 4, 1)
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn>
+template <int DK, bool kCopy, bool kSIn, typename St>
 cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
-  using C = TmaOutCfg<DK>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn>;
+  using C = TmaOutCfg<DK, St>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs;
@@ -926,21 +955,21 @@ int split_b1_env() {  // -1: by g
   return v;
 }
 
-template <int DK>
+template <int DK, typename St>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
   if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
     const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
-    const cudaError_t e = s_in ? launch_tma_out<DK, false, true>(a, io, n_seqs, stream)
-                               : launch_tma_out<DK, false, false>(a, io, n_seqs, stream);
+    const cudaError_t e = s_in ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
+                               : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
     return {};
   }
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
-  if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true>, grid, block, 0, stream, "gdn_step", a, io);
-  return launch_step(gdn_kernel<DK, false>, grid, block, 0, stream, "gdn_step", a, io);
+  if (gdn_prefetch()) return launch_step(gdn_kernel<DK, true, St>, grid, block, 0, stream, "gdn_step", a, io);
+  return launch_step(gdn_kernel<DK, false, St>, grid, block, 0, stream, "gdn_step", a, io);
 }
 
 // DS_CONV_SEQS: sequences per conv_kernel block (1 default, 2, 4); conv_force_seqs overrides it (tests).
@@ -981,9 +1010,11 @@ Status launch_conv_warp(int k, const ConvArgs& a, const StepIO* io, int n_seqs, 
 }
 
 // gdn_conv_step's kernel for kS = ks (1, 2, 4).
-template <int DK>
+template <int DK, typename St>
 auto conv_kernel_for(int ks) {
-  return ks == 4 ? gdn_conv_kernel<DK, 4, 4> : ks == 2 ? gdn_conv_kernel<DK, 4, 2> : gdn_conv_kernel<DK, 4, 1>;
+  return ks == 4   ? gdn_conv_kernel<DK, 4, 4, St>
+         : ks == 2 ? gdn_conv_kernel<DK, 4, 2, St>
+                   : gdn_conv_kernel<DK, 4, 1, St>;
 }
 
 }  // namespace
@@ -1033,7 +1064,7 @@ cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs,
     case 1:
     case 4: copy_rows_kernel<DK, 4, true><<<dim3(nv * 4, S), DK, 0, s>>>(a, io, 1.0f, sh); break;
     case 2:
-    case 5: return launch_tma_out<DK, true, false>(a, io, n_seqs, s, sh * (int)nv);
+    case 5: return launch_tma_out<DK, true, false, float>(a, io, n_seqs, s, sh * (int)nv);
     case 6:
     case 8: copy_dense_kernel<4><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, sh, a.state_off, per_seq4, 1.0f); break;
     case 7: copy_dense_kernel<8><<<sm_count() * 8, 256, 0, s>>>(io, (int)S, 0, a.state_off, per_seq4, 1.0f); break;
@@ -1044,6 +1075,7 @@ cudaError_t state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs,
 
 Status gdn_state_copy(int mode, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_state_copy: {} sequences", n_seqs);
+  if (a.state_half) return cu_err("cuda gdn_state_copy: the copy rooflines take float states (state_half is set)");
   const cudaError_t e = a.d_k == 64    ? state_copy<64>(mode, a, io, n_seqs, stream)
                         : a.d_k == 128 ? state_copy<128>(mode, a, io, n_seqs, stream)
                                        : cudaErrorInvalidValue;
@@ -1055,8 +1087,11 @@ Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t str
   if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_step: {} sequences", n_seqs);
   if (a.state_off % 16 != 0) return cu_err("cuda gdn_step: state offset {} is not 16-byte aligned", a.state_off);
   switch (a.d_k) {
-    case 64: return launch_gdn<64>(a, io, n_seqs, stream);
-    case 128: return launch_gdn<128>(a, io, n_seqs, stream);
+    case 64:
+      return a.state_half ? launch_gdn<64, __half>(a, io, n_seqs, stream) : launch_gdn<64, float>(a, io, n_seqs, stream);
+    case 128:
+      return a.state_half ? launch_gdn<128, __half>(a, io, n_seqs, stream)
+                          : launch_gdn<128, float>(a, io, n_seqs, stream);
     default: return cu_err("cuda gdn_step: head dim {} (supported: 64, 128)", a.d_k);
   }
 }
@@ -1088,13 +1123,40 @@ int gdn_conv_split(const ConvArgs& c, const GdnArgs& a, int n_seqs) {
 Status gdn_conv_step(const ConvArgs& c, const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   if (!gdn_conv_fused(c, a, n_seqs)) return cu_err("cuda gdn_conv_step: not applicable here (gdn_conv_fused)");
   const int g = a.n_v_heads / a.n_k_heads, ks = std::max(1, gdn_conv_split(c, a, n_seqs));
-  auto k = a.d_k == 64 ? conv_kernel_for<64>(ks) : conv_kernel_for<128>(ks);
+  auto k = a.d_k == 64 ? (a.state_half ? conv_kernel_for<64, __half>(ks) : conv_kernel_for<64, float>(ks))
+                       : (a.state_half ? conv_kernel_for<128, __half>(ks) : conv_kernel_for<128, float>(ks));
   if (step_carveout()) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
   const dim3 grid(a.n_v_heads * ks, n_seqs), block(a.d_k * 4 / ks);
   const cudaError_t e = launch_pdl_cluster(k, grid, block, 0, stream, step_pdl(), g * ks, c, a, io);
   if (e != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): launch: {}", ks, cudaGetErrorString(e));
   const cudaError_t st = launch_status(stream);
   if (st != cudaSuccess) return cu_err("cuda gdn_conv_step (split {}): after launch: {}", ks, cudaGetErrorString(st));
+  return {};
+}
+
+namespace {
+__global__ void state_widen_kernel(const __half* __restrict__ x, float* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __half2float(x[i]);
+}
+__global__ void state_narrow_kernel(const float* __restrict__ x, __half* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = __float2half_rn(x[i]);
+}
+unsigned blocks_for(int64_t n) { return (unsigned)std::clamp<int64_t>((n + 255) / 256, 1, 4096); }
+}  // namespace
+
+Status state_widen(const void* h, float* f, int64_t n, cudaStream_t stream) {
+  state_widen_kernel<<<blocks_for(n), 256, 0, stream>>>(static_cast<const __half*>(h), f, n);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cu_err("cuda state_widen ({} values): {}", n, cudaGetErrorString(e));
+  return {};
+}
+
+Status state_narrow(const float* f, void* h, int64_t n, cudaStream_t stream) {
+  state_narrow_kernel<<<blocks_for(n), 256, 0, stream>>>(f, static_cast<__half*>(h), n);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cu_err("cuda state_narrow ({} values): {}", n, cudaGetErrorString(e));
   return {};
 }
 

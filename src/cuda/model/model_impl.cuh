@@ -68,6 +68,7 @@ struct PrefillScratch {
   int64_t piece = 0;  // tokens per piece
   std::unique_ptr<prefill::PrefillGemm> gemm;
   DeviceBuffer h, xn, pa, pb, pc, pd, u, core, ws, io;  // io: int32 ids [piece], pos [piece], seq_starts [2]
+  DeviceBuffer state32;  // st20: one GDN layer's state widened to float around the chunked rule (f16 states only)
   size_t ws_bytes = 0;
   int32_t* io_host = nullptr;  // pinned, same layout as io
   ~PrefillScratch() {
@@ -84,6 +85,7 @@ struct CudaModel::Impl {
   const float* inv_freq = nullptr;  // [n_rot/2]
   int64_t kv_row_bytes = 0;         // nkv * hd elements: one position of K (or V) of one layer
   bool kv_half = false;             // kv19: the caches hold f16 elements (else f32)
+  bool state_half = false;          // st20: the GDN states hold f16 elements (else f32)
   int max_tokens = kMaxStepTokens;
 
   // Per-step scratch, [max_tokens][...] each.

@@ -76,7 +76,9 @@ Status conv_silu_l2_piece(const ConvArgs& a, const float* win, int n_tokens, cud
 Status conv_window_advance(const ConvArgs& a, float* win, int n_tokens, cudaStream_t stream);
 
 // cpu::gdn_gates + cpu::gdn_recurrent + cpu::rms_norm_gated, per sequence in token order; each value head's
-// state [dv][dk] (at base + state_off + h*dv*dk floats) is read once and written once per step.
+// state [dv][dk] (at base + state_off + h*dv*dk elements) is read once and written once per step. state_half
+// (st20, --state-f16): the states are f16; each is read into float registers, updated in float arithmetic (the
+// same operations as with float states) and rounded to f16 once, when written back.
 struct GdnArgs {
   const float* u = nullptr;  // conv output: q head kh at u + t*ldu + kh*dk, k at + Kd, v head h at + 2*Kd + h*dv
   int64_t ldu = 0;
@@ -97,9 +99,14 @@ struct GdnArgs {
   float* dbg_core = nullptr;  // optional [T][nv][dv]: the rule's output before the gated norm
   float* dbg_g = nullptr;     // optional [T][nv]
   float* dbg_beta = nullptr;  // optional [T][nv]
+  bool state_half = false;    // the states are f16 (st20)
 };
 bool gdn_supports(int d_k);
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+// f16 states (st20) around the prefill's float delta rule: n values of an f16 state into float (widen) and back
+// (narrow, round to nearest even).
+Status state_widen(const void* h, float* f, int64_t n, cudaStream_t stream);
+Status state_narrow(const float* f, void* h, int64_t n, cudaStream_t stream);
 // Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_tma_out_kernel, 2 its form with the
 // next item's inputs in shared memory (gdn12, the default from 16 sequences); -1: by the environment and the
 // batch, as in the model). All give the same bits.

@@ -185,6 +185,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   I.layers.resize(c.n_layer);
   size_t rec = 0;
   int n_attn = 0;
+  I.state_half = o.state_f16 || [] {
+    const char* e = std::getenv("DS_STATE_F16");
+    return e && e[0] == '1';
+  }();
+  const size_t st_elem = I.state_half ? 2 : sizeof(float);
   auto fl = [&](const std::vector<float>& v) { return reinterpret_cast<const float*>(plan.add_floats(v)); };
   for (int64_t il = 0; il < c.n_layer; il++) {
     const Qwen35Layer& L = m.layers[il];
@@ -204,7 +209,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
       D.conv_off = (int64_t)rec;
       rec += ((c.conv_kernel - 1) * c.conv_dim() * sizeof(float) + 255) / 256 * 256;
       D.ssm_off = (int64_t)rec;
-      rec += (c.n_v_heads * c.d_v * c.d_k * sizeof(float) + 255) / 256 * 256;
+      rec += (c.n_v_heads * c.d_v * c.d_k * st_elem + 255) / 256 * 256;
     } else {
       D.in = plan_proj(plan, {&L.attn.q, &L.attn.k, &L.attn.v});
       D.out = plan_matrix(plan, {&L.attn.o});
@@ -295,6 +300,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
 }
 
 bool CudaModel::kv_f16() const { return impl_->kv_half; }
+bool CudaModel::state_f16() const { return impl_->state_half; }
 
 size_t CudaModel::state_bytes(int64_t max_ctx) const { return rec_bytes_ + (size_t)max_ctx * kv_bytes_per_pos_; }
 

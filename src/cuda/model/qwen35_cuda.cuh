@@ -80,6 +80,11 @@ struct CudaModelOptions {
   // attention reads, at the f16 rounding of every cached value (an approximation of the fp32 reference; error
   // measured in the README). Also DS_KV_F16=1 in the environment.
   bool kv_f16 = false;
+  // st20: the Gated DeltaNet recurrent states in f16 instead of f32: half their memory and half the bytes the decode
+  // step's delta rule reads and writes (at batch 64 on the 9B, more than the weights), at one f16 rounding of every
+  // state value per step (the update itself is float; an approximation of the fp32 reference; error measured in
+  // the README). Also DS_STATE_F16=1 in the environment.
+  bool state_f16 = false;
 };
 
 class CudaModel;
@@ -149,7 +154,8 @@ class CudaModel {
   size_t state_bytes(int64_t max_ctx) const;
   size_t recurrent_state_bytes() const { return rec_bytes_; }
   size_t kv_bytes_per_token() const { return kv_bytes_per_pos_; }
-  bool kv_f16() const;  // the K / V caches hold f16 (CudaModelOptions::kv_f16 or DS_KV_F16=1)
+  bool kv_f16() const;
+  bool state_f16() const;  // the GDN states are f16 (CudaModelOptions::state_f16 or DS_STATE_F16=1)  // the K / V caches hold f16 (CudaModelOptions::kv_f16 or DS_KV_F16=1)
 
   Result<std::unique_ptr<CudaSeqState>> create_state(int64_t max_ctx) const;
 

@@ -144,6 +144,7 @@ static Status ensure_prefill_scratch(CudaModel::Impl& I, const Qwen35Config& c, 
   DS_ASSIGN(pf->ws, DeviceBuffer::alloc(std::max<size_t>(ws, 256)));
   pf->ws_bytes = pf->ws.size();
   DS_ASSIGN(pf->io, DeviceBuffer::alloc((size_t)(2 * P + 2) * sizeof(int32_t)));
+  if (I.state_half) DS_ASSIGN(pf->state32, floats(c.n_v_heads * c.d_v * c.d_k));
   CUDA_TRY(cudaMallocHost(&pf->io_host, (size_t)(2 * P + 2) * sizeof(int32_t)));
   DS_ASSIGN(pf->gemm, prefill::PrefillGemm::create());
   if (any4) DS_TRY(pf->gemm->reserve(max_w, P * max_k, GemmInputs::kF32));
@@ -230,9 +231,13 @@ Status CudaModel::prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens
       gg.n_tokens = n;
       gg.n_v_heads = nv;
       DS_TRY(gdn_gates(gg, pd, pc, D.ssm_a, D.dt_bias, pd, pc, st));  // g in place of alpha, beta of its logits
-      float* state = reinterpret_cast<float*>(base + D.ssm_off);
+      // st20: f16 states are widened into pf.state32 for the chunked rule and rounded back after it.
+      const int64_t n_state = nv * c.d_v * c.d_k;
+      float* state = I.state_half ? F(pf.state32) : reinterpret_cast<float*>(base + D.ssm_off);
+      if (I.state_half) DS_TRY(mk::state_widen(base + D.ssm_off, state, n_state, st));
       DS_TRY(prefill::gdn_chunked(gdn_params(c, n), u, u + Kd, u + 2 * Kd, pd, pc, state, seq, nullptr, core,
                                   pf.ws.data(), pf.ws_bytes, st, mode));
+      if (I.state_half) DS_TRY(mk::state_narrow(state, base + D.ssm_off, n_state, st));
       ops::RmsNormGatedParams rg;
       rg.n_rows = n * nv;
       rg.n_cols = c.d_v;
