@@ -5,9 +5,9 @@
 # Phase A (at once, while the 9B synths are written): test_cuda's CudaMatvec.* batch-1 / batched cases (the
 # Stream* / TensorCore* ones touch neither type nor the switch) with DS_MATVEC_DIRECT_KQ=1 and =0 (the new
 # DirectKQuantMatchesCpu sets the switch both ways itself); memcheck of DirectKQuantMatchesCpu at its small shapes
-# and of MatchesCpuDotRow / Accumulate with the switch on. Phase B: tg128 of the 9B Q3_K_M / Q5_K_M / Q4_K_M synths,
-# DS_MATVEC_DIRECT_KQ=0 / =1 interleaved, two rounds (Q4_K_M has neither type: the control); after round 1 the
-# per-kernel breakdown of the 9B Q3_K_M step with the switch on.
+# and of Accumulate (every type, 301 x 2048) with the switch on. Phase B: tg128 of the 9B Q3_K_M / Q5_K_M / Q4_K_M
+# synths, DS_MATVEC_DIRECT_KQ=0 / =1 interleaved, two rounds (Q4_K_M has neither type: the control); after round 1
+# the per-kernel breakdown of the 9B Q3_K_M step with the switch on.
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv; mkdir -p "$W"
@@ -28,12 +28,15 @@ done
 # ---- Phase A
 KQ='CudaMatvec.*-CudaMatvec.Stream*:CudaMatvec.TensorCore*'
 P=()
-t kq_on 150 env DS_MATVEC_DIRECT_KQ=1 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
-t kq_off 150 env DS_MATVEC_DIRECT_KQ=0 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
-t mem_kq 150 env DS_TEST_STREAM_SMALL=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
+# Two shards a switch setting (the new test is one shard's whole share).
+for k in 0 1; do
+  GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k t kq_on$k 170 env DS_MATVEC_DIRECT_KQ=1 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
+  GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k t kq_off$k 170 env DS_MATVEC_DIRECT_KQ=0 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
+done
+t mem_kq 170 env DS_TEST_STREAM_SMALL=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
   --gtest_filter='CudaMatvec.DirectKQuantMatchesCpu' & P+=($!)
-t mem_on 150 env DS_MATVEC_DIRECT_KQ=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
-  --gtest_filter='CudaMatvec.MatchesCpuDotRow:CudaMatvec.Accumulate' & P+=($!)
+t mem_on 170 env DS_MATVEC_DIRECT_KQ=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
+  --gtest_filter='CudaMatvec.Accumulate' & P+=($!)
 wait "${P[@]}"
 grep -HE "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran|ERROR SUMMARY|^rc=|Failure|worst row" "$OUT"/t_*.log | cut -c1-300 |
   tee -a "$OUT/steps.log"
