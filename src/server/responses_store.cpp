@@ -7,8 +7,9 @@ namespace ds::server {
 using json = nlohmann::ordered_json;
 
 void ResponseStore::put(const std::string& id, const json& input, const json& output, const json& response) {
-  Entry e{dump(input), dump(output), dump(response), 0, {}};  // before the store's lock
-  e.bytes = e.input.size() + e.output.size() + e.response.size() + id.size();
+  auto text = [](const json& j) { return std::make_shared<const std::string>(dump(j)); };
+  Entry e{text(input), text(output), text(response), 0, {}};  // before the store's lock
+  e.bytes = e.input->size() + e.output->size() + e.response->size() + id.size();
   if (e.bytes > max_bytes_ || max_entries_ == 0) return;
   std::lock_guard l(m_);
   if (entries_.count(id)) return;  // ids are random: a repeat is not a new response
@@ -34,21 +35,21 @@ std::optional<ResponseStore::Entry> ResponseStore::find(const std::string& id) c
 std::optional<json> ResponseStore::get(const std::string& id) const {
   auto e = find(id);
   if (!e) return std::nullopt;
-  json items = json::parse(e->input);
-  for (auto& it : json::parse(e->output)) items.push_back(std::move(it));
+  json items = json::parse(*e->input);
+  for (auto& it : json::parse(*e->output)) items.push_back(std::move(it));
   return items;
 }
 
 std::optional<json> ResponseStore::input(const std::string& id) const {
   auto e = find(id);
   if (!e) return std::nullopt;
-  return json::parse(e->input);
+  return json::parse(*e->input);
 }
 
 std::optional<json> ResponseStore::response(const std::string& id) const {
   auto e = find(id);
   if (!e) return std::nullopt;
-  return json::parse(e->response);
+  return json::parse(*e->response);
 }
 
 bool ResponseStore::erase(const std::string& id) {

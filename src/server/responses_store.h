@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,12 +33,13 @@ class ResponseStore {
   size_t bytes() const;
 
  private:
+  using Text = std::shared_ptr<const std::string>;  // JSON text, shared so a read copies no text under the lock
   struct Entry {
-    std::string input, output, response;  // JSON text
+    Text input, output, response;
     size_t bytes = 0;
     std::list<std::string>::iterator pos;  // in order_
   };
-  std::optional<Entry> find(const std::string& id) const;  // a copy, taken under the lock
+  std::optional<Entry> find(const std::string& id) const;  // a copy (of the pointers), taken under the lock
 
   const size_t max_entries_, max_bytes_;
   mutable std::mutex m_;
