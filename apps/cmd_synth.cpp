@@ -108,7 +108,8 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_option("--type", a->type,
                  "Weight types: Q4_K_M (llama-quantize's mix: Q4_K, Q6_K for the output matrix and some "
                  "attn_v/attn_qkv/ffn_down), Q3_K_M (Q3_K; Q4_K/Q5_K for attn_v/attn_qkv/ffn_down/attn_output, "
-                 "Q6_K output), Q8_0 or BF16 (every matrix). Norms and SSM vectors are F32")
+                 "Q6_K output), Q5_K_M (Q4_K_M's mix with Q5_K for Q4_K), Q8_0 or BF16 (every matrix). Norms and "
+                 "SSM vectors are F32")
       ->capture_default_str();
   app.add_option("--vocab", a->vocab,
                  "Take the tokenizer (tokens, merges, special ids, chat template) from this GGUF, e.g. a "

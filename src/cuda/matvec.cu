@@ -17,6 +17,8 @@
 //   Both streamed kernels prefetch the first 8 MB of the next product's weights into L2 at their end when the
 //   caller names them (set_matvec_next; the batch-1 forward does; DS_MATVEC_PREFETCH_KB, 0 = off; decode8).
 //   Q8_0  matvec_direct.cuh
+//   Q3_K, Q5_K  matvec_direct.cuh with DS_MATVEC_DIRECT_KQ=1 (set_matvec_direct_kq; kq21: built, default off
+//               until measured), else the tile kernel below
 //   other types: the shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template).
 // Thread mapping of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share
 // of their columns when ks warps split the columns of few, long rows). A warp walks its rows in tiles of
@@ -96,6 +98,14 @@ Status check_args(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
   if ((uintptr_t)x % 16 != 0) return cu_err("cuda matvec: x {} is not 16-byte aligned", (const void*)x);
   if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec: y {} is not 4-byte aligned", (const void*)y);
   return {};
+}
+
+bool& direct_kq_ref() {
+  static bool on = [] {
+    const char* e = std::getenv("DS_MATVEC_DIRECT_KQ");
+    return e && !std::strcmp(e, "1");
+  }();
+  return on;
 }
 
 MatvecPath& path_ref() {
@@ -250,6 +260,8 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
   return matvec(type, w, rows, cols, scratch, y, stream, accumulate);
 }
 void set_matvec_path(MatvecPath p) { path_ref() = p; }
+bool matvec_direct_kq() { return direct_kq_ref(); }
+void set_matvec_direct_kq(bool on) { direct_kq_ref() = on; }
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate) {
@@ -259,6 +271,12 @@ Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
     case GgmlType::Q6_K:
       return direct_or_smem<GgmlType::Q6_K, mvd::Q6K, mvs::Q6KS>(w, rows, cols, x, y, stream, accumulate);
     case GgmlType::Q8_0: return direct<GgmlType::Q8_0, mvd::Q80>(w, rows, cols, x, y, stream, accumulate);
+    case GgmlType::Q3_K:
+      if (direct_kq_ref()) return direct<GgmlType::Q3_K, mvd::Q3K>(w, rows, cols, x, y, stream, accumulate);
+      break;
+    case GgmlType::Q5_K:
+      if (direct_kq_ref()) return direct<GgmlType::Q5_K, mvd::Q5K>(w, rows, cols, x, y, stream, accumulate);
+      break;
     default: break;
   }
   const mv::MvArgs a{static_cast<const uint8_t*>(w), 0, rows, cols, x, y, 1, 0, 0, accumulate};

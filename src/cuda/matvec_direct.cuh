@@ -1,9 +1,9 @@
-// Batch-1 matvec for the decode hot path types Q4_K, Q6_K, Q8_0 (matvec.h): direct global loads into
-// registers, no shared-memory staging. Thread mapping:
+// Batch-1 matvec for the decode hot path types Q4_K, Q6_K, Q8_0, and Q3_K / Q5_K behind DS_MATVEC_DIRECT_KQ
+// (matvec.h, kq21): direct global loads into registers, no shared-memory staging. Thread mapping:
 //   - a warp owns kR x (32 / lpr) rows; lanes form 32 / lpr groups of lpr lanes, a group walks kR rows;
 //   - a lane takes one "task" (a fixed piece of a row: 64 elements of Q4_K, 32 of Q6_K / Q8_0) per
-//     step, loads the task's weight bytes of all its kR rows first (kR independent load sets in
-//     flight per lane, no dependency between them), loads the task's activations once (float4
+//     step (Q5_K as Q4_K, Q3_K as Q6_K), loads the task's weight bytes of all its kR rows first (kR
+//     independent load sets in flight per lane, no dependency between them), loads the task's activations once (float4
 //     __ldg, L1/L2 resident) and reuses them for the kR rows;
 //   - ks warps of a CTA may split the tasks of the same rows (few, long rows); their partial sums meet
 //     in shared memory. Within a group, partial sums meet through shuffles.
@@ -16,6 +16,10 @@
 //   Q6_K (210 B, 2-byte aligned): unit (n, m) reads three 8-byte pieces (ql, ql + 32, qh) and the 8
 //        scale bytes of half n; each piece is two 8-byte loads from the aligned address below it and a
 //        realignment; d as one 16-bit load. Neighbouring lanes share the 32-byte sectors, which L1 keeps.
+//   Q5_K (176 B, every block 16-byte aligned): Q4_K's header and code chunks plus the 32 qh bytes as two
+//        16-byte loads (the same for the 4 lanes of a block).
+//   Q3_K (110 B, 2-byte aligned): unit (n, c) reads hmask and qs pieces (8 bytes), the low scales (8) and
+//        the high scales with d (6 of 8), each realigned as Q6_K's.
 // Weights are decoded exactly (bytef: PRMT + FADD) and multiplied in fp32; scales are factored out of
 // the per-element loop. Index math is 32-bit except the row base pointer.
 #pragma once
@@ -228,6 +232,100 @@ struct Q6K {
       }
     }
     return q6k_finish(w.sc, t, acc, r.d);
+  }
+};
+
+// ---- Q5_K: task = (block, sub-block pair c), 64 elements 64c .. 64c + 63, as Q4_K ----------------------
+// Same header as Q4_K (d, dmin, 12 scale bytes); codes qs[32c .. 32c + 32) at byte 48 + 32c; the fifth bits
+// of those 64 elements are bits 2c (low nibbles) and 2c + 1 (high nibbles) of all 32 qh bytes (byte 16).
+struct Q5K {
+  static constexpr int kBlockElems = 256, kBlockBytes = 176, kTasksPerBlock = 4;
+  using X = Q4K::X;
+  struct Raw { uint4 h, qh0, qh1, q0, q1; };
+  __device__ __forceinline__ static void load_x(const float* __restrict__ x, int t, X& xs) { Q4K::load_x(x, t, xs); }
+  __device__ __forceinline__ static void load(const uint8_t* row, int t, Raw& r) {
+    const uint8_t* b = row + (t >> 2) * kBlockBytes;  // 176 = 11 x 16: every block 16-byte aligned
+    const int c = t & 3;
+    r.h = ldg128(b);
+    r.qh0 = ldg128(b + 16);
+    r.qh1 = ldg128(b + 32);
+    r.q0 = ldg128(b + 48 + 32 * c);
+    r.q1 = ldg128(b + 64 + 32 * c);
+  }
+  __device__ __forceinline__ static float dot(const Raw& r, int t, const X& xs) {
+    const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+    const uint32_t qh[8] = {r.qh0.x, r.qh0.y, r.qh0.z, r.qh0.w, r.qh1.x, r.qh1.y, r.qh1.z, r.qh1.w};
+    const int c = t & 3;
+    float a0 = 0.f, a1 = 0.f, b0 = 0.f, b1 = 0.f;  // two chains per sub-block
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const uint32_t h = qh[j] >> (2 * c);
+      const uint32_t lo = (q[j] & 0x0F0F0F0Fu) | ((h & 0x01010101u) << 4);
+      const uint32_t hi = ((q[j] >> 4) & 0x0F0F0F0Fu) | ((h & 0x02020202u) << 3);
+      const float* v = xs.v + 4 * j;
+      a0 = fmaf(bf<0>(lo, 0.f), v[0], a0); b0 = fmaf(bf<1>(lo, 0.f), v[1], b0);
+      a0 = fmaf(bf<2>(lo, 0.f), v[2], a0); b0 = fmaf(bf<3>(lo, 0.f), v[3], b0);
+      a1 = fmaf(bf<0>(hi, 0.f), v[32], a1); b1 = fmaf(bf<1>(hi, 0.f), v[33], b1);
+      a1 = fmaf(bf<2>(hi, 0.f), v[34], a1); b1 = fmaf(bf<3>(hi, 0.f), v[35], b1);
+    }
+    return q4k_finish(r.h, c, a0 + b0, a1 + b1, xs.s0, xs.s1);
+  }
+};
+
+// ---- Q3_K: task = unit (block, n = u / 4, c = u % 4), 32 elements in 4 runs of 8 (quant_traits.cuh) ----
+// Unit u reads hmask[8c ..] and qs[32n + 8c ..] (8 bytes each), the 8 low-scale bytes (96) and the 4
+// high-scale bytes with d (104 .. 110); each piece is two 8-byte loads from the aligned address below it
+// and a realignment, as Q6_K's. Run j: elements 128n + 32j + 8c .. +8, scale 8n + 2j + c / 2: low 4 bits
+// from nibble n of scales[c / 2 + 2j], high 2 bits from bits 4n + 2 (j / 2) of scales[8 + c / 2 + 2 (j % 2)].
+struct Q3K {
+  static constexpr int kBlockElems = 256, kBlockBytes = 110, kTasksPerBlock = 8;
+  using X = Q6K::X;  // the same element cut as Q6_K's units
+  struct Raw { uint2 p[4][2]; int mis; };  // pieces: hmask, qs, scales[0..8), scales[8..12) + d
+  __device__ __forceinline__ static void load_x(const float* __restrict__ x, int t, X& xs) { Q6K::load_x(x, t, xs); }
+  __device__ __forceinline__ static void load(const uint8_t* row, int t, Raw& r) {
+    const uint8_t* b = row + (t >> 3) * kBlockBytes;
+    const int n = (t >> 2) & 1, c = t & 3;
+    r.mis = (int)((uintptr_t)b & 7);
+    const uint8_t* base = b - r.mis;
+    const int off[3] = {8 * c, 32 + 32 * n + 8 * c, 96};
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+      r.p[i][0] = ldg64(base + off[i]);
+      // Only needed when misaligned; then the piece's last byte is in it (inside the block).
+      r.p[i][1] = r.mis ? ldg64(base + off[i] + 8) : make_uint2(0, 0);
+    }
+    // The last piece uses 6 bytes (104 .. 109): its second load holds one of them only when mis >= 4
+    // (with mis = 2 it would start at the block's end, maybe the allocation's).
+    r.p[3][0] = ldg64(base + 104);
+    r.p[3][1] = r.mis >= 4 ? ldg64(base + 112) : make_uint2(0, 0);
+  }
+  __device__ __forceinline__ static float dot(const Raw& r, int t, const X& xs) {
+    const uint2 hm = realign8(r.p[0][0], r.p[0][1], r.mis), qs = realign8(r.p[1][0], r.p[1][1], r.mis);
+    const uint2 sc = realign8(r.p[2][0], r.p[2][1], r.mis), hd = realign8(r.p[3][0], r.p[3][1], r.mis);
+    const int n = (t >> 2) & 1, c = t & 3;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint32_t w = h ? qs.y : qs.x, wh = (h ? hm.y : hm.x) >> (4 * n);
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const uint32_t q = ((w >> (2 * j)) & 0x03030303u) | (((wh >> j) & 0x01010101u) << 2);
+        const float* v = xs.v + 8 * j + 4 * h;
+        float s = bf<0>(q, 4.f) * v[0];
+        s = fmaf(bf<1>(q, 4.f), v[1], s);
+        s = fmaf(bf<2>(q, 4.f), v[2], s);
+        s = fmaf(bf<3>(q, 4.f), v[3], s);
+        acc[j] += s;
+      }
+    }
+    // Scales of runs 0..3 as bytes 0..3 (6 bits each, then minus 32).
+    const uint32_t lo4 = (__byte_perm(sc.x, sc.y, (c & 2) ? 0x7531u : 0x6420u) >> (4 * n)) & 0x0F0F0F0Fu;
+    const uint32_t hb = __byte_perm(hd.x, 0, (c & 2) ? 0x3131u : 0x2020u) >> (4 * n);
+    const uint32_t hi2 = (hb & 0x00000303u) | ((hb >> 2) & 0x03030000u);
+    const uint32_t s4 = lo4 | (hi2 << 4);
+    const float tot = fmaf(bf<0>(s4, 32.f), acc[0],
+                           fmaf(bf<1>(s4, 32.f), acc[1], fmaf(bf<2>(s4, 32.f), acc[2], bf<3>(s4, 32.f) * acc[3])));
+    return h2f(hd.y & 0xFFFFu) * tot;
   }
 };
 

@@ -30,15 +30,17 @@ Result<Mix> parse_mix(std::string_view name) {
   std::string u = upper(name);
   if (u == "Q4_K_M") return Mix::Q4_K_M;
   if (u == "Q3_K_M") return Mix::Q3_K_M;
+  if (u == "Q5_K_M") return Mix::Q5_K_M;
   if (u == "Q8_0") return Mix::Q8_0;
   if (u == "BF16") return Mix::BF16;
-  return err("synth: type '{}' is not supported; expected Q4_K_M, Q3_K_M, Q8_0 or BF16", name);
+  return err("synth: type '{}' is not supported; expected Q4_K_M, Q3_K_M, Q5_K_M, Q8_0 or BF16", name);
 }
 
 std::string_view mix_name(Mix m) {
   switch (m) {
     case Mix::Q4_K_M: return "Q4_K_M";
     case Mix::Q3_K_M: return "Q3_K_M";
+    case Mix::Q5_K_M: return "Q5_K_M";
     case Mix::Q8_0: return "Q8_0";
     case Mix::BF16: return "BF16";
   }
@@ -49,6 +51,7 @@ uint32_t mix_file_type(Mix m) {
   switch (m) {
     case Mix::Q4_K_M: return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
     case Mix::Q3_K_M: return 12;  // LLAMA_FTYPE_MOSTLY_Q3_K_M
+    case Mix::Q5_K_M: return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
     case Mix::Q8_0: return 7;     // LLAMA_FTYPE_MOSTLY_Q8_0
     case Mix::BF16: return 32;    // LLAMA_FTYPE_MOSTLY_BF16
   }
@@ -109,11 +112,14 @@ std::vector<PlannedTensor> plan_tensors(const Shape& s, Mix mix, bool mtp, int64
   const int64_t H = s.n_embd, I = s.n_ff, hd = s.head_dim;
   const int64_t n_block = s.n_layer + (mtp ? 1 : 0);
   const bool q3 = mix == Mix::Q3_K_M;
-  const GgmlType base = mix == Mix::Q4_K_M ? GgmlType::Q4_K
-                        : q3               ? GgmlType::Q3_K
-                        : mix == Mix::Q8_0 ? GgmlType::Q8_0
-                                           : GgmlType::BF16;
-  const GgmlType more = mix == Mix::Q4_K_M || q3 ? GgmlType::Q6_K : base;  // output (+ Q4_K_M use_more_bits)
+  // Q5_K_M: llama-quant.cpp's Q4_K_M rules with Q5_K for Q4_K (use_more_bits tensors and the output Q6_K).
+  const bool kq = mix == Mix::Q4_K_M || mix == Mix::Q5_K_M;
+  const GgmlType base = mix == Mix::Q4_K_M   ? GgmlType::Q4_K
+                        : mix == Mix::Q5_K_M ? GgmlType::Q5_K
+                        : q3                 ? GgmlType::Q3_K
+                        : mix == Mix::Q8_0   ? GgmlType::Q8_0
+                                             : GgmlType::BF16;
+  const GgmlType more = kq || q3 ? GgmlType::Q6_K : base;  // output (+ Q4_K_M / Q5_K_M use_more_bits)
   std::vector<PlannedTensor> p;
   auto mat = [&](std::string name, int64_t ne0, int64_t ne1, GgmlType t) {
     // llama-quantize's fallback for rows that are not a whole number of 256-blocks (tensor_type_fallback).
@@ -138,7 +144,7 @@ std::vector<PlannedTensor> plan_tensors(const Shape& s, Mix mix, bool mtp, int64
   };
   const GgmlType out_proj = q3 ? GgmlType::Q4_K : base;  // attn_output
 
-  // Global tensors. The output matrix (token_embd when tied) gets Q6_K in Q4_K_M and Q3_K_M.
+  // Global tensors. The output matrix (token_embd when tied) gets Q6_K in Q4_K_M, Q5_K_M and Q3_K_M.
   mat("token_embd.weight", H, n_vocab, s.tied ? more : base);
   if (!s.tied) mat("output.weight", H, n_vocab, more);
   vec("output_norm.weight", H, Init::Norm);

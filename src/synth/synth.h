@@ -17,9 +17,10 @@
 
 namespace ds::synth {
 
-// The weight-type mixes synth can write (llama.cpp file types: Q4_K_M = 15, Q3_K_M = 12, Q8_0 = 7, BF16 = 32).
-enum class Mix { Q4_K_M, Q3_K_M, Q8_0, BF16 };
-Result<Mix> parse_mix(std::string_view name);  // case-insensitive "Q4_K_M" | "Q3_K_M" | "Q8_0" | "BF16"
+// The weight-type mixes synth can write (llama.cpp file types: Q4_K_M = 15, Q3_K_M = 12, Q5_K_M = 17, Q8_0 = 7,
+// BF16 = 32).
+enum class Mix { Q4_K_M, Q3_K_M, Q5_K_M, Q8_0, BF16 };
+Result<Mix> parse_mix(std::string_view name);  // case-insensitive "Q4_K_M" | "Q3_K_M" | "Q5_K_M" | "Q8_0" | "BF16"
 std::string_view mix_name(Mix m);
 uint32_t mix_file_type(Mix m);
 

@@ -71,11 +71,15 @@ TEST_F(Cli, SynthRefusesBadArguments) {
   EXPECT_NE(o.err.find("size '3B' is not known"), std::string::npos) << o.err;
   o = ds_run("synth --size tiny --type Q2_K -o " + ds::test::temp_dir() + "/x.gguf");
   EXPECT_NE(o.rc, 0);
-  EXPECT_NE(o.err.find("Q4_K_M, Q3_K_M, Q8_0 or BF16"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("Q4_K_M, Q3_K_M, Q5_K_M, Q8_0 or BF16"), std::string::npos) << o.err;
   EXPECT_FALSE(std::filesystem::exists(ds::test::temp_dir() + "/x.gguf"));
   o = ds_run("synth --size 0.8B --type Q4_K_M --plan");
   EXPECT_EQ(o.rc, 0);
   EXPECT_NE(o.out.find("params 752393024"), std::string::npos) << o.out;
+  o = ds_run("synth --size 0.8B --type q5_k_m --plan");  // same shapes, Q5_K trunk
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("params 752393024"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("Q5_K"), std::string::npos) << o.out;
 }
 
 TEST_F(Cli, RunStreamsSeededTextAndTimings) {

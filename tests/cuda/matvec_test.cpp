@@ -219,6 +219,35 @@ TEST(CudaMatvec, BothKernelPathsMatchCpu) {
   cuda::set_matvec_path(keep);
 }
 
+// Q3_K / Q5_K with the direct-load decoders (mvd::Q3K / Q5K behind DS_MATVEC_DIRECT_KQ, kq21) on and off (the tile
+// kernel): both must match on every shape, plain and accumulating. The shapes cover Q3_K blocks at every 8-byte
+// misalignment (110-byte blocks: cols = 256 rows start 2-byte aligned, and blocks inside a row step by 6 mod 8),
+// rows not a multiple of the row group, rows of fewer tasks than lanes (one block: 4 Q5_K tasks), few long rows
+// whose columns ks warps split, and 9B shapes (4096 x 4096 in shapes_for, ffn_down). DS_TEST_STREAM_SMALL=1 (memcheck runs): only
+// the shapes of at most 1M weights (stream_shapes), which keep every case above but the 9B ones.
+TEST(CudaMatvec, DirectKQuantMatchesCpu) {
+  DS_REQUIRE_GPU();
+  struct Keep {
+    const bool on = cuda::matvec_direct_kq();
+    ~Keep() { cuda::set_matvec_direct_kq(on); }
+  } keep;
+  uint64_t seed = 900;
+  for (bool on : {true, false}) {
+    cuda::set_matvec_direct_kq(on);
+    ASSERT_EQ(cuda::matvec_direct_kq(), on);
+    const std::string name = on ? "direct kq" : "tile";
+    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q5_K}) {
+      auto shapes = shapes_for(t);
+      shapes.push_back({4097, 4096, "odd rows, 9B width"});
+      shapes.push_back({5, 25856, "few rows of 101 blocks"});
+      shapes.push_back({3, 768, "three blocks a row"});
+      shapes.push_back({4096, 12288, "9B ffn_down"});
+      for (const Shape& s : stream_shapes(shapes))
+        for (bool acc : {false, true}) run_case(t, s, seed += 3, acc, name + (acc ? " accumulate" : ""));
+    }
+  }
+}
+
 TEST(CudaMatvec, VocabSizedOutput) {  // 0.8B tied output matrix: 248320 rows of Q6_K
   DS_REQUIRE_GPU();
   const GgmlType t = GgmlType::Q6_K;

@@ -64,7 +64,7 @@ TEST(SynthPlan, ParameterCountsOfEverySize) {
     SCOPED_TRACE(w.size);
     auto s = preset(w.size);
     ASSERT_TRUE(s.ok());
-    for (Mix m : {Mix::Q4_K_M, Mix::Q3_K_M, Mix::Q8_0, Mix::BF16}) {
+    for (Mix m : {Mix::Q4_K_M, Mix::Q3_K_M, Mix::Q5_K_M, Mix::Q8_0, Mix::BF16}) {
       auto plan = plan_tensors(*s, m, false, 248320);
       EXPECT_EQ(count_params(plan), w.trunk);
       EXPECT_EQ(count_params(plan_tensors(*s, m, true, 248320)), w.trunk + w.mtp);
@@ -129,6 +129,42 @@ TEST(SynthPlan, Q3KMixFollowsLlamaQuantizeRules) {
   const double q3 = count_bytes(plan) / 1e9, q4 = count_bytes(plan_tensors(*preset("9B"), Mix::Q4_K_M, false, 248320)) / 1e9;
   EXPECT_LT(q3, q4);
   EXPECT_GT(q3, count_params(plan) * 3.4375 / 8 / 1e9);
+}
+
+TEST(SynthPlan, Q5KMixFollowsLlamaQuantizeRules) {
+  // llama-quant.cpp treats Q5_K_M as Q4_K_M with Q5_K: attn_v / attn_qkv and ffn_down Q6_K where use_more_bits(i, n)
+  // (9B, 32 blocks: 0..3, 6, 9, ..., 27, 28..31), else Q5_K; output Q6_K; every other matrix Q5_K.
+  auto plan = plan_tensors(*preset("9B"), Mix::Q5_K_M, false, 248320);
+  std::map<std::string, GgmlType> type;
+  for (const auto& t : plan) type[t.name] = t.type;
+  EXPECT_EQ(type["output.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["token_embd.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.0.ffn_up.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.0.attn_qkv.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["blk.4.attn_qkv.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.6.attn_qkv.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["blk.3.attn_v.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["blk.7.attn_v.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.7.attn_output.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.7.attn_q.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.5.ffn_down.weight"], GgmlType::Q5_K);
+  EXPECT_EQ(type["blk.9.ffn_down.weight"], GgmlType::Q6_K);
+  EXPECT_EQ(type["blk.31.ffn_down.weight"], GgmlType::Q6_K);
+  // The same tensors as Q4_K_M, each Q4_K one now Q5_K.
+  const auto q4 = plan_tensors(*preset("9B"), Mix::Q4_K_M, false, 248320);
+  ASSERT_EQ(q4.size(), plan.size());
+  for (size_t i = 0; i < plan.size(); i++) {
+    EXPECT_EQ(plan[i].name, q4[i].name);
+    EXPECT_EQ(plan[i].type, q4[i].type == GgmlType::Q4_K ? GgmlType::Q5_K : q4[i].type) << plan[i].name;
+  }
+  EXPECT_EQ(mix_file_type(Mix::Q5_K_M), 17u);
+  EXPECT_EQ(*parse_mix("q5_k_m"), Mix::Q5_K_M);
+  EXPECT_EQ(mix_name(Mix::Q5_K_M), "Q5_K_M");
+  // Q5_K is 5.5 bits a weight: larger than Q4_K_M, smaller than all-Q6_K (6.5625).
+  const double q5 = count_bytes(plan) / 1e9, q4b = count_bytes(q4) / 1e9;
+  EXPECT_GT(q5, q4b);
+  EXPECT_GT(q5, count_params(plan) * 5.5 / 8 / 1e9);
+  EXPECT_LT(q5, count_params(plan) * 6.5625 / 8 / 1e9);
 }
 
 TEST(SynthVocab, BuiltinVocabularyIsConsistent) {
