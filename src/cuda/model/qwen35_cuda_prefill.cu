@@ -144,7 +144,9 @@ static Status ensure_prefill_scratch(CudaModel::Impl& I, const Qwen35Config& c, 
   DS_ASSIGN(pf->ws, DeviceBuffer::alloc(std::max<size_t>(ws, 256)));
   pf->ws_bytes = pf->ws.size();
   DS_ASSIGN(pf->io, DeviceBuffer::alloc((size_t)(2 * P + 2) * sizeof(int32_t)));
-  if (I.state_half) DS_ASSIGN(pf->state32, floats(c.n_v_heads * c.d_v * c.d_k));
+  if (I.state_half) {
+    DS_ASSIGN(pf->state32, floats(c.n_v_heads * c.d_v * c.d_k));
+  }
   CUDA_TRY(cudaMallocHost(&pf->io_host, (size_t)(2 * P + 2) * sizeof(int32_t)));
   DS_ASSIGN(pf->gemm, prefill::PrefillGemm::create());
   if (any4) DS_TRY(pf->gemm->reserve(max_w, P * max_k, GemmInputs::kF32));
