@@ -225,8 +225,13 @@ __device__ __forceinline__ float4 ld_chunk(const __half* row, int c) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 __device__ __forceinline__ void st_chunk(float* row, int c, const float4& v) { reinterpret_cast<float4*>(row)[c] = v; }
+// f16's largest finite value: a state value beyond it is stored as +-65504 rather than an infinity (which would
+// turn the sequence's outputs into NaN from the next step on). Delta-rule states stay near the scale of v (keys
+// are L2-normalized), far below it; the clamp is a guard, not a range the model uses.
+__device__ __forceinline__ float f16_sat(float x) { return fminf(fmaxf(x, -65504.f), 65504.f); }
 __device__ __forceinline__ void st_chunk(__half* row, int c, const float4& v) {
-  const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+  const __half2 lo = __floats2half2_rn(f16_sat(v.x), f16_sat(v.y));
+  const __half2 hi = __floats2half2_rn(f16_sat(v.z), f16_sat(v.w));
   uint2 u;
   u.x = *reinterpret_cast<const unsigned*>(&lo);
   u.y = *reinterpret_cast<const unsigned*>(&hi);
@@ -1141,7 +1146,7 @@ __global__ void state_widen_kernel(const __half* __restrict__ x, float* __restri
 }
 __global__ void state_narrow_kernel(const float* __restrict__ x, __half* __restrict__ y, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = __float2half_rn(x[i]);
+    y[i] = __float2half_rn(f16_sat(x[i]));
 }
 unsigned blocks_for(int64_t n) { return (unsigned)std::clamp<int64_t>((n + 255) / 256, 1, 4096); }
 }  // namespace
