@@ -308,39 +308,55 @@ TEST(CudaBackendServing, WarmUpLeavesSlotsEmptyAndStepsUnchanged) {
 }
 
 // Snapshots go back to the backend's pool when dropped; a later save reuses the buffer (a longer state than the
-// first snapshot's: room is rounded up to 256 positions) and restores exactly. Without a GPU: skipped.
-TEST(CudaBackendServing, RecycledSnapshotRestoresExactly) {
-  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device";
-  auto f = load("tiny-gqa-q4_k_m");
-  ASSERT_TRUE(f);
+// first snapshot's: room is rounded up to 256 positions) and restores exactly; also with f16 GDN states and K / V
+// caches (st20 / kv19: smaller snapshots, the same exactness). Without a GPU: skipped.
+void recycled_snapshot_case(const Fixture& fx, bool half, size_t* snap_bytes) {
   CudaBackendOptions o;
   o.n_slots = 3;
   o.n_ctx = 512;
-  auto be = make_cuda_backend(f->model, o);
+  o.state_f16 = o.kv_f16 = half;
+  auto be = make_cuda_backend(fx.model, o);
   ASSERT_TRUE(be.ok());
   auto& b = **be;
   const size_t V = (size_t)b.n_vocab();
   std::vector<float> l(V);
-  ASSERT_TRUE(b.prefill(0, std::vector<int32_t>(f->prompt.begin(), f->prompt.begin() + 5), l).ok());
+  ASSERT_TRUE(b.prefill(0, std::vector<int32_t>(fx.prompt.begin(), fx.prompt.begin() + 5), l).ok());
   size_t first_bytes = 0;
   {
     auto s = b.save(0);
     ASSERT_TRUE(s.ok());
     first_bytes = s.value()->bytes();
   }  // dropped: its buffer waits in the pool
-  ASSERT_TRUE(b.prefill(1, std::vector<int32_t>(f->prompt.begin(), f->prompt.begin() + 30), l).ok());
+  ASSERT_TRUE(b.prefill(1, std::vector<int32_t>(fx.prompt.begin(), fx.prompt.begin() + 30), l).ok());
   auto s = b.save(1);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s.value()->n_tokens(), 30);
   EXPECT_GE(s.value()->bytes(), first_bytes);
+  *snap_bytes = s.value()->bytes();
   ASSERT_TRUE(b.restore(2, *s.value()).ok());
   std::vector<float> x(3 * V), y(3 * V);
   for (int32_t slot : {1, 2}) {
     auto& dst = slot == 1 ? x : y;
     for (int i = 0; i < 3; i++)
-      ASSERT_TRUE(b.decode(std::span(&slot, 1), std::span(&f->generated[i], 1), std::span(dst).subspan(i * V, V)).ok());
+      ASSERT_TRUE(b.decode(std::span(&slot, 1), std::span(&fx.generated[i], 1), std::span(dst).subspan(i * V, V)).ok());
   }
   EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
+}
+
+TEST(CudaBackendServing, RecycledSnapshotRestoresExactly) {
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device";
+  auto f = load("tiny-gqa-q4_k_m");
+  ASSERT_TRUE(f);
+  size_t b32 = 0, b16 = 0;
+  {
+    SCOPED_TRACE("f32 states and caches");
+    recycled_snapshot_case(*f, false, &b32);
+  }
+  {
+    SCOPED_TRACE("f16 states and caches");
+    recycled_snapshot_case(*f, true, &b16);
+  }
+  EXPECT_LT(b16, b32) << "f16 states and caches: smaller snapshots";
 }
 
 // host13: decode_select_begin / decode_select_end give the bits of decode_select (rows, candidates, lse, full rows);

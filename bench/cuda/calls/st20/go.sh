@@ -30,6 +30,7 @@ t st_model16 240 env DS_STATE_F16=1 "$TM" --gtest_brief=1 & P+=($!)
 t st_prefill16 200 env DS_STATE_F16=1 "$TP" --gtest_brief=1 & P+=($!)
 t model32 240 "$TM" --gtest_brief=1 --gtest_filter='-GdnStep.*:GdnConvStep.*:CudaState.F16*' & P+=($!)
 t prefill32 200 "$TP" --gtest_brief=1 & P+=($!)
+t engine 200 "$B/test_engine" --gtest_brief=1 --gtest_filter='CudaBackendServing.*:EngineOnModel.*' & P+=($!)
 t mem_st 220 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" \
   --gtest_filter='GdnStep.HalfStatesSameBitsAcrossKernels:CudaState.F16StateNearF32' & P+=($!)
 KQ='CudaMatvec.*-CudaMatvec.Stream*:CudaMatvec.TensorCore*'
