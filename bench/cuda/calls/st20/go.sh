@@ -22,7 +22,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 "$X" --version | tee -a "$OUT/steps.log"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
-( for ty in Q4_K_M Q3_K_M Q5_K_M; do "$X" synth --size 9B --type $ty --vocab "$W/vocab.gguf" --threads 6 -o "$W/m9B-$ty.gguf" > "$OUT/synth_$ty.log" 2>&1 && touch "$W/m9B-$ty.ok"; done ) &
+# MIN=1 (a short budget): st20's tests and A/B only: no kq21 phases, no GdnBench, serving at 64 clients only.
+MIN=${MIN:-}; TYPES="Q4_K_M Q3_K_M Q5_K_M"; [ -z "$MIN" ] || TYPES=Q4_K_M
+( for ty in $TYPES; do "$X" synth --size 9B --type $ty --vocab "$W/vocab.gguf" --threads 6 -o "$W/m9B-$ty.gguf" > "$OUT/synth_$ty.log" 2>&1 && touch "$W/m9B-$ty.ok"; done ) &
 # ---- A
 P=()
 t st_kern 200 "$TM" --gtest_brief=1 --gtest_filter='GdnStep.*:GdnConvStep.*:CudaState.F16*' & P+=($!)
@@ -34,13 +36,13 @@ t engine 200 "$B/test_engine" --gtest_brief=1 --gtest_filter='CudaBackendServing
 t mem_st 220 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TM" \
   --gtest_filter='GdnStep.HalfStatesSameBitsAcrossKernels:CudaState.F16StateNearF32' & P+=($!)
 KQ='CudaMatvec.*-CudaMatvec.Stream*:CudaMatvec.TensorCore*'
-for k in 0 1; do
+[ -n "$MIN" ] || for k in 0 1; do
   GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k t kq_on$k 200 env DS_MATVEC_DIRECT_KQ=1 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
   GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k t kq_off$k 200 env DS_MATVEC_DIRECT_KQ=0 "$TC" --gtest_brief=1 --gtest_filter="$KQ" & P+=($!)
 done
-t mem_kq 200 env DS_TEST_STREAM_SMALL=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
+[ -n "$MIN" ] || t mem_kq 200 env DS_TEST_STREAM_SMALL=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
   --gtest_filter='CudaMatvec.DirectKQuantMatchesCpu' & P+=($!)
-t mem_kqon 200 env DS_MATVEC_DIRECT_KQ=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
+[ -n "$MIN" ] || t mem_kqon 200 env DS_MATVEC_DIRECT_KQ=1 "$CS" --tool memcheck --leak-check no --error-exitcode 9 "$TC" \
   --gtest_filter='CudaMatvec.Accumulate' & P+=($!)
 wait "${P[@]}"
 grep -HE "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran|ERROR SUMMARY|^rc=|\[st20\]|\[kv19\]|max \|dl|worst row" "$OUT"/t_*.log | cut -c1-300 | tee -a "$OUT/steps.log"
@@ -52,7 +54,7 @@ if waitm 9B-Q4_K_M; then
     timeout 40 env $e "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 >> "$OUT/cb.log" 2>&1
     say "batch 64 x 512 $e: $(grep -E '^decode' "$OUT/cb.log" | tail -1 | cut -c1-200)"; done; done
   [ $(el) -lt 420 ] && DS_STATE_F16=1 DS_KV_F16=1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 90 bash "$D/../tools/serve_bench.sh" "$M9" \
-    --budget-s 80 --label "DS_STATE_F16=1 DS_KV_F16=1" >> "$OUT/serve.log" 2>&1; say "serve f16 states+kv rc=$?"
+    ${MIN:+--levels 64} --budget-s 80 --label "DS_STATE_F16=1 DS_KV_F16=1" >> "$OUT/serve.log" 2>&1; say "serve f16 states+kv rc=$?"
   [ $(el) -lt 450 ] && DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 45 bash "$D/../tools/serve_bench.sh" "$M9" --levels 64 \
     --budget-s 35 --label "default" >> "$OUT/serve.log" 2>&1; say "serve default rc=$?"
   python3 -c "
@@ -64,11 +66,11 @@ for l in open(sys.argv[1]):
     grep '^{' "$OUT/bench.log" | tail -1 | sed "s/^{/{\"env\": \"$e\", /" >> "$OUT/bench.jsonl"
     say "tg128 9B Q4_K_M $e: $(tail -1 "$OUT/bench.jsonl" | grep -oE '"tokens_per_s": ?[0-9.]+')"; done
 fi
-[ $(el) -lt 470 ] && DS_GDN_BENCH=1 timeout 60 "$TM" --gtest_filter='GdnBench.Time' > "$OUT/gdnbench.log" 2>&1; say "gdnbench rc=$?"
+[ -z "$MIN" ] && [ $(el) -lt 470 ] && DS_GDN_BENCH=1 timeout 60 "$TM" --gtest_filter='GdnBench.Time' > "$OUT/gdnbench.log" 2>&1; say "gdnbench rc=$?"
 grep -E "B 64|B 16" "$OUT/gdnbench.log" | grep -v "copy\|oop\|cudaMemcpy" | tee -a "$OUT/steps.log"
 tg() { local ty=$1 on=$2; [ $(el) -lt 530 ] || return; waitm 9B-$ty || return
   DS_MATVEC_DIRECT_KQ=$on timeout 30 "$X" bench -m "$W/m9B-$ty.gguf" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/bench.log" 2>&1
   grep '^{' "$OUT/bench.log" | tail -1 | sed "s/^{/{\"kq\": $on, \"mix\": \"$ty\", /" >> "$OUT/bench.jsonl"
   say "tg128 9B $ty DS_MATVEC_DIRECT_KQ=$on: $(tail -1 "$OUT/bench.jsonl" | grep -oE '"tokens_per_s": ?[0-9.]+')"; }
-for r in 1 2; do for ty in Q3_K_M Q5_K_M; do tg $ty 0; tg $ty 1; done; done
+[ -n "$MIN" ] || for r in 1 2; do for ty in Q3_K_M Q5_K_M; do tg $ty 0; tg $ty 1; done; done
 say done
