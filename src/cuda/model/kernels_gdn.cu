@@ -224,12 +224,15 @@ __device__ __forceinline__ float4 ld_chunk(const __half* row, int c) {
   const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
-__device__ __forceinline__ void st_chunk(float* row, int c, const float4& v) { reinterpret_cast<float4*>(row)[c] = v; }
+// v by value: a call with `odd ? m[p + 1] : m[p]` (gdn_tma_out_kernel) must not bind a reference to a register array
+// element chosen at run time, which puts the whole array in local memory (st20's first build: a 128-byte stack frame
+// in the bulk-copy kernels and 2x their time).
+__device__ __forceinline__ void st_chunk(float* row, int c, float4 v) { reinterpret_cast<float4*>(row)[c] = v; }
 // f16's largest finite value: a state value beyond it is stored as +-65504 rather than an infinity (which would
 // turn the sequence's outputs into NaN from the next step on). Delta-rule states stay near the scale of v (keys
 // are L2-normalized), far below it; the clamp is a guard, not a range the model uses.
 __device__ __forceinline__ float f16_sat(float x) { return fminf(fmaxf(x, -65504.f), 65504.f); }
-__device__ __forceinline__ void st_chunk(__half* row, int c, const float4& v) {
+__device__ __forceinline__ void st_chunk(__half* row, int c, float4 v) {
   const __half2 lo = __floats2half2_rn(f16_sat(v.x), f16_sat(v.y));
   const __half2 hi = __floats2half2_rn(f16_sat(v.z), f16_sat(v.w));
   uint2 u;
