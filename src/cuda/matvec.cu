@@ -17,8 +17,8 @@
 //   Both streamed kernels prefetch the first 8 MB of the next product's weights into L2 at their end when the
 //   caller names them (set_matvec_next; the batch-1 forward does; DS_MATVEC_PREFETCH_KB, 0 = off; decode8).
 //   Q8_0  matvec_direct.cuh
-//   Q3_K, Q5_K  matvec_direct.cuh with DS_MATVEC_DIRECT_KQ=1 (set_matvec_direct_kq; kq21: built, default off
-//               until measured), else the tile kernel below
+//   Q3_K        matvec_direct.cuh (kq21; DS_MATVEC_DIRECT_KQ=0: the tile kernel below)
+//   Q5_K        the tile kernel below (its direct decoder with DS_MATVEC_DIRECT_KQ=1: slower, see matvec.h)
 //   other types: the shared-memory tile kernel of matvec_kernel.cuh (also the batched kernel's template).
 // Thread mapping of the tile kernel: a CTA is 8 warps; a warp owns a row group of kR = 4 rows (or a 1/ks share
 // of their columns when ks warps split the columns of few, long rows). A warp walks its rows in tiles of
@@ -100,12 +100,12 @@ Status check_args(GgmlType type, const void* w, int64_t rows, int64_t cols, cons
   return {};
 }
 
-bool& direct_kq_ref() {
-  static bool on = [] {
+int& direct_kq_ref() {
+  static int mode = [] {
     const char* e = std::getenv("DS_MATVEC_DIRECT_KQ");
-    return e && !std::strcmp(e, "1");
+    return !e ? -1 : !std::strcmp(e, "1") ? 1 : !std::strcmp(e, "0") ? 0 : -1;
   }();
-  return on;
+  return mode;
 }
 
 MatvecPath& path_ref() {
@@ -260,8 +260,8 @@ Status matvec_fused(GgmlType type, const void* w, int64_t rows, int64_t cols, co
   return matvec(type, w, rows, cols, scratch, y, stream, accumulate);
 }
 void set_matvec_path(MatvecPath p) { path_ref() = p; }
-bool matvec_direct_kq() { return direct_kq_ref(); }
-void set_matvec_direct_kq(bool on) { direct_kq_ref() = on; }
+int matvec_direct_kq() { return direct_kq_ref(); }
+void set_matvec_direct_kq(int mode) { direct_kq_ref() = mode == 0 || mode == 1 ? mode : -1; }
 
 Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
               cudaStream_t stream, bool accumulate) {
@@ -272,10 +272,10 @@ Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
       return direct_or_smem<GgmlType::Q6_K, mvd::Q6K, mvs::Q6KS>(w, rows, cols, x, y, stream, accumulate);
     case GgmlType::Q8_0: return direct<GgmlType::Q8_0, mvd::Q80>(w, rows, cols, x, y, stream, accumulate);
     case GgmlType::Q3_K:
-      if (direct_kq_ref()) return direct<GgmlType::Q3_K, mvd::Q3K>(w, rows, cols, x, y, stream, accumulate);
+      if (direct_kq_ref() != 0) return direct<GgmlType::Q3_K, mvd::Q3K>(w, rows, cols, x, y, stream, accumulate);
       break;
     case GgmlType::Q5_K:
-      if (direct_kq_ref()) return direct<GgmlType::Q5_K, mvd::Q5K>(w, rows, cols, x, y, stream, accumulate);
+      if (direct_kq_ref() == 1) return direct<GgmlType::Q5_K, mvd::Q5K>(w, rows, cols, x, y, stream, accumulate);
       break;
     default: break;
   }

@@ -33,11 +33,13 @@ constexpr int kMatvecMaxBatch = 64;
 enum class MatvecPath { Auto, Direct, Smem };
 MatvecPath matvec_path();
 void set_matvec_path(MatvecPath p);
-// Q3_K / Q5_K at batch 1 on the direct-load kernels (matvec_direct.cuh mvd::Q3K / Q5K, kq21) instead of the
-// generic shared-memory tile kernel (matvec_kernel.cuh). Initial value from DS_MATVEC_DIRECT_KQ (1 = on; default
-// off until measured on a GPU); a hook for tests and A/B runs, not thread-safe against concurrent launches.
-bool matvec_direct_kq();
-void set_matvec_direct_kq(bool on);
+// Q3_K / Q5_K at batch 1 on the direct-load kernels (matvec_direct.cuh mvd::Q3K / Q5K, kq21) or the generic
+// shared-memory tile kernel (matvec_kernel.cuh). Mode -1 (the default): Q3_K direct, Q5_K tile (measured, session
+// 22, H100, tg128 of the 9B synths: Q3_K_M 247.0-247.2 tok/s direct vs 235.9-236.0 tile; Q5_K_M 167.8-167.9 direct vs
+// 190.5-190.8 tile); 0: both tile; 1: both direct. Initial value from DS_MATVEC_DIRECT_KQ (0 / 1; unset: -1); a hook
+// for tests and A/B runs, not thread-safe against concurrent launches.
+int matvec_direct_kq();
+void set_matvec_direct_kq(int mode);
 // The shared-memory path's cp.async ring depth (matvec_smem.cuh kernel_async; 0: the register-pipeline
 // kernel only). Default 4, or DS_MATVEC_ASYNC; a hook for tests and A/B runs.
 int matvec_async_stages();

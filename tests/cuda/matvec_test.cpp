@@ -228,13 +228,13 @@ TEST(CudaMatvec, BothKernelPathsMatchCpu) {
 TEST(CudaMatvec, DirectKQuantMatchesCpu) {
   DS_REQUIRE_GPU();
   struct Keep {
-    const bool on = cuda::matvec_direct_kq();
-    ~Keep() { cuda::set_matvec_direct_kq(on); }
+    const int mode = cuda::matvec_direct_kq();
+    ~Keep() { cuda::set_matvec_direct_kq(mode); }
   } keep;
   uint64_t seed = 900;
   for (bool on : {true, false}) {
-    cuda::set_matvec_direct_kq(on);
-    ASSERT_EQ(cuda::matvec_direct_kq(), on);
+    cuda::set_matvec_direct_kq(on ? 1 : 0);
+    ASSERT_EQ(cuda::matvec_direct_kq(), on ? 1 : 0);
     const std::string name = on ? "direct kq" : "tile";
     for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q5_K}) {
       auto shapes = shapes_for(t);
