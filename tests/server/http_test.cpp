@@ -1201,6 +1201,35 @@ TEST(Http, ResponsesLimitsIncompleteAndErrors) {
 
 // Structured outputs on /v1/responses: text.format json_schema (the flat form) constrains the message text as chat's
 // response_format does (the reasoning stays free), streamed or not, and is echoed; json_object too.
+// Whether t is one JSON object. nlohmann refuses a number that overflows a double (out_of_range 406, "number overflow
+// parsing '<token>'"), which JSON's grammar allows and the json_object format's grammar may emit (a sampled reply once
+// wrote 22e3200198; Python reads it as inf): each such token is replaced by 0 and the text parsed again, so the rest
+// is still checked.
+bool parses_as_object(std::string t) {
+  for (int i = 0; i < 64; i++) {
+    try {
+      return json::parse(t).is_object();
+    } catch (const json::out_of_range& e) {
+      const std::string w = e.what();
+      const size_t a = w.find('\''), b = w.rfind('\'');
+      if (e.id != 406 || a == std::string::npos || b <= a + 1) return false;
+      const size_t p = t.find(w.substr(a + 1, b - a - 1));
+      if (p == std::string::npos) return false;
+      t.replace(p, b - a - 1, "0");
+    } catch (const json::exception&) {
+      return false;
+    }
+  }
+  return false;
+}
+
+TEST(Http, JsonObjectCheckAcceptsOverflowingNumbers) {
+  EXPECT_TRUE(parses_as_object(R"({"a": 22e3200198, "b": [1, -7E+999], "c": {}})"));
+  EXPECT_FALSE(parses_as_object(R"({"a": 22e3200198, "b": )"));
+  EXPECT_FALSE(parses_as_object(R"([1e999])"));
+  EXPECT_FALSE(parses_as_object("{\"a\": 1"));
+}
+
 TEST(Http, ResponsesTextFormatJsonSchema) {
   Rig rig;
   const json schema = json::parse(R"({"type": "object", "properties": {"ok": {"type": "boolean"},
@@ -1229,7 +1258,9 @@ TEST(Http, ResponsesTextFormatJsonSchema) {
                                                                {"reasoning", {{"effort", "none"}}}})),
                 1);
   const std::string obj = j["output"][0]["content"][0]["text"];
-  if (j["status"] == "completed") EXPECT_TRUE(json::parse(obj, nullptr, false).is_object()) << obj;
+  if (j["status"] == "completed") {
+    EXPECT_TRUE(parses_as_object(obj)) << obj;
+  }
   EXPECT_EQ(obj.substr(obj.find_first_not_of(" \t\r\n")).substr(0, 1), "{") << obj;
 }
 
