@@ -103,11 +103,6 @@ __global__ void swiglu_v4_kernel(const float4* __restrict__ g, int64_t ldg4, con
   }
 }
 
-bool env_on(const char* name, bool dflt) {
-  const char* e = std::getenv(name);
-  return e ? e[0] != '0' : dflt;
-}
-
 std::atomic<int> g_rms_force{-1}, g_swiglu_force{-1};
 
 template <class QT>
@@ -122,18 +117,17 @@ Status launch_embed(const void* w, int64_t n_cols, const StepIO* io, int n_token
 
 }  // namespace
 
+bool env_on(const char* name, bool dflt) {
+  const char* e = std::getenv(name);
+  return e && e[0] ? e[0] != '0' : dflt;
+}
+
 bool step_pdl() {
-  static const bool on = [] {
-    const char* e = std::getenv("DS_STEP_PDL");
-    return !(e && e[0] == '0');
-  }();
+  static const bool on = env_on("DS_STEP_PDL", true);
   return on;
 }
 bool step_carveout() {
-  static const bool on = [] {
-    const char* e = std::getenv("DS_STEP_CARVEOUT");
-    return e && e[0] == '1';
-  }();
+  static const bool on = env_on("DS_STEP_CARVEOUT", false);
   return on;
 }
 

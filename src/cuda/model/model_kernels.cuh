@@ -15,6 +15,9 @@
 
 namespace ds::cuda::mk {
 
+// A switch from the environment (kernels_basic.cu): unset or empty gives dflt, else on unless it starts with '0'.
+bool env_on(const char* name, bool dflt);
+
 // Inputs of one step, copied to the device at its start. Tokens are packed by sequence.
 struct StepIO {
   int32_t tok[kMaxStepTokens];        // token ids

@@ -185,10 +185,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   I.layers.resize(c.n_layer);
   size_t rec = 0;
   int n_attn = 0;
-  I.state_half = o.state_f16 || [] {
-    const char* e = std::getenv("DS_STATE_F16");
-    return e && e[0] == '1';
-  }();
+  I.state_half = o.state_f16 || mk::env_on("DS_STATE_F16", false);
   const size_t st_elem = I.state_half ? 2 : sizeof(float);
   auto fl = [&](const std::vector<float>& v) { return reinterpret_cast<const float*>(plan.add_floats(v)); };
   for (int64_t il = 0; il < c.n_layer; il++) {
@@ -219,10 +216,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
     }
   }
   cm->rec_bytes_ = rec;
-  I.kv_half = o.kv_f16 || [] {
-    const char* e = std::getenv("DS_KV_F16");
-    return e && e[0] == '1';
-  }();
+  I.kv_half = o.kv_f16 || mk::env_on("DS_KV_F16", false);
   I.kv_row_bytes = c.n_head_kv * c.head_dim * (int64_t)(I.kv_half ? 2 : sizeof(float));
   cm->kv_bytes_per_pos_ = (size_t)(2 * n_attn) * I.kv_row_bytes;
 
