@@ -331,6 +331,123 @@ TEST(GdnStep, KernelsGiveSameBitsMultiToken) {
 
 namespace {
 
+// lz23: the lazy delta rule (GdnArgs::lazy = T, kernels_gdn_lazy.cu) against gdn_kernel over several steps of the
+// same sequences: the outputs within float rounding, the states bit for bit once the histories are flushed (f32:
+// the same rule_row updates in the same order; f16 states: the lazy rule rounds once per T tokens, so near). ntoks:
+// each step's tokens per sequence (a step of several tokens applies the history and its tokens to the state).
+void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<int>>& ntoks, uint32_t seed,
+               bool half = false) {
+  const int S = (int)ntoks[0].size();
+  Problem p;  // owns the allocations and the initial states
+  p.half = half;
+  p.init(dk, nk, nv, std::vector<int>(S, 1), seed);
+  const int64_t hist_off = (p.off + p.seq_bytes() + 15) / 16 * 16;  // p.off is set by upload: 272
+  const int64_t hist_bytes = nv * mk::gdn_hist_floats(dk, lazy) * 4;
+  p.extra = (272 + p.seq_bytes() + 15) / 16 * 16 - 272 - p.seq_bytes() + hist_bytes;
+  ASSERT_TRUE(p.upload());
+  ASSERT_EQ(p.off, 272);
+  ASSERT_EQ(hist_off, (p.off + p.seq_bytes() + 15) / 16 * 16);
+  std::vector<Problem> steps(ntoks.size());
+  for (size_t i = 0; i < ntoks.size(); i++) {  // each step's inputs, run on p's allocations
+    ASSERT_EQ((int)ntoks[i].size(), S);
+    steps[i].half = half;
+    steps[i].init(dk, nk, nv, ntoks[i], seed + 1000 + (uint32_t)i);
+    ASSERT_TRUE(steps[i].upload());
+    mk::StepIO io{};
+    for (int s = 0; s <= S; s++) io.start[s] = steps[i].start[s];
+    for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(p.dstate + (int64_t)p.perm(s) * p.stride);
+    CU(cudaMemcpy(steps[i].dio, &io, sizeof(io), cudaMemcpyHostToDevice));
+  }
+  const std::string what = std::string(half ? "f16 states " : "") + "dk " + std::to_string(dk) + " S " +
+                           std::to_string(S) + " lazy " + std::to_string(lazy);
+  auto run = [&](int lz, std::vector<std::vector<float>>& outs, std::vector<unsigned char>& state) {
+    ASSERT_TRUE(p.reset_state());
+    for (int s = 0; s < S; s++) CU(cudaMemset(p.dstate + (int64_t)p.perm(s) * p.stride + hist_off, 0, hist_bytes));
+    outs.assign(steps.size(), {});
+    for (size_t i = 0; i < steps.size(); i++) {
+      Problem& q = steps[i];
+      mk::GdnArgs a = q.args(false);
+      a.state_off = p.off;
+      a.lazy = lz;
+      a.hist_off = hist_off;
+      mk::gdn_force_kernel(0);
+      const Status st = mk::gdn_step(a, q.dio, S, nullptr);
+      mk::gdn_force_kernel(-1);
+      ASSERT_TRUE(st.ok()) << what << ": " << st.error().message;
+      outs[i].resize((size_t)q.T * q.Vd);
+      CU(cudaMemcpy(outs[i].data(), q.dout, outs[i].size() * 4, cudaMemcpyDeviceToHost));
+    }
+    if (lz) {
+      mk::GdnArgs a = steps[0].args(false);
+      a.state_off = p.off, a.lazy = lz, a.hist_off = hist_off;
+      for (int s = 0; s < S; s++) {
+        const Status st = mk::gdn_flush(a, p.dstate + (int64_t)p.perm(s) * p.stride, nullptr);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.error().message;
+      }
+    }
+    CU(cudaDeviceSynchronize());
+    state.resize((size_t)S * p.stride);
+    CU(cudaMemcpy(state.data(), p.dstate, state.size(), cudaMemcpyDeviceToHost));
+  };
+  std::vector<std::vector<float>> o0, o1;
+  std::vector<unsigned char> s0, s1;
+  run(0, o0, s0);
+  if (::testing::Test::HasFatalFailure()) return;
+  run(lazy, o1, s1);
+  if (::testing::Test::HasFatalFailure()) return;
+  double oerr = 0, omax = 0, serr = 0, smax = 0;
+  for (size_t i = 0; i < o0.size(); i++)
+    for (size_t e = 0; e < o0[i].size(); e++) {
+      ASSERT_TRUE(std::isfinite(o1[i][e])) << what << ": step " << i << " out[" << e << "] not written / not finite";
+      oerr = std::max(oerr, (double)std::fabs(o1[i][e] - o0[i][e]));
+      omax = std::max(omax, (double)std::fabs(o0[i][e]));
+    }
+  for (int s = 0; s < S; s++) {
+    const unsigned char* base = &s1[(size_t)p.perm(s) * p.stride];
+    for (int64_t b = 0; b < p.off; b++) ASSERT_EQ(base[b], 0xA5) << what << ": byte " << b << " before the state";
+    for (int64_t b = p.off + p.seq_bytes(); b < hist_off; b++)
+      ASSERT_EQ(base[b], 0xA5) << what << ": byte " << b << " between the state and the history";
+    for (int64_t h = 0; h < nv; h++)
+      ASSERT_EQ(0, reinterpret_cast<const int*>(base + hist_off)[h * mk::gdn_hist_floats(dk, lazy)])
+          << what << ": history of head " << h << " not empty after gdn_flush";
+    for (int64_t e = 0; e < p.seq_floats(); e++) {
+      serr = std::max(serr, (double)std::fabs(p.state_at(s1, s, e) - p.state_at(s0, s, e)));
+      smax = std::max(smax, (double)std::fabs(p.state_at(s0, s, e)));
+    }
+    if (!half)
+      EXPECT_EQ(0, std::memcmp(base + p.off, &s0[(size_t)p.perm(s) * p.stride + p.off], p.seq_bytes()))
+          << what << ": sequence " << s << "'s state is not gdn_kernel's";
+  }
+  std::printf("[lz23] %s, %zu steps: outputs max|diff| %.3g (max |out| %.3g), states %.3g (%.3g)\n", what.c_str(),
+              o0.size(), oerr, omax, serr, smax);
+  EXPECT_LE(oerr, 2e-5 * std::max(1.0, omax)) << what;
+  if (half) EXPECT_LE(serr, 4e-3 * std::max(1.0, smax)) << what;
+  p.free_all();
+  for (auto& q : steps) q.free_all();
+}
+
+}  // namespace
+
+// Decode steps past several flushes (lengths 2, 4, 8, 16), sequences that take a prefill-like step of several
+// tokens (or none) between decode steps, the 9B's and the 27B's head counts, d_k 64 and 128, f16 states.
+TEST(GdnLazy, MatchesGdnKernel) {
+  GDN_SKIP_WITHOUT_GPU();
+  auto decode = [](int S, int n) { return std::vector<std::vector<int>>(n, std::vector<int>(S, 1)); };
+  lazy_case(128, 16, 32, 4, decode(5, 11), 201);
+  lazy_case(128, 16, 32, 8, decode(64, 10), 202);
+  lazy_case(128, 16, 48, 2, decode(3, 5), 203);
+  lazy_case(64, 4, 8, 16, decode(7, 20), 204);
+  auto mixed = decode(6, 9);
+  mixed[3] = {2, 1, 0, 3, 1, 1};  // history + tokens, no token (history kept), ...
+  mixed[6] = {1, 4, 1, 1, 0, 2};
+  lazy_case(128, 16, 32, 4, mixed, 205);
+  lazy_case(64, 2, 4, 3, mixed, 206);
+  lazy_case(128, 16, 32, 4, decode(9, 11), 207, true);
+  lazy_case(128, 16, 32, 8, mixed, 208, true);
+}
+
+namespace {
+
 // conv_silu_l2's step: S sequences with ntok[s] tokens (packed by sequence), Cc channels in heads of hd, the first
 // n_norm channels L2-normalized per head, conv kernel kc; each sequence's window at base[s] + off.
 struct ConvProblem {

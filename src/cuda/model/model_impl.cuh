@@ -60,6 +60,7 @@ struct DevLayer {
   const float* q_norm = nullptr;     // attention [hd]
   const float* k_norm = nullptr;     // attention [hd]
   int64_t conv_off = 0, ssm_off = 0;  // GDN: bytes into a sequence state
+  int64_t hist_off = 0;               // GDN with the lazy rule (lz23): its history, bytes into a sequence state
   int attn_index = -1;                // attention: index among the attention layers (KV cache slot)
 };
 
@@ -86,6 +87,7 @@ struct CudaModel::Impl {
   int64_t kv_row_bytes = 0;         // nkv * hd elements: one position of K (or V) of one layer
   bool kv_half = false;             // kv19: the caches hold f16 elements (else f32)
   bool state_half = false;          // st20: the GDN states hold f16 elements (else f32)
+  int gdn_lazy = 0;                 // lz23: the lazy delta rule's length (0 off)
   int max_tokens = kMaxStepTokens;
 
   // Per-step scratch, [max_tokens][...] each.
@@ -109,6 +111,20 @@ struct CudaModel::Impl {
   }
   int64_t v_off(int attn_index, int64_t max_ctx, size_t rec_bytes) const {
     return k_off(attn_index, max_ctx, rec_bytes) + max_ctx * kv_row_bytes;
+  }
+  // lz23: GDN layer D's history (lazy rule) applied to the state of the sequence allocated at base (nothing without
+  // the lazy rule or for an attention layer); before the piece prefill or a download reads that state.
+  Status flush_lazy(const Qwen35Config& c, const DevLayer& D, uint8_t* base) const {
+    if (!gdn_lazy || D.kind != LayerKind::GatedDeltaNet) return {};
+    mk::GdnArgs a;
+    a.state_off = D.ssm_off;
+    a.hist_off = D.hist_off;
+    a.lazy = gdn_lazy;
+    a.state_half = state_half;
+    a.n_k_heads = (int)c.n_k_heads;
+    a.n_v_heads = (int)c.n_v_heads;
+    a.d_k = (int)c.d_k;
+    return mk::gdn_flush(a, base, stream);
   }
 };
 

@@ -103,9 +103,22 @@ struct GdnArgs {
   float* dbg_g = nullptr;     // optional [T][nv]
   float* dbg_beta = nullptr;  // optional [T][nv]
   bool state_half = false;    // the states are f16 (st20)
+  int lazy = 0;               // lz23: 0 = the state read and written every step; T in [2, kMaxGdnLazy]: the lazy rule
+  int64_t hist_off = 0;       // lz23: bytes into a sequence state: the history (gdn_hist_floats per value head)
 };
 bool gdn_supports(int d_k);
+// The delta-rule step; with a.lazy the lazy rule (gdn_lazy_step), at every batch.
 Status gdn_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+
+// lz23, the lazy delta rule (kernels_gdn_lazy.cu, see there): the state is written every a.lazy-th token; between,
+// each head keeps a history of its tokens (floats per value head: gdn_hist_floats). gdn_flush applies one sequence's
+// history (base: its allocation) to its state and empties it: before anything but the step reads the state.
+constexpr int kMaxGdnLazy = 16;
+__host__ __device__ constexpr int64_t gdn_hist_floats(int d_k, int lazy) {
+  return 4 + (int64_t)(lazy - 1) * (2 * d_k + 4);
+}
+Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
+Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream);
 // f16 states (st20) around the prefill's float delta rule: n values of an f16 state into float (widen) and back
 // (narrow, round to nearest even).
 Status state_widen(const void* h, float* f, int64_t n, cudaStream_t stream);

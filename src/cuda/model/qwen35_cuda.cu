@@ -187,6 +187,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   int n_attn = 0;
   I.state_half = o.state_f16 || mk::env_on("DS_STATE_F16", false);
   const size_t st_elem = I.state_half ? 2 : sizeof(float);
+  I.gdn_lazy = o.gdn_lazy;
+  if (const char* e = std::getenv("DS_GDN_LAZY"); e && e[0] && !o.gdn_lazy) I.gdn_lazy = std::atoi(e);
+  if (I.gdn_lazy == 1) I.gdn_lazy = 0;  // a history of 0 tokens: the plain rule
+  if (I.gdn_lazy < 0 || I.gdn_lazy > mk::kMaxGdnLazy)
+    return cu_err("cuda: lazy delta rule length {} (DS_GDN_LAZY) outside 0 .. {}", I.gdn_lazy, mk::kMaxGdnLazy);
   auto fl = [&](const std::vector<float>& v) { return reinterpret_cast<const float*>(plan.add_floats(v)); };
   for (int64_t il = 0; il < c.n_layer; il++) {
     const Qwen35Layer& L = m.layers[il];
@@ -207,6 +212,10 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
       rec += ((c.conv_kernel - 1) * c.conv_dim() * sizeof(float) + 255) / 256 * 256;
       D.ssm_off = (int64_t)rec;
       rec += (c.n_v_heads * c.d_v * c.d_k * st_elem + 255) / 256 * 256;
+      if (I.gdn_lazy) {
+        D.hist_off = (int64_t)rec;
+        rec += (c.n_v_heads * mk::gdn_hist_floats((int)c.d_k, I.gdn_lazy) * sizeof(float) + 255) / 256 * 256;
+      }
     } else {
       D.in = plan_proj(plan, {&L.attn.q, &L.attn.k, &L.attn.v});
       D.out = plan_matrix(plan, {&L.attn.o});
@@ -356,10 +365,19 @@ Result<std::unique_ptr<CudaSnapshot>> CudaModel::save(const CudaSeqState& s, std
 }
 
 Result<std::vector<float>> CudaModel::download(const CudaSeqState& s) const {
+  // lz23: the lazy rule's histories applied first (the state they stand for, written), then left out as zeros: the
+  // download is the state, whatever the lazy rule had pending.
+  for (const DevLayer& D : impl_->layers) DS_TRY(impl_->flush_lazy(cfg_, D, const_cast<uint8_t*>(s.buf_.as<uint8_t>())));
   DS_ASSIGN(auto snap, save(s));
   CUDA_TRY(cudaStreamSynchronize(impl_->stream));  // save() does not wait for its copies
   std::vector<float> out(snap->buf_.size() / sizeof(float));
   if (!out.empty()) CUDA_TRY(cudaMemcpy(out.data(), snap->buf_.data(), out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  if (impl_->gdn_lazy)
+    for (const DevLayer& D : impl_->layers)
+      if (D.kind == LayerKind::GatedDeltaNet) {
+        const int64_t n = cfg_.n_v_heads * mk::gdn_hist_floats((int)cfg_.d_k, impl_->gdn_lazy);
+        std::fill_n(out.begin() + D.hist_off / (int64_t)sizeof(float), n, 0.f);
+      }
   return out;
 }
 

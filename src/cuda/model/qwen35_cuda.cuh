@@ -85,6 +85,11 @@ struct CudaModelOptions {
   // state value per step (the update itself is float; an approximation of the fp32 reference; error measured in
   // the README). Also DS_STATE_F16=1 in the environment.
   bool state_f16 = false;
+  // lz23: the lazy delta rule (src/cuda/model/kernels_gdn_lazy.cu): each GDN state written every gdn_lazy-th decode
+  // token instead of every token (a small per-head history in between), so a batched step moves about half the
+  // state bytes. The state stays f32 and the state written is gdn_kernel's, bit for bit; the outputs of the steps
+  // between are the same sums in another order (float rounding). 0 = off; 2 .. 16; also DS_GDN_LAZY=N.
+  int gdn_lazy = 0;
 };
 
 class CudaModel;

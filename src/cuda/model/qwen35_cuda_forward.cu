@@ -249,6 +249,8 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ga.norm_w = D.ssm_norm;
   ga.state_off = D.ssm_off;
   ga.state_half = I.state_half;
+  ga.lazy = I.gdn_lazy;
+  ga.hist_off = D.hist_off;
   ga.n_k_heads = (int)c.n_k_heads;
   ga.n_v_heads = (int)nv;
   ga.d_k = (int)c.d_k;
@@ -260,7 +262,8 @@ Status gdn_layer(Step& s, int il, const DevLayer& D) {
   ga.dbg_g = dbg ? s.f(I.dbg_g) : nullptr;
   ga.dbg_beta = dbg ? s.f(I.dbg_beta) : nullptr;
   const double ssm_state = (I.state_half ? 2.0 : 4.0) * nv * c.d_v * c.d_k;
-  const double rule_bytes = 2 * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd);
+  // lz23: the lazy rule reads the state every step and writes it every I.gdn_lazy-th (bytes as averaged over steps)
+  const double rule_bytes = (I.gdn_lazy ? 1.0 + 1.0 / I.gdn_lazy : 2.0) * ssm_state * s.S + 4.0 * T * (2 * Kd + 3 * Vd);
   if (mk::gdn_conv_fused(ca, ga, (int)s.S)) {  // cg18: one kernel (default; DS_GDN_CONV_FUSE=0 off; never when dumping)
     DS_TRY(op(s, L + "conv_delta_rule", "gdn conv+rule", conv_bytes + rule_bytes,
               [&] { return mk::gdn_conv_step(ca, ga, s.io, s.S, s.st); }));

@@ -226,6 +226,7 @@ Status CudaModel::prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens
       ca.head_dim = (int)c.d_k;
       ca.kernel = (int)c.conv_kernel;
       ca.eps = ops::kL2NormEps;
+      DS_TRY(I.flush_lazy(c, D, base));  // lz23: the state as the chunked rule expects it
       float* win = reinterpret_cast<float*>(base + D.conv_off);
       DS_TRY(mk::conv_silu_l2_piece(ca, win, (int)n, st));
       DS_TRY(mk::conv_window_advance(ca, win, (int)n, st));

@@ -1,0 +1,240 @@
+// The lazy delta rule (lz23; DS_GDN_LAZY=T, off by default): a GDN decode step that reads each head's state and
+// writes it back only every T-th token, so a batched step moves about (T + 1) / 2T of the state bytes.
+//
+// Why: at 64 sequences of the 9B a decode step reads and writes 3.2 GB of f32 delta-rule state each way, more than
+// the weights; the kernels already run near the copy bandwidth, so only fewer bytes help. The state stays f32.
+//
+// The algebra (spec §4.4 with M = S^T, row j of a head, key index fastest; rule_row's update):
+//   m_t = m_{t-1} P_t + beta_t v_t[j] k_t^T,   P_t = d_t (I - beta_t k_t k_t^T)  (symmetric),   o_t[j] = m_t . q_t
+// Over the tokens 1..t since the state m_0 was last written:
+//   o_t[j] = m_0 . r_0 + sum_i c_i v_i[j],   r_t = q_t,   c_i = beta_i (k_i . r_i),   r_{i-1} = d_i (r_i - c_i k_i)
+// (r_{i-1} = P_i r_i). The chain over i is O(t d_k) per head, done by one warp; the only O(d_k^2) work is m_0 . r_0,
+// one read of the state and no write. Each token's k, v[.], d and beta go into a per-head history (the lazy step);
+// the step that would make it T long (or any step of more than one token, i.e. a prefill through the step path)
+// applies the history and its tokens to the state with rule_row, token after token (the same arithmetic as
+// gdn_kernel: the state written is the state gdn_kernel would have written, bit for bit, with f32 states), and
+// empties the history. Outputs of lazy steps are the same sum in another order: not the same bits as gdn_kernel,
+// within float rounding of it (tests/cuda_model/cuda_gdn_test.cu, GdnLazy.*). Whether a step is lazy depends only
+// on the sequence's own history length, so a sequence gives the same bits alone or in any batch.
+//
+// The history (GdnArgs::hist_off, per value head, gdn_hist_floats): word 0 the count n (int bits), 3 words of
+// padding, then T - 1 entries of k [d_k], v [d_k], d, beta, 2 words of padding. A zeroed history is empty (a reset
+// state). Readers of the state outside the step (the piece prefill, CudaModel::download) call gdn_flush first.
+#include <cuda_fp16.h>
+
+#include <cstdlib>
+
+#include "cuda/cuda_util.h"
+#include "cuda/model/device_util.cuh"
+#include "cuda/model/gdn_row.cuh"
+
+namespace ds::cuda::mk {
+namespace {
+
+template <int DK>
+constexpr int kEntry = 2 * DK + 4;  // floats per history entry
+
+template <int DK>
+__device__ __forceinline__ float* hist_at(const StepIO* io, int s, const GdnArgs& a, int h) {
+  return state_at<float>(io, s, a.hist_off) + (int64_t)h * gdn_hist_floats(DK, a.lazy);
+}
+
+// The history's tokens applied to the row chunks m (rule_row's update, the output unused); sk: DK floats of shared
+// memory for the keys. Every thread of the block calls it.
+template <int DK>
+__device__ __forceinline__ void apply_history(float4 (&m)[DK / 16], const float* H, int n, float* sk, int tid, int j,
+                                              int r) {
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  for (int e = 0; e < n; e++) {
+    const float* E = H + 4 + e * kEntry<DK>;
+    __syncthreads();  // the previous entry's readers of sk are done
+    if (tid < DK) sk[tid] = E[tid];
+    __syncthreads();
+    rule_row<DK>(m, k4, k4, r, E[2 * DK], E[2 * DK + 1], E[DK + j], 0.f);
+  }
+}
+
+template <int DK, typename St, int kMinBlocks>
+__global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sr[DK];
+  __shared__ float sc[kMaxGdnLazy];
+  __shared__ float red[32];
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int nv = a.n_v_heads, kh = h % a.n_k_heads;
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
+  float* H = hist_at<DK>(io, s, a, h);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+  const int n = reinterpret_cast<const int*>(H)[0];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  pdl_wait();  // state, history, weights: written by no kernel of the step before this one
+  pdl_trigger();
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  const int t0 = io->start[s], t1 = io->start[s + 1];
+
+  auto finish = [&](int t, float o, float g, float beta) {  // the gated norm and the outputs (gdn_kernel's)
+    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) {
+      const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+      a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+      if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+    }
+    if (tid == 0 && a.dbg_g) {
+      a.dbg_g[(int64_t)t * nv + h] = g;
+      a.dbg_beta[(int64_t)t * nv + h] = beta;
+    }
+  };
+
+  if (t1 - t0 == 1 && n + 1 < a.lazy) {  // the lazy step
+    const float* ut = a.u + (int64_t)t0 * a.ldu;
+    if (tid < DK) {
+      sq[tid] = ut[(int64_t)kh * DK + tid];
+      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    const float g = sa * softplus_f(a.a[(int64_t)t0 * a.lda + h] + dtb);
+    const float beta = sigmoid_f(a.b[(int64_t)t0 * a.ldb + h]);
+    const float decay = expf(g);
+    const float vj = ut[2 * Kd + (int64_t)h * DK + j];
+    __syncthreads();
+    if (tid < 32) {  // the chain: lane l holds r's elements 4l .. 4l + 3
+      const bool in = tid < DK / 4;
+      float4 rr = in ? q4[tid] : make_float4(0.f, 0.f, 0.f, 0.f);
+      auto link = [&](const float4 kk, float d, float b) {
+        const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
+        rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
+        return c;
+      };
+      const float cn = link(in ? k4[tid] : make_float4(0.f, 0.f, 0.f, 0.f), decay, beta);
+      if (tid == 0) sc[n] = cn;
+      for (int e = n - 1; e >= 0; e--) {
+        const float* E = H + 4 + e * kEntry<DK>;
+        const float4 kk = in ? reinterpret_cast<const float4*>(E)[tid] : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float c = link(kk, E[2 * DK], E[2 * DK + 1]);
+        if (tid == 0) sc[e] = c;
+      }
+      if (in) reinterpret_cast<float4*>(sr)[tid] = rr;
+    }
+    __syncthreads();
+    const float4* r4 = reinterpret_cast<const float4*>(sr);
+    float o = 0.f;
+#pragma unroll
+    for (int c = 0; c < kC; c++) {
+      const float4 rr = r4[r + kL * c];
+      o += m[c].x * rr.x + m[c].y * rr.y + m[c].z * rr.z + m[c].w * rr.w;
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    for (int e = 0; e < n; e++) o += sc[e] * H[4 + e * kEntry<DK> + DK + j];
+    o += sc[n] * vj;
+    finish(t0, o * a.scale, g, beta);
+    float* E = H + 4 + n * kEntry<DK>;  // this token into the history
+    if (tid < DK) E[tid] = sk[tid];
+    if (r == 0) E[DK + j] = vj;
+    if (tid == 0) {
+      E[2 * DK] = decay;
+      E[2 * DK + 1] = beta;
+      reinterpret_cast<int*>(H)[0] = n + 1;
+    }
+    return;
+  }
+
+  // The state's step: the history, then this step's tokens (gdn_kernel<DK, false>'s loop), the state written back.
+  apply_history<DK>(m, H, n, sk, tid, j, r);
+  for (int t = t0; t < t1; t++) {
+    const float* ut = a.u + (int64_t)t * a.ldu;
+    __syncthreads();
+    if (tid < DK) {
+      sq[tid] = ut[(int64_t)kh * DK + tid];
+      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    __syncthreads();
+    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
+    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+    const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
+    finish(t, o, g, beta);
+  }
+#pragma unroll
+  for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
+  if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
+}
+
+// gdn_flush: one sequence's history applied to its state (one CTA per value head).
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint8_t* base) {
+  constexpr int kL = 4, kC = DK / 16;
+  __shared__ __align__(16) float sk[DK];
+  const int h = blockIdx.x, tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  St* M = reinterpret_cast<St*>(base + a.state_off) + ((int64_t)h * DK + j) * DK;
+  float* H = reinterpret_cast<float*>(base + a.hist_off) + (int64_t)h * gdn_hist_floats(DK, a.lazy);
+  const int n = reinterpret_cast<const int*>(H)[0];
+  if (n == 0) return;  // uniform over the block
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+  apply_history<DK>(m, H, n, sk, tid, j, r);
+#pragma unroll
+  for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
+  __syncthreads();  // every thread has read the count
+  if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
+}
+
+// DS_GDN_LAZY_OCC=2: the kernel compiled for 2 CTAs per SM (register cap 64 at d_k 128: it spills), for A/B against
+// the default 1 (122 registers at d_k 128 f32).
+int lazy_occ() {
+  static const int v = [] {
+    const char* e = std::getenv("DS_GDN_LAZY_OCC");
+    return e && e[0] == '2' ? 2 : 1;
+  }();
+  return v;
+}
+
+template <int DK, typename St>
+Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
+  if (lazy_occ() == 2) return launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io);
+  return launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io);
+}
+
+Status check_lazy(const GdnArgs& a, const char* what) {
+  if (a.lazy < 2 || a.lazy > kMaxGdnLazy)
+    return cu_err("cuda {}: lazy length {} outside [2, {}]", what, a.lazy, kMaxGdnLazy);
+  if (a.d_k != 64 && a.d_k != 128) return cu_err("cuda {}: d_k {} (64 or 128)", what, a.d_k);
+  if (a.state_off % 16 != 0 || a.hist_off % 16 != 0)
+    return cu_err("cuda {}: state offset {} / history offset {} not 16-byte aligned", what, a.state_off, a.hist_off);
+  return {};
+}
+
+}  // namespace
+
+Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  DS_TRY(check_lazy(a, "gdn_step (lazy)"));
+  if (n_seqs < 1 || n_seqs > kMaxStepTokens) return cu_err("cuda gdn_step (lazy): {} sequences", n_seqs);
+  if (a.d_k == 64)
+    return a.state_half ? launch_lazy<64, __half>(a, io, n_seqs, stream) : launch_lazy<64, float>(a, io, n_seqs, stream);
+  return a.state_half ? launch_lazy<128, __half>(a, io, n_seqs, stream)
+                      : launch_lazy<128, float>(a, io, n_seqs, stream);
+}
+
+Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
+  DS_TRY(check_lazy(a, "gdn_flush"));
+  const dim3 grid(a.n_v_heads), block(a.d_k * 4);
+  if (a.d_k == 64) {
+    if (a.state_half) gdn_flush_kernel<64, __half><<<grid, block, 0, stream>>>(a, base);
+    else gdn_flush_kernel<64, float><<<grid, block, 0, stream>>>(a, base);
+  } else {
+    if (a.state_half) gdn_flush_kernel<128, __half><<<grid, block, 0, stream>>>(a, base);
+    else gdn_flush_kernel<128, float><<<grid, block, 0, stream>>>(a, base);
+  }
+  CUDA_TRY_LAUNCH("gdn_flush", stream);
+  return {};
+}
+
+}  // namespace ds::cuda::mk
