@@ -39,27 +39,34 @@ __device__ __forceinline__ float* hist_at(const StepIO* io, int s, const GdnArgs
   return state_at<float>(io, s, a.hist_off) + (int64_t)h * gdn_hist_floats(DK, a.lazy);
 }
 
-// The history's tokens applied to the row chunks m (rule_row's update, the output unused); sk: DK floats of shared
-// memory for the keys. Every thread of the block calls it.
+// The n entries of history H (global) into sh (shared), all loads in flight at once; the block's threads.
 template <int DK>
-__device__ __forceinline__ void apply_history(float4 (&m)[DK / 16], const float* H, int n, float* sk, int tid, int j,
-                                              int r) {
-  const float4* k4 = reinterpret_cast<const float4*>(sk);
+__device__ __forceinline__ void stage_history(const float* H, int n, float* sh, int tid) {
+  const float4* src = reinterpret_cast<const float4*>(H + 4);
+  float4* dst = reinterpret_cast<float4*>(sh);
+  const int n4 = n * kEntry<DK> / 4;
+  for (int i = tid; i < n4; i += DK * 4) dst[i] = src[i];
+}
+
+// The history's tokens (staged in sh) applied to the row chunks m: rule_row's update, its output unused.
+template <int DK>
+__device__ __forceinline__ void apply_history(float4 (&m)[DK / 16], const float* sh, int n, int j, int r) {
   for (int e = 0; e < n; e++) {
-    const float* E = H + 4 + e * kEntry<DK>;
-    __syncthreads();  // the previous entry's readers of sk are done
-    if (tid < DK) sk[tid] = E[tid];
-    __syncthreads();
+    const float* E = sh + e * kEntry<DK>;
+    const float4* k4 = reinterpret_cast<const float4*>(E);
     rule_row<DK>(m, k4, k4, r, E[2 * DK], E[2 * DK + 1], E[DK + j], 0.f);
   }
 }
 
+// Dependents (the next kernel of the step) are released at the end, not after pdl_wait: this grid is not persistent
+// (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs its later CTAs need.
 template <int DK, typename St, int kMinBlocks>
 __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16;
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
   __shared__ __align__(16) float sr[DK];
+  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
   __shared__ float sc[kMaxGdnLazy];
   __shared__ float red[32];
   const int h = blockIdx.x, s = blockIdx.y;
@@ -72,9 +79,9 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
 #pragma unroll
   for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
   const int n = reinterpret_cast<const int*>(H)[0];
+  stage_history<DK>(H, n, sh, tid);
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
   pdl_wait();  // state, history, weights: written by no kernel of the step before this one
-  pdl_trigger();
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
   const int t0 = io->start[s], t1 = io->start[s + 1];
@@ -103,21 +110,22 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
     const float beta = sigmoid_f(a.b[(int64_t)t0 * a.ldb + h]);
     const float decay = expf(g);
     const float vj = ut[2 * Kd + (int64_t)h * DK + j];
-    __syncthreads();
+    const float zz = r == 0 ? a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + j] : 0.f;
+    __syncthreads();  // sq, sk, sh
     if (tid < 32) {  // the chain: lane l holds r's elements 4l .. 4l + 3
       const bool in = tid < DK / 4;
-      float4 rr = in ? q4[tid] : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 rr = in ? q4[tid] : z4;
       auto link = [&](const float4 kk, float d, float b) {
         const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
         rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
         return c;
       };
-      const float cn = link(in ? k4[tid] : make_float4(0.f, 0.f, 0.f, 0.f), decay, beta);
+      const float cn = link(in ? k4[tid] : z4, decay, beta);
       if (tid == 0) sc[n] = cn;
       for (int e = n - 1; e >= 0; e--) {
-        const float* E = H + 4 + e * kEntry<DK>;
-        const float4 kk = in ? reinterpret_cast<const float4*>(E)[tid] : make_float4(0.f, 0.f, 0.f, 0.f);
-        const float c = link(kk, E[2 * DK], E[2 * DK + 1]);
+        const float* E = sh + e * kEntry<DK>;
+        const float c = link(in ? reinterpret_cast<const float4*>(E)[tid] : z4, E[2 * DK], E[2 * DK + 1]);
         if (tid == 0) sc[e] = c;
       }
       if (in) reinterpret_cast<float4*>(sr)[tid] = rr;
@@ -132,9 +140,20 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
     }
     o += __shfl_xor_sync(0xffffffffu, o, 1);
     o += __shfl_xor_sync(0xffffffffu, o, 2);
-    for (int e = 0; e < n; e++) o += sc[e] * H[4 + e * kEntry<DK> + DK + j];
+    for (int e = 0; e < n; e++) o += sc[e] * sh[e * kEntry<DK> + DK + j];
     o += sc[n] * vj;
-    finish(t0, o * a.scale, g, beta);
+    o *= a.scale;
+    // finish(t0, ...) with z already loaded
+    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (r == 0) {
+      a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+      if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + j] = o;
+    }
+    if (tid == 0 && a.dbg_g) {
+      a.dbg_g[(int64_t)t0 * nv + h] = g;
+      a.dbg_beta[(int64_t)t0 * nv + h] = beta;
+    }
     float* E = H + 4 + n * kEntry<DK>;  // this token into the history
     if (tid < DK) E[tid] = sk[tid];
     if (r == 0) E[DK + j] = vj;
@@ -143,11 +162,13 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
       E[2 * DK + 1] = beta;
       reinterpret_cast<int*>(H)[0] = n + 1;
     }
+    pdl_trigger();
     return;
   }
 
   // The state's step: the history, then this step's tokens (gdn_kernel<DK, false>'s loop), the state written back.
-  apply_history<DK>(m, H, n, sk, tid, j, r);
+  __syncthreads();  // sh
+  apply_history<DK>(m, sh, n, j, r);
   for (int t = t0; t < t1; t++) {
     const float* ut = a.u + (int64_t)t * a.ldu;
     __syncthreads();
@@ -164,13 +185,14 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
 #pragma unroll
   for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
   if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
+  pdl_trigger();
 }
 
 // gdn_flush: one sequence's history applied to its state (one CTA per value head).
 template <int DK, typename St>
 __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint8_t* base) {
   constexpr int kL = 4, kC = DK / 16;
-  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
   const int h = blockIdx.x, tid = threadIdx.x, j = tid / kL, r = tid % kL;
   St* M = reinterpret_cast<St*>(base + a.state_off) + ((int64_t)h * DK + j) * DK;
   float* H = reinterpret_cast<float*>(base + a.hist_off) + (int64_t)h * gdn_hist_floats(DK, a.lazy);
@@ -179,7 +201,9 @@ __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint
   float4 m[kC];
 #pragma unroll
   for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
-  apply_history<DK>(m, H, n, sk, tid, j, r);
+  stage_history<DK>(H, n, sh, tid);
+  __syncthreads();
+  apply_history<DK>(m, sh, n, j, r);
 #pragma unroll
   for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
   __syncthreads();  // every thread has read the count
