@@ -332,9 +332,10 @@ TEST(GdnStep, KernelsGiveSameBitsMultiToken) {
 namespace {
 
 // lz23: the lazy delta rule (GdnArgs::lazy = T, kernels_gdn_lazy.cu) against gdn_kernel over several steps of the
-// same sequences: the outputs within float rounding, the states bit for bit once the histories are flushed (f32:
-// the same rule_row updates in the same order; f16 states: the lazy rule rounds once per T tokens, so near). ntoks:
-// each step's tokens per sequence (a step of several tokens applies the history and its tokens to the state).
+// same sequences (at staggered positions, so lazy and state items mix in a step): the outputs within float
+// rounding, the states bit for bit once the histories are flushed (f32: the same rule_row updates in the same
+// order; f16 states: the lazy rule rounds once per state write, so near). ntoks: each step's tokens per sequence (a
+// step of several tokens, or none, takes the state kernel).
 void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<int>>& ntoks, uint32_t seed,
                bool half = false) {
   const int S = (int)ntoks[0].size();
@@ -347,6 +348,8 @@ void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<i
   ASSERT_EQ(p.off, 272);
   const int64_t hist_off = (p.off + p.seq_bytes() + 15) / 16 * 16;
   std::vector<Problem> steps(ntoks.size());
+  std::vector<int> pos(S);  // each sequence's next position (the lazy rule's schedule): 0, 3, 6, ...
+  for (int s = 0; s < S; s++) pos[s] = 3 * s;
   for (size_t i = 0; i < ntoks.size(); i++) {  // each step's inputs, run on p's allocations
     ASSERT_EQ((int)ntoks[i].size(), S);
     steps[i].half = half;
@@ -354,6 +357,8 @@ void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<i
     ASSERT_TRUE(steps[i].upload());
     mk::StepIO io{};
     for (int s = 0; s <= S; s++) io.start[s] = steps[i].start[s];
+    for (int s = 0; s < S; s++)
+      for (int t = io.start[s]; t < io.start[s + 1]; t++) io.pos[t] = pos[s]++;
     for (int s = 0; s < S; s++) io.base[s] = (unsigned long long)(uintptr_t)(p.dstate + (int64_t)p.perm(s) * p.stride);
     CU(cudaMemcpy(steps[i].dio, &io, sizeof(io), cudaMemcpyHostToDevice));
   }
@@ -419,7 +424,9 @@ void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<i
   }
   std::printf("[lz23] %s, %zu steps: outputs max|diff| %.3g (max |out| %.3g), states %.3g (%.3g)\n", what.c_str(),
               o0.size(), oerr, omax, serr, smax);
-  EXPECT_LE(oerr, 2e-5 * std::max(1.0, omax)) << what;
+  // f16 states: gdn_kernel rounds the state every token, the lazy rule every state write (fewer roundings), so the
+  // two differ by f16 rounding, not float rounding.
+  EXPECT_LE(oerr, (half ? 2e-3 : 2e-5) * std::max(1.0, omax)) << what;
   if (half) EXPECT_LE(serr, 4e-3 * std::max(1.0, smax)) << what;
   p.free_all();
   for (auto& q : steps) q.free_all();

@@ -9,13 +9,15 @@
 // Over the tokens 1..t since the state m_0 was last written:
 //   o_t[j] = m_0 . r_0 + sum_i c_i v_i[j],   r_t = q_t,   c_i = beta_i (k_i . r_i),   r_{i-1} = d_i (r_i - c_i k_i)
 // (r_{i-1} = P_i r_i). The chain over i is O(t d_k) per head, done by one warp; the only O(d_k^2) work is m_0 . r_0,
-// one read of the state and no write. Each token's k, v[.], d and beta go into a per-head history (the lazy step);
-// the step that would make it T long (or any step of more than one token, i.e. a prefill through the step path)
-// applies the history and its tokens to the state with rule_row, token after token (the same arithmetic as
-// gdn_kernel: the state written is the state gdn_kernel would have written, bit for bit, with f32 states), and
-// empties the history. Outputs of lazy steps are the same sum in another order: not the same bits as gdn_kernel,
-// within float rounding of it (tests/cuda_model/cuda_gdn_test.cu, GdnLazy.*). Whether a step is lazy depends only
-// on the sequence's own history length, so a sequence gives the same bits alone or in any batch.
+// one read of the state and no write. Two kernels per step, each over every (value head, sequence) and each taking
+// its own items (lazy_item, from the token's position: the same choice in both, in any batch):
+//   gdn_lazy_kernel: a single token at a position p with (p + 1) % T != 0: the output as above, the token's k,
+//     v[.], d and beta appended to the head's history;
+//   gdn_state_kernel: every other item (positions T - 1, 2T - 1, ...; several tokens, as the step-path prefill;
+//     none): the history and then the tokens applied to the state with rule_row, token after token (gdn_kernel's
+//     arithmetic: with f32 states the state written is gdn_kernel's, bit for bit), the history emptied.
+// Outputs of lazy steps are the same sum in another order: not gdn_kernel's bits, within float rounding of them
+// (tests/cuda_model/cuda_gdn_test.cu, GdnLazy.*). A sequence gives the same bits alone or in any batch.
 //
 // The history (GdnArgs::hist_off, per value head, gdn_hist_floats): word 0 the count n (int bits), 3 words of
 // padding, then T - 1 entries of k [d_k], v [d_k], d, beta, 2 words of padding. A zeroed history is empty (a reset
@@ -58,8 +60,21 @@ __device__ __forceinline__ void apply_history(float4 (&m)[DK / 16], const float*
   }
 }
 
-// Dependents (the next kernel of the step) are released at the end, not after pdl_wait: this grid is not persistent
-// (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs its later CTAs need.
+// Which kernel takes sequence s this step (both decide alike, from StepIO alone, whatever the other wrote): the lazy
+// kernel a single token whose position p has (p + 1) % T != 0; the state kernel every other item (the tokens at
+// positions T - 1, 2T - 1, ..., several tokens, none). Between two state writes a sequence takes at most T - 1
+// lazy steps, so its history never holds more than T - 1 entries; after a prefill (history empty) the first state
+// write may come sooner.
+__device__ __forceinline__ bool lazy_item(const GdnArgs& a, const StepIO* io, int s) {
+  const int t0 = io->start[s];
+  return io->start[s + 1] - t0 == 1 && (io->pos[t0] + 1) % a.lazy != 0;
+}
+
+// Dependents (the next kernel of the step) are released at the end, not after pdl_wait: these grids are not
+// persistent (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs that
+// later CTAs need.
+// gdn_lazy_kernel: the lazy items (the others return at once): the output from the state and the history, the token
+// appended to the history, no state write.
 template <int DK, typename St, int kMinBlocks>
 __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kL = 4, kC = DK / 16;
@@ -70,6 +85,94 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
   __shared__ float sc[kMaxGdnLazy];
   __shared__ float red[32];
   const int h = blockIdx.x, s = blockIdx.y;
+  if (!lazy_item(a, io, s)) return;  // uniform over the block
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int nv = a.n_v_heads, kh = h % a.n_k_heads;
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
+  float* H = hist_at<DK>(io, s, a, h);
+  float4 m[kC];
+#pragma unroll
+  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+  const int n = reinterpret_cast<const int*>(H)[0];
+  stage_history<DK>(H, n, sh, tid);
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  pdl_wait();  // state, history, weights: written by no kernel of the step before this one
+  const int t0 = io->start[s];
+  const float* ut = a.u + (int64_t)t0 * a.ldu;
+  if (tid < DK) {
+    sq[tid] = ut[(int64_t)kh * DK + tid];
+    sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+  }
+  const float g = sa * softplus_f(a.a[(int64_t)t0 * a.lda + h] + dtb);
+  const float beta = sigmoid_f(a.b[(int64_t)t0 * a.ldb + h]);
+  const float decay = expf(g);
+  const float vj = ut[2 * Kd + (int64_t)h * DK + j];
+  const float zz = r == 0 ? a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + j] : 0.f;
+  __syncthreads();  // sq, sk, sh
+  if (tid < 32) {  // the chain: lane l holds r's elements 4l .. 4l + 3
+    const bool in = tid < DK / 4;
+    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 rr = in ? reinterpret_cast<const float4*>(sq)[tid] : z4;
+    auto link = [&](const float4 kk, float d, float b) {
+      const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
+      rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
+      return c;
+    };
+    const float cn = link(in ? reinterpret_cast<const float4*>(sk)[tid] : z4, decay, beta);
+    if (tid == 0) sc[n] = cn;
+    for (int e = n - 1; e >= 0; e--) {
+      const float* E = sh + e * kEntry<DK>;
+      const float c = link(in ? reinterpret_cast<const float4*>(E)[tid] : z4, E[2 * DK], E[2 * DK + 1]);
+      if (tid == 0) sc[e] = c;
+    }
+    if (in) reinterpret_cast<float4*>(sr)[tid] = rr;
+  }
+  __syncthreads();
+  const float4* r4 = reinterpret_cast<const float4*>(sr);
+  float o = 0.f;
+#pragma unroll
+  for (int c = 0; c < kC; c++) {
+    const float4 rr = r4[r + kL * c];
+    o += m[c].x * rr.x + m[c].y * rr.y + m[c].z * rr.z + m[c].w * rr.w;
+  }
+  o += __shfl_xor_sync(0xffffffffu, o, 1);
+  o += __shfl_xor_sync(0xffffffffu, o, 2);
+  for (int e = 0; e < n; e++) o += sc[e] * sh[e * kEntry<DK> + DK + j];
+  o += sc[n] * vj;
+  o *= a.scale;
+  const float ss = block_sum(r == 0 ? o * o : 0.f, red);  // the gated norm (gdn_kernel's)
+  const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+  if (r == 0) {
+    a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+    if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + j] = o;
+  }
+  if (tid == 0 && a.dbg_g) {
+    a.dbg_g[(int64_t)t0 * nv + h] = g;
+    a.dbg_beta[(int64_t)t0 * nv + h] = beta;
+  }
+  float* E = H + 4 + n * kEntry<DK>;  // this token into the history
+  if (tid < DK) E[tid] = sk[tid];
+  if (r == 0) E[DK + j] = vj;
+  if (tid == 0) {
+    E[2 * DK] = decay;
+    E[2 * DK + 1] = beta;
+    reinterpret_cast<int*>(H)[0] = n + 1;
+  }
+  pdl_trigger();
+}
+
+// gdn_state_kernel: the other items: the history, then the step's tokens (gdn_kernel<DK, false>'s loop and
+// arithmetic), the state written back, the history emptied.
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+  constexpr int kL = 4, kC = DK / 16;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
+  __shared__ float red[32];
+  const int h = blockIdx.x, s = blockIdx.y;
+  if (lazy_item(a, io, s)) return;  // uniform over the block
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
   const int nv = a.n_v_heads, kh = h % a.n_k_heads;
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
@@ -81,12 +184,22 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
   const int n = reinterpret_cast<const int*>(H)[0];
   stage_history<DK>(H, n, sh, tid);
   const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  pdl_wait();  // state, history, weights: written by no kernel of the step before this one
+  pdl_wait();  // as gdn_lazy_kernel (this kernel's items are not the lazy kernel's)
+  __syncthreads();  // sh
+  apply_history<DK>(m, sh, n, j, r);
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
-  const int t0 = io->start[s], t1 = io->start[s + 1];
-
-  auto finish = [&](int t, float o, float g, float beta) {  // the gated norm and the outputs (gdn_kernel's)
+  for (int t = io->start[s]; t < io->start[s + 1]; t++) {
+    const float* ut = a.u + (int64_t)t * a.ldu;
+    __syncthreads();
+    if (tid < DK) {
+      sq[tid] = ut[(int64_t)kh * DK + tid];
+      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    __syncthreads();
+    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
+    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+    const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
     const float ss = block_sum(r == 0 ? o * o : 0.f, red);
     const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
     if (r == 0) {
@@ -98,89 +211,6 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
       a.dbg_g[(int64_t)t * nv + h] = g;
       a.dbg_beta[(int64_t)t * nv + h] = beta;
     }
-  };
-
-  if (t1 - t0 == 1 && n + 1 < a.lazy) {  // the lazy step
-    const float* ut = a.u + (int64_t)t0 * a.ldu;
-    if (tid < DK) {
-      sq[tid] = ut[(int64_t)kh * DK + tid];
-      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
-    }
-    const float g = sa * softplus_f(a.a[(int64_t)t0 * a.lda + h] + dtb);
-    const float beta = sigmoid_f(a.b[(int64_t)t0 * a.ldb + h]);
-    const float decay = expf(g);
-    const float vj = ut[2 * Kd + (int64_t)h * DK + j];
-    const float zz = r == 0 ? a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + j] : 0.f;
-    __syncthreads();  // sq, sk, sh
-    if (tid < 32) {  // the chain: lane l holds r's elements 4l .. 4l + 3
-      const bool in = tid < DK / 4;
-      const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
-      float4 rr = in ? q4[tid] : z4;
-      auto link = [&](const float4 kk, float d, float b) {
-        const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
-        rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
-        return c;
-      };
-      const float cn = link(in ? k4[tid] : z4, decay, beta);
-      if (tid == 0) sc[n] = cn;
-      for (int e = n - 1; e >= 0; e--) {
-        const float* E = sh + e * kEntry<DK>;
-        const float c = link(in ? reinterpret_cast<const float4*>(E)[tid] : z4, E[2 * DK], E[2 * DK + 1]);
-        if (tid == 0) sc[e] = c;
-      }
-      if (in) reinterpret_cast<float4*>(sr)[tid] = rr;
-    }
-    __syncthreads();
-    const float4* r4 = reinterpret_cast<const float4*>(sr);
-    float o = 0.f;
-#pragma unroll
-    for (int c = 0; c < kC; c++) {
-      const float4 rr = r4[r + kL * c];
-      o += m[c].x * rr.x + m[c].y * rr.y + m[c].z * rr.z + m[c].w * rr.w;
-    }
-    o += __shfl_xor_sync(0xffffffffu, o, 1);
-    o += __shfl_xor_sync(0xffffffffu, o, 2);
-    for (int e = 0; e < n; e++) o += sc[e] * sh[e * kEntry<DK> + DK + j];
-    o += sc[n] * vj;
-    o *= a.scale;
-    // finish(t0, ...) with z already loaded
-    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
-    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-    if (r == 0) {
-      a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
-      if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + j] = o;
-    }
-    if (tid == 0 && a.dbg_g) {
-      a.dbg_g[(int64_t)t0 * nv + h] = g;
-      a.dbg_beta[(int64_t)t0 * nv + h] = beta;
-    }
-    float* E = H + 4 + n * kEntry<DK>;  // this token into the history
-    if (tid < DK) E[tid] = sk[tid];
-    if (r == 0) E[DK + j] = vj;
-    if (tid == 0) {
-      E[2 * DK] = decay;
-      E[2 * DK + 1] = beta;
-      reinterpret_cast<int*>(H)[0] = n + 1;
-    }
-    pdl_trigger();
-    return;
-  }
-
-  // The state's step: the history, then this step's tokens (gdn_kernel<DK, false>'s loop), the state written back.
-  __syncthreads();  // sh
-  apply_history<DK>(m, sh, n, j, r);
-  for (int t = t0; t < t1; t++) {
-    const float* ut = a.u + (int64_t)t * a.ldu;
-    __syncthreads();
-    if (tid < DK) {
-      sq[tid] = ut[(int64_t)kh * DK + tid];
-      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
-    }
-    __syncthreads();
-    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
-    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
-    const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
-    finish(t, o, g, beta);
   }
 #pragma unroll
   for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
@@ -210,21 +240,23 @@ __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint
   if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
 }
 
-// DS_GDN_LAZY_OCC=2: the kernel compiled for 2 CTAs per SM (register cap 64 at d_k 128: it spills), for A/B against
-// the default 1 (122 registers at d_k 128 f32).
+// gdn_lazy_kernel compiled for 2 CTAs per SM (default; 64 registers at d_k 128, 12 bytes spilled) or, with
+// DS_GDN_LAZY_OCC=1, for 1 (87 registers), for A/B: with 2 one CTA's chain overlaps the other's state loads.
 int lazy_occ() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_LAZY_OCC");
-    return e && e[0] == '2' ? 2 : 1;
+    return e && e[0] == '1' ? 1 : 2;
   }();
   return v;
 }
 
+// Both kernels over every (value head, sequence); each takes its own items (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
-  if (lazy_occ() == 2) return launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io);
-  return launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io);
+  if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
 }
 
 Status check_lazy(const GdnArgs& a, const char* what) {

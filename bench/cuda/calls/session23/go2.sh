@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 23 call 2 (lz23, the lazy delta rule DS_GDN_LAZY=T): its kernel test, the CUDA model and engine tests with
+# Session 23 calls 2-4 (lz23, the lazy delta rule DS_GDN_LAZY=T): its kernel test, the CUDA model and engine tests with
 # it on, memcheck, then the 9B step at 64 x 512+ default vs T = 4 / 8 / 16 (and 8 with 2 CTAs per SM) interleaved,
 # one --breakdown with T = 8, tg128 default vs T = 8, serving at 64 default vs T = 8.
 # Run as: cd devs23 && OUT=$OUT timeout 560 bash go2.sh
@@ -14,7 +14,7 @@ python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), o
 M9=$W/m9B.gguf
 ( [ -e "$M9" ] || "$X" synth --size 9B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 12 -o "$M9" > /dev/null 2>&1; touch "$W/m9B.ok" ) &
 timeout 60 "$TM" --gtest_filter='GdnLazy.*' > "$OUT/t_lazy.log" 2>&1; say "GdnLazy rc=$?"
-grep -E "\[lz23\]|FAILED|PASSED|Failure|error" "$OUT/t_lazy.log" | head -30 | cut -c1-250 | tee -a "$OUT/steps.log"
+grep -E -A4 "\[lz23\]|FAILED|PASSED|Failure|error" "$OUT/t_lazy.log" | head -60 | cut -c1-250 | tee -a "$OUT/steps.log"
 DS_GDN_LAZY=4 timeout 150 "$TM" --gtest_brief=1 > "$OUT/t_model_lazy.log" 2>&1; say "test_cuda_model DS_GDN_LAZY=4 rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$OUT/t_model_lazy.log" | cut -c1-200 | tee -a "$OUT/steps.log"
 DS_GDN_LAZY=4 timeout 60 "$B/test_engine" --gtest_brief=1 --gtest_filter='CudaBackendServing.*:EngineOnModel.*:Fixtures/*' > "$OUT/t_engine_lazy.log" 2>&1; say "test_engine *Cuda* DS_GDN_LAZY=4 rc=$?"
@@ -24,7 +24,7 @@ grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3 | tee -a "$O
 while [ ! -e "$W/m9B.ok" ] && [ $(el) -lt 250 ]; do sleep 1; done
 cb() { timeout 40 env $1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 $2 >> "$OUT/cb.log" 2>&1
   say "batch 64 x 512 $1: $(grep -E '^decode' "$OUT/cb.log" | tail -1 | cut -c1-200)"; }
-for r in 1 2; do for e in DS_DEFAULT=1 DS_GDN_LAZY=8 DS_GDN_LAZY=4 DS_GDN_LAZY=16 "DS_GDN_LAZY=8 DS_GDN_LAZY_OCC=2"; do
+for r in 1 2; do for e in DS_DEFAULT=1 DS_GDN_LAZY=8 DS_GDN_LAZY=4 DS_GDN_LAZY=12 "DS_GDN_LAZY=8 DS_GDN_LAZY_OCC=1"; do
   [ $(el) -lt 380 ] && cb "$e" ""; done; done
 [ $(el) -lt 400 ] && cb DS_GDN_LAZY=8 "--breakdown --top 4"
 grep -A14 "^per-kernel" "$OUT/cb.log" | tail -15 | tee -a "$OUT/steps.log"
@@ -39,3 +39,4 @@ import json,sys
 for l in open(sys.argv[1]):
     d=json.loads(l); print('SERVE', d['label'], d['concurrency'], d.get('decode_tok_s'), d.get('mean_decode_batch'), d['ttft_ms'], d['itl_ms'])" "$OUT/serve.jsonl" | tee -a "$OUT/steps.log"
 say done
+cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=steps.log * && find . -maxdepth 1 -type f ! -name logs.tgz ! -name steps.log -delete
