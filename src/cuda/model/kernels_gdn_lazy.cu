@@ -74,10 +74,12 @@ __device__ __forceinline__ bool lazy_item(const GdnArgs& a, const StepIO* io, in
 // persistent (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs that
 // later CTAs need.
 // gdn_lazy_kernel: the lazy items (the others return at once): the output from the state and the history, the token
-// appended to the history, no state write.
+// appended to the history, no state write. It needs only m_0 . r_0 per row, not rule_row's layout, so it reads the
+// state coalesced: warp w takes rows 8w .. 8w + 7, lane l float4 l of each (a row per warp instruction: 512
+// contiguous bytes at d_k 128), one warp sum per row; lane i < 8 then finishes row 8w + i.
 template <int DK, typename St, int kMinBlocks>
 __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
-  constexpr int kL = 4, kC = DK / 16;
+  constexpr int kRows = 8;  // DK rows over the DK * 4 / 32 warps
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
   __shared__ __align__(16) float sr[DK];
@@ -86,17 +88,20 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
   __shared__ float red[32];
   const int h = blockIdx.x, s = blockIdx.y;
   if (!lazy_item(a, io, s)) return;  // uniform over the block
-  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  const bool in = l < DK / 4, fin = l < kRows;  // fin: lane l finishes row jl
+  const int jl = w * kRows + l;
   const int nv = a.n_v_heads, kh = h % a.n_k_heads;
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  const St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
+  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  const St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + w * kRows) * DK;
   float* H = hist_at<DK>(io, s, a, h);
-  float4 m[kC];
+  float4 m[kRows];
 #pragma unroll
-  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+  for (int i = 0; i < kRows; i++) m[i] = in ? ld_chunk(M + i * DK, l) : z4;
   const int n = reinterpret_cast<const int*>(H)[0];
   stage_history<DK>(H, n, sh, tid);
-  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = fin ? a.norm_w[jl] : 0.f;
   pdl_wait();  // state, history, weights: written by no kernel of the step before this one
   const int t0 = io->start[s];
   const float* ut = a.u + (int64_t)t0 * a.ldu;
@@ -107,45 +112,43 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
   const float g = sa * softplus_f(a.a[(int64_t)t0 * a.lda + h] + dtb);
   const float beta = sigmoid_f(a.b[(int64_t)t0 * a.ldb + h]);
   const float decay = expf(g);
-  const float vj = ut[2 * Kd + (int64_t)h * DK + j];
-  const float zz = r == 0 ? a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + j] : 0.f;
+  const float vj = fin ? ut[2 * Kd + (int64_t)h * DK + jl] : 0.f;
+  const float zz = fin ? a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + jl] : 0.f;
   __syncthreads();  // sq, sk, sh
-  if (tid < 32) {  // the chain: lane l holds r's elements 4l .. 4l + 3
-    const bool in = tid < DK / 4;
-    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 rr = in ? reinterpret_cast<const float4*>(sq)[tid] : z4;
+  if (w == 0) {  // the chain: lane l holds r's elements 4l .. 4l + 3
+    float4 rr = in ? reinterpret_cast<const float4*>(sq)[l] : z4;
     auto link = [&](const float4 kk, float d, float b) {
       const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
       rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
       return c;
     };
-    const float cn = link(in ? reinterpret_cast<const float4*>(sk)[tid] : z4, decay, beta);
-    if (tid == 0) sc[n] = cn;
+    const float cn = link(in ? reinterpret_cast<const float4*>(sk)[l] : z4, decay, beta);
+    if (l == 0) sc[n] = cn;
     for (int e = n - 1; e >= 0; e--) {
       const float* E = sh + e * kEntry<DK>;
-      const float c = link(in ? reinterpret_cast<const float4*>(E)[tid] : z4, E[2 * DK], E[2 * DK + 1]);
-      if (tid == 0) sc[e] = c;
+      const float c = link(in ? reinterpret_cast<const float4*>(E)[l] : z4, E[2 * DK], E[2 * DK + 1]);
+      if (l == 0) sc[e] = c;
     }
-    if (in) reinterpret_cast<float4*>(sr)[tid] = rr;
+    if (in) reinterpret_cast<float4*>(sr)[l] = rr;
   }
   __syncthreads();
-  const float4* r4 = reinterpret_cast<const float4*>(sr);
+  const float4 rl = in ? reinterpret_cast<const float4*>(sr)[l] : z4;
   float o = 0.f;
 #pragma unroll
-  for (int c = 0; c < kC; c++) {
-    const float4 rr = r4[r + kL * c];
-    o += m[c].x * rr.x + m[c].y * rr.y + m[c].z * rr.z + m[c].w * rr.w;
+  for (int i = 0; i < kRows; i++) {
+    const float d = warp_sum(m[i].x * rl.x + m[i].y * rl.y + m[i].z * rl.z + m[i].w * rl.w);
+    if (l == i) o = d;
   }
-  o += __shfl_xor_sync(0xffffffffu, o, 1);
-  o += __shfl_xor_sync(0xffffffffu, o, 2);
-  for (int e = 0; e < n; e++) o += sc[e] * sh[e * kEntry<DK> + DK + j];
-  o += sc[n] * vj;
-  o *= a.scale;
-  const float ss = block_sum(r == 0 ? o * o : 0.f, red);  // the gated norm (gdn_kernel's)
+  if (fin) {
+    for (int e = 0; e < n; e++) o += sc[e] * sh[e * kEntry<DK> + DK + jl];
+    o += sc[n] * vj;
+    o *= a.scale;
+  }
+  const float ss = block_sum(fin ? o * o : 0.f, red);  // the gated norm (gdn_kernel's formula)
   const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-  if (r == 0) {
-    a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
-    if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + j] = o;
+  if (fin) {
+    a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + jl] = o * rs * nw * silu_f(zz);
+    if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + jl] = o;
   }
   if (tid == 0 && a.dbg_g) {
     a.dbg_g[(int64_t)t0 * nv + h] = g;
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
   }
   float* E = H + 4 + n * kEntry<DK>;  // this token into the history
   if (tid < DK) E[tid] = sk[tid];
-  if (r == 0) E[DK + j] = vj;
+  if (fin) E[DK + jl] = vj;
   if (tid == 0) {
     E[2 * DK] = decay;
     E[2 * DK + 1] = beta;
@@ -240,8 +243,8 @@ __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint
   if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
 }
 
-// gdn_lazy_kernel compiled for 2 CTAs per SM (default; 64 registers at d_k 128, 12 bytes spilled) or, with
-// DS_GDN_LAZY_OCC=1, for 1 (87 registers), for A/B: with 2 one CTA's chain overlaps the other's state loads.
+// gdn_lazy_kernel compiled for 2 CTAs per SM (default) or, with DS_GDN_LAZY_OCC=1, for 1, for A/B: with 2 one CTA's
+// chain overlaps the other's state loads.
 int lazy_occ() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_LAZY_OCC");
