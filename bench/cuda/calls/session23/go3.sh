@@ -24,14 +24,14 @@ grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3 | tee -a "$O
 while [ ! -e "$W/m9B.ok" ] && [ $(el) -lt 250 ]; do sleep 1; done
 cb() { timeout 40 env $1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 $2 >> "$OUT/cb.log" 2>&1
   say "batch 64 x 512 $1: $(grep -E '^decode' "$OUT/cb.log" | tail -1 | cut -c1-200)"; }
-for r in 1 2; do for e in DS_DEFAULT=1 DS_GDN_LAZY=8 DS_GDN_LAZY=4 "DS_GDN_LAZY=8 DS_GDN_LAZY_OCC=1" "DS_STATE_F16=1 DS_KV_F16=1"; do
-  [ $(el) -lt 250 ] && cb "$e" ""; done; done
-[ $(el) -lt 270 ] && cb DS_GDN_LAZY=8 "--breakdown --top 4"
+for r in 1 2; do for e in DS_DEFAULT=1 DS_GDN_LAZY=8 DS_GDN_LAZY=4 "DS_STATE_F16=1 DS_KV_F16=1"; do
+  [ $(el) -lt 150 ] && cb "$e" ""; done; done
+[ $(el) -lt 165 ] && cb DS_GDN_LAZY=8 "--breakdown --top 4"
 grep -A14 "^per-kernel" "$OUT/cb.log" | tail -15 | tee -a "$OUT/steps.log"
-for e in DS_DEFAULT=1 DS_GDN_LAZY=8; do [ $(el) -lt 285 ] || continue
+for e in DS_DEFAULT=1 DS_GDN_LAZY=8; do [ $(el) -lt 178 ] || continue
   timeout 30 env $e "$X" bench -m "$M9" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/bench.log" 2>&1
   grep '^{' "$OUT/bench.log" | tail -1 >> "$OUT/bench.jsonl"; say "tg128 9B $e: $(tail -1 "$OUT/bench.jsonl" | grep -oE '"tokens_per_s": ?[0-9.]+')"; done
-for e in DS_GDN_LAZY=8 DS_DEFAULT=1; do [ $(el) -lt 300 ] || continue
+for e in DS_GDN_LAZY=8 DS_DEFAULT=1; do [ $(el) -lt 0 ] || continue
   env $e DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 40 bash "$D/../tools/serve_bench.sh" "$M9" --levels 64 --budget-s 32 \
     --label "session23 lz23 $e" >> "$OUT/serve.log" 2>&1; say "serve $e rc=$?"; done
 [ -e "$OUT/serve.jsonl" ] && python3 -c "
