@@ -393,12 +393,20 @@ void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<i
     state.resize((size_t)S * p.stride);
     CU(cudaMemcpy(state.data(), p.dstate, state.size(), cudaMemcpyDeviceToHost));
   };
-  std::vector<std::vector<float>> o0, o1;
-  std::vector<unsigned char> s0, s1;
+  std::vector<std::vector<float>> o0, o1, o2;
+  std::vector<unsigned char> s0, s1, s2;
   run(0, o0, s0);
   if (::testing::Test::HasFatalFailure()) return;
+  mk::gdn_lazy_force_persist(0);  // lz24: one CTA per item, then the persistent forms: the same bits
+  run(lazy, o2, s2);
+  mk::gdn_lazy_force_persist(1);
   run(lazy, o1, s1);
+  mk::gdn_lazy_force_persist(-1);
   if (::testing::Test::HasFatalFailure()) return;
+  for (size_t i = 0; i < o1.size(); i++)
+    EXPECT_EQ(0, std::memcmp(o1[i].data(), o2[i].data(), o1[i].size() * 4)) << what << ": step " << i
+                                                                            << " outputs, persistent vs per item";
+  EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), s1.size())) << what << ": states, persistent vs per item";
   double oerr = 0, omax = 0, serr = 0, smax = 0;
   for (size_t i = 0; i < o0.size(); i++)
     for (size_t e = 0; e < o0[i].size(); e++) {

@@ -23,7 +23,10 @@
 // padding, then T - 1 entries of k [d_k], v [d_k], d, beta, 2 words of padding. A zeroed history is empty (a reset
 // state). Readers of the state outside the step (the piece prefill, CudaModel::download) call gdn_flush first.
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "cuda/cuda_util.h"
@@ -221,6 +224,228 @@ __global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, cons
   pdl_trigger();
 }
 
+// ---- lz24: persistent forms (DS_GDN_LAZY_PERSIST, default 1; 0: the grids above) ----------------------------------
+// Why (lz23's H100 calls): with one CTA per (value head, sequence) both grids have nv x B CTAs (2,048 at the 9B's 64
+// sequences); the kernel with no work in a step still runs its CTAs one wave after another (gdn_state_kernel fits one
+// per SM), and a lazy CTA's serial part (inputs, the chain, the norm) is not hidden behind the next item's state loads.
+// Here each kernel has one CTA per SM looping over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
+// taking its own (lazy_item) and skipping the rest at the cost of a test. gdn_lazy_persist_kernel prefetches the next
+// own item's state rows and inputs into registers and its history (all T - 1 entries, whatever the count: no load
+// waits on another) into the other of two shared buffers by cp.async, while it finishes the current item. The
+// arithmetic is gdn_lazy_kernel's / gdn_state_kernel's, item by item: the same bits.
+template <int DK>
+struct LazyIn {  // one lazy item's inputs and constants (registers)
+  float q = 0.f, k = 0.f, v = 0.f, z = 0.f, av = 0.f, bv = 0.f, sa = 0.f, dtb = 0.f, nw = 0.f;
+};
+
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4, 1) gdn_lazy_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
+                                                                     int n_seqs) {
+  constexpr int kRows = 8, kHist = (kMaxGdnLazy - 1) * kEntry<DK>;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sr[DK];
+  __shared__ __align__(16) float sh[2][kHist];
+  __shared__ float sc[kMaxGdnLazy];
+  __shared__ float red[32];
+  const int nv = a.n_v_heads, items = nv * n_seqs;
+  const int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  const bool in = l < DK / 4, fin = l < kRows;
+  const int jl = w * kRows + l;
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int hist4 = (a.lazy - 1) * kEntry<DK> / 4;  // float4s of a full history
+  auto next_own = [&](int it) {
+    for (; it < items; it += gridDim.x)
+      if (lazy_item(a, io, it / nv)) return it;
+    return items;
+  };
+  auto load_state = [&](int it, float4 (&m)[kRows]) {
+    const St* M = state_at<St>(io, it / nv, a.state_off) + ((int64_t)(it % nv) * DK + w * kRows) * DK;
+#pragma unroll
+    for (int i = 0; i < kRows; i++) m[i] = in ? ld_chunk(M + i * DK, l) : z4;
+  };
+  auto copy_history = [&](int it, float* dst) {  // cp.async, one commit group per item
+    const float* H = hist_at<DK>(io, it / nv, a, it % nv) + 4;
+    for (int i = tid; i < hist4; i += DK * 4) __pipeline_memcpy_async(dst + 4 * i, H + 4 * i, 16);
+    __pipeline_commit();
+  };
+  auto load_in = [&](int it) {
+    LazyIn<DK> x;
+    const int s = it / nv, h = it % nv, kh = h % a.n_k_heads, t0 = io->start[s];
+    const float* ut = a.u + (int64_t)t0 * a.ldu;
+    if (tid < DK) {
+      x.q = ut[(int64_t)kh * DK + tid];
+      x.k = ut[Kd + (int64_t)kh * DK + tid];
+    }
+    if (fin) {
+      x.v = ut[2 * Kd + (int64_t)h * DK + jl];
+      x.z = a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + jl];
+    }
+    x.av = a.a[(int64_t)t0 * a.lda + h];
+    x.bv = a.b[(int64_t)t0 * a.ldb + h];
+    x.sa = a.ssm_a[h];
+    x.dtb = a.dt_bias[h];
+    x.nw = fin ? a.norm_w[jl] : 0.f;
+    return x;
+  };
+  auto count = [&](int it) { return reinterpret_cast<const int*>(hist_at<DK>(io, it / nv, a, it % nv))[0]; };
+
+  int cur = next_own(blockIdx.x);
+  if (cur >= items) {
+    pdl_wait();  // nothing of this kernel's in this CTA; keep the launch order's guarantees
+    pdl_trigger();
+    return;
+  }
+  float4 m[kRows], mn[kRows];
+  load_state(cur, m);
+  copy_history(cur, sh[0]);
+  int n = count(cur);
+  pdl_wait();  // state, history, weights: written by no kernel of the step before this one
+  LazyIn<DK> x = load_in(cur);
+  int buf = 0;
+  while (true) {
+    const int nxt = next_own(cur + gridDim.x);
+    LazyIn<DK> xn;
+    int nn = 0;
+    if (nxt < items) {
+      load_state(nxt, mn);
+      copy_history(nxt, sh[buf ^ 1]);
+      xn = load_in(nxt);
+      nn = count(nxt);
+      __pipeline_wait_prior(1);  // cur's history landed (this thread's copies)
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    const int s = cur / nv, h = cur % nv, t0 = io->start[s];
+    float* H = hist_at<DK>(io, s, a, h);
+    const float* shb = sh[buf];
+    if (tid < DK) {
+      sq[tid] = x.q;
+      sk[tid] = x.k;
+    }
+    const float g = x.sa * softplus_f(x.av + x.dtb);
+    const float beta = sigmoid_f(x.bv);
+    const float decay = expf(g);
+    __syncthreads();  // sq, sk, every thread's history copies
+    if (w == 0) {  // the chain (gdn_lazy_kernel's)
+      float4 rr = in ? reinterpret_cast<const float4*>(sq)[l] : z4;
+      auto link = [&](const float4 kk, float d, float b) {
+        const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
+        rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
+        return c;
+      };
+      const float cn = link(in ? reinterpret_cast<const float4*>(sk)[l] : z4, decay, beta);
+      if (l == 0) sc[n] = cn;
+      for (int e = n - 1; e >= 0; e--) {
+        const float* E = shb + e * kEntry<DK>;
+        const float c = link(in ? reinterpret_cast<const float4*>(E)[l] : z4, E[2 * DK], E[2 * DK + 1]);
+        if (l == 0) sc[e] = c;
+      }
+      if (in) reinterpret_cast<float4*>(sr)[l] = rr;
+    }
+    __syncthreads();
+    const float4 rl = in ? reinterpret_cast<const float4*>(sr)[l] : z4;
+    float o = 0.f;
+#pragma unroll
+    for (int i = 0; i < kRows; i++) {
+      const float d = warp_sum(m[i].x * rl.x + m[i].y * rl.y + m[i].z * rl.z + m[i].w * rl.w);
+      if (l == i) o = d;
+    }
+    if (fin) {
+      for (int e = 0; e < n; e++) o += sc[e] * shb[e * kEntry<DK> + DK + jl];
+      o += sc[n] * x.v;
+      o *= a.scale;
+    }
+    const float ss = block_sum(fin ? o * o : 0.f, red);
+    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+    if (fin) {
+      a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + jl] = o * rs * x.nw * silu_f(x.z);
+      if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + jl] = o;
+    }
+    if (tid == 0 && a.dbg_g) {
+      a.dbg_g[(int64_t)t0 * nv + h] = g;
+      a.dbg_beta[(int64_t)t0 * nv + h] = beta;
+    }
+    float* E = H + 4 + n * kEntry<DK>;
+    if (tid < DK) E[tid] = x.k;
+    if (fin) E[DK + jl] = x.v;
+    if (tid == 0) {
+      E[2 * DK] = decay;
+      E[2 * DK + 1] = beta;
+      reinterpret_cast<int*>(H)[0] = n + 1;
+    }
+    if (nxt >= items) break;
+    __syncthreads();  // sq, sk, sr, sc, sh[buf] read by everyone before the next item writes them
+    cur = nxt;
+#pragma unroll
+    for (int i = 0; i < kRows; i++) m[i] = mn[i];
+    x = xn;
+    n = nn;
+    buf ^= 1;
+  }
+  pdl_trigger();
+}
+
+// gdn_state_kernel's work, one CTA per SM looping over the items (no prefetch: state steps are 1 in T).
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4, 1) gdn_state_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
+                                                                      int n_seqs) {
+  constexpr int kL = 4, kC = DK / 16;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
+  __shared__ float red[32];
+  const int nv = a.n_v_heads, items = nv * n_seqs;
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  pdl_wait();
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int s = it / nv, h = it % nv, kh = h % a.n_k_heads;
+    if (lazy_item(a, io, s)) continue;  // uniform over the block
+    St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
+    float* H = hist_at<DK>(io, s, a, h);
+    float4 m[kC];
+#pragma unroll
+    for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+    const int n = reinterpret_cast<const int*>(H)[0];
+    __syncthreads();  // the previous item's readers of sh, sq, sk are done
+    stage_history<DK>(H, n, sh, tid);
+    __syncthreads();
+    apply_history<DK>(m, sh, n, j, r);
+    const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+    for (int t = io->start[s]; t < io->start[s + 1]; t++) {
+      const float* ut = a.u + (int64_t)t * a.ldu;
+      __syncthreads();
+      if (tid < DK) {
+        sq[tid] = ut[(int64_t)kh * DK + tid];
+        sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+      }
+      __syncthreads();
+      const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
+      const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+      const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
+      const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+      const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+      if (r == 0) {
+        const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+        a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+        if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+      }
+      if (tid == 0 && a.dbg_g) {
+        a.dbg_g[(int64_t)t * nv + h] = g;
+        a.dbg_beta[(int64_t)t * nv + h] = beta;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
+    if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
+  }
+  pdl_trigger();
+}
+
 // gdn_flush: one sequence's history applied to its state (one CTA per value head).
 template <int DK, typename St>
 __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint8_t* base) {
@@ -253,9 +478,26 @@ int lazy_occ() {
   return v;
 }
 
+// lz24: DS_GDN_LAZY_PERSIST=0 takes the one-CTA-per-item grids (lz23's), for A/B; default the persistent forms.
+std::atomic<int> g_persist_force{-1};  // gdn_lazy_force_persist
+bool lazy_persist() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_LAZY_PERSIST");
+    return !(e && e[0] == '0');
+  }();
+  const int f = g_persist_force.load(std::memory_order_relaxed);
+  return f < 0 ? v : f == 1;
+}
+
 // Both kernels over every (value head, sequence); each takes its own items (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
+  if (lazy_persist()) {
+    const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count())), pb(DK * 4);
+    DS_TRY(launch_step(gdn_lazy_persist_kernel<DK, St>, pg, pb, 0, stream, "gdn_step (lazy, persistent)", a, io, n_seqs));
+    return launch_step(gdn_state_persist_kernel<DK, St>, pg, pb, 0, stream, "gdn_step (lazy state, persistent)", a, io,
+                       n_seqs);
+  }
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
@@ -281,6 +523,8 @@ Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_
   return a.state_half ? launch_lazy<128, __half>(a, io, n_seqs, stream)
                       : launch_lazy<128, float>(a, io, n_seqs, stream);
 }
+
+void gdn_lazy_force_persist(int f) { g_persist_force.store(f == 0 || f == 1 ? f : -1); }
 
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
   DS_TRY(check_lazy(a, "gdn_flush"));
