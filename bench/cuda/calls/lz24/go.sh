@@ -1,8 +1,6 @@
 #!/bin/bash
 # lz24 (branch lz24, NOT run yet): the persistent lazy kernels. Tests (both forms, memcheck, racecheck), the model and engine tests with DS_GDN_LAZY=8, 64 x 512+ default vs T = 8 persistent vs per-item grids vs T = 4 / 12, --breakdown, tg128, serving at 64.
-# it on, memcheck, then the 9B step at 64 x 512+ default vs T = 4 / 8 / 16 (and 8 with 2 CTAs per SM) interleaved,
-# one --breakdown with T = 8, tg128 default vs T = 8, serving at 64 default vs T = 8.
-# Run as: cd devlz24 && OUT=$OUT timeout 500 bash go.sh (bundle: see docs/STATUS.md "How work runs")
+# Run as: cd devlz24 && OUT=$OUT timeout 500 bash go.sh (devlz24: b.tar.xz from tools/gpu_bundle.sh of this branch's build, and this script; it runs ../tools/serve_bench.sh)
 set -u
 cd "$(dirname "$0")"
 D=$PWD; tar xJf b.tar.xz; B=$D/gpu-bundle; W=/tmp/dsv; mkdir -p "$W"
