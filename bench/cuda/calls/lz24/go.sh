@@ -1,5 +1,5 @@
 #!/bin/bash
-# lz24 (branch lz24, NOT run yet): the persistent lazy kernels. Tests (both forms, memcheck, racecheck), the model and engine tests with DS_GDN_LAZY=8, 64 x 512+ default vs T = 8 persistent vs per-item grids vs T = 4 / 12, --breakdown, tg128, serving at 64.
+# lz24 (branch lz24, NOT run yet): the persistent lazy kernels. Tests (both forms, memcheck, racecheck), GdnBench's lazy lines (a lazy step and a state step, both forms), the model and engine tests with DS_GDN_LAZY=8, 64 x 512+ default vs T = 8 persistent vs per-item grids vs T = 4 / 12, --breakdown, tg128, serving at 64.
 # Run as: cd devlz24 && OUT=$OUT timeout 500 bash go.sh (devlz24: b.tar.xz from tools/gpu_bundle.sh of this branch's build, and this script; it runs ../tools/serve_bench.sh)
 set -u
 cd "$(dirname "$0")"
@@ -21,6 +21,8 @@ timeout 60 compute-sanitizer --tool memcheck "$TM" --gtest_filter='GdnLazy.*' > 
 grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3 | tee -a "$OUT/steps.log"
 timeout 90 compute-sanitizer --tool racecheck "$TM" --gtest_filter='GdnLazy.*' > "$OUT/racecheck.log" 2>&1; say "racecheck GdnLazy rc=$?"
 grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$OUT/racecheck.log" | tail -3 | tee -a "$OUT/steps.log"
+DS_GDN_BENCH=1 timeout 60 "$TM" --gtest_filter='GdnBench.Time' > "$OUT/gdnbench.log" 2>&1; say "GdnBench rc=$?"
+grep -E "\[lz24\]|B 64 (tma-out-smem-in|gdn_kernel) " "$OUT/gdnbench.log" | cut -c1-200 | tee -a "$OUT/steps.log"
 while [ ! -e "$W/m9B.ok" ] && [ $(el) -lt 250 ]; do sleep 1; done
 cb() { timeout 40 env $1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 $2 >> "$OUT/cb.log" 2>&1
   say "batch 64 x 512 $1: $(grep -E '^decode' "$OUT/cb.log" | tail -1 | cut -c1-200)"; }
