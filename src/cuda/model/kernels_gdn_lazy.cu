@@ -73,6 +73,15 @@ __device__ __forceinline__ bool lazy_item(const GdnArgs& a, const StepIO* io, in
   return io->start[s + 1] - t0 == 1 && (io->pos[t0] + 1) % a.lazy != 0;
 }
 
+// lz25: every sequence's lazy_item into fl (shared, n_seqs <= kMaxStepTokens), one test per thread, all in flight at
+// once; the block synchronized after. A persistent kernel then skips the other kernel's items at the cost of a
+// shared-memory read: lz24's loop tested them one after another, two dependent global loads each (~15 per CTA at 64
+// sequences of the 9B: the state kernel's whole time in a lazy step).
+__device__ __forceinline__ void mark_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, bool* fl, int tid) {
+  for (int s = tid; s < n_seqs; s += blockDim.x) fl[s] = lazy_item(a, io, s);
+  __syncthreads();
+}
+
 // Dependents (the next kernel of the step) are released at the end, not after pdl_wait: these grids are not
 // persistent (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs that
 // later CTAs need.
@@ -224,12 +233,12 @@ __global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, cons
   pdl_trigger();
 }
 
-// ---- lz24: persistent forms (DS_GDN_LAZY_PERSIST, default 1; 0: the grids above) ----------------------------------
+// ---- lz24: persistent forms (DS_GDN_LAZY_PERSIST, a bit per kernel; default the state kernel's only) -------------
 // Why (lz23's H100 calls): with one CTA per (value head, sequence) both grids have nv x B CTAs (2,048 at the 9B's 64
 // sequences); the kernel with no work in a step still runs its CTAs one wave after another (gdn_state_kernel fits one
 // per SM), and a lazy CTA's serial part (inputs, the chain, the norm) is not hidden behind the next item's state loads.
 // Here each kernel has one CTA per SM looping over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
-// taking its own (lazy_item) and skipping the rest at the cost of a test. gdn_lazy_persist_kernel prefetches the next
+// taking its own (lazy_item, marked once per CTA: mark_lazy) and skipping the rest. gdn_lazy_persist_kernel prefetches the next
 // own item's state rows and inputs into registers and its history (all T - 1 entries, whatever the count: no load
 // waits on another) into the other of two shared buffers by cp.async, while it finishes the current item. The
 // arithmetic is gdn_lazy_kernel's / gdn_state_kernel's, item by item: the same bits.
@@ -248,8 +257,10 @@ __global__ void __launch_bounds__(DK * 4, 1) gdn_lazy_persist_kernel(const GdnAr
   __shared__ __align__(16) float sh[2][kHist];
   __shared__ float sc[kMaxGdnLazy];
   __shared__ float red[32];
+  __shared__ bool fl[kMaxStepTokens];
   const int nv = a.n_v_heads, items = nv * n_seqs;
   const int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  mark_lazy(a, io, n_seqs, fl, tid);
   const bool in = l < DK / 4, fin = l < kRows;
   const int jl = w * kRows + l;
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
@@ -257,7 +268,7 @@ __global__ void __launch_bounds__(DK * 4, 1) gdn_lazy_persist_kernel(const GdnAr
   const int hist4 = (a.lazy - 1) * kEntry<DK> / 4;  // float4s of a full history
   auto next_own = [&](int it) {
     for (; it < items; it += gridDim.x)
-      if (lazy_item(a, io, it / nv)) return it;
+      if (fl[it / nv]) return it;
     return items;
   };
   auto load_state = [&](int it, float4 (&m)[kRows]) {
@@ -396,15 +407,17 @@ __global__ void __launch_bounds__(DK * 4, 1) gdn_state_persist_kernel(const GdnA
   __shared__ __align__(16) float sk[DK];
   __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
   __shared__ float red[32];
+  __shared__ bool fl[kMaxStepTokens];
   const int nv = a.n_v_heads, items = nv * n_seqs;
   const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
   const int64_t Kd = (int64_t)a.n_k_heads * DK;
   const float4* q4 = reinterpret_cast<const float4*>(sq);
   const float4* k4 = reinterpret_cast<const float4*>(sk);
+  mark_lazy(a, io, n_seqs, fl, tid);
   pdl_wait();
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
     const int s = it / nv, h = it % nv, kh = h % a.n_k_heads;
-    if (lazy_item(a, io, s)) continue;  // uniform over the block
+    if (fl[s]) continue;  // uniform over the block
     St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
     float* H = hist_at<DK>(io, s, a, h);
     float4 m[kC];
@@ -478,29 +491,33 @@ int lazy_occ() {
   return v;
 }
 
-// lz24: DS_GDN_LAZY_PERSIST=0 takes the one-CTA-per-item grids (lz23's), for A/B; default the persistent forms.
+// lz25: which kernels take the persistent form, a bit each: 1 the lazy kernel, 2 the state kernel.
+// DS_GDN_LAZY_PERSIST=0..3 for A/B; default 2 (lz24's H100 call: the per-item lazy kernel beat the persistent one,
+// 78.7 vs 90.8 us a lazy step at 64 sequences of the 9B, the state kernel's empty grid cost ~1 wave per 132 CTAs).
 std::atomic<int> g_persist_force{-1};  // gdn_lazy_force_persist
-bool lazy_persist() {
-  static const bool v = [] {
+int lazy_persist() {
+  static const int v = [] {
     const char* e = std::getenv("DS_GDN_LAZY_PERSIST");
-    return !(e && e[0] == '0');
+    return e && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 2;
   }();
   const int f = g_persist_force.load(std::memory_order_relaxed);
-  return f < 0 ? v : f == 1;
+  return f < 0 ? v : f;
 }
 
 // Both kernels over every (value head, sequence); each takes its own items (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  if (lazy_persist()) {
-    const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count())), pb(DK * 4);
-    DS_TRY(launch_step(gdn_lazy_persist_kernel<DK, St>, pg, pb, 0, stream, "gdn_step (lazy, persistent)", a, io, n_seqs));
-    return launch_step(gdn_state_persist_kernel<DK, St>, pg, pb, 0, stream, "gdn_step (lazy state, persistent)", a, io,
-                       n_seqs);
-  }
-  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
-  if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  const int p = lazy_persist();
+  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4), pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
+  if (p & 1)
+    DS_TRY(launch_step(gdn_lazy_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy, persistent)", a, io,
+                       n_seqs));
+  else if (lazy_occ() == 2)
+    DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  if (p & 2)
+    return launch_step(gdn_state_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy state, persistent)", a,
+                       io, n_seqs);
   return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
 }
 
@@ -524,7 +541,7 @@ Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_
                       : launch_lazy<128, float>(a, io, n_seqs, stream);
 }
 
-void gdn_lazy_force_persist(int f) { g_persist_force.store(f == 0 || f == 1 ? f : -1); }
+void gdn_lazy_force_persist(int f) { g_persist_force.store(f >= 0 && f <= 3 ? f : -1); }
 
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
   DS_TRY(check_lazy(a, "gdn_flush"));
