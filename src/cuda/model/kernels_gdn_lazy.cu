@@ -23,7 +23,6 @@
 // padding, then T - 1 entries of k [d_k], v [d_k], d, beta, 2 words of padding. A zeroed history is empty (a reset
 // state). Readers of the state outside the step (the piece prefill, CudaModel::download) call gdn_flush first.
 #include <cuda_fp16.h>
-#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <atomic>
@@ -74,9 +73,9 @@ __device__ __forceinline__ bool lazy_item(const GdnArgs& a, const StepIO* io, in
 }
 
 // lz25: every sequence's lazy_item into fl (shared, n_seqs <= kMaxStepTokens), one test per thread, all in flight at
-// once; the block synchronized after. A persistent kernel then skips the other kernel's items at the cost of a
-// shared-memory read: lz24's loop tested them one after another, two dependent global loads each (~15 per CTA at 64
-// sequences of the 9B: the state kernel's whole time in a lazy step).
+// once; the block synchronized after. The persistent state kernel then skips the lazy kernel's items at the cost of
+// a shared-memory read (lz24 tested them one after another, two dependent global loads each, ~15 per CTA at 64
+// sequences of the 9B).
 __device__ __forceinline__ void mark_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, bool* fl, int tid) {
   for (int s = tid; s < n_seqs; s += blockDim.x) fl[s] = lazy_item(a, io, s);
   __syncthreads();
@@ -233,172 +232,16 @@ __global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, cons
   pdl_trigger();
 }
 
-// ---- lz24: persistent forms (DS_GDN_LAZY_PERSIST, a bit per kernel; default the state kernel's only) -------------
-// Why (lz23's H100 calls): with one CTA per (value head, sequence) both grids have nv x B CTAs (2,048 at the 9B's 64
-// sequences); the kernel with no work in a step still runs its CTAs one wave after another (gdn_state_kernel fits one
-// per SM), and a lazy CTA's serial part (inputs, the chain, the norm) is not hidden behind the next item's state loads.
-// Here each kernel has one CTA per SM looping over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
-// taking its own (lazy_item, marked once per CTA: mark_lazy) and skipping the rest. gdn_lazy_persist_kernel prefetches the next
-// own item's state rows and inputs into registers and its history (all T - 1 entries, whatever the count: no load
-// waits on another) into the other of two shared buffers by cp.async, while it finishes the current item. The
-// arithmetic is gdn_lazy_kernel's / gdn_state_kernel's, item by item: the same bits.
-template <int DK>
-struct LazyIn {  // one lazy item's inputs and constants (registers)
-  float q = 0.f, k = 0.f, v = 0.f, z = 0.f, av = 0.f, bv = 0.f, sa = 0.f, dtb = 0.f, nw = 0.f;
-};
-
-template <int DK, typename St>
-__global__ void __launch_bounds__(DK * 4, 1) gdn_lazy_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
-                                                                     int n_seqs) {
-  constexpr int kRows = 8, kHist = (kMaxGdnLazy - 1) * kEntry<DK>;
-  __shared__ __align__(16) float sq[DK];
-  __shared__ __align__(16) float sk[DK];
-  __shared__ __align__(16) float sr[DK];
-  __shared__ __align__(16) float sh[2][kHist];
-  __shared__ float sc[kMaxGdnLazy];
-  __shared__ float red[32];
-  __shared__ bool fl[kMaxStepTokens];
-  const int nv = a.n_v_heads, items = nv * n_seqs;
-  const int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
-  mark_lazy(a, io, n_seqs, fl, tid);
-  const bool in = l < DK / 4, fin = l < kRows;
-  const int jl = w * kRows + l;
-  const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
-  const int hist4 = (a.lazy - 1) * kEntry<DK> / 4;  // float4s of a full history
-  auto next_own = [&](int it) {
-    for (; it < items; it += gridDim.x)
-      if (fl[it / nv]) return it;
-    return items;
-  };
-  auto load_state = [&](int it, float4 (&m)[kRows]) {
-    const St* M = state_at<St>(io, it / nv, a.state_off) + ((int64_t)(it % nv) * DK + w * kRows) * DK;
-#pragma unroll
-    for (int i = 0; i < kRows; i++) m[i] = in ? ld_chunk(M + i * DK, l) : z4;
-  };
-  auto copy_history = [&](int it, float* dst) {  // cp.async, one commit group per item
-    const float* H = hist_at<DK>(io, it / nv, a, it % nv) + 4;
-    for (int i = tid; i < hist4; i += DK * 4) __pipeline_memcpy_async(dst + 4 * i, H + 4 * i, 16);
-    __pipeline_commit();
-  };
-  auto load_in = [&](int it) {
-    LazyIn<DK> x;
-    const int s = it / nv, h = it % nv, kh = h % a.n_k_heads, t0 = io->start[s];
-    const float* ut = a.u + (int64_t)t0 * a.ldu;
-    if (tid < DK) {
-      x.q = ut[(int64_t)kh * DK + tid];
-      x.k = ut[Kd + (int64_t)kh * DK + tid];
-    }
-    if (fin) {
-      x.v = ut[2 * Kd + (int64_t)h * DK + jl];
-      x.z = a.z[(int64_t)t0 * a.ldz + (int64_t)h * DK + jl];
-    }
-    x.av = a.a[(int64_t)t0 * a.lda + h];
-    x.bv = a.b[(int64_t)t0 * a.ldb + h];
-    x.sa = a.ssm_a[h];
-    x.dtb = a.dt_bias[h];
-    x.nw = fin ? a.norm_w[jl] : 0.f;
-    return x;
-  };
-  auto count = [&](int it) { return reinterpret_cast<const int*>(hist_at<DK>(io, it / nv, a, it % nv))[0]; };
-
-  int cur = next_own(blockIdx.x);
-  if (cur >= items) {
-    pdl_wait();  // nothing of this kernel's in this CTA; keep the launch order's guarantees
-    pdl_trigger();
-    return;
-  }
-  float4 m[kRows], mn[kRows];
-  load_state(cur, m);
-  copy_history(cur, sh[0]);
-  int n = count(cur);
-  pdl_wait();  // state, history, weights: written by no kernel of the step before this one
-  LazyIn<DK> x = load_in(cur);
-  int buf = 0;
-  while (true) {
-    const int nxt = next_own(cur + gridDim.x);
-    LazyIn<DK> xn;
-    int nn = 0;
-    if (nxt < items) {
-      load_state(nxt, mn);
-      copy_history(nxt, sh[buf ^ 1]);
-      xn = load_in(nxt);
-      nn = count(nxt);
-      __pipeline_wait_prior(1);  // cur's history landed (this thread's copies)
-    } else {
-      __pipeline_wait_prior(0);
-    }
-    const int s = cur / nv, h = cur % nv, t0 = io->start[s];
-    float* H = hist_at<DK>(io, s, a, h);
-    const float* shb = sh[buf];
-    if (tid < DK) {
-      sq[tid] = x.q;
-      sk[tid] = x.k;
-    }
-    const float g = x.sa * softplus_f(x.av + x.dtb);
-    const float beta = sigmoid_f(x.bv);
-    const float decay = expf(g);
-    __syncthreads();  // sq, sk, every thread's history copies
-    if (w == 0) {  // the chain (gdn_lazy_kernel's)
-      float4 rr = in ? reinterpret_cast<const float4*>(sq)[l] : z4;
-      auto link = [&](const float4 kk, float d, float b) {
-        const float c = b * warp_sum(kk.x * rr.x + kk.y * rr.y + kk.z * rr.z + kk.w * rr.w);
-        rr = make_float4(d * (rr.x - c * kk.x), d * (rr.y - c * kk.y), d * (rr.z - c * kk.z), d * (rr.w - c * kk.w));
-        return c;
-      };
-      const float cn = link(in ? reinterpret_cast<const float4*>(sk)[l] : z4, decay, beta);
-      if (l == 0) sc[n] = cn;
-      for (int e = n - 1; e >= 0; e--) {
-        const float* E = shb + e * kEntry<DK>;
-        const float c = link(in ? reinterpret_cast<const float4*>(E)[l] : z4, E[2 * DK], E[2 * DK + 1]);
-        if (l == 0) sc[e] = c;
-      }
-      if (in) reinterpret_cast<float4*>(sr)[l] = rr;
-    }
-    __syncthreads();
-    const float4 rl = in ? reinterpret_cast<const float4*>(sr)[l] : z4;
-    float o = 0.f;
-#pragma unroll
-    for (int i = 0; i < kRows; i++) {
-      const float d = warp_sum(m[i].x * rl.x + m[i].y * rl.y + m[i].z * rl.z + m[i].w * rl.w);
-      if (l == i) o = d;
-    }
-    if (fin) {
-      for (int e = 0; e < n; e++) o += sc[e] * shb[e * kEntry<DK> + DK + jl];
-      o += sc[n] * x.v;
-      o *= a.scale;
-    }
-    const float ss = block_sum(fin ? o * o : 0.f, red);
-    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-    if (fin) {
-      a.out[(int64_t)t0 * a.ldo + (int64_t)h * DK + jl] = o * rs * x.nw * silu_f(x.z);
-      if (a.dbg_core) a.dbg_core[((int64_t)t0 * nv + h) * DK + jl] = o;
-    }
-    if (tid == 0 && a.dbg_g) {
-      a.dbg_g[(int64_t)t0 * nv + h] = g;
-      a.dbg_beta[(int64_t)t0 * nv + h] = beta;
-    }
-    float* E = H + 4 + n * kEntry<DK>;
-    if (tid < DK) E[tid] = x.k;
-    if (fin) E[DK + jl] = x.v;
-    if (tid == 0) {
-      E[2 * DK] = decay;
-      E[2 * DK + 1] = beta;
-      reinterpret_cast<int*>(H)[0] = n + 1;
-    }
-    if (nxt >= items) break;
-    __syncthreads();  // sq, sk, sr, sc, sh[buf] read by everyone before the next item writes them
-    cur = nxt;
-#pragma unroll
-    for (int i = 0; i < kRows; i++) m[i] = mn[i];
-    x = xn;
-    n = nn;
-    buf ^= 1;
-  }
-  pdl_trigger();
-}
-
-// gdn_state_kernel's work, one CTA per SM looping over the items (no prefetch: state steps are 1 in T).
+// ---- The state kernel's persistent form (lz24 / lz25; default; DS_GDN_LAZY_PERSIST=0: gdn_state_kernel's grid) ----
+// Why: with one CTA per (value head, sequence) the state kernel's grid has nv x B CTAs (2,048 at the 9B's 64
+// sequences) and fits one per SM, so in a lazy step (no items of its own) its empty CTAs still run one wave after
+// another. Here one CTA per SM loops over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
+// having marked every sequence's kind once (mark_lazy), and takes the state kernel's items only: gdn_state_kernel's
+// arithmetic, item by item, the same bits. Measured (GdnBench, 64 sequences of the 9B, T = 8): a lazy step 74.9 vs
+// 78.5 us on an H100, 64.5 vs 68.1 us on an H200; a state step ~5% slower (one CTA per SM, no prefetch; 1 in T).
+// lz24 also made the lazy kernel persistent (registers prefetching the next item: 87-90 us) and lz25 tried it with
+// bulk copies into a shared-memory ring (78 us on the H200, and its d_k 64 outputs were not gdn_lazy_kernel's
+// bits); both lost to the per-item grid and were removed (branches lz24, lz25tma).
 template <int DK, typename St>
 __global__ void __launch_bounds__(DK * 4, 1) gdn_state_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
                                                                       int n_seqs) {
@@ -491,34 +334,27 @@ int lazy_occ() {
   return v;
 }
 
-// lz25: which kernels take the persistent form, a bit each: 1 the lazy kernel, 2 the state kernel.
-// DS_GDN_LAZY_PERSIST=0..3 for A/B; default 2 (lz24's H100 call: the per-item lazy kernel beat the persistent one,
-// 78.7 vs 90.8 us a lazy step at 64 sequences of the 9B, the state kernel's empty grid cost ~1 wave per 132 CTAs).
+// DS_GDN_LAZY_PERSIST=0 runs gdn_state_kernel's grid instead of the persistent form, for A/B.
 std::atomic<int> g_persist_force{-1};  // gdn_lazy_force_persist
-int lazy_persist() {
-  static const int v = [] {
+bool state_persist() {
+  static const bool v = [] {
     const char* e = std::getenv("DS_GDN_LAZY_PERSIST");
-    return e && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 2;
+    return !(e && e[0] == '0');
   }();
   const int f = g_persist_force.load(std::memory_order_relaxed);
-  return f < 0 ? v : f;
+  return f < 0 ? v : f == 1;
 }
 
-// Both kernels over every (value head, sequence); each takes its own items (lazy_item).
+// Both kernels over the step's items; each takes its own (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
-  const int p = lazy_persist();
-  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4), pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
-  if (p & 1)
-    DS_TRY(launch_step(gdn_lazy_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy, persistent)", a, io,
-                       n_seqs));
-  else if (lazy_occ() == 2)
-    DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
+  if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
-  if (p & 2)
-    return launch_step(gdn_state_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy state, persistent)", a,
-                       io, n_seqs);
-  return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
+  if (!state_persist()) return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
+  const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
+  return launch_step(gdn_state_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy state, persistent)", a, io,
+                     n_seqs);
 }
 
 Status check_lazy(const GdnArgs& a, const char* what) {
@@ -541,7 +377,7 @@ Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_
                       : launch_lazy<128, float>(a, io, n_seqs, stream);
 }
 
-void gdn_lazy_force_persist(int f) { g_persist_force.store(f >= 0 && f <= 3 ? f : -1); }
+void gdn_lazy_force_persist(int f) { g_persist_force.store(f == 0 || f == 1 ? f : -1); }
 
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
   DS_TRY(check_lazy(a, "gdn_flush"));
