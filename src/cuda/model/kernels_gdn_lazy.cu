@@ -24,6 +24,8 @@
 // state). Readers of the state outside the step (the piece prefill, CudaModel::download) call gdn_flush first.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "cuda/cuda_util.h"
@@ -68,6 +70,15 @@ __device__ __forceinline__ void apply_history(float4 (&m)[DK / 16], const float*
 __device__ __forceinline__ bool lazy_item(const GdnArgs& a, const StepIO* io, int s) {
   const int t0 = io->start[s];
   return io->start[s + 1] - t0 == 1 && (io->pos[t0] + 1) % a.lazy != 0;
+}
+
+// lz25: every sequence's lazy_item into fl (shared, n_seqs <= kMaxStepTokens), one test per thread, all in flight at
+// once; the block synchronized after. The persistent state kernel then skips the lazy kernel's items at the cost of
+// a shared-memory read (lz24 tested them one after another, two dependent global loads each, ~15 per CTA at 64
+// sequences of the 9B).
+__device__ __forceinline__ void mark_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, bool* fl, int tid) {
+  for (int s = tid; s < n_seqs; s += blockDim.x) fl[s] = lazy_item(a, io, s);
+  __syncthreads();
 }
 
 // Dependents (the next kernel of the step) are released at the end, not after pdl_wait: these grids are not
@@ -221,6 +232,76 @@ __global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, cons
   pdl_trigger();
 }
 
+// ---- The state kernel's persistent form (lz24 / lz25; default; DS_GDN_LAZY_PERSIST=0: gdn_state_kernel's grid) ----
+// Why: with one CTA per (value head, sequence) the state kernel's grid has nv x B CTAs (2,048 at the 9B's 64
+// sequences) and fits one per SM, so in a lazy step (no items of its own) its empty CTAs still run one wave after
+// another. Here one CTA per SM loops over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
+// having marked every sequence's kind once (mark_lazy), and takes the state kernel's items only: gdn_state_kernel's
+// arithmetic, item by item, the same bits. Measured (GdnBench, 64 sequences of the 9B, T = 8): a lazy step 74.9 vs
+// 78.5 us on an H100, 64.5 vs 68.1 us on an H200; a state step ~5% slower (one CTA per SM, no prefetch; 1 in T).
+// lz24 also made the lazy kernel persistent (registers prefetching the next item: 87-90 us) and lz25 tried it with
+// bulk copies into a shared-memory ring (78 us on the H200, and its d_k 64 outputs were not gdn_lazy_kernel's
+// bits); both lost to the per-item grid and were removed (branches lz24, lz25tma).
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4, 1) gdn_state_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
+                                                                      int n_seqs) {
+  constexpr int kL = 4, kC = DK / 16;
+  __shared__ __align__(16) float sq[DK];
+  __shared__ __align__(16) float sk[DK];
+  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
+  __shared__ float red[32];
+  __shared__ bool fl[kMaxStepTokens];
+  const int nv = a.n_v_heads, items = nv * n_seqs;
+  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
+  const int64_t Kd = (int64_t)a.n_k_heads * DK;
+  const float4* q4 = reinterpret_cast<const float4*>(sq);
+  const float4* k4 = reinterpret_cast<const float4*>(sk);
+  mark_lazy(a, io, n_seqs, fl, tid);
+  pdl_wait();
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int s = it / nv, h = it % nv, kh = h % a.n_k_heads;
+    if (fl[s]) continue;  // uniform over the block
+    St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
+    float* H = hist_at<DK>(io, s, a, h);
+    float4 m[kC];
+#pragma unroll
+    for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
+    const int n = reinterpret_cast<const int*>(H)[0];
+    __syncthreads();  // the previous item's readers of sh, sq, sk are done
+    stage_history<DK>(H, n, sh, tid);
+    __syncthreads();
+    apply_history<DK>(m, sh, n, j, r);
+    const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
+    for (int t = io->start[s]; t < io->start[s + 1]; t++) {
+      const float* ut = a.u + (int64_t)t * a.ldu;
+      __syncthreads();
+      if (tid < DK) {
+        sq[tid] = ut[(int64_t)kh * DK + tid];
+        sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
+      }
+      __syncthreads();
+      const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
+      const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
+      const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
+      const float ss = block_sum(r == 0 ? o * o : 0.f, red);
+      const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
+      if (r == 0) {
+        const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
+        a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
+        if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
+      }
+      if (tid == 0 && a.dbg_g) {
+        a.dbg_g[(int64_t)t * nv + h] = g;
+        a.dbg_beta[(int64_t)t * nv + h] = beta;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
+    if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
+  }
+  pdl_trigger();
+}
+
 // gdn_flush: one sequence's history applied to its state (one CTA per value head).
 template <int DK, typename St>
 __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint8_t* base) {
@@ -253,13 +334,27 @@ int lazy_occ() {
   return v;
 }
 
-// Both kernels over every (value head, sequence); each takes its own items (lazy_item).
+// DS_GDN_LAZY_PERSIST=0 runs gdn_state_kernel's grid instead of the persistent form, for A/B.
+std::atomic<int> g_persist_force{-1};  // gdn_lazy_force_persist
+bool state_persist() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_GDN_LAZY_PERSIST");
+    return !(e && e[0] == '0');
+  }();
+  const int f = g_persist_force.load(std::memory_order_relaxed);
+  return f < 0 ? v : f == 1;
+}
+
+// Both kernels over the step's items; each takes its own (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
-  return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
+  if (!state_persist()) return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
+  const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
+  return launch_step(gdn_state_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy state, persistent)", a, io,
+                     n_seqs);
 }
 
 Status check_lazy(const GdnArgs& a, const char* what) {
@@ -281,6 +376,8 @@ Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_
   return a.state_half ? launch_lazy<128, __half>(a, io, n_seqs, stream)
                       : launch_lazy<128, float>(a, io, n_seqs, stream);
 }
+
+void gdn_lazy_force_persist(int f) { g_persist_force.store(f == 0 || f == 1 ? f : -1); }
 
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
   DS_TRY(check_lazy(a, "gdn_flush"));
