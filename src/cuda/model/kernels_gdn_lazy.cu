@@ -13,7 +13,8 @@
 // its own items (lazy_item, from the token's position: the same choice in both, in any batch):
 //   gdn_lazy_kernel: a single token at a position p with (p + 1) % T != 0: the output as above, the token's k,
 //     v[.], d and beta appended to the head's history;
-//   gdn_state_kernel: every other item (positions T - 1, 2T - 1, ...; several tokens, as the step-path prefill;
+//   gdn_state_kernel (by default its persistent form, gdn_state_persist_kernel): every other item (positions T - 1,
+//     2T - 1, ...; several tokens, as the step-path prefill;
 //     none): the history and then the tokens applied to the state with rule_row, token after token (gdn_kernel's
 //     arithmetic: with f32 states the state written is gdn_kernel's, bit for bit), the history emptied.
 // Outputs of lazy steps are the same sum in another order: not gdn_kernel's bits, within float rounding of them
