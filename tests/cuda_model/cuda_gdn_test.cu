@@ -393,20 +393,12 @@ void lazy_case(int dk, int nk, int nv, int lazy, const std::vector<std::vector<i
     state.resize((size_t)S * p.stride);
     CU(cudaMemcpy(state.data(), p.dstate, state.size(), cudaMemcpyDeviceToHost));
   };
-  std::vector<std::vector<float>> o0, o1, o2;
-  std::vector<unsigned char> s0, s1, s2;
+  std::vector<std::vector<float>> o0, o1;
+  std::vector<unsigned char> s0, s1;
   run(0, o0, s0);
   if (::testing::Test::HasFatalFailure()) return;
-  mk::gdn_lazy_force_persist(0);  // lz25: the state kernel one CTA per item, then persistent: the same bits
   run(lazy, o1, s1);
-  mk::gdn_lazy_force_persist(1);
-  run(lazy, o2, s2);
-  mk::gdn_lazy_force_persist(-1);
   if (::testing::Test::HasFatalFailure()) return;
-  for (size_t i = 0; i < o1.size(); i++)
-    EXPECT_EQ(0, std::memcmp(o1[i].data(), o2[i].data(), o1[i].size() * 4))
-        << what << ": step " << i << " outputs, persistent state kernel vs per item";
-  EXPECT_EQ(0, std::memcmp(s1.data(), s2.data(), s1.size())) << what << ": states, persistent state kernel vs per item";
   double oerr = 0, omax = 0, serr = 0, smax = 0;
   for (size_t i = 0; i < o0.size(); i++)
     for (size_t e = 0; e < o0[i].size(); e++) {
@@ -724,57 +716,52 @@ TEST(GdnBench, Time) {
       }
       if (S >= 16) {  // lz24: the lazy rule at T = 8, one cycle = 7 lazy steps (positions 0..6) + 1 state step (7)
         constexpr int T = 8;
-        const char* forms[] = {"per item", "state persistent"};
-        for (int persist : {0, 1}) {
-          Problem q;
-          q.init(128, 16, sh.nv, std::vector<int>(S, 1), 11);
-          const int64_t hist_bytes = sh.nv * mk::gdn_hist_floats(128, T) * 4;
-          q.extra = (272 + q.seq_bytes() + 15) / 16 * 16 - 272 - q.seq_bytes() + hist_bytes;
-          ASSERT_TRUE(q.upload());
-          ASSERT_TRUE(q.reset_state());
-          const int64_t hist_off = (q.off + q.seq_bytes() + 15) / 16 * 16;
-          for (int s = 0; s < S; s++) CU(cudaMemset(q.dstate + (int64_t)q.perm(s) * q.stride + hist_off, 0, hist_bytes));
-          std::vector<mk::StepIO*> ios(T, nullptr);  // one StepIO per position
-          for (int c = 0; c < T; c++) {
-            mk::StepIO io{};
-            CU(cudaMemcpy(&io, q.dio, sizeof(io), cudaMemcpyDeviceToHost));
-            for (int t = 0; t < S; t++) io.pos[t] = c;
-            CU(cudaMalloc(&ios[c], sizeof(io)));
-            CU(cudaMemcpy(ios[c], &io, sizeof(io), cudaMemcpyHostToDevice));
-          }
-          mk::GdnArgs a = q.args(false);
-          a.lazy = T, a.hist_off = hist_off;
-          mk::gdn_lazy_force_persist(persist);
-          auto cycle = [&](float* lazy_ms, float* state_ms) {
-            CU(cudaEventRecord(e0));
-            for (int c = 0; c < T - 1; c++) ASSERT_TRUE(mk::gdn_step(a, ios[c], S, nullptr).ok());
-            CU(cudaEventRecord(e1));
-            ASSERT_TRUE(mk::gdn_step(a, ios[T - 1], S, nullptr).ok());
-            CU(cudaEventRecord(e2));
-            CU(cudaEventSynchronize(e2));
-            CU(cudaEventElapsedTime(lazy_ms, e0, e1));
-            CU(cudaEventElapsedTime(state_ms, e1, e2));
-          };
-          float lz = 0, st = 0;
-          cycle(&lz, &st);  // warm-up
-          std::vector<float> vl, vs;
-          for (int rep = 0; rep < 7; rep++) {
-            cycle(&lz, &st);
-            vl.push_back(lz * 1000.f / (T - 1));
-            vs.push_back(st * 1000.f);
-          }
-          mk::gdn_lazy_force_persist(-1);
-          std::sort(vl.begin(), vl.end());
-          std::sort(vs.begin(), vs.end());
-          const double sb = (double)S * q.seq_floats() * 4;  // one read of every state
-          std::printf("[lz24] %-3s B %2d lazy T 8 %-16s lazy step %7.2f us (%4.2f TB/s of state reads), state step "
-                      "%7.2f us, cycle mean %7.2f us\n",
-                      sh.name, S, forms[persist], vl[3], sb / (vl[3] * 1e6), vs[3],
-                      ((T - 1) * vl[3] + vs[3]) / T);
-          for (auto* d : ios) cudaFree(d);
-          CU(cudaDeviceSynchronize());
-          q.free_all();
+        Problem q;
+        q.init(128, 16, sh.nv, std::vector<int>(S, 1), 11);
+        const int64_t hist_bytes = sh.nv * mk::gdn_hist_floats(128, T) * 4;
+        q.extra = (272 + q.seq_bytes() + 15) / 16 * 16 - 272 - q.seq_bytes() + hist_bytes;
+        ASSERT_TRUE(q.upload());
+        ASSERT_TRUE(q.reset_state());
+        const int64_t hist_off = (q.off + q.seq_bytes() + 15) / 16 * 16;
+        for (int s = 0; s < S; s++) CU(cudaMemset(q.dstate + (int64_t)q.perm(s) * q.stride + hist_off, 0, hist_bytes));
+        std::vector<mk::StepIO*> ios(T, nullptr);  // one StepIO per position
+        for (int c = 0; c < T; c++) {
+          mk::StepIO io{};
+          CU(cudaMemcpy(&io, q.dio, sizeof(io), cudaMemcpyDeviceToHost));
+          for (int t = 0; t < S; t++) io.pos[t] = c;
+          CU(cudaMalloc(&ios[c], sizeof(io)));
+          CU(cudaMemcpy(ios[c], &io, sizeof(io), cudaMemcpyHostToDevice));
         }
+        mk::GdnArgs a = q.args(false);
+        a.lazy = T, a.hist_off = hist_off;
+        auto cycle = [&](float* lazy_ms, float* state_ms) {
+          CU(cudaEventRecord(e0));
+          for (int c = 0; c < T - 1; c++) ASSERT_TRUE(mk::gdn_step(a, ios[c], S, nullptr).ok());
+          CU(cudaEventRecord(e1));
+          ASSERT_TRUE(mk::gdn_step(a, ios[T - 1], S, nullptr).ok());
+          CU(cudaEventRecord(e2));
+          CU(cudaEventSynchronize(e2));
+          CU(cudaEventElapsedTime(lazy_ms, e0, e1));
+          CU(cudaEventElapsedTime(state_ms, e1, e2));
+        };
+        float lz = 0, st = 0;
+        cycle(&lz, &st);  // warm-up
+        std::vector<float> vl, vs;
+        for (int rep = 0; rep < 7; rep++) {
+          cycle(&lz, &st);
+          vl.push_back(lz * 1000.f / (T - 1));
+          vs.push_back(st * 1000.f);
+        }
+        std::sort(vl.begin(), vl.end());
+        std::sort(vs.begin(), vs.end());
+        const double sb = (double)S * q.seq_floats() * 4;  // one read of every state
+        std::printf("[lz24] %-3s B %2d lazy T 8 lazy step %7.2f us (%4.2f TB/s of state reads), state step "
+                    "%7.2f us, cycle mean %7.2f us\n",
+                    sh.name, S, vl[3], sb / (vl[3] * 1e6), vs[3],
+                    ((T - 1) * vl[3] + vs[3]) / T);
+        for (auto* d : ios) cudaFree(d);
+        CU(cudaDeviceSynchronize());
+        q.free_all();
       }
       if (S == 64) {
         // In place: 0 gdn_kernel's pattern, 1 coalesced quarter heads, 2 tma-out's data path, 6 / 7 a dense

@@ -13,8 +13,8 @@
 // its own items (lazy_item, from the token's position: the same choice in both, in any batch):
 //   gdn_lazy_kernel: a single token at a position p with (p + 1) % T != 0: the output as above, the token's k,
 //     v[.], d and beta appended to the head's history;
-//   gdn_state_kernel (by default its persistent form, gdn_state_persist_kernel): every other item (positions T - 1,
-//     2T - 1, ...; several tokens, as the step-path prefill;
+//   gdn_state_kernel (persistent: one CTA per SM over the items): every other item (positions T - 1, 2T - 1, ...;
+//     several tokens, as the step-path prefill;
 //     none): the history and then the tokens applied to the state with rule_row, token after token (gdn_kernel's
 //     arithmetic: with f32 states the state written is gdn_kernel's, bit for bit), the history emptied.
 // Outputs of lazy steps are the same sum in another order: not gdn_kernel's bits, within float rounding of them
@@ -26,7 +26,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 
 #include "cuda/cuda_util.h"
@@ -82,8 +81,8 @@ __device__ __forceinline__ void mark_lazy(const GdnArgs& a, const StepIO* io, in
   __syncthreads();
 }
 
-// Dependents (the next kernel of the step) are released at the end, not after pdl_wait: these grids are not
-// persistent (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs that
+// Dependents (the next kernel of the step) are released at the end, not after pdl_wait: the lazy kernel's grid is
+// not persistent (thousands of CTAs at 64 sequences), and a dependent's CTAs made resident early would hold SMs that
 // later CTAs need.
 // gdn_lazy_kernel: the lazy items (the others return at once): the output from the state and the history, the token
 // appended to the history, no state write. It needs only m_0 . r_0 per row, not rule_row's layout, so it reads the
@@ -178,73 +177,16 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
 }
 
 // gdn_state_kernel: the other items: the history, then the step's tokens (gdn_kernel<DK, false>'s loop and
-// arithmetic), the state written back, the history emptied.
+// arithmetic), the state written back, the history emptied. Persistent: one CTA per SM loops over the items
+// it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv), having marked every sequence's kind once (mark_lazy), and
+// takes its own only. Why (lz24 / lz25): a grid of one CTA per item (nv x B: 2,048 at the 9B's 64 sequences, one CTA
+// per SM fits) ran its empty CTAs wave after wave in a lazy step: 78.5 vs 74.9 us a lazy step on an H100, 68.1 vs
+// 64.5 on an H200 (GdnBench, 64 sequences of the 9B, T = 8), a state step ~5% slower; the same bits (GdnLazy, both
+// GPUs), and that grid was then removed. lz24 also made the lazy kernel persistent (registers prefetching the next
+// item: 87-90 us) and lz25 tried it with bulk copies into a shared-memory ring (78 us on the H200, and its d_k 64
+// outputs were not gdn_lazy_kernel's bits); both lost to the per-item grid (branches lz24, lz25tma).
 template <int DK, typename St>
-__global__ void __launch_bounds__(DK * 4) gdn_state_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
-  constexpr int kL = 4, kC = DK / 16;
-  __shared__ __align__(16) float sq[DK];
-  __shared__ __align__(16) float sk[DK];
-  __shared__ __align__(16) float sh[(kMaxGdnLazy - 1) * kEntry<DK>];
-  __shared__ float red[32];
-  const int h = blockIdx.x, s = blockIdx.y;
-  if (lazy_item(a, io, s)) return;  // uniform over the block
-  const int tid = threadIdx.x, j = tid / kL, r = tid % kL;
-  const int nv = a.n_v_heads, kh = h % a.n_k_heads;
-  const int64_t Kd = (int64_t)a.n_k_heads * DK;
-  St* M = state_at<St>(io, s, a.state_off) + ((int64_t)h * DK + j) * DK;
-  float* H = hist_at<DK>(io, s, a, h);
-  float4 m[kC];
-#pragma unroll
-  for (int c = 0; c < kC; c++) m[c] = ld_chunk(M, r + kL * c);
-  const int n = reinterpret_cast<const int*>(H)[0];
-  stage_history<DK>(H, n, sh, tid);
-  const float sa = a.ssm_a[h], dtb = a.dt_bias[h], nw = a.norm_w[j];
-  pdl_wait();  // as gdn_lazy_kernel (this kernel's items are not the lazy kernel's)
-  __syncthreads();  // sh
-  apply_history<DK>(m, sh, n, j, r);
-  const float4* q4 = reinterpret_cast<const float4*>(sq);
-  const float4* k4 = reinterpret_cast<const float4*>(sk);
-  for (int t = io->start[s]; t < io->start[s + 1]; t++) {
-    const float* ut = a.u + (int64_t)t * a.ldu;
-    __syncthreads();
-    if (tid < DK) {
-      sq[tid] = ut[(int64_t)kh * DK + tid];
-      sk[tid] = ut[Kd + (int64_t)kh * DK + tid];
-    }
-    __syncthreads();
-    const float g = sa * softplus_f(a.a[(int64_t)t * a.lda + h] + dtb);
-    const float beta = sigmoid_f(a.b[(int64_t)t * a.ldb + h]);
-    const float o = rule_row<DK>(m, k4, q4, r, expf(g), beta, ut[2 * Kd + (int64_t)h * DK + j], a.scale);
-    const float ss = block_sum(r == 0 ? o * o : 0.f, red);
-    const float rs = 1.0f / sqrtf(ss / (float)DK + a.eps);
-    if (r == 0) {
-      const float zz = a.z[(int64_t)t * a.ldz + (int64_t)h * DK + j];
-      a.out[(int64_t)t * a.ldo + (int64_t)h * DK + j] = o * rs * nw * silu_f(zz);
-      if (a.dbg_core) a.dbg_core[((int64_t)t * nv + h) * DK + j] = o;
-    }
-    if (tid == 0 && a.dbg_g) {
-      a.dbg_g[(int64_t)t * nv + h] = g;
-      a.dbg_beta[(int64_t)t * nv + h] = beta;
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < kC; c++) st_chunk(M, r + kL * c, m[c]);
-  if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
-  pdl_trigger();
-}
-
-// ---- The state kernel's persistent form (lz24 / lz25; default; DS_GDN_LAZY_PERSIST=0: gdn_state_kernel's grid) ----
-// Why: with one CTA per (value head, sequence) the state kernel's grid has nv x B CTAs (2,048 at the 9B's 64
-// sequences) and fits one per SM, so in a lazy step (no items of its own) its empty CTAs still run one wave after
-// another. Here one CTA per SM loops over the items it = blockIdx.x + i * gridDim.x (s = it / nv, h = it % nv),
-// having marked every sequence's kind once (mark_lazy), and takes the state kernel's items only: gdn_state_kernel's
-// arithmetic, item by item, the same bits. Measured (GdnBench, 64 sequences of the 9B, T = 8): a lazy step 74.9 vs
-// 78.5 us on an H100, 64.5 vs 68.1 us on an H200; a state step ~5% slower (one CTA per SM, no prefetch; 1 in T).
-// lz24 also made the lazy kernel persistent (registers prefetching the next item: 87-90 us) and lz25 tried it with
-// bulk copies into a shared-memory ring (78 us on the H200, and its d_k 64 outputs were not gdn_lazy_kernel's
-// bits); both lost to the per-item grid and were removed (branches lz24, lz25tma).
-template <int DK, typename St>
-__global__ void __launch_bounds__(DK * 4, 1) gdn_state_persist_kernel(const GdnArgs a, const StepIO* __restrict__ io,
+__global__ void __launch_bounds__(DK * 4, 1) gdn_state_kernel(const GdnArgs a, const StepIO* __restrict__ io,
                                                                       int n_seqs) {
   constexpr int kL = 4, kC = DK / 16;
   __shared__ __align__(16) float sq[DK];
@@ -335,27 +277,14 @@ int lazy_occ() {
   return v;
 }
 
-// DS_GDN_LAZY_PERSIST=0 runs gdn_state_kernel's grid instead of the persistent form, for A/B.
-std::atomic<int> g_persist_force{-1};  // gdn_lazy_force_persist
-bool state_persist() {
-  static const bool v = [] {
-    const char* e = std::getenv("DS_GDN_LAZY_PERSIST");
-    return !(e && e[0] == '0');
-  }();
-  const int f = g_persist_force.load(std::memory_order_relaxed);
-  return f < 0 ? v : f == 1;
-}
-
-// Both kernels over the step's items; each takes its own (lazy_item).
+// The two kernels of a step; each takes its own items (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
   if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
-  if (!state_persist()) return launch_step(gdn_state_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy, state)", a, io);
   const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
-  return launch_step(gdn_state_persist_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy state, persistent)", a, io,
-                     n_seqs);
+  return launch_step(gdn_state_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy, state)", a, io, n_seqs);
 }
 
 Status check_lazy(const GdnArgs& a, const char* what) {
@@ -377,8 +306,6 @@ Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_
   return a.state_half ? launch_lazy<128, __half>(a, io, n_seqs, stream)
                       : launch_lazy<128, float>(a, io, n_seqs, stream);
 }
-
-void gdn_lazy_force_persist(int f) { g_persist_force.store(f == 0 || f == 1 ? f : -1); }
 
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream) {
   DS_TRY(check_lazy(a, "gdn_flush"));

@@ -119,8 +119,6 @@ __host__ __device__ constexpr int64_t gdn_hist_floats(int d_k, int lazy) {
 }
 Status gdn_lazy_step(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream);
 Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream);
-// Tests: the lazy rule's state kernel: 1 its persistent form, 0 one CTA per item, -1 DS_GDN_LAZY_PERSIST (default 1).
-void gdn_lazy_force_persist(int f);
 // f16 states (st20) around the prefill's float delta rule: n values of an f16 state into float (widen) and back
 // (narrow, round to nearest even).
 Status state_widen(const void* h, float* f, int64_t n, cudaStream_t stream);
