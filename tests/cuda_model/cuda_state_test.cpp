@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "cuda/dequant.h"
@@ -341,6 +342,33 @@ TEST(CudaLoad, UnsupportedTypeNamesTensorAndType) {
   EXPECT_NE(cm.error().message.find(victim), std::string::npos) << cm.error().message;
   EXPECT_NE(cm.error().message.find("MXFP4"), std::string::npos) << cm.error().message;
   EXPECT_NE(cm.error().message.find("--backend cpu"), std::string::npos) << "the error says how to run it anyway";
+}
+
+// The lazy rule's length (lz23) is checked with the other options, before any device call (no GPU needed): out of
+// range from the options, and a DS_GDN_LAZY that is not a whole number, each a clear error naming the setting.
+TEST(CudaLoad, GdnLazyLengthChecked) {
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  const char* saved = std::getenv("DS_GDN_LAZY");
+  const std::string keep = saved ? saved : "";
+  unsetenv("DS_GDN_LAZY");
+  for (int bad : {-1, 17}) {
+    cuda::CudaModelOptions o;
+    o.gdn_lazy = bad;
+    auto cm = cuda::CudaModel::load(*f.m, o);
+    ASSERT_FALSE(cm.ok()) << bad;
+    EXPECT_NE(cm.error().message.find("lazy delta rule length " + std::to_string(bad)), std::string::npos)
+        << cm.error().message;
+    EXPECT_NE(cm.error().message.find("0 .. 16"), std::string::npos) << cm.error().message;
+  }
+  for (const char* bad : {"8x", "eight", "4.5", "99999999999"}) {
+    setenv("DS_GDN_LAZY", bad, 1);
+    auto cm = cuda::CudaModel::load(*f.m);
+    ASSERT_FALSE(cm.ok()) << bad;
+    EXPECT_NE(cm.error().message.find("DS_GDN_LAZY"), std::string::npos) << cm.error().message;
+  }
+  if (saved) setenv("DS_GDN_LAZY", keep.c_str(), 1);
+  else unsetenv("DS_GDN_LAZY");
 }
 
 TEST(CudaLoad, BackendFactoryKinds) {

@@ -26,7 +26,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/cuda_util.h"
 #include "cuda/model/device_util.cuh"
@@ -88,8 +87,10 @@ __device__ __forceinline__ void mark_lazy(const GdnArgs& a, const StepIO* io, in
 // appended to the history, no state write. It needs only m_0 . r_0 per row, not rule_row's layout, so it reads the
 // state coalesced: warp w takes rows 8w .. 8w + 7, lane l float4 l of each (a row per warp instruction: 512
 // contiguous bytes at d_k 128), one warp sum per row; lane i < 8 then finishes row 8w + i.
-template <int DK, typename St, int kMinBlocks>
-__global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
+// Compiled for 2 CTAs per SM, so that one CTA's chain overlaps the other's state loads (session 23: 9.05 vs 9.69 ms a
+// 9B step at 64 sequences with 1 CTA per SM; that A/B switch, DS_GDN_LAZY_OCC, was removed in session 24).
+template <int DK, typename St>
+__global__ void __launch_bounds__(DK * 4, 2) gdn_lazy_kernel(const GdnArgs a, const StepIO* __restrict__ io) {
   constexpr int kRows = 8;  // DK rows over the DK * 4 / 32 warps
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(DK * 4, kMinBlocks) gdn_lazy_kernel(const GdnA
 // outputs were not gdn_lazy_kernel's bits); both lost to the per-item grid (branches lz24, lz25tma).
 template <int DK, typename St>
 __global__ void __launch_bounds__(DK * 4, 1) gdn_state_kernel(const GdnArgs a, const StepIO* __restrict__ io,
-                                                                      int n_seqs) {
+                                                              int n_seqs) {
   constexpr int kL = 4, kC = DK / 16;
   __shared__ __align__(16) float sq[DK];
   __shared__ __align__(16) float sk[DK];
@@ -267,22 +268,11 @@ __global__ void __launch_bounds__(DK * 4) gdn_flush_kernel(const GdnArgs a, uint
   if (tid == 0) reinterpret_cast<int*>(H)[0] = 0;
 }
 
-// gdn_lazy_kernel compiled for 2 CTAs per SM (default) or, with DS_GDN_LAZY_OCC=1, for 1, for A/B: with 2 one CTA's
-// chain overlaps the other's state loads.
-int lazy_occ() {
-  static const int v = [] {
-    const char* e = std::getenv("DS_GDN_LAZY_OCC");
-    return e && e[0] == '1' ? 1 : 2;
-  }();
-  return v;
-}
-
 // The two kernels of a step; each takes its own items (lazy_item).
 template <int DK, typename St>
 Status launch_lazy(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const dim3 grid(a.n_v_heads, n_seqs), block(DK * 4);
-  if (lazy_occ() == 2) DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 2>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
-  else DS_TRY(launch_step(gdn_lazy_kernel<DK, St, 1>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
+  DS_TRY(launch_step(gdn_lazy_kernel<DK, St>, grid, block, 0, stream, "gdn_step (lazy)", a, io));
   const dim3 pg((unsigned)std::min(a.n_v_heads * n_seqs, sm_count()));
   return launch_step(gdn_state_kernel<DK, St>, pg, block, 0, stream, "gdn_step (lazy, state)", a, io, n_seqs);
 }

@@ -1,8 +1,10 @@
 // CudaModel: load (checks, one weight arena, scratch), per-sequence states and snapshots (qwen35_cuda.cuh).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
 #include "cuda/dequant.h"
 #include "cuda/model/model_impl.cuh"
@@ -147,6 +149,26 @@ CudaModel::~CudaModel() {
   if (impl_ && impl_->stream) cudaStreamSynchronize(impl_->stream);
 }
 
+namespace {
+
+// lz23: the lazy delta rule's length, from the options or else DS_GDN_LAZY; 0 (and 1: a history of no tokens) is
+// the plain rule. Checked with the other options, before any device call.
+Result<int> gdn_lazy_length(const CudaModelOptions& o) {
+  int n = o.gdn_lazy;
+  if (const char* e = std::getenv("DS_GDN_LAZY"); e && e[0] && !n) {
+    const char* end = e + std::strlen(e);
+    if (auto [p, ec] = std::from_chars(e, end, n); ec != std::errc() || p != end)
+      return cu_err("cuda: DS_GDN_LAZY='{}' is not a whole number (0 or 1: off, 2 .. {}: the lazy rule's length)", e,
+                    mk::kMaxGdnLazy);
+  }
+  if (n < 0 || n > mk::kMaxGdnLazy)
+    return cu_err("cuda: lazy delta rule length {} (CudaModelOptions::gdn_lazy or DS_GDN_LAZY) outside 0 .. {}", n,
+                  mk::kMaxGdnLazy);
+  return n == 1 ? 0 : n;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const CudaModelOptions& o) {
   DS_TRY(check_model(m));
   if (o.max_tokens < 1 || o.max_tokens > kMaxStepTokens)
@@ -154,6 +176,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   if (o.prefill_piece < 1) return cu_err("cuda: prefill_piece {} must be >= 1", o.prefill_piece);
   if (o.fast_gemm_inputs < -1 || o.fast_gemm_inputs > 4)
     return cu_err("cuda: fast_gemm_inputs {} outside [-1, 4]", o.fast_gemm_inputs);
+  DS_ASSIGN(const int lazy, gdn_lazy_length(o));
   if (device_count() == 0) return cu_err("cuda: no CUDA device found (no GPU, or no driver)");
   CUDA_TRY(cudaSetDevice(o.device));
 
@@ -187,11 +210,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   int n_attn = 0;
   I.state_half = o.state_f16 || mk::env_on("DS_STATE_F16", false);
   const size_t st_elem = I.state_half ? 2 : sizeof(float);
-  I.gdn_lazy = o.gdn_lazy;
-  if (const char* e = std::getenv("DS_GDN_LAZY"); e && e[0] && !o.gdn_lazy) I.gdn_lazy = std::atoi(e);
-  if (I.gdn_lazy == 1) I.gdn_lazy = 0;  // a history of 0 tokens: the plain rule
-  if (I.gdn_lazy < 0 || I.gdn_lazy > mk::kMaxGdnLazy)
-    return cu_err("cuda: lazy delta rule length {} (DS_GDN_LAZY) outside 0 .. {}", I.gdn_lazy, mk::kMaxGdnLazy);
+  I.gdn_lazy = lazy;
   auto fl = [&](const std::vector<float>& v) { return reinterpret_cast<const float*>(plan.add_floats(v)); };
   for (int64_t il = 0; il < c.n_layer; il++) {
     const Qwen35Layer& L = m.layers[il];
