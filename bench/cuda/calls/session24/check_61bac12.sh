@@ -1,5 +1,5 @@
 #!/bin/bash
-# Check of 61bac12 (the lazy rule with one persistent state kernel; bundle of main 25ff4a2, same code): GdnLazy, test_cuda_model with DS_GDN_LAZY=8, GdnBench B 64 lines. Run: cd devlz28 && timeout 150 bash go.sh with carry ["devlz28"]
+# Check of 61bac12 (the lazy rule with one persistent state kernel; bundle of main 33f38a1): GdnLazy, test_cuda_model with DS_GDN_LAZY=8, GdnBench B 64 lines. Run: cd devlz28 && timeout 150 bash go.sh with carry ["devlz28"]
 set -u
 cd "$(dirname "$0")"; tar xJf b.tar.xz; B=$PWD/gpu-bundle
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures"
