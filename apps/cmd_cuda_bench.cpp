@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -116,8 +117,8 @@ int run(const Options& o) {
   spdlog::info("cuda-bench: {} on {}: {:.3f} GB of weights on the device; copy bandwidth {:.0f} GB/s",
                o.model, dev ? dev->name : "?", M.weight_bytes() / 1e9, ceiling_bw / 1e9);
   const int64_t V = M.cfg().n_vocab, max_ctx = o.ctx > 0 ? o.ctx : o.prompt + o.tg + 16;
-  if (max_ctx < o.prompt + o.tg + 6) {  // + the breakdown's 5 profiled steps
-    spdlog::error("cuda-bench: --ctx {} is below prompt + tg + 6 = {}", max_ctx, o.prompt + o.tg + 6);
+  if (max_ctx < o.prompt + o.tg + 7) {  // + the digest's step and the breakdown's 5 profiled steps
+    spdlog::error("cuda-bench: --ctx {} is below prompt + tg + 7 = {}", max_ctx, o.prompt + o.tg + 7);
     return 1;
   }
   std::vector<std::unique_ptr<ds::cuda::CudaSeqState>> states;
@@ -183,6 +184,20 @@ int run(const Options& o) {
     out["pp"] = o.prompt;
     out["mode"] = ds::cuda::precision_name(mo.precision);
     out["pp_tok_s"] = o.batch * o.prompt / pp;
+  }
+  {  // one more step with its logits downloaded: a digest of their bits, to compare settings that should not move them
+    std::vector<int32_t> toks(o.batch, 2);
+    std::vector<float> logits((size_t)o.batch * V);
+    if (auto st = M.decode(ptrs, toks, logits.data()); !st) return fail(st);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the float bits
+    for (float f : logits) {
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      for (int k = 0; k < 4; k++) h = (h ^ ((u >> (8 * k)) & 0xFFu)) * 1099511628211ull;
+    }
+    std::printf("logits digest after the timed steps: %016llx (%d x %lld floats)\n", (unsigned long long)h, o.batch,
+                (long long)V);
+    out["logits_digest"] = fmt::format("{:016x}", h);
   }
   if (o.breakdown) {
     std::vector<int32_t> toks(o.batch, 1);
