@@ -1,0 +1,38 @@
+# Sourced by device-call scripts (bench/cuda/calls/*/go*.sh) after `cd` into their carried folder, which holds b.tar.xz
+# from tools/gpu_bundle.sh: unpacks the bundle and sets what the scripts use.
+#   D (the folder), B (the bundle), W (/tmp/dsv: models made on the device), X (deltaserve), TM (test_cuda_model),
+#   GPU (the card's name), M9 (the 9B Q4_K_M synth's path), el / say (seconds since start; a line to steps.log),
+#   synth9b_bg (makes M9 in the background, touching $W/m9B.ok when done), wait9b LIMIT (waits for it until LIMIT s),
+#   serve_summary (one SERVE line per level of $OUT/serve.jsonl), pack_out (the logs into logs.tgz: only ~8 files
+#   come back from $OUT).
+D=$PWD
+tar xJf b.tar.xz
+B=$D/gpu-bundle
+W=/tmp/dsv
+mkdir -p "$W"
+export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64" DS_FIXTURES="$B/fixtures" DS_BIN="$B/deltaserve"
+X=$B/deltaserve
+TM=$B/test_cuda_model
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+say() { echo "[$(el)s] $*" | tee -a "$OUT/steps.log"; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$OUT/steps.log"
+python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
+  "$B/fixtures/tokenizer/vocab-qwen3.gguf.xz" "$W/vocab.gguf"
+M9=$W/m9B.gguf
+synth9b_bg() {
+  ( [ -e "$M9" ] || "$X" synth --size 9B --type Q4_K_M --vocab "$W/vocab.gguf" --threads "${1:-12}" -o "$M9" > /dev/null 2>&1
+    touch "$W/m9B.ok" ) &
+}
+wait9b() { while [ ! -e "$W/m9B.ok" ] && [ "$(el)" -lt "$1" ]; do sleep 1; done; }
+serve_summary() {
+  [ -e "$OUT/serve.jsonl" ] && python3 -c "
+import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l); print('SERVE', d['label'], d['concurrency'], d.get('decode_tok_s'), d.get('mean_decode_batch'), d['ttft_ms'], d['itl_ms'])" "$OUT/serve.jsonl" | tee -a "$OUT/steps.log"
+}
+pack_out() {
+  (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=steps.log * &&
+    find . -maxdepth 1 -type f ! -name logs.tgz ! -name steps.log -delete)
+}
