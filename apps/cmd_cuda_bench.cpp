@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +31,7 @@
 namespace {
 
 struct Options {
-  std::string model, json;
+  std::string model, json, dump_logits;
   int prompt = 0, tg = 128, batch = 1, reps = 3, top = 30;
   int ctx = 0;      // > 0: each state's max_ctx (the server's --ctx: attention splits follow it), else prompt + tg + 16
   int select = -1;  // >= 0: decode through decode_select with this k (the server's path), no logits download
@@ -190,14 +191,26 @@ int run(const Options& o) {
     std::vector<float> logits((size_t)o.batch * V);
     if (auto st = M.decode(ptrs, toks, logits.data()); !st) return fail(st);
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the float bits
+    int64_t nonfinite = 0;  // all-NaN logits have one digest whatever the setting (session 26): counted and shown
     for (float f : logits) {
       uint32_t u;
       std::memcpy(&u, &f, 4);
       for (int k = 0; k < 4; k++) h = (h ^ ((u >> (8 * k)) & 0xFFu)) * 1099511628211ull;
+      nonfinite += !std::isfinite(f);
     }
-    std::printf("logits digest after the timed steps: %016llx (%d x %lld floats)\n", (unsigned long long)h, o.batch,
-                (long long)V);
+    std::printf("logits digest after the timed steps: %016llx (%d x %lld floats%s)\n", (unsigned long long)h, o.batch,
+                (long long)V,
+                nonfinite ? fmt::format("; {} NOT FINITE: the digest compares nothing", nonfinite).c_str() : "");
     out["logits_digest"] = fmt::format("{:016x}", h);
+    out["logits_nonfinite"] = nonfinite;
+    if (!o.dump_logits.empty()) {  // raw float32, batch rows of V: to measure an approximate setting's error offline
+      std::ofstream f(o.dump_logits, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(logits.data()), (std::streamsize)(logits.size() * sizeof(float)));
+      if (!f) {
+        spdlog::error("cuda-bench: could not write --dump-logits {}", o.dump_logits);
+        return 1;
+      }
+    }
   }
   if (o.breakdown) {
     std::vector<int32_t> toks(o.batch, 1);
@@ -262,6 +275,9 @@ ds::app::RunFn setup(CLI::App& app) {
   app.add_flag("--state-f16", o->state_f16, ds::app::kStateF16Help);
   app.add_flag("--no-graphs", o->no_graphs, "launch the decode steps op by op instead of replaying CUDA graphs");
   app.add_option("--json", o->json, "append the results as one JSON line to this file");
+  app.add_option("--dump-logits", o->dump_logits,
+                 "write the digest step's logits (float32, batch rows of the vocabulary) to this file, to compare "
+                 "settings offline");
   return [o] { return run(*o); };
 }
 
