@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -555,6 +556,16 @@ void Engine::loop() {
           if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
         }
         if (last) {
+          // A model whose arithmetic overflowed gives NaN / inf logits: sampling them would answer garbage, and
+          // caching the state would hand it to the next request with this prefix.
+          const auto bad = std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+          if (bad > 0) {
+            fail(s, fmt::format("the model's logits after this prompt ({} tokens) hold {} non-finite values (NaN or "
+                                "inf): its arithmetic overflowed; with the CUDA backend, --precise runs the prompt "
+                                "in fp32",
+                                prompt.size(), bad));
+            break;
+          }
           if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
               !I.cache.touch(prompt, true)) {
             auto snap = backend_.save(s.slot);

@@ -1,6 +1,7 @@
 #include "engine/fake_backend.h"
 
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 namespace ds::engine {
@@ -54,6 +55,8 @@ void FakeBackend::logits_for(std::span<const int32_t> history, std::span<float> 
     int32_t t = o_.oracle(history);
     if (t >= 0 && t < o_.n_vocab) out[t] = 50;  // above every hash logit, suppressed or not
   }
+  if (o_.nan_token >= 0 && std::find(history.begin(), history.end(), o_.nan_token) != history.end())
+    std::fill(out.begin(), out.begin() + o_.n_vocab, std::numeric_limits<float>::quiet_NaN());
 }
 
 Status FakeBackend::check_idle(const char* what) const {

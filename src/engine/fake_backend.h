@@ -21,6 +21,7 @@ struct FakeBackendOptions {
   // (the argmax, even if suppressed).
   std::function<int32_t(std::span<const int32_t> history)> oracle;
   std::vector<int32_t> suppressed;  // logits -30 (e.g. EOS, so hash-driven replies run to length)
+  int32_t nan_token = -1;  // a history holding this token gives NaN logits (a model whose arithmetic overflowed)
   std::chrono::microseconds decode_delay{0};             // per decode call (simulated compute)
   std::chrono::microseconds prefill_delay_per_token{0};
   MemoryInfo memory{4096, 64};

@@ -493,6 +493,27 @@ TEST(Engine, RefusesInvalidAndOverCapacity) {
   EXPECT_EQ(rig.eng.submit(greedy({1, 2}, 5)).status, SubmitStatus::Ok);
 }
 
+// A model whose arithmetic overflows (NaN logits after the prompt; the CUDA fast prefill's f16 inputs did this to the
+// 9B synth, session 26) fails that request with a message that says so and how to avoid it, instead of sampling
+// garbage; the other requests run as before, and the bad state is not cached for the next request with that prompt.
+TEST(Engine, NonFiniteLogitsFailTheRequestOnly) {
+  auto o = opts(2);
+  o.nan_token = 249;
+  Rig rig(o);
+  std::vector<int32_t> bad_prompt = prompt_of(3, 20);  // long enough to be cached (prefix_cache_min_tokens 16)
+  bad_prompt[10] = 249;
+  auto bad = rig.submit(greedy(bad_prompt, 5));
+  auto good = rig.submit(greedy(prompt_of(2, 5), 5));
+  const auto b = collect(*bad);
+  EXPECT_EQ(b.last.finish, FinishReason::Error);
+  EXPECT_NE(b.last.error.find("non-finite"), std::string::npos) << b.last.error;
+  EXPECT_NE(b.last.error.find("--precise"), std::string::npos) << b.last.error;
+  EXPECT_EQ(collect(*good).last.finish, FinishReason::Length);
+  const auto again = collect(*rig.submit(greedy(bad_prompt, 5)));  // computed again, not restored from a cache
+  EXPECT_EQ(again.last.finish, FinishReason::Error);
+  EXPECT_EQ(collect(*rig.submit(greedy(prompt_of(4, 20), 5))).last.finish, FinishReason::Length);
+}
+
 TEST(Engine, StopFailsUnfinishedRequests) {
   auto o = opts(1);
   o.decode_delay = 1ms;
