@@ -112,6 +112,39 @@ TEST(PrefillGemm, RealShapes) {
   }
 }
 
+// pf26: activations past f16's 65,504 (an outlier channel, a few huge rows) with f16 inputs: X is scaled by a power of
+// two before the conversion and the product by its inverse, so the result stays finite and as close as for ordinary
+// inputs (relative to the largest reference value); accumulate and a strided X included. Before pf26 these became inf.
+TEST(PrefillGemm, F16InputsPastTheF16Range) {
+  DS_PREFILL_REQUIRE_GPU();
+  auto gemm = make_gemm();
+  ASSERT_TRUE(gemm);
+  const int64_t N = 192, K = 1024, T = 40, ldx = 1100;
+  const auto w = test::prandom_weights(GgmlType::Q4_K, N * K, 81);
+  auto xs = test::prandn(T * ldx, 82);
+  for (int64_t t = 0; t < T; t++) xs[t * ldx + 7] *= 3.0e5f;  // an outlier channel
+  for (int64_t k = 0; k < K; k++) xs[5 * ldx + k] *= 2.0e6f;  // one huge row
+  std::vector<float> x(T * K), ref(T * N);
+  for (int64_t t = 0; t < T; t++) std::copy(&xs[t * ldx], &xs[t * ldx] + K, &x[t * K]);
+  cpu::matmul({GgmlType::Q4_K, N, K, T}, w.data(), x.data(), ref.data());
+  Dev<uint8_t> dw(w);
+  Dev<float> dx(xs);
+  for (GemmInputs in : {GemmInputs::kF16, GemmInputs::kF16Split}) {
+    Dev<float> dy = Dev<float>::zeros(T * N);
+    DS_CHECK_OK(gemm->matmul({GgmlType::Q4_K, N, K, T}, dw.p(), dx.p(), ldx, dy.p(), 0, in, false, nullptr));
+    const auto got = dy.host();
+    for (size_t i = 0; i < got.size(); i++)
+      ASSERT_TRUE(std::isfinite(got[i])) << cuda::prefill::gemm_inputs_name(in) << " output " << i << " is " << got[i];
+    check(got, ref, in, "X up to ~1e7 (past f16's range)");
+    Dev<float> acc = Dev<float>::zeros(T * N);  // accumulate: beta from device memory too
+    DS_CHECK_OK(gemm->matmul({GgmlType::Q4_K, N, K, T}, dw.p(), dx.p(), ldx, acc.p(), 0, in, true, nullptr));
+    DS_CHECK_OK(gemm->matmul({GgmlType::Q4_K, N, K, T}, dw.p(), dx.p(), ldx, acc.p(), 0, in, true, nullptr));
+    std::vector<float> ref2(ref);
+    for (float& v : ref2) v *= 2.f;
+    check(acc.host(), ref2, in, "X past f16's range, accumulated twice");
+  }
+}
+
 TEST(PrefillGemm, AccumulateIntoStridedViews) {
   DS_PREFILL_REQUIRE_GPU();
   auto gemm = make_gemm();

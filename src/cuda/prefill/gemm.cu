@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/dequant.h"
 #include "cuda/prefill/common.cuh"
@@ -52,32 +53,79 @@ __global__ void dequant_half_kernel(const uint8_t* __restrict__ src, uint16_t* _
   }
 }
 
-// X [T, K] fp32 (row stride ldx) -> packed [T, K] bf16/f16; each thread converts 8 consecutive elements.
+// f16 inputs and X past f16's range (65,504; pf26): X is scaled by s = 2^-e before the conversion, e >= 0 the
+// smallest with max |X|·s <= 2^15, and the products use alpha = 2^e, exactly (powers of two). e = 0 unless some |x|
+// exceeds 32,768, so ordinary activations keep the bits they had. max |X| comes from absmax_kernel (one pass over X);
+// consts[0] holds its bits, consts[1] alpha (read by cuBLAS in device pointer mode), consts[2] / [3] the betas 0 / 1.
+// DS_PREFILL_F16_SCALE=0 turns it off (the pass and the scaling; X past 65,504 then becomes inf).
+__global__ void absmax_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K, unsigned* __restrict__ mx) {
+  float m = 0.f;
+  for (int64_t t = blockIdx.x; t < T; t += gridDim.x)
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+      const float v = fabsf(x[t * ldx + k]);
+      if (v <= 3.0e38f) m = fmaxf(m, v);  // finite values only: inf / NaN stay what they are
+    }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) atomicMax(mx, __float_as_uint(m));  // non-negative floats order as their bits
+}
+
+// The scale s = 2^-e for max |X| = m (nullptr: no scaling).
+__device__ __forceinline__ float x_scale(const unsigned* mx) {
+  if (!mx) return 1.f;
+  const float m = __uint_as_float(*mx);
+  if (!(m > 32768.f)) return 1.f;
+  int e;
+  frexpf(m / 32768.f, &e);  // m / 2^15 = f·2^e, f in [0.5, 1): m·2^-e <= 2^15
+  return ldexpf(1.f, -e);
+}
+
+// X [T, K] fp32 (row stride ldx) -> packed [T, K] bf16/f16 of X·s; each thread converts 8 consecutive elements. With
+// mx, the first thread writes alpha = 1/s.
 template <bool kBf>
 __global__ void convert_x_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
-                                 uint16_t* __restrict__ y) {
+                                 uint16_t* __restrict__ y, const unsigned* __restrict__ mx, float* __restrict__ alpha) {
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (i >= T * K) return;
+  const float sc = x_scale(mx);
+  if (i == 0 && alpha) *alpha = 1.f / sc;
   const int64_t t = i / K, kk = i % K;  // K % 8 == 0: the 8 elements share a row
-  const float* s = x + t * ldx + kk;
+  const float* p = x + t * ldx + kk;
+  float s[8];
+#pragma unroll
+  for (int e = 0; e < 8; e++) s[e] = p[e] * sc;
   *reinterpret_cast<uint4*>(y + i) =
       make_uint4(pack2<kBf>(s[0], s[1]), pack2<kBf>(s[2], s[3]), pack2<kBf>(s[4], s[5]), pack2<kBf>(s[6], s[7]));
 }
 
-// The f16 split of X: hi = f16(x) into y, lo = f16(x - hi) into y_lo.
+// The f16 split of X·s: hi = f16(x·s) into y, lo = f16(x·s - hi) into y_lo.
 __global__ void convert_x_split_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
-                                       uint16_t* __restrict__ y, uint16_t* __restrict__ y_lo) {
+                                       uint16_t* __restrict__ y, uint16_t* __restrict__ y_lo,
+                                       const unsigned* __restrict__ mx, float* __restrict__ alpha) {
   const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (i >= T * K) return;
+  const float sc = x_scale(mx);
+  if (i == 0 && alpha) *alpha = 1.f / sc;
   const int64_t t = i / K, kk = i % K;
-  const float* s = x + t * ldx + kk;
-  float lo[8];
+  const float* p = x + t * ldx + kk;
+  float s[8], lo[8];
 #pragma unroll
-  for (int e = 0; e < 8; e++) lo[e] = s[e] - __half2float(__float2half_rn(s[e]));
+  for (int e = 0; e < 8; e++) {
+    s[e] = p[e] * sc;
+    lo[e] = s[e] - __half2float(__float2half_rn(s[e]));
+  }
   *reinterpret_cast<uint4*>(y + i) = make_uint4(pack2<false>(s[0], s[1]), pack2<false>(s[2], s[3]),
                                                 pack2<false>(s[4], s[5]), pack2<false>(s[6], s[7]));
   *reinterpret_cast<uint4*>(y_lo + i) = make_uint4(pack2<false>(lo[0], lo[1]), pack2<false>(lo[2], lo[3]),
                                                    pack2<false>(lo[4], lo[5]), pack2<false>(lo[6], lo[7]));
+}
+
+bool f16_scale_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_PREFILL_F16_SCALE");
+    return !(e && e[0] == '0' && !e[1]);
+  }();
+  return on;
 }
 
 template <class QT, bool kBf>
@@ -153,7 +201,7 @@ GemmInputs default_gemm_inputs(Mode mode, GgmlType type) {
 
 struct PrefillGemm::Impl {
   cublasHandle_t handle = nullptr;
-  DeviceBuffer cublas_ws, wbuf, xbuf;
+  DeviceBuffer cublas_ws, wbuf, xbuf, consts;  // consts: [max |X| bits, alpha, 0.f, 1.f] (f16 scaling)
   ~Impl() {
     if (handle) cublasDestroy(handle);
   }
@@ -169,6 +217,11 @@ Result<std::unique_ptr<PrefillGemm>> PrefillGemm::create() {
   g->impl_->cublas_ws = std::move(ws).value();
   CUBLAS_TRY(cublasSetWorkspace(g->impl_->handle, g->impl_->cublas_ws.data(), kCublasWorkspace));
   CUBLAS_TRY(cublasSetMathMode(g->impl_->handle, CUBLAS_DEFAULT_MATH));
+  auto cb = DeviceBuffer::alloc(4 * sizeof(float));
+  if (!cb.ok()) return cb.error();
+  g->impl_->consts = std::move(cb).value();
+  const float init[4] = {0.f, 1.f, 0.f, 1.f};
+  DS_TRY(g->impl_->consts.upload(init, sizeof(init)));
   return std::move(g);
 }
 
@@ -229,18 +282,28 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
   int64_t ldb = ldx;
   const bool split = in == GemmInputs::kF16Split;
   const void* xlo = nullptr;
+  // f16 inputs: alpha and the betas from device memory (consts), alpha = 2^e of the scaling above
+  const bool scaled = (in == GemmInputs::kF16 || split) && f16_scale_on();
+  unsigned* mx = scaled ? impl_->consts.as<unsigned>() : nullptr;
+  float* dalpha = scaled ? impl_->consts.as<float>() + 1 : nullptr;
   if (half) {
     DS_TRY(grow(impl_->xbuf, (size_t)(T * K) * 2 * (split ? 2 : 1)));
     uint16_t* xh = impl_->xbuf.as<uint16_t>();
     const int64_t n8 = T * K / 8;
     const bool bf = in == GemmInputs::kBf16;
+    if (scaled) {
+      CUDA_TRY(cudaMemsetAsync(mx, 0, sizeof(unsigned), stream));
+      absmax_kernel<<<264, 256, 0, stream>>>(x, ldx, T, K, mx);
+      CUDA_TRY_LAUNCH("prefill gemm max |x|", stream);
+    }
     if (split) {
-      convert_x_split_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K);
+      convert_x_split_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K, mx,
+                                                                                 dalpha);
       xlo = xh + T * K;
     } else if (bf) {
-      convert_x_kernel<true><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh);
+      convert_x_kernel<true><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, nullptr);
     } else {
-      convert_x_kernel<false><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh);
+      convert_x_kernel<false><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, mx, dalpha);
     }
     CUDA_TRY_LAUNCH("prefill gemm convert x", stream);
     xb = xh;
@@ -268,15 +331,19 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
       }
       wa = impl_->wbuf.data();
     }
-    const float alpha = 1.f, beta = o.accumulate ? 1.f : 0.f;
-    CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, &alpha, wa, dt, (int)K, xb, dt,
-                            (int)ldb, &beta, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
-    if (split) {  // + W · X_lo
-      const float one = 1.f;
-      CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, &alpha, wa, dt, (int)K, xlo, dt,
-                              (int)ldb, &one, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
-    }
+    const float alpha = 1.f, beta = o.accumulate ? 1.f : 0.f, one = 1.f;
+    const float* pc = impl_->consts.as<float>();
+    const float* pa = scaled ? pc + 1 : &alpha;  // device pointers when scaled (pointer mode below)
+    const float* pb = scaled ? pc + (o.accumulate ? 3 : 2) : &beta;
+    const float* p1 = scaled ? pc + 3 : &one;
+    CUBLAS_TRY(cublasSetPointerMode(h, scaled ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, pa, wa, dt, (int)K, xb, dt,
+                            (int)ldb, pb, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
+    if (split)  // + W · X_lo
+      CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, pa, wa, dt, (int)K, xlo, dt,
+                              (int)ldb, p1, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
   }
+  CUBLAS_TRY(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
   return {};
 }
 

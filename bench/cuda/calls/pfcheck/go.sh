@@ -1,19 +1,30 @@
 #!/bin/bash
-# NOT run yet (written in session 26, branch pfcheck): where does the 9B synth's fast-mode prefill first go non-finite?
-# DS_PREFILL_CHECK=1 scans every piece-prefill op's output (non-finite count, largest |x|) and fails at the first op
-# with a non-finite value, naming it. One 512-token prompt, fast mode, then --precise (finite: its largest |x| per op
-# shows which activations pass f16's 65,504). ~120 s plus the start (the synth ~100 s of it).
-# Run as: cd devf16 && OUT=$OUT timeout 300 bash go.sh (devf16: b.tar.xz from tools/gpu_bundle.sh, deltaserve enough)
+# NOT run yet (written in session 26, branch pfcheck). (1) Where does the 9B synth's fast-mode prefill first go
+# non-finite? DS_PREFILL_CHECK=1 scans every piece-prefill op's output (non-finite count, largest |x|) and fails at the
+# first op with a non-finite value, naming it: without pf26's scaling (DS_PREFILL_F16_SCALE=0), with it, and with
+# --precise (finite; its largest |x| per op shows which activations pass f16's 65,504). (2) pf26's test
+# (PrefillGemm.*, F16InputsPastTheF16Range among them). (3) 64 x 512+ with pf26: finite logits (cuda-bench counts the
+# non-finite ones beside the digest) and the prefill / step times against DS_PREFILL_F16_SCALE=0.
+# ~250 s plus the start. Bundle: deltaserve and test_cuda_prefill (+ lib, fixtures/tokenizer).
+# Run as: cd devf16 && OUT=$OUT timeout 330 bash go.sh
 set -u
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
 synth9b_bg 16
+timeout 120 "$B/test_cuda_prefill" --gtest_filter='PrefillGemm.*' > "$OUT/t_gemm.log" 2>&1
+say "test PrefillGemm rc=$? $(grep -E 'PASSED|FAILED' "$OUT/t_gemm.log" | tr '\n' ' ' | cut -c1-300)"
 wait9b 200
 say synth
-for m in "" --precise; do
-  DS_PREFILL_CHECK=1 timeout 60 "$X" cuda-bench -m "$M9" --tg 1 --reps 1 --batch 1 --prompt 512 $m > "$OUT/check$m.log" 2>&1
-  say "check $m rc=$?: $(grep -c 'prefill check' "$OUT/check$m.log") lines; first non-finite: $(grep -m1 -E '[1-9][0-9]* non-finite' "$OUT/check$m.log")"
-  say "largest |x| per op kind $m: $(grep 'prefill check' "$OUT/check$m.log" | sed -E 's/.*L-?[0-9]+\.([^:]*):.*max \|x\| ([^,]*),.*/\1 \2/' | sort -k1,1 -k2,2g | awk '{m[$1]=$2} END {for (k in m) printf "%s=%s ", k, m[k]}')"
-done
+chk() {
+  env DS_PREFILL_CHECK=1 $1 timeout 60 "$X" cuda-bench -m "$M9" --tg 1 --reps 1 --batch 1 --prompt 512 $2 > "$OUT/check_$3.log" 2>&1
+  say "check $1 $2 rc=$?: $(grep -c 'prefill check' "$OUT/check_$3.log") ops; first non-finite: $(grep -m1 -E ' [1-9][0-9]* non-finite' "$OUT/check_$3.log")"
+  say "largest |x| per op kind ($3): $(grep 'prefill check' "$OUT/check_$3.log" | sed -E 's/.*L-?[0-9]+\.([^:]*):.*max \|x\| ([^,]*),.*/\1 \2/' | sort -k1,1 -k2,2g | awk '{m[$1]=$2} END {for (k in m) printf "%s=%s ", k, m[k]}')"
+}
+chk DS_PREFILL_F16_SCALE=0 "" noscale
+chk DS_DEFAULT=1 "" scale
+chk DS_DEFAULT=1 --precise precise
+cb() { timeout 40 env $1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 >> "$OUT/cb.log" 2>&1
+  say "batch 64 x 512 $1: $(grep -E '^decode' "$OUT/cb.log" | tail -1 | cut -c1-110) | $(grep -E '^prefill' "$OUT/cb.log" | tail -1) | $(grep -E '^logits digest' "$OUT/cb.log" | tail -1 | cut -c38-)"; }
+for r in 1 2; do cb DS_PREFILL_F16_SCALE=0; cb DS_DEFAULT=1; done
 say done
 pack_out
