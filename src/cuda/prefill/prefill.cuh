@@ -53,7 +53,9 @@ enum class Mode { kPrecise, kFast };
 //   kF32   fp32 W and X, plain fp32 SGEMM (no TF32): the precise mode
 //   kTf32  fp32 W and X, TF32 tensor cores (10-bit mantissa inputs), fp32 accumulation
 //   kBf16  bf16 W and X (8-bit mantissa), fp32 accumulation: the fastest, widest range
-//   kF16   f16 W and X (11-bit mantissa), fp32 accumulation: as fast as bf16, but X must stay < 65504
+//   kF16   f16 W and X (11-bit mantissa), fp32 accumulation: as fast as bf16; X past 32768 anywhere scales the whole
+//          X by a power of two (and the product back, exactly; pf26, gemm.cu), so no input becomes inf, at the cost of
+//          the small values' precision in that call
 //   kF16Split  f16 W; X as two f16 terms hi + lo (hi = f16(X), lo = f16(X - hi): ~22 bits), two products
 //          accumulated in fp32: twice the f16 cost, X's rounding gone (the GDN qkv projection needs it)
 enum class GemmInputs { kF32, kTf32, kBf16, kF16, kF16Split };
