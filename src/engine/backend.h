@@ -51,7 +51,7 @@ struct SelectSpec {
 };
 
 struct Selection {
-  std::vector<sampler::RowSummary> rows;  // [B]: argmax, max, lse (if asked), top (k entries, fewer if V < k)
+  std::vector<sampler::RowSummary> rows;  // [B]: argmax, max, lse (if asked), top (k entries, fewer if V < k), nonfinite
   std::vector<float> full;                // [full_rows.size(), V], in full_rows order
 };
 

@@ -236,6 +236,7 @@ class CudaBackend : public Backend {
       row.argmax = r.argmax[i];
       row.max = r.max[i];
       row.lse = fl_lse_ ? r.lse[i] : 0;
+      row.nonfinite = r.nonfinite[i];
       row.top.clear();
       for (int j = 0; j < fl_k_; j++) {
         const int32_t id = r.top_id[i * cuda::kMaxSelect + j];

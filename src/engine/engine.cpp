@@ -358,6 +358,16 @@ void Engine::loop() {
     on_token(s, std::move(tok), LogitsAt{raw, -1});
   };
 
+  // A decode step's row holding NaN / inf (a model whose arithmetic overflowed while generating): the request fails
+  // with what it has streamed so far, rather than sampling garbage. Returns whether it failed.
+  auto failed_nonfinite = [&](Seq& s, int64_t n_bad) {
+    if (n_bad == 0) return false;
+    fail(s, fmt::format("the model's logits after {} generated tokens hold {} non-finite values (NaN or inf): its "
+                        "arithmetic overflowed while generating",
+                        s.generated.size(), n_bad));
+    return true;
+  };
+
   // Samples from the summary of row `row` of the last decode step (the candidate path: same token and
   // logprobs as on_logits on the full row).
   auto on_summary = [&](Seq& s, const sampler::RowSummary& sum, int32_t row) {
@@ -437,9 +447,11 @@ void Engine::loop() {
         Seq& s = *batch[i];
         s.fed.push_back(s.pending);
         s.pending = -1;
-        if (next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i)) {
-          on_logits(s, std::span<const float>(I.sel.full.data() + next_full * V, V));
-          next_full++;
+        const bool full = next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i);
+        if (full) next_full++;
+        if (failed_nonfinite(s, I.sel.rows[i].nonfinite)) continue;  // every row is summarized, full ones too
+        if (full) {
+          on_logits(s, std::span<const float>(I.sel.full.data() + (next_full - 1) * V, V));
         } else {
           on_summary(s, I.sel.rows[i], static_cast<int32_t>(i));
         }

@@ -34,6 +34,7 @@ void summarize(std::span<const float> row, int k, bool want_lse, RowSummary& out
   out.argmax = argmax(row);
   out.max = row[out.argmax];
   out.lse = want_lse ? log_sum_exp(row, out.max) : 0;
+  out.nonfinite = static_cast<int32_t>(std::count_if(row.begin(), row.end(), [](float v) { return !std::isfinite(v); }));
   out.top.clear();
   k = std::clamp<int>(k, 0, static_cast<int>(row.size()));
   if (k == 0) return;

@@ -47,9 +47,10 @@ struct RowSummary {
   float max = 0;               // row[argmax]
   double lse = 0;              // log_sum_exp(row, max) (when asked for)
   std::vector<Candidate> top;  // the k best, most likely first (ties: lower id first)
+  int32_t nonfinite = 0;       // how many logits of the row are NaN or +-inf (a model whose arithmetic overflowed)
 };
 
-// Fills `out` from a full row: k best candidates (k clamped to the row size), lse if want_lse.
+// Fills `out` from a full row: k best candidates (k clamped to the row size), lse if want_lse, the non-finite count.
 void summarize(std::span<const float> row, int k, bool want_lse, RowSummary& out);
 
 class Sampler {

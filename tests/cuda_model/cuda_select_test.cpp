@@ -4,6 +4,7 @@
 // summary, and last_row equal to the full row). Skips without a GPU.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "cuda_test_util.h"
@@ -16,7 +17,7 @@ using ds::cuda::DeviceBuffer;
 namespace {
 
 struct DevSel {
-  DeviceBuffer logits, scratch, argmax, max, lse, top_id, top_logit;
+  DeviceBuffer logits, scratch, argmax, max, lse, top_id, top_logit, nonfinite;
 };
 
 // Runs select_rows on `rows` ([B, V]) and returns the host copies as summaries.
@@ -35,12 +36,13 @@ std::vector<sampler::RowSummary> select_on_device(const std::vector<float>& rows
   alloc(d.lse, B * 8);
   alloc(d.top_id, B * cuda::kMaxSelect * 4);
   alloc(d.top_logit, B * cuda::kMaxSelect * 4);
-  cuda::SelectResultDev r{d.argmax.as<int32_t>(), d.max.as<float>(), d.lse.as<double>(), d.top_id.as<int32_t>(),
-                          d.top_logit.as<float>()};
+  alloc(d.nonfinite, B * 4);
+  cuda::SelectResultDev r{d.argmax.as<int32_t>(), d.max.as<float>(),      d.lse.as<double>(),
+                          d.top_id.as<int32_t>(), d.top_logit.as<float>(), d.nonfinite.as<int32_t>()};
   Status st = cuda::select_rows(d.logits.as<float>(), B, V, k, lse, d.scratch.data(), d.scratch.size(), r, nullptr);
   EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<int32_t> am(B), ids(B * cuda::kMaxSelect);
+  std::vector<int32_t> am(B), ids(B * cuda::kMaxSelect), bad(B);
   std::vector<float> mx(B), tl(B * cuda::kMaxSelect);
   std::vector<double> ls(B);
   EXPECT_TRUE(d.argmax.download(am.data(), B * 4).ok());
@@ -50,11 +52,13 @@ std::vector<sampler::RowSummary> select_on_device(const std::vector<float>& rows
   }
   EXPECT_TRUE(d.top_id.download(ids.data(), ids.size() * 4).ok());
   EXPECT_TRUE(d.top_logit.download(tl.data(), tl.size() * 4).ok());
+  EXPECT_TRUE(d.nonfinite.download(bad.data(), B * 4).ok());
   std::vector<sampler::RowSummary> out(B);
   for (int i = 0; i < B; i++) {
     out[i].argmax = am[i];
     out[i].max = mx[i];
     out[i].lse = lse ? ls[i] : 0;
+    out[i].nonfinite = bad[i];
     for (int j = 0; j < k; j++) {
       if (ids[i * cuda::kMaxSelect + j] < 0) break;
       out[i].top.push_back({ids[i * cuda::kMaxSelect + j], tl[i * cuda::kMaxSelect + j]});
@@ -66,6 +70,7 @@ std::vector<sampler::RowSummary> select_on_device(const std::vector<float>& rows
 void expect_same(const sampler::RowSummary& got, const sampler::RowSummary& want, bool lse, const std::string& what) {
   EXPECT_EQ(got.argmax, want.argmax) << what;
   EXPECT_EQ(got.max, want.max) << what;
+  EXPECT_EQ(got.nonfinite, want.nonfinite) << what;
   if (lse) {
     EXPECT_NEAR(got.lse, want.lse, 1e-12 * std::max(1.0, std::fabs(want.lse))) << what;
   }
@@ -115,6 +120,39 @@ TEST(CudaSelect, MatchesHostSummaryWithTies) {
   expect_same(got[0], want, true, "signed zeros");
   EXPECT_EQ(got[0].argmax, 7);
   EXPECT_FALSE(cuda::select_supported(262145));
+}
+
+// A row's NaN / +-inf logits are counted (the engine fails a request whose row holds any: a model whose arithmetic
+// overflowed), across chunks and rows, the same count as the host's summarize; finite rows count 0.
+TEST(CudaSelect, CountsNonFiniteLogits) {
+  DS_SKIP_WITHOUT_GPU();
+  const int B = 4;
+  const int64_t V = 248320;
+  std::vector<float> rows(B * V);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 3);
+  for (auto& x : rows) x = nd(rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::fill(rows.begin(), rows.begin() + V, nan);  // row 0: all NaN (what the 9B synth's overflow gave)
+  rows[V + 0] = nan;                               // row 1: one NaN, one +inf, one -inf in three chunks
+  rows[V + 5000] = INFINITY;
+  rows[V + V - 1] = -INFINITY;
+  rows[3 * V + 77] = nan;  // row 3: one NaN; row 2: finite
+  for (int k : {0, 8}) {
+    const auto got = select_on_device(rows, B, V, k, true);
+    const int32_t want[B] = {(int32_t)V, 3, 0, 1};
+    for (int i = 0; i < B; i++) {
+      sampler::RowSummary host;
+      sampler::summarize(std::span<const float>(rows.data() + i * V, V), k, true, host);
+      EXPECT_EQ(host.nonfinite, want[i]) << "row " << i;
+      EXPECT_EQ(got[i].nonfinite, want[i]) << "row " << i << " k " << k;
+    }
+    EXPECT_EQ(got[2].argmax, [&] {
+      sampler::RowSummary h;
+      sampler::summarize(std::span<const float>(rows.data() + 2 * V, V), 0, false, h);
+      return h.argmax;
+    }());
+  }
 }
 
 TEST(CudaSelect, BackendDecodeSelectEqualsDecode) {

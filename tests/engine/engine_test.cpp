@@ -514,6 +514,29 @@ TEST(Engine, NonFiniteLogitsFailTheRequestOnly) {
   EXPECT_EQ(collect(*rig.submit(greedy(prompt_of(4, 20), 5))).last.finish, FinishReason::Length);
 }
 
+// The same while generating: the model steered to emit the poison token as its 3rd token gives NaN logits from
+// then on; the request fails after its first 3 tokens (streamed as usual) with a message that says what happened,
+// through the summary path (greedy) and the full-row path (a penalty needs the full row); the other request runs.
+TEST(Engine, NonFiniteLogitsWhileGeneratingFailTheRequestOnly) {
+  auto o = opts(2);
+  o.nan_token = 249;
+  o.oracle = [](std::span<const int32_t> h) -> int32_t { return h.size() == 7 ? 249 : -1; };  // 5-token prompts
+  Rig rig(o);
+  for (float penalty : {0.0f, 0.5f}) {
+    auto g = greedy(prompt_of(3, 5), 10);
+    g.sampling.presence_penalty = penalty;
+    auto bad = rig.submit(g);
+    auto good = rig.submit(greedy(prompt_of(2, 20), 10));  // its history never has 7 tokens
+    const auto b = collect(*bad);
+    EXPECT_EQ(b.last.finish, FinishReason::Error) << "penalty " << penalty;
+    EXPECT_NE(b.last.error.find("non-finite"), std::string::npos) << b.last.error;
+    EXPECT_NE(b.last.error.find("after 3 generated tokens"), std::string::npos) << b.last.error;
+    ASSERT_EQ(b.tokens.size(), 3u) << "penalty " << penalty;
+    EXPECT_EQ(b.tokens[2], 249);
+    EXPECT_EQ(collect(*good).last.finish, FinishReason::Length);
+  }
+}
+
 TEST(Engine, StopFailsUnfinishedRequests) {
   auto o = opts(1);
   o.decode_delay = 1ms;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "sampler/sampler.h"
@@ -63,6 +64,14 @@ TEST(Candidates, SummaryMatchesFullRow) {
   summarize(l, 64, false, s);
   EXPECT_EQ(s.top.size(), l.size());  // k beyond the row: the whole row, -inf last
   EXPECT_EQ(s.top.back().token, 5);
+  EXPECT_EQ(s.nonfinite, 1);  // the -inf
+  l[2] = std::numeric_limits<float>::quiet_NaN();
+  l[0] = INFINITY;
+  summarize(l, 0, false, s);
+  EXPECT_EQ(s.nonfinite, 3);
+  l = {1.0f, 2.0f};
+  summarize(l, 0, false, s);
+  EXPECT_EQ(s.nonfinite, 0);
 }
 
 // Many rows and parameter sets: every draw of a seeded sampler on summaries equals the draw of a twin sampler

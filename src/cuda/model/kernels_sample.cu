@@ -11,7 +11,8 @@
 //   2. one block per row: the chunks' candidates (n_chunks * k <= kThreads * kPer keys) go through the same
 //      k rounds; the chunk sums are rescaled to the row max and added (in chunk order).
 // The lse differs from the host's index-order sum by rounding only (~1e-16 relative, before the float
-// conversion of a logprob).
+// conversion of a logprob). Both kernels also count the row's NaN / +-inf logits (kernel 1 per chunk, kernel 2 their
+// sum): a row that holds any makes the engine fail its request instead of sampling it.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -103,7 +104,8 @@ __device__ uint64_t take_best(uint64_t (&v)[kPer], int k, uint64_t* out, uint64_
 
 __global__ void __launch_bounds__(kThreads)
     select_chunks(const float* __restrict__ logits, int V, int n_chunks, int k, bool want_lse,
-                  uint64_t* __restrict__ part_keys, uint64_t* __restrict__ part_best, double* __restrict__ part_sum) {
+                  uint64_t* __restrict__ part_keys, uint64_t* __restrict__ part_best, double* __restrict__ part_sum,
+                  int32_t* __restrict__ part_bad) {
   __shared__ uint64_t red[kThreads / 32];
   __shared__ double redd[kThreads / 32];
   const int row = blockIdx.y, c = blockIdx.x;
@@ -111,11 +113,15 @@ __global__ void __launch_bounds__(kThreads)
   const int begin = c * chunk, end = min(V, begin + chunk);
   const float* x = logits + (int64_t)row * V;
   uint64_t v[kPer];
+  int bad = 0;
 #pragma unroll
   for (int j = 0; j < kPer; j++) {
     const int i = begin + j * kThreads + (int)threadIdx.x;
-    v[j] = i < end ? make_key(x[i], i) : 0;
+    const float xi = i < end ? x[i] : 0.0f;
+    bad += !isfinite(xi);
+    v[j] = i < end ? make_key(xi, i) : 0;
   }
+  const double n_bad = block_sum((double)bad, redd);  // exact: at most kChunk
   uint64_t keep[kPer];
   if (want_lse) {
 #pragma unroll
@@ -123,7 +129,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   const size_t pc = (size_t)row * n_chunks + c;
   const uint64_t best = take_best(v, k, part_keys + pc * k, red);
-  if (threadIdx.x == 0) part_best[pc] = best;
+  if (threadIdx.x == 0) {
+    part_best[pc] = best;
+    part_bad[pc] = (int32_t)n_bad;
+  }
   if (want_lse) {
     const float m = best ? key_logit(best) : -INFINITY;
     double s = 0;
@@ -138,22 +147,26 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     select_merge(int n_chunks, int k, bool want_lse, const uint64_t* __restrict__ part_keys,
                 const uint64_t* __restrict__ part_best, const double* __restrict__ part_sum,
-                SelectResultDev out) {
+                const int32_t* __restrict__ part_bad, SelectResultDev out) {
   __shared__ uint64_t red[kThreads / 32];
   __shared__ double redd[kThreads / 32];
   __shared__ uint64_t top[kMaxSelect];
   const int row = blockIdx.x;
   // The row's argmax: the best of the chunks' bests.
   uint64_t b = 0;
+  int bad = 0;
   for (int c = threadIdx.x; c < n_chunks; c += kThreads) {
     const uint64_t w = part_best[(size_t)row * n_chunks + c];
     b = w > b ? w : b;
+    bad += part_bad[(size_t)row * n_chunks + c];
   }
   const uint64_t best = block_max(b, red);
+  const double n_bad = block_sum((double)bad, redd);
   const float mx = key_logit(best);
   if (threadIdx.x == 0) {
     out.argmax[row] = key_id(best);
     out.max[row] = mx;
+    out.nonfinite[row] = (int32_t)n_bad;
   }
   if (want_lse) {
     double s = 0;
@@ -191,7 +204,7 @@ bool select_supported(int64_t V) { return V >= 1 && (V + kChunk - 1) / kChunk * 
 
 size_t select_scratch_bytes(int B, int64_t V) {
   const int64_t n_chunks = (V + kChunk - 1) / kChunk;
-  return (size_t)B * n_chunks * (kMaxSelect + 2) * 8;
+  return (size_t)B * n_chunks * ((kMaxSelect + 2) * 8 + 4);
 }
 
 Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, void* scratch, size_t scratch_bytes,
@@ -203,17 +216,18 @@ Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, 
   uint64_t* part_keys = static_cast<uint64_t*>(scratch);
   uint64_t* part_best = part_keys + (size_t)B * n_chunks * kMaxSelect;
   double* part_sum = reinterpret_cast<double*>(part_best + (size_t)B * n_chunks);
+  int32_t* part_bad = reinterpret_cast<int32_t*>(part_sum + (size_t)B * n_chunks);
   select_chunks<<<dim3(n_chunks, B), kThreads, 0, st>>>(logits, (int)V, n_chunks, k, want_lse, part_keys, part_best,
-                                                        part_sum);
+                                                        part_sum, part_bad);
   CUDA_TRY_LAUNCH("select_chunks", st);
-  select_merge<<<B, kThreads, 0, st>>>(n_chunks, k, want_lse, part_keys, part_best, part_sum, out);
+  select_merge<<<B, kThreads, 0, st>>>(n_chunks, k, want_lse, part_keys, part_best, part_sum, part_bad, out);
   CUDA_TRY_LAUNCH("select_merge", st);
   return {};
 }
 
 namespace {
 
-// The results of R rows in one buffer: lse | max | argmax | top_id | top_logit (same layout on the host).
+// The results of R rows in one buffer: lse | max | argmax | top_id | top_logit | nonfinite (same layout on the host).
 SelectResultDev result_view(void* base, int R) {
   char* p = static_cast<char*>(base);
   SelectResultDev r;
@@ -222,10 +236,11 @@ SelectResultDev result_view(void* base, int R) {
   r.argmax = reinterpret_cast<int32_t*>(p + (size_t)R * 12);
   r.top_id = reinterpret_cast<int32_t*>(p + (size_t)R * 16);
   r.top_logit = reinterpret_cast<float*>(p + (size_t)R * (16 + 4 * kMaxSelect));
+  r.nonfinite = reinterpret_cast<int32_t*>(p + (size_t)R * (16 + 8 * kMaxSelect));
   return r;
 }
 
-size_t result_bytes(int R) { return (size_t)R * (16 + 8 * kMaxSelect); }
+size_t result_bytes(int R) { return (size_t)R * (20 + 8 * kMaxSelect); }
 
 }  // namespace
 

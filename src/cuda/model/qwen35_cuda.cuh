@@ -45,13 +45,15 @@ inline constexpr int kMaxSelect = 64;  // best candidates per row that decode_se
 
 // Per-row results of a selection (kernels_sample.cu), device or host arrays of B rows: argmax (ties: lowest id),
 // max (the argmax's logit), lse = log(sum exp(l - max)) (double), and the k best, most likely first (ties: lower
-// id first), at [row * kMaxSelect + i] for i < k (id -1 and -inf past the row's size).
+// id first), at [row * kMaxSelect + i] for i < k (id -1 and -inf past the row's size), and how many of the row's
+// logits are NaN or +-inf (a model whose arithmetic overflowed: the engine fails that request).
 struct SelectResultDev {
   int32_t* argmax = nullptr;
   float* max = nullptr;
   double* lse = nullptr;
   int32_t* top_id = nullptr;
   float* top_logit = nullptr;
+  int32_t* nonfinite = nullptr;
 };
 
 // Whether the selection kernels handle rows of V logits (V <= 262,144).

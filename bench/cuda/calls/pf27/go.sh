@@ -4,7 +4,8 @@
 # op's output (non-finite count, largest |x|) and fails at the first non-finite op, naming it: without pf26's scaling
 # (DS_PREFILL_F16_SCALE=0), with it, and with --precise. (3) 64 x 512+: finite logits (cuda-bench counts non-finite
 # logits beside the digest) and prefill / step times, unscaled vs scaled vs scaled + f16 states and K / V, interleaved.
-# ~300 s plus the start. Bundle: deltaserve, test_cuda_prefill (+ lib, fixtures/tokenizer).
+# (0) CudaSelect.* (the decode rows' non-finite count). ~300 s plus the start. Bundle: deltaserve, test_cuda_prefill,
+# test_cuda_model (+ lib, fixtures/tokenizer, fixtures/models/tiny-gqa-q4_k_m).
 # Run as: cd devf16 && OUT=$OUT timeout 420 bash go.sh
 set -u
 cd "$(dirname "$0")"
@@ -12,6 +13,8 @@ cd "$(dirname "$0")"
 synth9b_bg 16
 timeout 120 "$B/test_cuda_prefill" --gtest_filter='PrefillGemm.*' > "$OUT/t_gemm.log" 2>&1
 say "test PrefillGemm rc=$? $(grep -E 'PASSED|FAILED' "$OUT/t_gemm.log" | tr '\n' ' ' | cut -c1-300)"
+timeout 60 "$TM" --gtest_filter='CudaSelect.*' > "$OUT/t_select.log" 2>&1
+say "test CudaSelect rc=$? $(grep -E 'PASSED|FAILED' "$OUT/t_select.log" | tr '\n' ' ' | cut -c1-300)"
 wait9b 220
 say synth
 chk() {
