@@ -55,75 +55,87 @@ __global__ void dequant_half_kernel(const uint8_t* __restrict__ src, uint16_t* _
 
 // f16 inputs and X past f16's range (65,504; pf26): X is scaled by s = 2^-e before the conversion, e >= 0 the
 // smallest with max |X|·s <= 2^15, and the products use alpha = 2^e, exactly (powers of two). e = 0 unless some |x|
-// exceeds 32,768, so ordinary activations keep the bits they had. max |X| comes from absmax_kernel (one pass over X);
-// consts[0] holds its bits, consts[1] alpha (read by cuBLAS in device pointer mode), consts[2] / [3] the betas 0 / 1.
-// DS_PREFILL_F16_SCALE=0 turns it off (the pass and the scaling; X past 65,504 then becomes inf).
-__global__ void absmax_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K, unsigned* __restrict__ mx) {
-  float m = 0.f;
-  for (int64_t t = blockIdx.x; t < T; t += gridDim.x)
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-      const float v = fabsf(x[t * ldx + k]);
-      if (v <= 3.0e38f) m = fmaxf(m, v);  // finite values only: inf / NaN stay what they are
-    }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(mx, __float_as_uint(m));  // non-negative floats order as their bits
-}
+// exceeds 32,768, so ordinary activations keep the bits they had. The conversion runs with s = 1 and also records the
+// largest finite |x| above 2^15 (one atomic per warp that holds one; none for ordinary activations); rescale_x_kernel
+// then writes alpha and, only when that max exists, converts X again with s. consts[0] holds the max's bits (0: none),
+// consts[1] alpha (read by cuBLAS in device pointer mode), consts[2] / [3] the betas 0 / 1. DS_PREFILL_F16_SCALE=0
+// turns it off (X past 65,504 then becomes inf).
+constexpr float kScaleAbove = 32768.f;
 
-// The scale s = 2^-e for max |X| = m (nullptr: no scaling).
-__device__ __forceinline__ float x_scale(const unsigned* mx) {
-  if (!mx) return 1.f;
-  const float m = __uint_as_float(*mx);
-  if (!(m > 32768.f)) return 1.f;
+// The scale s = 2^-e for the recorded max m (0: none, s = 1).
+__device__ __forceinline__ float x_scale(unsigned mbits) {
+  const float m = __uint_as_float(mbits);
+  if (!(m > kScaleAbove)) return 1.f;
   int e;
-  frexpf(m / 32768.f, &e);  // m / 2^15 = f·2^e, f in [0.5, 1): m·2^-e <= 2^15
+  frexpf(m / kScaleAbove, &e);  // m / 2^15 = f·2^e, f in [0.5, 1): m·2^-e <= 2^15
   return ldexpf(1.f, -e);
 }
 
-// X [T, K] fp32 (row stride ldx) -> packed [T, K] bf16/f16 of X·s; each thread converts 8 consecutive elements. With
-// mx, the first thread writes alpha = 1/s.
-template <bool kBf>
-__global__ void convert_x_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
-                                 uint16_t* __restrict__ y, const unsigned* __restrict__ mx, float* __restrict__ alpha) {
-  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
-  if (i >= T * K) return;
-  const float sc = x_scale(mx);
-  if (i == 0 && alpha) *alpha = 1.f / sc;
-  const int64_t t = i / K, kk = i % K;  // K % 8 == 0: the 8 elements share a row
-  const float* p = x + t * ldx + kk;
-  float s[8];
+// The warp's largest finite |x| past kScaleAbove into *mx (atomicMax on the bits: non-negative floats order as
+// their bits). Every lane of the warp calls it.
+__device__ __forceinline__ void record_max(float m, unsigned* mx) {
 #pragma unroll
-  for (int e = 0; e < 8; e++) s[e] = p[e] * sc;
-  *reinterpret_cast<uint4*>(y + i) =
-      make_uint4(pack2<kBf>(s[0], s[1]), pack2<kBf>(s[2], s[3]), pack2<kBf>(s[4], s[5]), pack2<kBf>(s[6], s[7]));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0 && m > kScaleAbove) atomicMax(mx, __float_as_uint(m));
 }
 
-// The f16 split of X·s: hi = f16(x·s) into y, lo = f16(x·s - hi) into y_lo.
-__global__ void convert_x_split_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
-                                       uint16_t* __restrict__ y, uint16_t* __restrict__ y_lo,
-                                       const unsigned* __restrict__ mx, float* __restrict__ alpha) {
-  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
-  if (i >= T * K) return;
-  const float sc = x_scale(mx);
-  if (i == 0 && alpha) *alpha = 1.f / sc;
-  const int64_t t = i / K, kk = i % K;
-  const float* p = x + t * ldx + kk;
-  float s[8], lo[8];
+// 8 consecutive elements of X (p) times sc into y (packed bf16 / f16), or split into hi = f16(x·sc) at y and lo =
+// f16(x·sc - hi) at y_lo. Returns the largest finite |x|.
+template <bool kBf, bool kSplit>
+__device__ __forceinline__ float convert8(const float* p, float sc, uint16_t* y, uint16_t* y_lo) {
+  float s[8], lo[8], m = 0.f;
 #pragma unroll
   for (int e = 0; e < 8; e++) {
+    const float v = fabsf(p[e]);
+    if (v <= 3.0e38f) m = fmaxf(m, v);  // finite values only: inf / NaN stay what they are
     s[e] = p[e] * sc;
-    lo[e] = s[e] - __half2float(__float2half_rn(s[e]));
+    if constexpr (kSplit) lo[e] = s[e] - __half2float(__float2half_rn(s[e]));
   }
-  *reinterpret_cast<uint4*>(y + i) = make_uint4(pack2<false>(s[0], s[1]), pack2<false>(s[2], s[3]),
-                                                pack2<false>(s[4], s[5]), pack2<false>(s[6], s[7]));
-  *reinterpret_cast<uint4*>(y_lo + i) = make_uint4(pack2<false>(lo[0], lo[1]), pack2<false>(lo[2], lo[3]),
-                                                   pack2<false>(lo[4], lo[5]), pack2<false>(lo[6], lo[7]));
+  *reinterpret_cast<uint4*>(y) =
+      make_uint4(pack2<kBf>(s[0], s[1]), pack2<kBf>(s[2], s[3]), pack2<kBf>(s[4], s[5]), pack2<kBf>(s[6], s[7]));
+  if constexpr (kSplit)
+    *reinterpret_cast<uint4*>(y_lo) = make_uint4(pack2<false>(lo[0], lo[1]), pack2<false>(lo[2], lo[3]),
+                                                 pack2<false>(lo[4], lo[5]), pack2<false>(lo[6], lo[7]));
+  return m;
+}
+
+// X [T, K] fp32 (row stride ldx) -> packed [T, K] bf16 / f16 (kSplit: hi into y, lo into y_lo), unscaled; each thread
+// converts 8 consecutive elements (K % 8 == 0: they share a row). With mx, the max past 2^15 is recorded.
+template <bool kBf, bool kSplit>
+__global__ void convert_x_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
+                                 uint16_t* __restrict__ y, uint16_t* __restrict__ y_lo, unsigned* __restrict__ mx) {
+  const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  float m = 0.f;
+  if (i < T * K) m = convert8<kBf, kSplit>(x + (i / K) * ldx + i % K, 1.f, y + i, kSplit ? y_lo + i : nullptr);
+  if (mx) record_max(m, mx);
+}
+
+// After convert_x_kernel with mx: alpha = 1 / s and, only when s != 1, X converted again times s (grid-stride).
+template <bool kSplit>
+__global__ void rescale_x_kernel(const float* __restrict__ x, int64_t ldx, int64_t T, int64_t K,
+                                 uint16_t* __restrict__ y, uint16_t* __restrict__ y_lo, const unsigned* __restrict__ mx,
+                                 float* __restrict__ alpha) {
+  const float sc = x_scale(*mx);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *alpha = 1.f / sc;
+  if (sc == 1.f) return;
+  for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < T * K; i += (int64_t)gridDim.x * blockDim.x * 8)
+    convert8<false, kSplit>(x + (i / K) * ldx + i % K, sc, y + i, kSplit ? y_lo + i : nullptr);
 }
 
 bool f16_scale_on() {
   static const bool on = [] {
     const char* e = std::getenv("DS_PREFILL_F16_SCALE");
     return !(e && e[0] == '0' && !e[1]);
+  }();
+  return on;
+}
+
+// MEASUREMENT ONLY (session 27, to be removed): DS_PREFILL_F16_SCALE=2 runs the scaling's kernels but hands cuBLAS
+// alpha / beta from the host (wrong whenever X is scaled): what device pointer mode itself costs.
+bool f16_scale_host_ptr() {
+  static const bool on = [] {
+    const char* e = std::getenv("DS_PREFILL_F16_SCALE");
+    return e && e[0] == '2' && !e[1];
   }();
   return on;
 }
@@ -291,19 +303,21 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
     uint16_t* xh = impl_->xbuf.as<uint16_t>();
     const int64_t n8 = T * K / 8;
     const bool bf = in == GemmInputs::kBf16;
-    if (scaled) {
-      CUDA_TRY(cudaMemsetAsync(mx, 0, sizeof(unsigned), stream));
-      absmax_kernel<<<264, 256, 0, stream>>>(x, ldx, T, K, mx);
-      CUDA_TRY_LAUNCH("prefill gemm max |x|", stream);
-    }
+    if (scaled) CUDA_TRY(cudaMemsetAsync(mx, 0, sizeof(unsigned), stream));
+    const unsigned grid = (unsigned)((n8 + 255) / 256);
     if (split) {
-      convert_x_split_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K, mx,
-                                                                                 dalpha);
       xlo = xh + T * K;
+      convert_x_kernel<false, true><<<grid, 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K, mx);
     } else if (bf) {
-      convert_x_kernel<true><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, nullptr);
+      convert_x_kernel<true, false><<<grid, 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, nullptr);
     } else {
-      convert_x_kernel<false><<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(x, ldx, T, K, xh, mx, dalpha);
+      convert_x_kernel<false, false><<<grid, 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, mx);
+    }
+    CUDA_TRY_LAUNCH("prefill gemm convert x", stream);
+    if (scaled) {
+      const unsigned g2 = std::min(grid, 4u * 132u);
+      if (split) rescale_x_kernel<true><<<g2, 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K, mx, dalpha);
+      else rescale_x_kernel<false><<<g2, 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, mx, dalpha);
     }
     CUDA_TRY_LAUNCH("prefill gemm convert x", stream);
     xb = xh;
@@ -333,10 +347,11 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
     }
     const float alpha = 1.f, beta = o.accumulate ? 1.f : 0.f, one = 1.f;
     const float* pc = impl_->consts.as<float>();
-    const float* pa = scaled ? pc + 1 : &alpha;  // device pointers when scaled (pointer mode below)
-    const float* pb = scaled ? pc + (o.accumulate ? 3 : 2) : &beta;
-    const float* p1 = scaled ? pc + 3 : &one;
-    CUBLAS_TRY(cublasSetPointerMode(h, scaled ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
+    const bool dev = scaled && !f16_scale_host_ptr();
+    const float* pa = dev ? pc + 1 : &alpha;  // device pointers when scaled (pointer mode below)
+    const float* pb = dev ? pc + (o.accumulate ? 3 : 2) : &beta;
+    const float* p1 = dev ? pc + 3 : &one;
+    CUBLAS_TRY(cublasSetPointerMode(h, dev ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
     CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, pa, wa, dt, (int)K, xb, dt,
                             (int)ldb, pb, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
     if (split)  // + W · X_lo
