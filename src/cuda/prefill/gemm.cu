@@ -122,28 +122,16 @@ __global__ void rescale_x_kernel(const float* __restrict__ x, int64_t ldx, int64
     convert8<false, kSplit>(x + (i / K) * ldx + i % K, sc, y + i, kSplit ? y_lo + i : nullptr);
 }
 
-// Y [T, N] (row stride ldy) times s (kInverse: 1 / s) for the recorded max, only when s != 1 (grid-stride).
-template <bool kInverse>
-__global__ void scale_y_kernel(float* __restrict__ y, int64_t T, int64_t N, int64_t ldy, const unsigned* __restrict__ mx) {
-  const float sc = x_scale(*mx);
-  if (sc == 1.f) return;
-  const float f = kInverse ? 1.f / sc : sc;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < T * N; i += (int64_t)gridDim.x * blockDim.x)
-    y[(i / N) * ldy + i % N] *= f;
-}
-
-// DS_PREFILL_F16_SCALE: 0 off; 1 (default) alpha / betas from device memory (cuBLAS device pointer mode); 3 alpha /
-// betas from the host, Y scaled by s before an accumulating product and by 1 / s after (scale_y_kernel: the same bits
-// as 1, powers of two). MEASUREMENT ONLY (session 27, to be removed): 2 runs 1's kernels with the host's alpha / betas
-// (wrong whenever X is scaled): what device pointer mode itself costs.
-int f16_scale_mode() {
-  static const int mode = [] {
+// DS_PREFILL_F16_SCALE=0 turns the scaling off (measured in session 27 at 64 x 512 on the 9B synth, whose ffn_down
+// inputs reach ~9e5 and are scaled: prefill 15,559 / 15,623 tok/s off (NaN logits), 15,050 / 15,027 on; alpha / betas
+// from the host instead of device memory changed nothing measurable, so device pointer mode stays).
+bool f16_scale_on() {
+  static const bool on = [] {
     const char* e = std::getenv("DS_PREFILL_F16_SCALE");
-    return e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : 1;
+    return !(e && e[0] == '0' && !e[1]);
   }();
-  return mode;
+  return on;
 }
-bool f16_scale_on() { return f16_scale_mode() != 0; }
 
 template <class QT, bool kBf>
 Status launch_dequant_half(const void* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
@@ -320,11 +308,11 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
     }
     CUDA_TRY_LAUNCH("prefill gemm convert x", stream);
     if (scaled) {
-      const unsigned g2 = std::min(grid, 4u * 132u);
+      const unsigned g2 = std::min(grid, 512u);  // grid-stride; all blocks return at once when nothing is scaled
       if (split) rescale_x_kernel<true><<<g2, 256, 0, stream>>>(x, ldx, T, K, xh, xh + T * K, mx, dalpha);
       else rescale_x_kernel<false><<<g2, 256, 0, stream>>>(x, ldx, T, K, xh, nullptr, mx, dalpha);
+      CUDA_TRY_LAUNCH("prefill gemm rescale x", stream);
     }
-    CUDA_TRY_LAUNCH("prefill gemm convert x", stream);
     xb = xh;
     ldb = K;
   }
@@ -352,19 +340,15 @@ Status PrefillGemm::matmul_many(std::span<const GemmOut> outs, const float* x, i
     }
     const float alpha = 1.f, beta = o.accumulate ? 1.f : 0.f, one = 1.f;
     const float* pc = impl_->consts.as<float>();
-    const bool dev = scaled && f16_scale_mode() == 1, post = scaled && f16_scale_mode() == 3;
-    const unsigned gy = (unsigned)std::min<int64_t>((T * N + 255) / 256, 4 * 132);
-    if (post && o.accumulate) scale_y_kernel<false><<<gy, 256, 0, stream>>>(o.y, T, N, ldy, mx);
-    const float* pa = dev ? pc + 1 : &alpha;  // device pointers when scaled (pointer mode below)
-    const float* pb = dev ? pc + (o.accumulate ? 3 : 2) : &beta;
-    const float* p1 = dev ? pc + 3 : &one;
-    CUBLAS_TRY(cublasSetPointerMode(h, dev ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
+    const float* pa = scaled ? pc + 1 : &alpha;  // device pointers when scaled (pointer mode below)
+    const float* pb = scaled ? pc + (o.accumulate ? 3 : 2) : &beta;
+    const float* p1 = scaled ? pc + 3 : &one;
+    CUBLAS_TRY(cublasSetPointerMode(h, scaled ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
     CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, pa, wa, dt, (int)K, xb, dt,
                             (int)ldb, pb, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
     if (split)  // + W · X_lo
       CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)T, (int)K, pa, wa, dt, (int)K, xlo, dt,
                               (int)ldb, p1, o.y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT));
-    if (post) scale_y_kernel<true><<<gy, 256, 0, stream>>>(o.y, T, N, ldy, mx);
   }
   CUBLAS_TRY(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
   return {};
