@@ -1,12 +1,12 @@
 #!/bin/bash
 # Session 27, call 3 (branch pf27 + the fused scaling): call 1 measured pf26 at -7% prefill (64 x 512: 15,546 ->
-# After the call (results: docs/measurements/2026-12-06-session27-pf27.txt): modes 2 and 3 were removed; the default (1) stays.
 # 14,437 tok/s). Here the max |x| is found by the conversion itself (no absmax pass; a rescale kernel converts again
 # only when some |x| > 2^15). (1) PrefillGemm.* (F16InputsPastTheF16Range among them). (2) 64 x 512+ interleaved:
 # DS_PREFILL_F16_SCALE=0 (off), default (on), 2 (the kernels, but alpha / beta from the host: what cuBLAS's device
 # pointer mode costs; wrong results where X is scaled, so its digest differs), 3 (host alpha / betas, Y scaled before /
 # after by scale_y_kernel: the same bits as the default). (3) the 9B step at B = 8 broken down
 # (the batch-8 step costs as much as B = 32: 6.5 ms). ~100 s plus the start.
+# After the call (results: docs/measurements/2026-12-06-session27-pf27.txt): modes 2 and 3 were removed; the default (1) stays.
 # Run as: cd devf16 && OUT=$OUT timeout 300 bash go2.sh
 set -u
 cd "$(dirname "$0")"
