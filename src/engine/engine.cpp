@@ -358,13 +358,16 @@ void Engine::loop() {
     on_token(s, std::move(tok), LogitsAt{raw, -1});
   };
 
-  // A decode step's row holding NaN / inf (a model whose arithmetic overflowed while generating): the request fails
-  // with what it has streamed so far, rather than sampling garbage. Returns whether it failed.
-  auto failed_nonfinite = [&](Seq& s, int64_t n_bad) {
+  // Logits holding NaN / inf (a model whose arithmetic overflowed) after the prompt (in_prompt) or a generated token:
+  // the request fails with what it has streamed so far, rather than sampling garbage (and a prompt's state is not
+  // cached). Returns whether it failed.
+  auto failed_nonfinite = [&](Seq& s, int64_t n_bad, bool in_prompt) {
     if (n_bad == 0) return false;
-    fail(s, fmt::format("the model's logits after {} generated tokens hold {} non-finite values (NaN or inf): its "
-                        "arithmetic overflowed while generating",
-                        s.generated.size(), n_bad));
+    const std::string where = in_prompt ? fmt::format("this prompt ({} tokens)", s.req.prompt.size())
+                                        : fmt::format("{} generated tokens", s.generated.size());
+    fail(s, fmt::format("the model's logits after {} hold {} non-finite values (NaN or inf): its arithmetic "
+                        "overflowed{}",
+                        where, n_bad, in_prompt ? "; with the CUDA backend, --precise runs the prompt in fp32" : ""));
     return true;
   };
 
@@ -449,7 +452,7 @@ void Engine::loop() {
         s.pending = -1;
         const bool full = next_full < spec.full_rows.size() && spec.full_rows[next_full] == static_cast<int32_t>(i);
         if (full) next_full++;
-        if (failed_nonfinite(s, I.sel.rows[i].nonfinite)) continue;  // every row is summarized, full ones too
+        if (failed_nonfinite(s, I.sel.rows[i].nonfinite, false)) continue;  // every row is summarized, full ones too
         if (full) {
           on_logits(s, std::span<const float>(I.sel.full.data() + (next_full - 1) * V, V));
         } else {
@@ -568,16 +571,9 @@ void Engine::loop() {
           if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
         }
         if (last) {
-          // A model whose arithmetic overflowed gives NaN / inf logits: sampling them would answer garbage, and
-          // caching the state would hand it to the next request with this prefix.
-          const auto bad = std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
-          if (bad > 0) {
-            fail(s, fmt::format("the model's logits after this prompt ({} tokens) hold {} non-finite values (NaN or "
-                                "inf): its arithmetic overflowed; with the CUDA backend, --precise runs the prompt "
-                                "in fp32",
-                                prompt.size(), bad));
+          if (failed_nonfinite(s, std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); }),
+                               true))
             break;
-          }
           if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
               !I.cache.touch(prompt, true)) {
             auto snap = backend_.save(s.slot);
