@@ -238,11 +238,25 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
   return n_wg == 3 ? wgb::launch_block<3, false, true>(a, grid, stream) : wgb::launch_block<2, false, true>(a, grid, stream);
 }
 
+// cols27 (session 27, measurement): DS_MVB_COLUMNS=N runs Q4_K / Q6_K batches of <= N as N batch-1 products, the
+// weights read N times at the batch-1 kernels' rate (~3.5 TB/s) instead of once at the batched kernels' ~750 GB/s.
+int columns_max() {
+  static const int n = [] {
+    const char* e = std::getenv("DS_MVB_COLUMNS");
+    return e ? std::atoi(e) : 0;
+  }();
+  return n;
+}
+
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
   if (batch < 1 || batch > kMatvecMaxBatch)
     return cu_err("cuda matvec_batched: batch {} outside [1, {}]", batch, kMatvecMaxBatch);
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
+  if (batch <= columns_max() && (type == GgmlType::Q4_K || type == GgmlType::Q6_K)) {
+    for (int b = 0; b < batch; b++) DS_TRY(matvec(type, w, rows, cols, x + b * cols, y + b * rows, stream, accumulate));
+    return {};
+  }
   const auto args = std::make_tuple(type, w, rows, cols, x, y, batch, stream, accumulate);
   switch (type) {
     case GgmlType::Q4_K: return std::apply(gemm_or_mma<mma::DecQ4K, mma::DecQ4K>, args);
