@@ -9,6 +9,7 @@
 // to the per-warp tensor-core kernel (matvec_mma.cuh); both multiply integer codes as bf16 by x split into
 // bf16 terms with fp32 accumulation (near-fp32 accuracy). F32 weights and F16/BF16 rows whose length is
 // not a multiple of 16 use the FMA tile kernel (matvec_kernel.cuh).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
@@ -238,22 +239,27 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
   return n_wg == 3 ? wgb::launch_block<3, false, true>(a, grid, stream) : wgb::launch_block<2, false, true>(a, grid, stream);
 }
 
-// cols27 (session 27, measurement): DS_MVB_COLUMNS=N runs Q4_K / Q6_K batches of <= N as N batch-1 products, the
-// weights read N times at the batch-1 kernels' rate (~3.5 TB/s) instead of once at the batched kernels' ~750 GB/s.
-int columns_max() {
-  static const int n = [] {
+namespace {
+int& columns_setting() {
+  static int n = [] {
     const char* e = std::getenv("DS_MVB_COLUMNS");
-    return e ? std::atoi(e) : 0;
+    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 0;
   }();
   return n;
 }
+}  // namespace
+
+int matvec_batched_columns(GgmlType type) {
+  return type == GgmlType::Q4_K || type == GgmlType::Q6_K ? columns_setting() : 0;
+}
+void set_matvec_batched_columns(int n) { columns_setting() = std::clamp(n, 0, kMatvecMaxBatch); }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
   if (batch < 1 || batch > kMatvecMaxBatch)
     return cu_err("cuda matvec_batched: batch {} outside [1, {}]", batch, kMatvecMaxBatch);
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
-  if (batch <= columns_max() && (type == GgmlType::Q4_K || type == GgmlType::Q6_K)) {
+  if (batch <= matvec_batched_columns(type)) {
     for (int b = 0; b < batch; b++) DS_TRY(matvec(type, w, rows, cols, x + b * cols, y + b * rows, stream, accumulate));
     return {};
   }

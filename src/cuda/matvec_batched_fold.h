@@ -53,5 +53,11 @@ void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
 // 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);
+// cols27 (session 27; not measured yet): batches of <= N of this type run as N batch-1 products (matvec: the weights
+// read N times at the batch-1 kernels' ~3.5 TB/s instead of once at the batched kernels' ~750 GB/s below B = 25), so
+// their columns have batch 1's bits. N from DS_MVB_COLUMNS (default 0: off); Q4_K and Q6_K only. A hook for tests and
+// A/B runs; not thread-safe against concurrent launches.
+int matvec_batched_columns(GgmlType type);
+void set_matvec_batched_columns(int n);
 
 }  // namespace ds::cuda

@@ -357,7 +357,7 @@ TEST(CudaMatvecBatched, RunToRunIdentical) {
 // alone in a batch of 2 and among 64 gives the same bits): greedy decoding is the same in any batch. With
 // a wgmma kernel on, Q4_K at B >= 25 and Q6_K at B >= 33 (matvec_batched_wgmma_min_batch) run a different
 // kernel (its own bits, identical for every B from the threshold to 64) whose results agree with the fold /
-// gemm kernel's to the products' accuracy.
+// gemm kernel's to the products' accuracy. With matvec_batched_columns N > 0 (cols27), B <= N gives batch 1's bits.
 TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   DS_REQUIRE_GPU();
   const int kBatches[] = {2, 9, 25, 32, 33, 40, 41, 64};
@@ -378,13 +378,23 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
         col0.push_back(test::to_host<float>(*dy, rows));  // batch column 0
       }
       const std::string what = PathScope::name() + " " + std::string(ggml_type_name(t));
-      const int min_wg = cuda::matvec_batched_wgmma_min_batch(t);
+      const int min_wg = cuda::matvec_batched_wgmma_min_batch(t), n_cols = cuda::matvec_batched_columns(t);
+      ASSERT_LT(n_cols, 9) << "the regimes below assume DS_MVB_COLUMNS <= 8";
+      std::vector<float> b1;  // B = 2 as two batch-1 products (n_cols >= 2): matvec's bits
+      if (n_cols >= 2) {
+        ASSERT_TRUE(cuda::matvec(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr).ok());
+        EXPECT_EQ(col0[0], test::to_host<float>(*dy, rows)) << what << " B 2 vs batch 1";
+        b1 = col0[0];
+        col0[0] = col0[1];  // B = 9: the fold / gemm regime, the reference of the checks below
+      }
       if (t == GgmlType::Q8_0) {
         EXPECT_EQ(min_wg, 65) << what;
       }
       float scale = 0;
       for (float v : col0[0]) scale = std::max(scale, std::fabs(v));
       const size_t last = std::size(kBatches) - 1;
+      for (size_t r = 0; r < b1.size(); r++)
+        ASSERT_NEAR(b1[r], col0[last][r], 1e-5f * scale) << what << " B 2 (batch-1 products) vs 64, row " << r;
       for (size_t i = 0; i < last; i++) {
         const int b = kBatches[i];
         const std::string pair = what + " B " + std::to_string(b) + " vs 64";
