@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda/matvec_batched_fold.h"
 #include "cuda/matvec_direct.cuh"
 #include "cuda/matvec_kernel.cuh"
 #include "cuda/matvec_smem.cuh"
@@ -288,6 +289,18 @@ Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
     default:
       return cu_err("cuda matvec: no kernel for weight type {}", type_cstr(type));
   }
+}
+
+bool matvec_pair_takes(GgmlType type, int64_t rows, int64_t cols) {
+  return type == GgmlType::Q4_K && stream_takes(false, rows, cols) && mvq::takes_pair(rows, cols);
+}
+
+Status matvec_pair(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
+                   cudaStream_t stream, bool accumulate) {
+  if (!matvec_pair_takes(type, rows, cols))
+    return cu_err("cuda matvec_pair: {} [{}, {}] is not taken by the two-sequence kernel", type_cstr(type), rows, cols);
+  if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
+  return mvq::launch_pair(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
 }
 
 }  // namespace ds::cuda

@@ -243,7 +243,7 @@ namespace {
 int& columns_setting() {
   static int n = [] {
     const char* e = std::getenv("DS_MVB_COLUMNS");
-    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 0;
+    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 2;
   }();
   return n;
 }
@@ -259,6 +259,7 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   if (batch < 1 || batch > kMatvecMaxBatch)
     return cu_err("cuda matvec_batched: batch {} outside [1, {}]", batch, kMatvecMaxBatch);
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
+  if (batch == 2 && matvec_pair_takes(type, rows, cols)) return matvec_pair(type, w, rows, cols, x, y, stream, accumulate);
   if (batch <= matvec_batched_columns(type)) {
     for (int b = 0; b < batch; b++) DS_TRY(matvec(type, w, rows, cols, x + b * cols, y + b * rows, stream, accumulate));
     return {};

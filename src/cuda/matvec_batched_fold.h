@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/ggml_type.h"
+#include "cuda/matvec.h"
 
 namespace ds::cuda {
 
@@ -53,11 +54,19 @@ void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:
 // 25 or DS_MVB_WG_Q6K_MIN), 65 where none is used (switched off, unavailable, other types; the gemm path).
 int matvec_batched_wgmma_min_batch(GgmlType type);
-// cols27 (session 27; not measured yet): batches of <= N of this type run as N batch-1 products (matvec: the weights
-// read N times at the batch-1 kernels' ~3.5 TB/s instead of once at the batched kernels' ~750 GB/s below B = 25), so
-// their columns have batch 1's bits. N from DS_MVB_COLUMNS (default 0: off); Q4_K and Q6_K only. A hook for tests and
-// A/B runs; not thread-safe against concurrent launches.
+// cols27: batches of <= N of this type run as N batch-1 products (matvec: the weights read N times at the batch-1
+// kernels' ~3.5 TB/s instead of once at the batched kernels' ~750 GB/s below B = 25), so their columns have batch 1's
+// bits. N from DS_MVB_COLUMNS (default 2 since session 28: H100, 9B step at B = 2 5.18 vs 5.88 ms; at B = 3 / 4 with
+// N = 4 7.42 / 9.69 vs 6.05 / 6.15: slower; 0: off); Q4_K and Q6_K only; B = 2 of the shapes that matvec_pair takes
+// goes there first. A hook for tests and A/B runs; not thread-safe against concurrent launches.
 int matvec_batched_columns(GgmlType type);
 void set_matvec_batched_columns(int n);
+// pair28: Y[2, rows] = X[2, cols] · Wᵀ (+ Y) by the batch-1 stream kernel's two-sequence form (matvec_stream.cuh,
+// kernel<..., kB = 2>: sequence 1's x digits in the n8 tile's columns 4..7, one pass over the weights for both
+// sequences); Q4_K only, where the stream kernel takes the shape (DS_MVB_PAIR=0: never). matvec_batched sends B = 2
+// there; its bits are neither batch 1's nor the batched kernels'.
+bool matvec_pair_takes(GgmlType type, int64_t rows, int64_t cols);
+Status matvec_pair(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
+                   cudaStream_t stream, bool accumulate = false);
 
 }  // namespace ds::cuda

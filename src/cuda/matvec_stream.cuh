@@ -72,6 +72,9 @@ struct Args {
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
   int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
+  // pair28 (kernel<..., kB = 2>): bytes from sequence 0's x region in shared memory to sequence 1's (each
+  // smem_bytes_i8(nb) rounded to 128); sequence 1's x is t.x + t.cols, its y t.y + t.rows.
+  int xregion = 0;
 };
 
 // dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
@@ -492,6 +495,41 @@ __device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, cons
   if constexpr (kMaxU >= 3) if (xu == 3) stage_one<kW, 3>(a, f, pr, own);
 }
 
+// pair28: the one-round staging (stage_one, no prologue: batched inputs come normalised) of TWO sequences' x, all
+// loads of both issued together, each sequence's digits into its own region (f0, f1). The same digits per
+// sequence as stage_one / stage_i8 (digits_i8_u on the same loaded values).
+template <int kW, int kU>
+__device__ __forceinline__ void stage_pair(const mvt::Args& a, const XoneI8& f0, const XoneI8& f1, uint64_t* pr) {
+  int bs[kU];
+  bool st[kU];
+  xone_blocks<kW, kU>(a.nb, bs, st);
+  f0.template before_wait<kW>(a.nb);
+  f1.template before_wait<kW>(a.nb);
+  mvs::grid_dep_wait();
+  probe_at(pr, kPrWaited);
+  float v0[kU][8], v1[kU][8];
+#pragma unroll
+  for (int u = 0; u < kU; u++) {
+    if (st[u]) {
+      load8(a.x, bs[u], v0[u]);
+      load8(a.x + a.cols, bs[u], v1[u]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) v0[u][i] = v1[u][i] = 0.f;
+    }
+  }
+  f0.template digits<kU>(v0, bs, st);
+  f1.template digits<kU>(v1, bs, st);
+  mvt::stage_sync<kW, kStageBar>();
+}
+template <int kW>
+__device__ __forceinline__ void stage_pair_units(int xu, const mvt::Args& a, const XoneI8& f0, const XoneI8& f1,
+                                                 uint64_t* pr) {
+  if (xu == 1) stage_pair<kW, 1>(a, f0, f1, pr);
+  if (xu == 2) stage_pair<kW, 2>(a, f0, f1, pr);
+  if (xu == 3) stage_pair<kW, 3>(a, f0, f1, pr);
+}
+
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%10,%10,%10};\n"
@@ -533,7 +571,11 @@ __device__ __forceinline__ void lean_mins(uint4 h, int t, uint32_t msel, float& 
 // pick each; the lane's two mins (sub-blocks 2t, 2t + 1; mvt::pair_scales(h, t) shifted and selected by the runtime t
 // per item) by scale_words(h, true) and mvd::bf's PRMT with the lane-constant selectors msel, msel + 1
 // (lean_min_sel).
-template <bool kLean = false>
+// kB 2 (pair28): the tile's columns 4..7 hold a second sequence's digits (bq: the lane's sequence's fragments), so
+// lanes t = 0, 1 own sequence 0's digit columns (0, 1 / 2, 3) and t = 2, 3 sequence 1's; sx / inv_s are the lane's
+// sequence's, and each lane takes the mins of 4 sub-blocks (4 (t & 1) .. + 3) of its sequence: yp is the lane's
+// sequence's partial sum (store_rows<kW, 2> sums lane pairs t, t ^ 1).
+template <bool kLean = false, int kB = 1>
 __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, int kb, int t, const uint2* bq,
                                         const float* sx, const float* inv_s, float (&yp)[2], uint32_t msel = 0) {
   const uint8_t* r[2] = {row0 + q * kBlockBytes, row0 + 8 * pitch + q * kBlockBytes};
@@ -578,6 +620,24 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
         ro[i] += (int)(scp >> 8) * co[i];
       }
     }
+  }
+  if constexpr (kB == 2) {
+    const float wa = (t & 1) ? 256.f : 16777216.f, wb = (t & 1) ? 1.f : 65536.f;
+    const float is = inv_s[kb];
+    const float4 sxq = *reinterpret_cast<const float4*>(sx + kb * 8 + 4 * (t & 1));
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const uint2 mw = scale_words(h[k], true);
+      const uint32_t word = (t & 1) ? mw.y : mw.x;  // the mins of sub-blocks 4 (t & 1) .. + 3, a byte each
+      float mm[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) mm[i] = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | i)) - 8388608.0f;
+      const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
+      const float f = fmaf((float)(16 * re[2 * k] + ro[2 * k]), wa, (float)(16 * re[2 * k + 1] + ro[2 * k + 1]) * wb);
+      const float mins = fmaf(mm[0], sxq.x, fmaf(mm[1], sxq.y, fmaf(mm[2], sxq.z, mm[3] * sxq.w)));
+      yp[k] += fmaf(d * is, f, -dmin * mins);
+    }
+    return;
   }
   // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
   // (weighted 0 as well).
@@ -709,26 +769,29 @@ __device__ __forceinline__ void release_stage(uint64_t* empty) { mbar_arrive(emp
 
 // A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
 // alternate row groups, so that one barrier per row group suffices) and warp 0 writes the 16 rows.
-template <int kW>
+// kB 2 (pair28): lanes t, t ^ 1 hold one sequence's sums (item_i8<, 2>); red has 32 entries per warp (sequence 1's
+// rows at 16 ..), and sequence 1's rows go to y + rows.
+template <int kW, int kB = 1>
 __device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp, int lane, float (&yp)[2],
-                                           float (*red)[16]) {
+                                           float (*red)[16 * kB]) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k = 0; k < 2; k++) {
     yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+    if constexpr (kB == 1) yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
   }
-  if (t == 0) {
-    red[warp][g] = yp[0];
-    red[warp][g + 8] = yp[1];
+  if (kB == 1 ? t == 0 : (t & 1) == 0) {
+    red[warp][16 * (t >> 1) + g] = yp[0];
+    red[warp][16 * (t >> 1) + g + 8] = yp[1];
   }
   asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
-  if (warp == 0 && lane < 16) {
+  if (warp == 0 && lane < 16 * kB) {
     float v = 0.f;
 #pragma unroll
     for (int i = 0; i < kW; i++) v += red[i][lane];
-    const int row = rg * 16 + lane;
-    if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
+    const int row = rg * 16 + (lane & 15);
+    float* y = a.y + (int64_t)(lane >> 4) * a.rows;
+    if (row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
   }
 }
 
@@ -775,18 +838,25 @@ __device__ __forceinline__ void ring_step(int& sl, int& ph, int S) {
 // counters sl / ph advanced once per stage in both loops instead of j % S and j / S by the runtime stage count; the
 // group test j % 2 unsigned; the producer's row addresses once per row group, 64-bit products out of the stage loop)
 // and item_i8<true>'s scales and mins.
-template <int kT, bool kI8, int kW = kCW, bool kLean = false>
+// kB 2 (pair28; integer lean form only): two sequences' products in one pass over the weights, sequence 1's digits in
+// the n8 tile's columns 4..7 (the zero columns of kB 1): the same mma count and A build as one sequence; x of each
+// sequence in its own region (Args::xregion), staged by stage_pair / stage_i8 (never a prepared x).
+template <int kT, bool kI8, int kW = kCW, bool kLean = false, int kB = 1>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
   static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
   static_assert(!kLean || kI8, "the lean form is the integer form's");
+  static_assert(kB == 1 || (kB == 2 && kLean), "two sequences: the integer lean form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   float* sx = reinterpret_cast<float*>(bfr + (kI8 ? sx_offset_i8(a.t.nb) : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
+  uint2* bfr1 = reinterpret_cast<uint2*>(reinterpret_cast<uint8_t*>(smem_raw) + a.xregion);  // kB 2: sequence 1's
+  float* sx1 = reinterpret_cast<float*>(bfr1 + sx_offset_i8(a.t.nb));
+  float* inv_s1 = sx1 + a.t.nb * 8;
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
-  __shared__ float red[2][kW][16];
+  __shared__ float red[2][kW][16 * kB];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
   if (threadIdx.x == 0) probe_at(a.probe, kPrEntry);
@@ -829,12 +899,22 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
-  if constexpr (kI8) stage_one_units<kW, 3>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
+  if constexpr (kB == 2) {
+    stage_pair_units<kW>(xu, a.t, XoneI8{bfr, sx, inv_s}, XoneI8{bfr1, sx1, inv_s1}, pr);
+  } else if constexpr (kI8) {
+    stage_one_units<kW, 3>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
+  }
   if (!xu) {
     mvs::grid_dep_wait();
     probe_at(pr, kPrWaited);
   }
-  if (a.xg) {
+  if (kB == 2 && !xu) {  // rows past the one-round staging: stage_i8 per sequence
+    mvt::Args t1 = a.t;
+    t1.x += t1.cols;
+    stage_i8<kW>(a.t, bfr, sx, inv_s);
+    stage_i8<kW>(t1, bfr1, sx1, inv_s1);
+    x_staged_arrive<kW>();
+  } else if (a.xg) {
     mbar_wait(&xfull, 0);
   } else {
     if constexpr (kI8) {
@@ -849,9 +929,12 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
   const int g = lane >> 2, t = lane & 3;
-  const uint2* bbase = kI8 ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
-                           : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
-  const int bstride = kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
+  const uint2* bbase = kB == 2 ? (g < 4 ? bfr + g * 4 + t : bfr1 + (g - 4) * 4 + t)
+                      : kI8    ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
+                               : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
+  const int bstride = kB == 2 ? 8 * 16 : kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
+  const float* const sxl = kB == 2 && t >= 2 ? sx1 : sx;  // the lane's sequence's (kB 2)
+  const float* const isl = kB == 2 && t >= 2 ? inv_s1 : inv_s;
   const uint32_t msel = kLean ? lean_min_sel(t) : 0u;
   int j = 0, par = 0, sl = 0, ph = 0;  // kLean: sl = j % S, ph = (j / S) & 1
   uint64_t t_full = 0;  // probe: the last stage's landing
@@ -866,7 +949,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
       if (kI8 && a.math) {
         for (int q = lw; q < n; q += kCW)
-          item_i8<kLean>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp, msel);
+          item_i8<kLean, kB>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sxl, isl, yp, msel);
       } else if (a.math && lw < n) {
         mvt::Raw cur, nxt;
         load_s(row0, a.pitch, lw, t, cur);
@@ -881,7 +964,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       }
       release_stage(&empty[s]);
     }
-    store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
+    store_rows<kW, kB>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
   probe_end(pr, t_full);
@@ -1006,10 +1089,12 @@ struct Plan {
 constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
 // Shared memory per CTA: the x fragments of mvt (rounded to 128 bytes) + the ring. Two CTAs per SM get
 // ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
-inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
-  constexpr size_t kHalf = 110 * 1024;
+// nseq 2 (pair28): two sequences' x regions, and 1 KB (8 consumer warps) / 2 KB (16) less for the ring: the kernel's
+// static row sums (red) double.
+inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int nseq = 1) {
   const bool wide = tn.wide && tn.i8;
-  const size_t kOne = wide ? kOneSmemWide : kOneSmem;
+  const size_t kHalf = (size_t)(110 - (nseq - 1)) * 1024;
+  const size_t kOne = (wide ? kOneSmemWide : kOneSmem) - (size_t)(nseq - 1) * 2048;
   // kc 0: 8 super-blocks per stage, 16 for rows of >= 64 (27B ffn_down [5120 x 17408]: 25.0 vs 29.9 us).
   p.kc = std::min(tn.kc > 0 ? tn.kc : nb >= 64 ? 16 : 8, nb);
   p.pitch = p.kc * kBlockBytes;
@@ -1017,7 +1102,7 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p) {
   // quarter-warp), 32 mod 128 for the 8-byte loads of the integer form (rows g .. g + 3 per half-warp).
   const int pad = tn.i8 ? 32 : 64;
   p.pitch += (pad - p.pitch % 128 + 128) % 128;
-  p.xbytes = (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
+  p.xbytes = nseq * (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
   // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
   // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
@@ -1057,18 +1142,18 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <int kT, bool kI8, int kW, bool kLean>
+template <int kT, bool kI8, int kW, bool kLean, int kB>
 cudaError_t allow_smem_stream() {
-  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kI8, kW, kLean>,
+  static const cudaError_t e = cudaFuncSetAttribute(kernel<kT, kI8, kW, kLean, kB>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    (int)(kW == kCW ? kOneSmem : kOneSmemWide));
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8, kW, kLean>);
+                                                    (int)((kW == kCW ? kOneSmem : kOneSmemWide) - (kB - 1) * 2048));
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kT, kI8, kW, kLean, kB>);
 }
-template <int kT, bool kI8, int kW = kCW, bool kLean = false>
+template <int kT, bool kI8, int kW = kCW, bool kLean = false, int kB = 1>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_stream<kT, kI8, kW, kLean>();
+  const cudaError_t attr = allow_smem_stream<kT, kI8, kW, kLean, kB>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kT, kI8, kW, kLean>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+  const cudaError_t e = launch_pdl(kernel<kT, kI8, kW, kLean, kB>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
                                    launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream", stream);
@@ -1120,6 +1205,48 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
     return p.warps > kCW ? launch_t<3, true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
                          : launch_t<3, true>(a, p.smem, (unsigned)grid, stream);
   return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
+}
+
+// pair28: whether the two-sequence kernel takes Q4_K [rows, cols] (takes()'s rule with both x regions in the plan;
+// the integer lean form on, DS_MVB_PAIR not 0).
+inline bool pair_on() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_MVB_PAIR");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
+inline bool takes_pair(int64_t rows, int64_t cols) {
+  const Tune& tn = tune();
+  if (!pair_on() || !tn.i8 || !tn.lean || tn.mode == 0 || cols % 256 != 0 || rows > ((int64_t)1 << 30)) return false;
+  Plan p;
+  if (!plan(3, (int)(cols / 256), tn, p, 2)) return false;
+  return tn.mode == 1 || ((rows + 15) / 16 >= sm_count() && (cols >= 2048 || rows < 65536));
+}
+// Y[2, rows] = X[2, cols] Wᵀ (+ Y) in one pass over the weights (x, y: two rows of cols / rows floats, 16-byte
+// aligned); the caller checks takes_pair.
+inline Status launch_pair(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
+                          cudaStream_t stream) {
+  const int nb = (int)(cols / 256);
+  Plan p;
+  if (cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(3, nb, tune(), p, 2))
+    return cu_err("cuda matvec_stream (pair): [{}, {}] does not fit", rows, cols);
+  Args a;
+  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
+  a.kc = p.kc;
+  a.nchunk = (nb + p.kc - 1) / p.kc;
+  a.pitch = p.pitch;
+  a.stages = p.stages;
+  a.xbytes = p.xbytes;
+  a.xregion = p.xbytes / 2;
+  a.math = tune().math;
+  a.evict = tune().evict;
+  a.xone = tune().xone;
+  const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? next_hint().w : nullptr;
+  return p.warps > kCW ? launch_t<3, true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)
+                       : launch_t<3, true, kCW, true, 2>(a, p.smem, (unsigned)grid, stream);
 }
 
 }  // namespace mvq
