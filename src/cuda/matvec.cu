@@ -291,16 +291,18 @@ Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
   }
 }
 
-bool matvec_pair_takes(GgmlType type, int64_t rows, int64_t cols) {
-  return type == GgmlType::Q4_K && stream_takes(false, rows, cols) && mvq::takes_pair(rows, cols);
+bool matvec_multi_takes(GgmlType type, int64_t rows, int64_t cols, int nseq) {
+  return type == GgmlType::Q4_K && nseq >= 1 && nseq <= 4 && stream_takes(false, rows, cols) &&
+         mvq::takes_multi(rows, cols, nseq <= 2 ? 2 : 4);
 }
 
-Status matvec_pair(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
-                   cudaStream_t stream, bool accumulate) {
-  if (!matvec_pair_takes(type, rows, cols))
-    return cu_err("cuda matvec_pair: {} [{}, {}] is not taken by the two-sequence kernel", type_cstr(type), rows, cols);
+Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
+                    cudaStream_t stream, bool accumulate) {
+  if (!matvec_multi_takes(type, rows, cols, nseq))
+    return cu_err("cuda matvec_multi: {} [{}, {}] for {} sequences is not taken by the stream kernel", type_cstr(type),
+                  rows, cols, nseq);
   if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
-  return mvq::launch_pair(static_cast<const uint8_t*>(w), rows, cols, x, y, accumulate, stream);
+  return mvq::launch_multi(static_cast<const uint8_t*>(w), rows, cols, x, y, nseq, accumulate, stream);
 }
 
 }  // namespace ds::cuda

@@ -247,7 +247,17 @@ int& columns_setting() {
   }();
   return n;
 }
+int& multi_setting() {
+  static int n = [] {
+    const char* e = std::getenv("DS_MVB_MULTI");
+    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 8;
+  }();
+  return n;
+}
 }  // namespace
+
+int matvec_batched_multi() { return multi_setting(); }
+void set_matvec_batched_multi(int n) { multi_setting() = std::clamp(n, 0, kMatvecMaxBatch); }
 
 int matvec_batched_columns(GgmlType type) {
   return type == GgmlType::Q4_K || type == GgmlType::Q6_K ? columns_setting() : 0;
@@ -259,7 +269,18 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   if (batch < 1 || batch > kMatvecMaxBatch)
     return cu_err("cuda matvec_batched: batch {} outside [1, {}]", batch, kMatvecMaxBatch);
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
-  if (batch == 2 && matvec_pair_takes(type, rows, cols)) return matvec_pair(type, w, rows, cols, x, y, stream, accumulate);
+  if (batch <= matvec_batched_multi() && matvec_multi_takes(type, rows, cols, 2)) {
+    for (int b = 0; b < batch;) {  // groups of 4 (or 3) where kB 4 fits, else 2, a last single one by matvec
+      const int rest = batch - b;
+      const int n = rest >= 3 && matvec_multi_takes(type, rows, cols, 4) ? std::min(rest, 4) : std::min(rest, 2);
+      const float* xb = x + (int64_t)b * cols;
+      float* yb = y + (int64_t)b * rows;
+      DS_TRY(n == 1 ? matvec(type, w, rows, cols, xb, yb, stream, accumulate)
+                    : matvec_multi(type, w, rows, cols, xb, yb, n, stream, accumulate));
+      b += n;
+    }
+    return {};
+  }
   if (batch <= matvec_batched_columns(type)) {
     for (int b = 0; b < batch; b++) DS_TRY(matvec(type, w, rows, cols, x + b * cols, y + b * rows, stream, accumulate));
     return {};

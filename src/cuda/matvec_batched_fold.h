@@ -61,12 +61,19 @@ int matvec_batched_wgmma_min_batch(GgmlType type);
 // goes there first. A hook for tests and A/B runs; not thread-safe against concurrent launches.
 int matvec_batched_columns(GgmlType type);
 void set_matvec_batched_columns(int n);
-// pair28: Y[2, rows] = X[2, cols] · Wᵀ (+ Y) by the batch-1 stream kernel's two-sequence form (matvec_stream.cuh,
-// kernel<..., kB = 2>: sequence 1's x digits in the n8 tile's columns 4..7, one pass over the weights for both
-// sequences); Q4_K only, where the stream kernel takes the shape (DS_MVB_PAIR=0: never). matvec_batched sends B = 2
-// there; its bits are neither batch 1's nor the batched kernels'.
-bool matvec_pair_takes(GgmlType type, int64_t rows, int64_t cols);
-Status matvec_pair(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
-                   cudaStream_t stream, bool accumulate = false);
+// pair28 / quad28: Y[nseq, rows] = X[nseq, cols] · Wᵀ (+ Y) for nseq <= 4 sequences in one pass over the weights by
+// the batch-1 stream kernel's multi-sequence form (matvec_stream.cuh, kernel<..., kB = 2 / 4>: the x digits of two
+// sequences per n8 tile of the mma, one tile for kB 2 (batch 1's mma count), two for kB 4); Q4_K only, where the
+// stream kernel takes the shape and kB x regions fit its shared memory (the 9B's ffn_down [4096 x 12288] takes kB 2,
+// not 4). DS_MVB_PAIR=0: never. matvec_batched runs Q4_K batches of <= matvec_batched_multi() sequences (default 8,
+// DS_MVB_MULTI) as groups of 4 / 3 / 2 (and a last single one) through it where it takes them; the bits are neither
+// batch 1's nor the batched kernels', and depend on the group's kB. H100, 9B step (session 28 call 2): B = 2 3.852 ms
+// (5.164 as two batch-1 products, 5.907 by the batched kernels), 3 4.424 (6.071), 4 4.434 (6.171); with groups up to
+// 8: 6 6.170 (6.492), 8 6.741 (6.816).
+bool matvec_multi_takes(GgmlType type, int64_t rows, int64_t cols, int nseq);
+Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
+                    cudaStream_t stream, bool accumulate = false);
+int matvec_batched_multi();
+void set_matvec_batched_multi(int n);
 
 }  // namespace ds::cuda

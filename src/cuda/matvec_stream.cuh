@@ -72,9 +72,10 @@ struct Args {
   bool evict = false;         // the weight copies with the L2 evict_first policy (Tune::evict)
   int xone = 0;               // x staged in one dependent round (Tune::xone; rows of <= 3 kW super-blocks)
   uint64_t* probe = nullptr;  // this launch's timestamp slots (Probe; nullptr: none)
-  // pair28 (kernel<..., kB = 2>): bytes from sequence 0's x region in shared memory to sequence 1's (each
-  // smem_bytes_i8(nb) rounded to 128); sequence 1's x is t.x + t.cols, its y t.y + t.rows.
+  // pair28 / quad28 (kernel<..., kB = 2 / 4>): bytes per sequence's x region in shared memory (smem_bytes_i8(nb)
+  // rounded to 128), and the sequences (<= kB): sequence s's x is t.x + s t.cols, its y t.y + s t.rows.
   int xregion = 0;
+  int nseq = 1;
 };
 
 // dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
@@ -495,39 +496,48 @@ __device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, cons
   if constexpr (kMaxU >= 3) if (xu == 3) stage_one<kW, 3>(a, f, pr, own);
 }
 
-// pair28: the one-round staging (stage_one, no prologue: batched inputs come normalised) of TWO sequences' x, all
-// loads of both issued together, each sequence's digits into its own region (f0, f1). The same digits per
-// sequence as stage_one / stage_i8 (digits_i8_u on the same loaded values).
-template <int kW, int kU>
-__device__ __forceinline__ void stage_pair(const mvt::Args& a, const XoneI8& f0, const XoneI8& f1, uint64_t* pr) {
+// pair28 / quad28: the one-round staging (stage_one without a prologue: batched inputs come normalised) of kB
+// sequences' x, every load of all of them issued together, sequence s's digits into its own region f[s]. Sequences
+// s >= nseq (a batch of 3 in the kB 4 kernel) stage sequence 0's x again; their outputs are not stored. The same
+// digits per sequence as stage_one / stage_i8 (digits_i8_u on the same values).
+template <int kW, int kU, int kB>
+__device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const XoneI8 (&f)[kB], uint64_t* pr) {
   int bs[kU];
   bool st[kU];
   xone_blocks<kW, kU>(a.nb, bs, st);
-  f0.template before_wait<kW>(a.nb);
-  f1.template before_wait<kW>(a.nb);
+#pragma unroll
+  for (int s = 0; s < kB; s++) f[s].template before_wait<kW>(a.nb);
   mvs::grid_dep_wait();
   probe_at(pr, kPrWaited);
-  float v0[kU][8], v1[kU][8];
+  float v[kB][kU][8];
 #pragma unroll
-  for (int u = 0; u < kU; u++) {
-    if (st[u]) {
-      load8(a.x, bs[u], v0[u]);
-      load8(a.x + a.cols, bs[u], v1[u]);
-    } else {
+  for (int s = 0; s < kB; s++) {
+    const float* x = a.x + (int64_t)(s < nseq ? s : 0) * a.cols;
 #pragma unroll
-      for (int i = 0; i < 8; i++) v0[u][i] = v1[u][i] = 0.f;
+    for (int u = 0; u < kU; u++) {
+      if (st[u]) {
+        load8(x, bs[u], v[s][u]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[s][u][i] = 0.f;
+      }
     }
   }
-  f0.template digits<kU>(v0, bs, st);
-  f1.template digits<kU>(v1, bs, st);
+#pragma unroll
+  for (int s = 0; s < kB; s++) f[s].template digits<kU>(v[s], bs, st);
   mvt::stage_sync<kW, kStageBar>();
 }
-template <int kW>
-__device__ __forceinline__ void stage_pair_units(int xu, const mvt::Args& a, const XoneI8& f0, const XoneI8& f1,
-                                                 uint64_t* pr) {
-  if (xu == 1) stage_pair<kW, 1>(a, f0, f1, pr);
-  if (xu == 2) stage_pair<kW, 2>(a, f0, f1, pr);
-  if (xu == 3) stage_pair<kW, 3>(a, f0, f1, pr);
+// Super-blocks per warp that stage_multi takes for kB sequences (at most 6 rows of 8 floats per lane), 0: none.
+__host__ __device__ constexpr int multi_units(int nb, int kW, int kB) {
+  const int u = xone_units(nb, kW);
+  return u * kB <= 6 ? u : 0;
+}
+template <int kW, int kB>
+__device__ __forceinline__ void stage_multi_units(int xu, const mvt::Args& a, int nseq, const XoneI8 (&f)[kB],
+                                                  uint64_t* pr) {
+  if (xu == 1) stage_multi<kW, 1, kB>(a, nseq, f, pr);
+  if constexpr (kB <= 3) if (xu == 2) stage_multi<kW, 2, kB>(a, nseq, f, pr);
+  if constexpr (kB <= 2) if (xu == 3) stage_multi<kW, 3, kB>(a, nseq, f, pr);
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -571,11 +581,7 @@ __device__ __forceinline__ void lean_mins(uint4 h, int t, uint32_t msel, float& 
 // pick each; the lane's two mins (sub-blocks 2t, 2t + 1; mvt::pair_scales(h, t) shifted and selected by the runtime t
 // per item) by scale_words(h, true) and mvd::bf's PRMT with the lane-constant selectors msel, msel + 1
 // (lean_min_sel).
-// kB 2 (pair28): the tile's columns 4..7 hold a second sequence's digits (bq: the lane's sequence's fragments), so
-// lanes t = 0, 1 own sequence 0's digit columns (0, 1 / 2, 3) and t = 2, 3 sequence 1's; sx / inv_s are the lane's
-// sequence's, and each lane takes the mins of 4 sub-blocks (4 (t & 1) .. + 3) of its sequence: yp is the lane's
-// sequence's partial sum (store_rows<kW, 2> sums lane pairs t, t ^ 1).
-template <bool kLean = false, int kB = 1>
+template <bool kLean = false>
 __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, int kb, int t, const uint2* bq,
                                         const float* sx, const float* inv_s, float (&yp)[2], uint32_t msel = 0) {
   const uint8_t* r[2] = {row0 + q * kBlockBytes, row0 + 8 * pitch + q * kBlockBytes};
@@ -621,24 +627,6 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
       }
     }
   }
-  if constexpr (kB == 2) {
-    const float wa = (t & 1) ? 256.f : 16777216.f, wb = (t & 1) ? 1.f : 65536.f;
-    const float is = inv_s[kb];
-    const float4 sxq = *reinterpret_cast<const float4*>(sx + kb * 8 + 4 * (t & 1));
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-      const uint2 mw = scale_words(h[k], true);
-      const uint32_t word = (t & 1) ? mw.y : mw.x;  // the mins of sub-blocks 4 (t & 1) .. + 3, a byte each
-      float mm[4];
-#pragma unroll
-      for (int i = 0; i < 4; i++) mm[i] = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | i)) - 8388608.0f;
-      const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
-      const float f = fmaf((float)(16 * re[2 * k] + ro[2 * k]), wa, (float)(16 * re[2 * k + 1] + ro[2 * k + 1]) * wb);
-      const float mins = fmaf(mm[0], sxq.x, fmaf(mm[1], sxq.y, fmaf(mm[2], sxq.z, mm[3] * sxq.w)));
-      yp[k] += fmaf(d * is, f, -dmin * mins);
-    }
-    return;
-  }
   // Columns 2t, 2t + 1 of the tile: digits 0, 1 (t = 0) or 2, 3 (t = 1); t >= 2 hold the zero columns
   // (weighted 0 as well).
   const float wa = t == 0 ? 16777216.f : t == 1 ? 256.f : 0.f, wb = t == 0 ? 65536.f : t == 1 ? 1.f : 0.f;
@@ -656,6 +644,66 @@ __device__ __forceinline__ void item_i8(const uint8_t* row0, int pitch, int q, i
     if constexpr (kLean) mins = fmaf(m0, sxp.x, m1 * sxp.y);
     else mins = fmaf(mvd::bf<0>(mn, 0.f), sxp.x, mvd::bf<1>(mn, 0.f) * sxp.y);
     yp[k] += fmaf(d * is, f, -dmin * mins);
+  }
+}
+
+// pair28 / quad28 (kernel<..., kB = 2 / 4>; the lean integer form): kTl = kB / 2 n8 tiles per sub-block, tile tl's
+// columns 0..3 holding sequence 2 tl's digits and 4..7 sequence 2 tl + 1's (the zero columns of batch 1), the A
+// fragments (the codes) built once for every tile. bq: the lane's fragments of super-block kb in tile 0, tile tl's at
+// bq + tl * tile_off. Lanes t = 0, 1 own a tile's first sequence's digit columns (0, 1 / 2, 3), t = 2, 3 its second
+// sequence's; sx[tl] / inv_s[tl] are the lane's sequence's of tile tl, and each lane takes the mins of 4 sub-blocks
+// (4 (t & 1) .. + 3) of it: yp[tl] is that sequence's partial sum of rows g, g + 8 (store_rows_multi sums the lane pairs
+// t, t ^ 1). The same integers per sequence as item_i8; the mins in another grouping (not batch 1's bits).
+template <int kTl>
+__device__ __forceinline__ void item_multi(const uint8_t* row0, int pitch, int q, int kb, int t, const uint2* bq,
+                                           int tile_off, const float* const (&sx)[kTl],
+                                           const float* const (&inv_s)[kTl], float (&yp)[kTl][2]) {
+  const uint8_t* r[2] = {row0 + q * kBlockBytes, row0 + 8 * pitch + q * kBlockBytes};
+  uint4 h[2];
+  uint2 w[2][4], sw[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    h[k] = *reinterpret_cast<const uint4*>(r[k]);
+#pragma unroll
+    for (int p = 0; p < 4; p++) w[k][p] = *reinterpret_cast<const uint2*>(r[k] + 16 + 32 * p + 8 * t);
+    sw[k] = scale_words(h[k], false);
+  }
+  int re[kTl][4] = {}, ro[kTl][4] = {};  // per tile: sum of scale x mma over even / odd sub-blocks
+#pragma unroll
+  for (int p = 0; p < 4; p++) {
+    int se[2], so[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) lean_scales(sw[k], p, se[k], so[k]);
+    const uint32_t m = 0x0F0F0F0Fu, n = 0xF0F0F0F0u;
+#pragma unroll
+    for (int tl = 0; tl < kTl; tl++) {
+      int ce[4], co[4];
+      imma(ce, w[0][p].x & m, w[1][p].x & m, w[0][p].y & m, w[1][p].y & m, bq[tl * tile_off + (2 * p) * 16]);
+      imma(co, w[0][p].x & n, w[1][p].x & n, w[0][p].y & n, w[1][p].y & n, bq[tl * tile_off + (2 * p + 1) * 16]);
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        re[tl][i] += se[i >> 1] * ce[i];
+        ro[tl][i] += so[i >> 1] * co[i];
+      }
+    }
+  }
+  const float wa = (t & 1) ? 256.f : 16777216.f, wb = (t & 1) ? 1.f : 65536.f;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const uint2 mw = scale_words(h[k], true);
+    const uint32_t word = (t & 1) ? mw.y : mw.x;  // the mins of sub-blocks 4 (t & 1) .. + 3, a byte each
+    float mm[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) mm[i] = __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | i)) - 8388608.0f;
+    const float d = mvd::h2f(h[k].x & 0xFFFF), dmin = mvd::h2f(h[k].x >> 16);
+#pragma unroll
+    for (int tl = 0; tl < kTl; tl++) {
+      const float4 sxq = *reinterpret_cast<const float4*>(sx[tl] + kb * 8 + 4 * (t & 1));
+      const float f =
+          fmaf((float)(16 * re[tl][2 * k] + ro[tl][2 * k]), wa, (float)(16 * re[tl][2 * k + 1] + ro[tl][2 * k + 1]) * wb);
+      const float mins = fmaf(mm[0], sxq.x, fmaf(mm[1], sxq.y, fmaf(mm[2], sxq.z, mm[3] * sxq.w)));
+      yp[tl][k] += fmaf(d * inv_s[tl][kb], f, -dmin * mins);
+    }
   }
 }
 
@@ -769,29 +817,54 @@ __device__ __forceinline__ void release_stage(uint64_t* empty) { mbar_arrive(emp
 
 // A row group's end: the kW warps' partial sums of rows g, g + 8 (yp) meet in red (one of two buffers, taken by
 // alternate row groups, so that one barrier per row group suffices) and warp 0 writes the 16 rows.
-// kB 2 (pair28): lanes t, t ^ 1 hold one sequence's sums (item_i8<, 2>); red has 32 entries per warp (sequence 1's
-// rows at 16 ..), and sequence 1's rows go to y + rows.
-template <int kW, int kB = 1>
+template <int kW>
 __device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp, int lane, float (&yp)[2],
-                                           float (*red)[16 * kB]) {
+                                           float (*red)[16]) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int k = 0; k < 2; k++) {
     yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 1);
-    if constexpr (kB == 1) yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
+    yp[k] += __shfl_xor_sync(0xffffffffu, yp[k], 2);
   }
-  if (kB == 1 ? t == 0 : (t & 1) == 0) {
-    red[warp][16 * (t >> 1) + g] = yp[0];
-    red[warp][16 * (t >> 1) + g + 8] = yp[1];
+  if (t == 0) {
+    red[warp][g] = yp[0];
+    red[warp][g + 8] = yp[1];
   }
   asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
-  if (warp == 0 && lane < 16 * kB) {
+  if (warp == 0 && lane < 16) {
     float v = 0.f;
 #pragma unroll
     for (int i = 0; i < kW; i++) v += red[i][lane];
-    const int row = rg * 16 + (lane & 15);
-    float* y = a.y + (int64_t)(lane >> 4) * a.rows;
-    if (row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
+    const int row = rg * 16 + lane;
+    if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
+  }
+}
+// store_rows for kB = 2 kTl sequences (item_multi's yp: lanes t, t ^ 1 hold one sequence's sums): red has 16 kB entries
+// per warp (sequence s's rows at 16 s ..), sequence s's rows go to y + s rows, for s < nseq.
+template <int kW, int kTl>
+__device__ __forceinline__ void store_rows_multi(const mvt::Args& a, int nseq, int rg, int warp, int lane,
+                                                 float (&yp)[kTl][2], float (*red)[32 * kTl]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int tl = 0; tl < kTl; tl++) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) yp[tl][k] += __shfl_xor_sync(0xffffffffu, yp[tl][k], 1);
+    if ((t & 1) == 0) {
+      red[warp][16 * (2 * tl + (t >> 1)) + g] = yp[tl][0];
+      red[warp][16 * (2 * tl + (t >> 1)) + g + 8] = yp[tl][1];
+    }
+  }
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
+  if (warp == 0) {
+#pragma unroll
+    for (int tl = 0; tl < kTl; tl++) {
+      const int i16 = 32 * tl + lane, row = rg * 16 + (lane & 15), s = i16 >> 4;
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < kW; i++) v += red[i][i16];
+      float* y = a.y + (int64_t)s * a.rows;
+      if (s < nseq && row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
+    }
   }
 }
 
@@ -838,22 +911,24 @@ __device__ __forceinline__ void ring_step(int& sl, int& ph, int S) {
 // counters sl / ph advanced once per stage in both loops instead of j % S and j / S by the runtime stage count; the
 // group test j % 2 unsigned; the producer's row addresses once per row group, 64-bit products out of the stage loop)
 // and item_i8<true>'s scales and mins.
-// kB 2 (pair28; integer lean form only): two sequences' products in one pass over the weights, sequence 1's digits in
-// the n8 tile's columns 4..7 (the zero columns of kB 1): the same mma count and A build as one sequence; x of each
-// sequence in its own region (Args::xregion), staged by stage_pair / stage_i8 (never a prepared x).
+// kB 2 / 4 (pair28 / quad28; the integer lean form only): kB sequences' products (Args::nseq <= kB of them real) in one
+// pass over the weights, kB / 2 n8 tiles per sub-block, tile tl's columns 0..3 / 4..7 holding sequences 2 tl / 2 tl + 1
+// (item_multi): kB = 2 has batch 1's mma count and A build; x of sequence s in region s (Args::xregion bytes each),
+// staged by stage_multi / stage_i8 (never a prepared x).
 template <int kT, bool kI8, int kW = kCW, bool kLean = false, int kB = 1>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
+  constexpr int kTl = kB / 2 > 0 ? kB / 2 : 1;  // kB > 1: n8 tiles per sub-block
   static_assert(kW % kCW == 0 && (kW == kCW || kI8), "16 consumer warps: integer form only");
   static_assert(!kLean || kI8, "the lean form is the integer form's");
-  static_assert(kB == 1 || (kB == 2 && kLean), "two sequences: the integer lean form only");
+  static_assert(kB == 1 || ((kB == 2 || kB == 4) && kLean), "2 / 4 sequences: the integer lean form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   float* sx = reinterpret_cast<float*>(bfr + (kI8 ? sx_offset_i8(a.t.nb) : (a.t.nb + 1) * 16 * kT * 4));
   float* inv_s = sx + a.t.nb * 8;
-  uint2* bfr1 = reinterpret_cast<uint2*>(reinterpret_cast<uint8_t*>(smem_raw) + a.xregion);  // kB 2: sequence 1's
-  float* sx1 = reinterpret_cast<float*>(bfr1 + sx_offset_i8(a.t.nb));
-  float* inv_s1 = sx1 + a.t.nb * 8;
+  const int xr = a.xregion / 8;  // kB > 1: uint2 per sequence's region
+  const auto region = [&](int s) { return bfr + s * xr; };
+  const auto region_sx = [&](int s) { return reinterpret_cast<float*>(region(s) + sx_offset_i8(a.t.nb)); };
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
   __shared__ float red[2][kW][16 * kB];
@@ -899,47 +974,64 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   const int xu = kI8 && a.xone && !a.xg ? xone_units(a.t.nb, kW) : 0;
-  if constexpr (kB == 2) {
-    stage_pair_units<kW>(xu, a.t, XoneI8{bfr, sx, inv_s}, XoneI8{bfr1, sx1, inv_s1}, pr);
-  } else if constexpr (kI8) {
-    stage_one_units<kW, 3>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
-  }
-  if (!xu) {
-    mvs::grid_dep_wait();
-    probe_at(pr, kPrWaited);
-  }
-  if (kB == 2 && !xu) {  // rows past the one-round staging: stage_i8 per sequence
-    mvt::Args t1 = a.t;
-    t1.x += t1.cols;
-    stage_i8<kW>(a.t, bfr, sx, inv_s);
-    stage_i8<kW>(t1, bfr1, sx1, inv_s1);
-    x_staged_arrive<kW>();
-  } else if (a.xg) {
-    mbar_wait(&xfull, 0);
-  } else {
-    if constexpr (kI8) {
-      if (!xu) stage_i8<kW>(a.t, bfr, sx, inv_s);
-    } else {
-      mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
+  if constexpr (kB > 1) {
+    XoneI8 f[kB];
+#pragma unroll
+    for (int s = 0; s < kB; s++) f[s] = XoneI8{region(s), region_sx(s), region_sx(s) + a.t.nb * 8};
+    const int xm = a.xone ? multi_units(a.t.nb, kW, kB) : 0;
+    stage_multi_units<kW, kB>(xm, a.t, a.nseq, f, pr);
+    if (!xm) {  // rows past the one-round staging: stage_i8 per sequence
+      mvs::grid_dep_wait();
+      probe_at(pr, kPrWaited);
+#pragma unroll 1
+      for (int s = 0; s < kB; s++) {
+        mvt::Args ts = a.t;
+        ts.x += (int64_t)(s < a.nseq ? s : 0) * ts.cols;
+        stage_i8<kW>(ts, f[s].bfr, f[s].sx, f[s].inv_s);
+      }
     }
     x_staged_arrive<kW>();
+  } else {
+    if constexpr (kI8) stage_one_units<kW, 3>(xu, a.t, XoneI8{bfr, sx, inv_s}, pr, a.xone == 2);
+    if (!xu) {
+      mvs::grid_dep_wait();
+      probe_at(pr, kPrWaited);
+    }
+    if (a.xg) {
+      mbar_wait(&xfull, 0);
+    } else {
+      if constexpr (kI8) {
+        if (!xu) stage_i8<kW>(a.t, bfr, sx, inv_s);
+      } else {
+        mvt::stage<kT, false, kStageBar>(a.t, bfr, sx, inv_s);
+      }
+      x_staged_arrive<kW>();
+    }
   }
   probe_at(pr, kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
 
   const int g = lane >> 2, t = lane & 3;
-  const uint2* bbase = kB == 2 ? (g < 4 ? bfr + g * 4 + t : bfr1 + (g - 4) * 4 + t)
-                      : kI8    ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
-                               : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
-  const int bstride = kB == 2 ? 8 * 16 : kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
-  const float* const sxl = kB == 2 && t >= 2 ? sx1 : sx;  // the lane's sequence's (kB 2)
-  const float* const isl = kB == 2 && t >= 2 ? inv_s1 : inv_s;
+  const uint2* bbase = kB > 1 ? region(g >> 2) + (g & 3) * 4 + t  // tile 0: sequence g / 4
+                      : kI8   ? (g < 4 ? bfr + g * 4 + t : bfr + a.t.nb * 8 * 16 + t)
+                              : (g < kT ? bfr + g * 4 + t : bfr + a.t.nb * 16 * kT * 4 + t);
+  const int bstride = kB > 1 ? 8 * 16 : kI8 ? (g < 4 ? 8 * 16 : 0) : (g < kT ? 16 * kT * 4 : 0);
+  const float* sxl[kTl];  // kB > 1: the lane's sequence of each tile (2 tl + t / 2): Sx, 2^(e - 34)
+  const float* isl[kTl];
+#pragma unroll
+  for (int tl = 0; tl < kTl; tl++) {
+    sxl[tl] = region_sx(2 * tl + (t >> 1));
+    isl[tl] = sxl[tl] + a.t.nb * 8;
+  }
+  float ym[kTl][2];  // kB > 1: item_multi's sums
   const uint32_t msel = kLean ? lean_min_sel(t) : 0u;
   int j = 0, par = 0, sl = 0, ph = 0;  // kLean: sl = j % S, ph = (j / S) & 1
   uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
+#pragma unroll
+    for (int tl = 0; tl < kTl; tl++) ym[tl][0] = ym[tl][1] = 0.f;
     for (int c = 0; c < a.nchunk; c++, j++, ring_step<kLean>(sl, ph, S)) {
       if (kG > 1 && (kLean ? (int)((unsigned)j % kG) : j % kG) != grp) continue;  // the other group's stage
       const int s = kLean ? sl : j % S;
@@ -947,9 +1039,12 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       if (pr) probe_full(pr, t_full);
       const int kb0 = c * a.kc, n = min(a.kc, a.t.nb - kb0);
       const uint8_t* row0 = ring + s * stage_bytes + g * a.pitch;
-      if (kI8 && a.math) {
+      if (kB > 1 && a.math) {
         for (int q = lw; q < n; q += kCW)
-          item_i8<kLean, kB>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sxl, isl, yp, msel);
+          item_multi<kTl>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, 2 * xr, sxl, isl, ym);
+      } else if (kI8 && a.math) {
+        for (int q = lw; q < n; q += kCW)
+          item_i8<kLean>(row0, a.pitch, q, kb0 + q, t, bbase + (kb0 + q) * bstride, sx, inv_s, yp, msel);
       } else if (a.math && lw < n) {
         mvt::Raw cur, nxt;
         load_s(row0, a.pitch, lw, t, cur);
@@ -964,7 +1059,8 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       }
       release_stage(&empty[s]);
     }
-    store_rows<kW, kB>(a.t, rg, warp, lane, yp, red[par]);
+    if constexpr (kB > 1) store_rows_multi<kW, kTl>(a.t, a.nseq, rg, warp, lane, ym, red[par]);
+    else store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
   probe_end(pr, t_full);
@@ -1089,12 +1185,12 @@ struct Plan {
 constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
 // Shared memory per CTA: the x fragments of mvt (rounded to 128 bytes) + the ring. Two CTAs per SM get
 // ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
-// nseq 2 (pair28): two sequences' x regions, and 1 KB (8 consumer warps) / 2 KB (16) less for the ring: the kernel's
-// static row sums (red) double.
-inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int nseq = 1) {
+// kB 2 / 4 (pair28 / quad28): kB sequences' x regions, and (kB - 1) KB (8 consumer warps) / 2 (kB - 1) KB (16) less
+// for the ring: the kernel's static row sums (red) grow by that.
+inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int kB = 1) {
   const bool wide = tn.wide && tn.i8;
-  const size_t kHalf = (size_t)(110 - (nseq - 1)) * 1024;
-  const size_t kOne = (wide ? kOneSmemWide : kOneSmem) - (size_t)(nseq - 1) * 2048;
+  const size_t kHalf = (size_t)(110 - (kB - 1)) * 1024;
+  const size_t kOne = (wide ? kOneSmemWide : kOneSmem) - (size_t)(kB - 1) * 2048;
   // kc 0: 8 super-blocks per stage, 16 for rows of >= 64 (27B ffn_down [5120 x 17408]: 25.0 vs 29.9 us).
   p.kc = std::min(tn.kc > 0 ? tn.kc : nb >= 64 ? 16 : 8, nb);
   p.pitch = p.kc * kBlockBytes;
@@ -1102,7 +1198,7 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int nseq = 1) {
   // quarter-warp), 32 mod 128 for the 8-byte loads of the integer form (rows g .. g + 3 per half-warp).
   const int pad = tn.i8 ? 32 : 64;
   p.pitch += (pad - p.pitch % 128 + 128) % 128;
-  p.xbytes = nseq * (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
+  p.xbytes = kB * (int)(((tn.i8 ? smem_bytes_i8(nb) : mvt::smem_bytes(kT, nb)) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
   // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
   // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
@@ -1207,8 +1303,8 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
   return kT == 2 ? launch_t<2, false>(a, p.smem, (unsigned)grid, stream) : launch_t<3, false>(a, p.smem, (unsigned)grid, stream);
 }
 
-// pair28: whether the two-sequence kernel takes Q4_K [rows, cols] (takes()'s rule with both x regions in the plan;
-// the integer lean form on, DS_MVB_PAIR not 0).
+// pair28 / quad28: whether the kB-sequence kernel (kB 2 or 4) takes Q4_K [rows, cols]: takes()'s rule with kB x regions
+// in the plan; the integer lean form on, DS_MVB_PAIR not 0.
 inline bool pair_on() {
   static const bool v = [] {
     const char* e = std::getenv("DS_MVB_PAIR");
@@ -1216,21 +1312,21 @@ inline bool pair_on() {
   }();
   return v;
 }
-inline bool takes_pair(int64_t rows, int64_t cols) {
+inline bool takes_multi(int64_t rows, int64_t cols, int kB) {
   const Tune& tn = tune();
   if (!pair_on() || !tn.i8 || !tn.lean || tn.mode == 0 || cols % 256 != 0 || rows > ((int64_t)1 << 30)) return false;
   Plan p;
-  if (!plan(3, (int)(cols / 256), tn, p, 2)) return false;
+  if (!plan(3, (int)(cols / 256), tn, p, kB)) return false;
   return tn.mode == 1 || ((rows + 15) / 16 >= sm_count() && (cols >= 2048 || rows < 65536));
 }
-// Y[2, rows] = X[2, cols] Wᵀ (+ Y) in one pass over the weights (x, y: two rows of cols / rows floats, 16-byte
-// aligned); the caller checks takes_pair.
-inline Status launch_pair(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, bool accumulate,
-                          cudaStream_t stream) {
-  const int nb = (int)(cols / 256);
+// Y[nseq, rows] = X[nseq, cols] Wᵀ (+ Y) in one pass over the weights for nseq <= 4 sequences (the kB = 2 kernel for
+// nseq <= 2, kB = 4 above; x, y: nseq rows of cols / rows floats, x 16-byte aligned); the caller checks takes_multi.
+inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
+                           bool accumulate, cudaStream_t stream) {
+  const int nb = (int)(cols / 256), kB = nseq <= 2 ? 2 : 4;
   Plan p;
-  if (cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(3, nb, tune(), p, 2))
-    return cu_err("cuda matvec_stream (pair): [{}, {}] does not fit", rows, cols);
+  if (nseq < 1 || nseq > 4 || cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(3, nb, tune(), p, kB))
+    return cu_err("cuda matvec_stream ({} sequences): [{}, {}] does not fit", nseq, rows, cols);
   Args a;
   a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
   a.kc = p.kc;
@@ -1238,15 +1334,20 @@ inline Status launch_pair(const uint8_t* w, int64_t rows, int64_t cols, const fl
   a.pitch = p.pitch;
   a.stages = p.stages;
   a.xbytes = p.xbytes;
-  a.xregion = p.xbytes / 2;
+  a.xregion = p.xbytes / kB;
+  a.nseq = nseq;
   a.math = tune().math;
   a.evict = tune().evict;
   a.xone = tune().xone;
   const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
   a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
   a.pf = a.pf_cta ? next_hint().w : nullptr;
-  return p.warps > kCW ? launch_t<3, true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)
-                       : launch_t<3, true, kCW, true, 2>(a, p.smem, (unsigned)grid, stream);
+  const bool wide = p.warps > kCW;
+  if (kB == 2)
+    return wide ? launch_t<3, true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)
+                : launch_t<3, true, kCW, true, 2>(a, p.smem, (unsigned)grid, stream);
+  return wide ? launch_t<3, true, 2 * kCW, true, 4>(a, p.smem, (unsigned)grid, stream)
+              : launch_t<3, true, kCW, true, 4>(a, p.smem, (unsigned)grid, stream);
 }
 
 }  // namespace mvq

@@ -381,7 +381,7 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
       const int min_wg = cuda::matvec_batched_wgmma_min_batch(t), n_cols = cuda::matvec_batched_columns(t);
       ASSERT_LT(n_cols, 9) << "the regimes below assume DS_MVB_COLUMNS <= 8";
       std::vector<float> b1;  // B = 2 as two batch-1 products (n_cols >= 2): matvec's bits; or (pair28) by matvec_pair
-      const bool pair = cuda::matvec_pair_takes(t, rows, cols);  // GPUs of <= 44 SMs at this shape: its own bits
+      const bool pair = cuda::matvec_batched_multi() >= 2 && cuda::matvec_multi_takes(t, rows, cols, 2);  // <= 44 SMs
       if (n_cols >= 2 || pair) {
         ASSERT_TRUE(cuda::matvec(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr).ok());
         if (!pair) EXPECT_EQ(col0[0], test::to_host<float>(*dy, rows)) << what << " B 2 vs batch 1";
@@ -411,13 +411,14 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   }
 }
 
-// pair28: B = 2 of Q4_K through the batch-1 stream kernel's two-sequence form (matvec_pair): at shapes its own rule
-// takes on an H100 / H200 (>= 16 x the SM count rows) and, with the stream kernel forced on (mode 1), at small and
-// awkward ones; x staged in one round (xone 2) and by stage_i8 (xone 0); 8 and 16 consumer warps (nb 48: the 9B
-// ffn_down's 12288 columns take 16 by default, 8 with wide off; nb 68 always stage_i8 with 16); plain and accumulating.
-// Each sequence against float64 (run_case: every output overwritten, or y0 + the product), and sequence 0's result
-// independent of sequence 1's x.
-TEST(CudaMatvecBatched, PairMatchesFloat64) {
+// pair28 / quad28: Q4_K batches of 2..5 through the batch-1 stream kernel's multi-sequence forms (matvec_multi: kB 2,
+// and kB 4 where four x regions fit, else pairs; B = 5 adds a batch-1 product): at shapes its own rule takes on an
+// H100 / H200 (>= 16 x the SM count rows) and, with the stream kernel forced on (mode 1), at small and awkward ones; x
+// staged in one round (xone 2) and by stage_i8 (xone 0, and kB 4 with 8 consumer warps: 2 super-blocks per warp for
+// 4 sequences); 8 and 16 consumer warps (nb 48, the 9B ffn_down's 12288 columns: 16 by default, 8 with wide off; nb 68
+// always stage_i8); plain and accumulating. Each sequence against float64 (run_case: every output overwritten, or y0 +
+// the product); sequence 0's result independent of the others' x.
+TEST(CudaMatvecBatched, MultiMatchesFloat64) {
   DS_REQUIRE_GPU();
   const cuda::MatvecStreamTune saved = cuda::matvec_stream_tune();
   struct Variant {
@@ -429,12 +430,12 @@ TEST(CudaMatvecBatched, PairMatchesFloat64) {
                               {1, 0, true, "forced, stage_i8"},
                               {1, 2, false, "forced, 8 consumer warps"}};
   const Case cases[] = {{2200, 4096, "9B hidden, rows % 16 = 8"},
-                        {4096, 12288, "9B ffn_down width"},
+                        {4096, 12288, "9B ffn_down width: no room for 4 x regions"},
                         {2112, 17408, "27B ffn_down width (68 super-blocks)"},
                         {77, 256, "one super-block, a partial row group"},
                         {1027, 1280, "5 super-blocks, rows % 16 = 3"}};
   uint64_t seed = 9100;
-  int taken = 0;
+  int taken2 = 0, taken4 = 0;
   for (const Variant& v : variants) {
     cuda::MatvecStreamTune tn = saved;
     tn.mode = v.mode;
@@ -442,36 +443,44 @@ TEST(CudaMatvecBatched, PairMatchesFloat64) {
     tn.wide = v.wide;
     cuda::set_matvec_stream_tune(tn);
     for (const Case& c : cases) {
-      const bool takes = cuda::matvec_pair_takes(GgmlType::Q4_K, c.rows, c.cols);
-      if (v.mode == 1) EXPECT_TRUE(takes) << v.what << " [" << c.rows << " x " << c.cols << "]";
-      taken += takes;
-      for (bool acc : {false, true}) {
-        std::string where;
-        const double e = run_case(GgmlType::Q4_K, c, 2, acc, seed += 3, where);
-        EXPECT_LE(e, tol()) << v.what << (takes ? " pair" : " not pair") << (acc ? " accumulate" : "") << " ["
-                            << c.rows << " x " << c.cols << "] (" << c.what << "): worst " << where;
-      }
+      const bool t2 = cuda::matvec_multi_takes(GgmlType::Q4_K, c.rows, c.cols, 2);
+      const bool t4 = cuda::matvec_multi_takes(GgmlType::Q4_K, c.rows, c.cols, 4);
+      if (v.mode == 1) EXPECT_TRUE(t2) << v.what << " [" << c.rows << " x " << c.cols << "]";
+      if (c.cols == 12288 || c.cols == 17408) EXPECT_FALSE(t4) << v.what << " [" << c.rows << " x " << c.cols << "]";
+      taken2 += t2;
+      taken4 += t4;
+      for (int batch : {2, 3, 4, 5})
+        for (bool acc : {false, true}) {
+          std::string where;
+          const double e = run_case(GgmlType::Q4_K, c, batch, acc, seed += 3, where);
+          EXPECT_LE(e, tol()) << v.what << (t2 ? " multi" : " not multi") << (t4 ? " (kB 4)" : "") << " B " << batch
+                              << (acc ? " accumulate" : "") << " [" << c.rows << " x " << c.cols << "] (" << c.what
+                              << "): worst " << where;
+        }
     }
   }
-  EXPECT_GE(taken, 10) << "the forced variants take every shape";
-  // Sequence 0's outputs do not depend on sequence 1's x (its own digits, Sx and factors; rows of a 2-row x).
+  EXPECT_GE(taken2, 10) << "the forced variants take every shape";
+  EXPECT_GE(taken4, 6) << "the forced variants take kB 4 at 4096, 256 and 1280 columns";
+  // Sequence 0's outputs do not depend on the other sequences' x (its own digits, Sx and factors).
   cuda::set_matvec_stream_tune(saved);
   const int64_t rows = 4096, cols = 4096;
-  if (cuda::matvec_pair_takes(GgmlType::Q4_K, rows, cols)) {
+  for (int nseq : {2, 4}) {
+    if (!cuda::matvec_multi_takes(GgmlType::Q4_K, rows, cols, nseq)) continue;
     const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 77);
-    auto x = test::random_floats(2 * cols, 78);
+    auto x = test::random_floats(nseq * cols, 78);
     auto dw = test::to_device(w);
-    auto dy = cuda::DeviceBuffer::alloc(2 * rows * 4);
+    auto dy = cuda::DeviceBuffer::alloc(nseq * rows * 4);
     ASSERT_TRUE(dy.ok());
     std::vector<std::vector<float>> y0;
     for (float s1 : {1.f, -1e6f}) {
-      for (int64_t k = 0; k < cols; k++) x[cols + k] *= s1;
+      for (int64_t k = cols; k < nseq * cols; k++) x[k] *= s1;
       auto dx = test::to_device(x);
-      ASSERT_TRUE(cuda::matvec_pair(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nullptr).ok());
+      ASSERT_TRUE(
+          cuda::matvec_multi(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nseq, nullptr).ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       y0.push_back(test::to_host<float>(*dy, rows));
     }
-    EXPECT_EQ(y0[0], y0[1]) << "sequence 0 after sequence 1's x was scaled by -1e6";
+    EXPECT_EQ(y0[0], y0[1]) << nseq << " sequences: sequence 0 after the others' x were scaled by -1e6";
   }
 }
 
