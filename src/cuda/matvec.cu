@@ -292,8 +292,11 @@ Status matvec(GgmlType type, const void* w, int64_t rows, int64_t cols, const fl
 }
 
 bool matvec_multi_takes(GgmlType type, int64_t rows, int64_t cols, int nseq) {
-  return type == GgmlType::Q4_K && nseq >= 1 && nseq <= 4 && stream_takes(false, rows, cols) &&
-         mvq::takes_multi(rows, cols, nseq <= 2 ? 2 : 4);
+  if (nseq < 1 || nseq > 4) return false;
+  const int kB = nseq <= 2 ? 2 : 4;
+  if (type == GgmlType::Q4_K) return stream_takes(false, rows, cols) && mvq::takes_multi(rows, cols, kB);
+  if (type == GgmlType::Q6_K) return stream_takes(true, rows, cols) && mvq6::takes_multi(rows, cols, kB);
+  return false;
 }
 
 Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
@@ -301,8 +304,13 @@ Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, co
   if (!matvec_multi_takes(type, rows, cols, nseq))
     return cu_err("cuda matvec_multi: {} [{}, {}] for {} sequences is not taken by the stream kernel", type_cstr(type),
                   rows, cols, nseq);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (type == GgmlType::Q6_K) {
+    if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
+    return mvq6::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream);
+  }
   if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
-  return mvq::launch_multi(static_cast<const uint8_t*>(w), rows, cols, x, y, nseq, accumulate, stream);
+  return mvq::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream);
 }
 
 }  // namespace ds::cuda

@@ -500,8 +500,8 @@ __device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, cons
 // sequences' x, every load of all of them issued together, sequence s's digits into its own region f[s]. Sequences
 // s >= nseq (a batch of 3 in the kB 4 kernel) stage sequence 0's x again; their outputs are not stored. The same
 // digits per sequence as stage_one / stage_i8 (digits_i8_u on the same values).
-template <int kW, int kU, int kB>
-__device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const XoneI8 (&f)[kB], uint64_t* pr) {
+template <int kW, int kU, int kB, class F>
+__device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const F (&f)[kB], uint64_t* pr) {
   int bs[kU];
   bool st[kU];
   xone_blocks<kW, kU>(a.nb, bs, st);
@@ -516,7 +516,7 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
 #pragma unroll
     for (int u = 0; u < kU; u++) {
       if (st[u]) {
-        load8(x, bs[u], v[s][u]);
+        F::load(x, bs[u], v[s][u]);
       } else {
 #pragma unroll
         for (int i = 0; i < 8; i++) v[s][u][i] = 0.f;
@@ -532,12 +532,13 @@ __host__ __device__ constexpr int multi_units(int nb, int kW, int kB) {
   const int u = xone_units(nb, kW);
   return u * kB <= 6 ? u : 0;
 }
-template <int kW, int kB>
-__device__ __forceinline__ void stage_multi_units(int xu, const mvt::Args& a, int nseq, const XoneI8 (&f)[kB],
+// kMaxU: the most super-blocks per warp the caller allows (the Q6_K kernel with 8 consumer warps: 2).
+template <int kW, int kB, class F, int kMaxU = 3>
+__device__ __forceinline__ void stage_multi_units(int xu, const mvt::Args& a, int nseq, const F (&f)[kB],
                                                   uint64_t* pr) {
   if (xu == 1) stage_multi<kW, 1, kB>(a, nseq, f, pr);
-  if constexpr (kB <= 3) if (xu == 2) stage_multi<kW, 2, kB>(a, nseq, f, pr);
-  if constexpr (kB <= 2) if (xu == 3) stage_multi<kW, 3, kB>(a, nseq, f, pr);
+  if constexpr (kB <= 3 && kMaxU >= 2) if (xu == 2) stage_multi<kW, 2, kB>(a, nseq, f, pr);
+  if constexpr (kB <= 2 && kMaxU >= 3) if (xu == 3) stage_multi<kW, 3, kB>(a, nseq, f, pr);
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -839,6 +840,39 @@ __device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp,
     if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
   }
 }
+// store_rows for kB sequences whose lane quads hold a row's parts of every sequence (the Q6_K kernel's item_q6_multi:
+// yp[s] summed over the quad as store_rows does): red has 16 kB entries per warp, sequence s's rows go to y + s rows,
+// for s < nseq.
+template <int kW, int kB>
+__device__ __forceinline__ void store_rows_seqs(const mvt::Args& a, int nseq, int rg, int warp, int lane,
+                                                float (&yp)[kB][2], float (*red)[16 * kB]) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int s = 0; s < kB; s++) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      yp[s][k] += __shfl_xor_sync(0xffffffffu, yp[s][k], 1);
+      yp[s][k] += __shfl_xor_sync(0xffffffffu, yp[s][k], 2);
+    }
+    if (t == 0) {
+      red[warp][16 * s + g] = yp[s][0];
+      red[warp][16 * s + g + 8] = yp[s][1];
+    }
+  }
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
+  if (warp == 0) {
+#pragma unroll
+    for (int i0 = 0; i0 < 16 * kB; i0 += 32) {
+      const int i16 = i0 + lane, row = rg * 16 + (lane & 15), s = i16 >> 4;
+      if (i16 >= 16 * kB) break;
+      float v = 0.f;
+#pragma unroll
+      for (int i = 0; i < kW; i++) v += red[i][i16];
+      float* y = a.y + (int64_t)s * a.rows;
+      if (s < nseq && row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
+    }
+  }
+}
 // store_rows for kB = 2 kTl sequences (item_multi's yp: lanes t, t ^ 1 hold one sequence's sums): red has 16 kB entries
 // per warp (sequence s's rows at 16 s ..), sequence s's rows go to y + s rows, for s < nseq.
 template <int kW, int kTl>
@@ -984,10 +1018,10 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       mvs::grid_dep_wait();
       probe_at(pr, kPrWaited);
 #pragma unroll 1
-      for (int s = 0; s < kB; s++) {
+      for (int s = 0; s < kB; s++) {  // region pointers from s (an f[s] of a runtime s would put f in local memory)
         mvt::Args ts = a.t;
         ts.x += (int64_t)(s < a.nseq ? s : 0) * ts.cols;
-        stage_i8<kW>(ts, f[s].bfr, f[s].sx, f[s].inv_s);
+        stage_i8<kW>(ts, region(s), region_sx(s), region_sx(s) + a.t.nb * 8);
       }
     }
     x_staged_arrive<kW>();

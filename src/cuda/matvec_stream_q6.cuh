@@ -60,6 +60,8 @@ struct Args {
   bool evict = false;         // mvq::Args::evict
   int xone = 0;               // mvq::Args::xone
   uint64_t* probe = nullptr;  // mvq::Args::probe
+  int xregion = 0;            // q6m28 (kernel<..., kB > 1>): mvq::Args::xregion, mvq::Args::nseq
+  int nseq = 1;
 };
 
 // x in shared memory, per super-block: B [8 groups m][4 digits][4 t] uint2 (1 KB), then for all super-blocks
@@ -373,6 +375,87 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
   }
 }
 
+// q6m28 (kernel<..., kB = 2 / 4>): item_q6 for kB sequences, the 6-bit codes (A) built once per group and multiplied by
+// each sequence's digits (its own n8 tile: one mma per group and sequence); sequence s's B / C entries at bq / cq + s xr
+// (8-byte units per x region), its 2^(e - 30) is[s]; yp[s] as item_q6's yp (store_rows_seqs sums the lane quads). The
+// same integers and fp32 expressions per sequence as item_q6.
+template <bool kOdd, int kB>
+__device__ __forceinline__ void item_q6_multi(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
+                                              const int2* cq, int xr, const float (&is)[kB], float (&yp)[kB][2]) {
+  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
+  uint32_t sw[2][4];
+  float d[2];
+  const int o = 4 * t + (kOdd ? 2 : 0);
+  const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const uint8_t* b = p[k];
+#pragma unroll
+    for (int r = 0; r < 6; r++) {
+      const uint8_t* rb = b + 32 * r;
+      const uint32_t s0 = lds32(rb + o);
+      uint32_t s1 = lds32(rb + 16 + o);
+      if (kOdd) s1 = __byte_perm(s1, lds32(rb - 2), sel3);
+      if (r < 4) {
+        W[k][r][0] = s0;
+        W[k][r][1] = s1;
+      } else {
+        H[k][r - 4][0] = s0;
+        H[k][r - 4][1] = s1;
+      }
+    }
+    if (kOdd) {
+      uint32_t s5[5];
+#pragma unroll
+      for (int i = 0; i < 5; i++) s5[i] = lds32(b + 190 + 4 * i);
+#pragma unroll
+      for (int i = 0; i < 4; i++) sw[k][i] = __funnelshift_r(s5[i], s5[i + 1], 16);
+      d[k] = mvd::h2f(s5[4] >> 16);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; i++) sw[k][i] = lds32(b + 192 + 4 * i);
+      d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
+    }
+  }
+  const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
+  int R[kB][4] = {};
+#pragma unroll
+  for (int n = 0; n < 2; n++)
+#pragma unroll
+    for (int Q = 0; Q < 4; Q++) {
+      const int m = 4 * n + Q;
+      uint32_t A[2][2];
+#pragma unroll
+      for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
+          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
+          A[k][j] = nib | hb;
+        }
+      const int s0 = prmt_s8(sw[0][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+      const int s1 = prmt_s8(sw[1][2 * n + (Q >> 1)], lc.sel[Q & 1]);
+#pragma unroll
+      for (int sq = 0; sq < kB; sq++) {
+        const uint2 bv = bq[sq * xr + m * 16];
+        int c[4];
+        imma_c(c, A[0][0], A[1][0], A[0][1], A[1][1], bv.x & mk0, bv.y & mk1, cq[sq * xr + m * 4]);
+        R[sq][0] += s0 * c[0];
+        R[sq][1] += s0 * c[1];
+        R[sq][2] += s1 * c[2];
+        R[sq][3] += s1 * c[3];
+      }
+    }
+#pragma unroll
+  for (int sq = 0; sq < kB; sq++)
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const float f = fmaf((float)R[sq][2 * k], lc.wa, (float)R[sq][2 * k + 1] * lc.wb);
+      yp[sq][k] = fmaf(d[k] * is[sq], f, yp[sq][k]);
+    }
+}
+
 // decode10: x prepared once per product in this kernel's shared-memory layout (mvq::xprep_kernel's Q6_K form).
 // fence: as mvq::xprep_kernel's.
 template <int kPW>
@@ -391,17 +474,21 @@ __global__ void __launch_bounds__(32 * kPW) xprep_kernel(const mvt::Args a, uint
 // x is staged by all 16, and a row group's partial sums meet over all 16.
 // kLean (q6i19, Tune::lean; same bits): the ring slot and phase as counters advanced per stage (no divisions by the
 // runtime stage count), the stage's window offsets in 32 bits.
-template <bool kMath, int kW, bool kLean = false>
+// kB 2 / 4 (q6m28; kMath and kLean only): kB sequences' products (Args::nseq <= kB real) in one pass over the weights,
+// x of sequence s in region s (Args::xregion bytes each: this kernel's B, C and 2^(e - 30) of that sequence), staged by
+// mvq::stage_multi / stage_q6 (never a prepared x); item_q6_multi, mvq::store_rows_seqs.
+template <bool kMath, int kW, bool kLean = false, int kB = 1>
 __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const Args a) {
   constexpr int kG = kW / kCW;  // consumer groups
   static_assert(kW % kCW == 0, "consumer warps in groups of 8");
+  static_assert(kB == 1 || ((kB == 2 || kB == 4) && kMath && kLean), "2 / 4 sequences: the lean form only");
   extern __shared__ uint4 smem_raw[];
   uint2* bfr = reinterpret_cast<uint2*>(smem_raw);
   int2* cfr = reinterpret_cast<int2*>(bfr + a.t.nb * 8 * 16);
   float* inv_s = reinterpret_cast<float*>(cfr + a.t.nb * 8 * 4);
   uint8_t* ring = reinterpret_cast<uint8_t*>(smem_raw) + a.xbytes;
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages], xfull;
-  __shared__ float red[2][kW][16];
+  __shared__ float red[2][kW][16 * kB];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nrg = (a.t.rows + 15) / 16, S = a.stages, stage_bytes = 16 * a.pitch;
   if (threadIdx.x == 0) mvq::probe_at(a.probe, mvq::kPrEntry);
@@ -448,15 +535,41 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 
   uint64_t* const pr = threadIdx.x == 0 ? a.probe : nullptr;  // consumer warp 0's stamps
   // Three super-blocks per warp only with 16 warps: with 8, kernel<true, 8> then spilled (4 bytes; ptxas, b1x16).
-  const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
-  mvq::stage_one_units<kW, kW == kCW ? 2 : 3>(xu, a.t, XoneQ6{bfr, cfr, inv_s}, pr, a.xone == 2);
-  if (!xu) {
-    mvs::grid_dep_wait();
-    mvq::probe_at(pr, mvq::kPrWaited);
+  const int xr = a.xregion / 8;  // kB > 1: 8-byte units per sequence's x region
+  if constexpr (kB > 1) {
+    XoneQ6 f[kB];
+#pragma unroll
+    for (int s = 0; s < kB; s++) {
+      uint2* b = bfr + s * xr;
+      int2* c = reinterpret_cast<int2*>(b + a.t.nb * 8 * 16);
+      f[s] = XoneQ6{b, c, reinterpret_cast<float*>(c + a.t.nb * 8 * 4)};
+    }
+    const int xm0 = a.xone ? mvq::multi_units(a.t.nb, kW, kB) : 0, xm = kW == kCW && xm0 > 2 ? 0 : xm0;
+    mvq::stage_multi_units<kW, kB, XoneQ6, kW == kCW ? 2 : 3>(xm, a.t, a.nseq, f, pr);
+    if (!xm) {  // rows past the one-round staging: stage_q6 per sequence
+      mvs::grid_dep_wait();
+      mvq::probe_at(pr, mvq::kPrWaited);
+#pragma unroll 1
+      for (int s = 0; s < kB; s++) {  // region pointers from s (an f[s] of a runtime s would put f in local memory)
+        mvt::Args ts = a.t;
+        ts.x += (int64_t)(s < a.nseq ? s : 0) * ts.cols;
+        uint2* b = bfr + s * xr;
+        int2* c = reinterpret_cast<int2*>(b + a.t.nb * 8 * 16);
+        stage_q6<kW>(ts, b, c, reinterpret_cast<float*>(c + a.t.nb * 8 * 4));
+      }
+    }
+    mvq::x_staged_arrive<kW>();
+  } else {
+    const int xu0 = a.xone && !a.xg ? mvq::xone_units(a.t.nb, kW) : 0, xu = kW == kCW && xu0 > 2 ? 0 : xu0;
+    mvq::stage_one_units<kW, kW == kCW ? 2 : 3>(xu, a.t, XoneQ6{bfr, cfr, inv_s}, pr, a.xone == 2);
+    if (!xu) {
+      mvs::grid_dep_wait();
+      mvq::probe_at(pr, mvq::kPrWaited);
+    }
+    if (a.xg) mvq::mbar_wait(&xfull, 0);
+    else if (!xu) stage_q6<kW>(a.t, bfr, cfr, inv_s);
+    if (!a.xg) mvq::x_staged_arrive<kW>();
   }
-  if (a.xg) mvq::mbar_wait(&xfull, 0);
-  else if (!xu) stage_q6<kW>(a.t, bfr, cfr, inv_s);
-  if (!a.xg) mvq::x_staged_arrive<kW>();
   mvq::probe_at(pr, mvq::kPrXStaged);
   mvs::grid_dep_trigger();
   const int grp = warp / kCW, lw = warp % kCW;  // group, warp within the group
@@ -475,6 +588,9 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
   uint64_t t_full = 0;  // probe: the last stage's landing
   for (int rg = blockIdx.x; rg < nrg; rg += gridDim.x) {
     float yp[2] = {0.f, 0.f};
+    float ym[kB][2];  // kB > 1: item_q6_multi's sums
+#pragma unroll
+    for (int sq = 0; sq < kB; sq++) ym[sq][0] = ym[sq][1] = 0.f;
     const int rowa = min(rg * 16 + g, a.t.rows - 1), rowb = min(rg * 16 + g + 8, a.t.rows - 1);
     // kLean: the rows' start addresses mod 16 (a window's offset: (row start + kb0 x 210) mod 16).
     const int oa = (int)(((int64_t)rowa * a.t.row_bytes) & 15), ob = (int)(((int64_t)rowb * a.t.row_bytes) & 15);
@@ -497,13 +613,22 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
           if (kb < kb0 || kb >= kb0 + n) continue;
           const int q = kb - kb0;
           const uint8_t* const p[2] = {r0 + q * kBlockBytes, r1 + q * kBlockBytes};
-          if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
-          else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          if constexpr (kB > 1) {
+            float is[kB];
+#pragma unroll
+            for (int sq = 0; sq < kB; sq++) is[sq] = inv_s[sq * 2 * xr + kb];
+            if (kb & 1) item_q6_multi<true, kB>(p, t, lc, bbase + kb * 128, cbase + kb * 32, xr, is, ym);
+            else item_q6_multi<false, kB>(p, t, lc, bbase + kb * 128, cbase + kb * 32, xr, is, ym);
+          } else {
+            if (kb & 1) item_q6<true>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+            else item_q6<false>(p, t, lc, bbase + kb * 128, cbase + kb * 32, inv_s[kb], yp);
+          }
         }
       }
       mvq::release_stage(&empty[s]);
     }
-    mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
+    if constexpr (kB > 1) mvq::store_rows_seqs<kW, kB>(a.t, a.nseq, rg, warp, lane, ym, red[par]);
+    else mvq::store_rows<kW>(a.t, rg, warp, lane, yp, red[par]);
     par ^= 1;
   }
   mvq::probe_end(pr, t_full);
@@ -549,9 +674,11 @@ struct Plan {
 };
 // Dynamic shared memory allowed per kernel: 16 consumer warps have 1 KB more static shared memory (227 KB in all).
 constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
-inline bool plan(int nb, const Tune& tn, Plan& p) {
-  constexpr size_t kHalf = 110 * 1024;
-  const size_t kOne = tn.wide ? kOneSmemWide : kOneSmem;
+// kB 2 / 4 (q6m28): kB sequences' x regions, and the ring (kB - 1) KB (8 consumer warps) / 2 (kB - 1) KB (16) smaller
+// for the kernel's larger static row sums (mvq::plan's rule).
+inline bool plan(int nb, const Tune& tn, Plan& p, int kB = 1) {
+  const size_t kHalf = (size_t)(110 - (kB - 1)) * 1024;
+  const size_t kOne = (tn.wide ? kOneSmemWide : kOneSmem) - (size_t)(kB - 1) * 2048;
   if (nb <= 0 || nb % 2 != 0) return false;
   // kc 0: 8 super-blocks per stage. 16 was faster alone on the 9B ffn_down ([4096 x 12288] 19.4 vs 20.6 us,
   // decode7) but slower on 27B ffn_gate_up-sized rows (46.6 vs 42.4 us), leaves rows of >= 100 super-blocks no
@@ -564,7 +691,7 @@ inline bool plan(int nb, const Tune& tn, Plan& p) {
   // word loads of 8 rows x 4 lanes hit 32 distinct banks when the rows' windows start alike).
   p.pitch = (p.kc * kBlockBytes + 14 + 15) / 16 * 16;
   if (p.pitch % 32 == 0) p.pitch += 16;
-  p.xbytes = (int)((smem_x_bytes(nb) + 127) / 128 * 128);
+  p.xbytes = kB * (int)((smem_x_bytes(nb) + 127) / 128 * 128);
   const size_t stage = (size_t)16 * p.pitch;
   // ctas_per_sm -1 (decode8): one CTA per SM within half the SM's shared memory (the full SM where x and 2
   // stages need more), so the next product's CTAs fit beside this one's and fill their ring while it runs.
@@ -603,17 +730,18 @@ inline bool takes(int64_t rows, int64_t cols) {
 }
 
 namespace {
-template <bool kMath, int kW, bool kLean>
+template <bool kMath, int kW, bool kLean, int kB>
 cudaError_t allow_smem_q6() {
-  static const cudaError_t e = cudaFuncSetAttribute(
-      kernel<kMath, kW, kLean>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(kW == kCW ? kOneSmem : kOneSmemWide));
-  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW, kLean>);
+  static const cudaError_t e =
+      cudaFuncSetAttribute(kernel<kMath, kW, kLean, kB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)((kW == kCW ? kOneSmem : kOneSmemWide) - (kB - 1) * 2048));
+  return e != cudaSuccess ? e : mvs::carveout_max(kernel<kMath, kW, kLean, kB>);
 }
-template <bool kMath, int kW, bool kLean = false>
+template <bool kMath, int kW, bool kLean = false, int kB = 1>
 Status launch_t(const Args& a, size_t smem, unsigned grid, cudaStream_t stream) {
-  const cudaError_t attr = allow_smem_q6<kMath, kW, kLean>();
+  const cudaError_t attr = allow_smem_q6<kMath, kW, kLean, kB>();
   if (attr != cudaSuccess) return cu_err("cuda matvec_stream_q6: cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
-  const cudaError_t e = launch_pdl(kernel<kMath, kW, kLean>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
+  const cudaError_t e = launch_pdl(kernel<kMath, kW, kLean, kB>, dim3(grid), dim3(32 * (kW + 1)), smem, stream,
                                    mvq::launch_pdl_with(a.xg != nullptr), a);
   if (e != cudaSuccess) return cu_err("cuda matvec_stream_q6: launch: {}", cudaGetErrorString(e));
   CUDA_TRY_LAUNCH("matvec_stream_q6", stream);
@@ -666,6 +794,52 @@ inline Status launch(const uint8_t* w, int64_t rows, int64_t cols, const float* 
                 : launch_t<true, kCW, true>(a, p.smem, (unsigned)grid, stream);
   return wide ? launch_t<true, 2 * kCW>(a, p.smem, (unsigned)grid, stream)
               : launch_t<true, kCW>(a, p.smem, (unsigned)grid, stream);
+}
+
+// q6m28: whether the kB-sequence kernel (kB 2 or 4) takes Q6_K [rows, cols] (takes()'s rule with kB x regions in the
+// plan; the lean form on, DS_MVB_PAIR not 0), and its launch for nseq <= 4 sequences (mvq::launch_multi's contract).
+// kB 4 spills (64-80 bytes at 96 registers, ptxas, session 28): DS_MVB_Q6K_QUAD=0 turns it off (pairs instead).
+inline bool quad_on() {
+  static const bool v = [] {
+    const char* e = std::getenv("DS_MVB_Q6K_QUAD");
+    return !(e && e[0] == '0');
+  }();
+  return v;
+}
+inline bool takes_multi(int64_t rows, int64_t cols, int kB) {
+  const Tune& tn = tune();
+  if (!mvq::pair_on() || (kB == 4 && !quad_on()) || !tn.math || !tn.lean || tn.mode == 0 || cols % 256 != 0 || rows > ((int64_t)1 << 30))
+    return false;
+  Plan p;
+  if (!plan((int)(cols / 256), tn, p, kB)) return false;
+  return tn.mode == 1 || ((rows + 15) / 16 >= sm_count() && (cols >= 2048 || (rows >= 65536 && cols >= 1024)));
+}
+inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
+                           bool accumulate, cudaStream_t stream) {
+  const int nb = (int)(cols / 256), kB = nseq <= 2 ? 2 : 4;
+  Plan p;
+  if (nseq < 1 || nseq > 4 || cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(nb, tune(), p, kB))
+    return cu_err("cuda matvec_stream_q6 ({} sequences): [{}, {}] does not fit", nseq, rows, cols);
+  Args a;
+  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
+  a.kc = p.kc;
+  a.nchunk = (nb + p.kc - 1) / p.kc;
+  a.pitch = p.pitch;
+  a.stages = p.stages;
+  a.xbytes = p.xbytes;
+  a.xregion = p.xbytes / kB;
+  a.nseq = nseq;
+  a.evict = mvq::tune().evict;
+  a.xone = mvq::tune().xone;
+  const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
+  const bool wide = p.warps > kCW;
+  if (kB == 2)
+    return wide ? launch_t<true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)
+                : launch_t<true, kCW, true, 2>(a, p.smem, (unsigned)grid, stream);
+  return wide ? launch_t<true, 2 * kCW, true, 4>(a, p.smem, (unsigned)grid, stream)
+              : launch_t<true, kCW, true, 4>(a, p.smem, (unsigned)grid, stream);
 }
 
 }  // namespace mvq6

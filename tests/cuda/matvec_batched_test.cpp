@@ -411,77 +411,89 @@ TEST(CudaMatvecBatched, ColumnIndependentOfBatch) {
   }
 }
 
-// pair28 / quad28: Q4_K batches of 2..5 through the batch-1 stream kernel's multi-sequence forms (matvec_multi: kB 2,
-// and kB 4 where four x regions fit, else pairs; B = 5 adds a batch-1 product): at shapes its own rule takes on an
-// H100 / H200 (>= 16 x the SM count rows) and, with the stream kernel forced on (mode 1), at small and awkward ones; x
-// staged in one round (xone 2) and by stage_i8 (xone 0, and kB 4 with 8 consumer warps: 2 super-blocks per warp for
-// 4 sequences); 8 and 16 consumer warps (nb 48, the 9B ffn_down's 12288 columns: 16 by default, 8 with wide off; nb 68
-// always stage_i8); plain and accumulating. Each sequence against float64 (run_case: every output overwritten, or y0 +
-// the product); sequence 0's result independent of the others' x.
+// pair28 / quad28 / q6m28: Q4_K and Q6_K batches of 2..5 through the batch-1 stream kernels' multi-sequence forms
+// (matvec_multi: kB 2, and kB 4 where four x regions fit, else pairs; B = 5 adds a batch-1 product): at shapes their
+// own rules take on an H100 / H200 (>= 16 x the SM count rows) and, with the stream kernels forced on (mode 1), at
+// small and awkward ones; x staged in one round (xone 2) and per sequence (xone 0; and kB 4 with 8 consumer warps: 2
+// super-blocks per warp for 4 sequences); 8 and 16 consumer warps (nb 48, the 9B ffn_down's 12288 columns: 16 by
+// default, 8 with wide off; nb 68 always staged per sequence); plain and accumulating. Each sequence against float64
+// (run_case: every output overwritten, or y0 + the product); sequence 0's result independent of the others' x.
 TEST(CudaMatvecBatched, MultiMatchesFloat64) {
   DS_REQUIRE_GPU();
   const cuda::MatvecStreamTune saved = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune saved6 = cuda::matvec_stream_q6_tune();
   struct Variant {
     int mode, xone;
     bool wide;
     const char* what;
   };
   const Variant variants[] = {{-1, saved.xone, saved.wide, "default"},
-                              {1, 0, true, "forced, stage_i8"},
+                              {1, 0, true, "forced, staged per sequence"},
                               {1, 2, false, "forced, 8 consumer warps"}};
+  // Q6_K takes even super-block counts only (512: 2, 1536: 6).
   const Case cases[] = {{2200, 4096, "9B hidden, rows % 16 = 8"},
                         {4096, 12288, "9B ffn_down width: no room for 4 x regions"},
                         {2112, 17408, "27B ffn_down width (68 super-blocks)"},
-                        {77, 256, "one super-block, a partial row group"},
-                        {1027, 1280, "5 super-blocks, rows % 16 = 3"}};
+                        {77, 512, "two super-blocks, a partial row group"},
+                        {1027, 1536, "6 super-blocks, rows % 16 = 3"}};
   uint64_t seed = 9100;
-  int taken2 = 0, taken4 = 0;
-  for (const Variant& v : variants) {
-    cuda::MatvecStreamTune tn = saved;
-    tn.mode = v.mode;
-    tn.xone = v.xone;
-    tn.wide = v.wide;
-    cuda::set_matvec_stream_tune(tn);
-    for (const Case& c : cases) {
-      const bool t2 = cuda::matvec_multi_takes(GgmlType::Q4_K, c.rows, c.cols, 2);
-      const bool t4 = cuda::matvec_multi_takes(GgmlType::Q4_K, c.rows, c.cols, 4);
-      if (v.mode == 1) EXPECT_TRUE(t2) << v.what << " [" << c.rows << " x " << c.cols << "]";
-      if (c.cols == 12288 || c.cols == 17408) EXPECT_FALSE(t4) << v.what << " [" << c.rows << " x " << c.cols << "]";
-      taken2 += t2;
-      taken4 += t4;
-      for (int batch : {2, 3, 4, 5})
-        for (bool acc : {false, true}) {
-          std::string where;
-          const double e = run_case(GgmlType::Q4_K, c, batch, acc, seed += 3, where);
-          EXPECT_LE(e, tol()) << v.what << (t2 ? " multi" : " not multi") << (t4 ? " (kB 4)" : "") << " B " << batch
-                              << (acc ? " accumulate" : "") << " [" << c.rows << " x " << c.cols << "] (" << c.what
-                              << "): worst " << where;
-        }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    int taken2 = 0, taken4 = 0;
+    const std::string tn = std::string(ggml_type_name(t));
+    for (const Variant& v : variants) {
+      cuda::MatvecStreamTune tq = saved;
+      tq.mode = v.mode;
+      tq.xone = v.xone;
+      tq.wide = v.wide;
+      cuda::set_matvec_stream_tune(tq);
+      cuda::MatvecStreamQ6Tune t6 = saved6;
+      t6.mode = v.mode;
+      t6.wide = v.wide;
+      cuda::set_matvec_stream_q6_tune(t6);
+      for (const Case& c : cases) {
+        const bool t2 = cuda::matvec_multi_takes(t, c.rows, c.cols, 2);
+        const bool t4 = cuda::matvec_multi_takes(t, c.rows, c.cols, 4);
+        if (v.mode == 1) EXPECT_TRUE(t2) << tn << " " << v.what << " [" << c.rows << " x " << c.cols << "]";
+        if (c.cols == 12288 || c.cols == 17408) EXPECT_FALSE(t4) << tn << " [" << c.rows << " x " << c.cols << "]";
+        taken2 += t2;
+        taken4 += t4;
+        for (int batch : {2, 3, 4, 5})
+          for (bool acc : {false, true}) {
+            std::string where;
+            const double e = run_case(t, c, batch, acc, seed += 3, where);
+            EXPECT_LE(e, tol()) << tn << " " << v.what << (t2 ? " multi" : " not multi") << (t4 ? " (kB 4)" : "")
+                                << " B " << batch << (acc ? " accumulate" : "") << " [" << c.rows << " x " << c.cols
+                                << "] (" << c.what << "): worst " << where;
+          }
+      }
     }
+    EXPECT_GE(taken2, 10) << tn << ": the forced variants take every shape";
+    if (t == GgmlType::Q4_K || std::getenv("DS_MVB_Q6K_QUAD") == nullptr)
+      EXPECT_GE(taken4, 6) << tn << ": the forced variants take kB 4 at 4096, 512 and 1536 columns";
   }
-  EXPECT_GE(taken2, 10) << "the forced variants take every shape";
-  EXPECT_GE(taken4, 6) << "the forced variants take kB 4 at 4096, 256 and 1280 columns";
-  // Sequence 0's outputs do not depend on the other sequences' x (its own digits, Sx and factors).
+  // Sequence 0's outputs do not depend on the other sequences' x (its own digits, Sx / C and factors).
   cuda::set_matvec_stream_tune(saved);
+  cuda::set_matvec_stream_q6_tune(saved6);
   const int64_t rows = 4096, cols = 4096;
-  for (int nseq : {2, 4}) {
-    if (!cuda::matvec_multi_takes(GgmlType::Q4_K, rows, cols, nseq)) continue;
-    const auto w = test::random_weights(GgmlType::Q4_K, rows * cols, 77);
-    auto x = test::random_floats(nseq * cols, 78);
-    auto dw = test::to_device(w);
-    auto dy = cuda::DeviceBuffer::alloc(nseq * rows * 4);
-    ASSERT_TRUE(dy.ok());
-    std::vector<std::vector<float>> y0;
-    for (float s1 : {1.f, -1e6f}) {
-      for (int64_t k = cols; k < nseq * cols; k++) x[k] *= s1;
-      auto dx = test::to_device(x);
-      ASSERT_TRUE(
-          cuda::matvec_multi(GgmlType::Q4_K, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nseq, nullptr).ok());
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      y0.push_back(test::to_host<float>(*dy, rows));
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (int nseq : {2, 4}) {
+      if (!cuda::matvec_multi_takes(t, rows, cols, nseq)) continue;
+      const auto w = test::random_weights(t, rows * cols, 77);
+      auto x = test::random_floats(nseq * cols, 78);
+      auto dw = test::to_device(w);
+      auto dy = cuda::DeviceBuffer::alloc(nseq * rows * 4);
+      ASSERT_TRUE(dy.ok());
+      std::vector<std::vector<float>> y0;
+      for (float s1 : {1.f, -1e6f}) {
+        for (int64_t k = cols; k < nseq * cols; k++) x[k] *= s1;
+        auto dx = test::to_device(x);
+        ASSERT_TRUE(cuda::matvec_multi(t, dw.data(), rows, cols, dx.as<float>(), dy->as<float>(), nseq, nullptr).ok());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        y0.push_back(test::to_host<float>(*dy, rows));
+      }
+      EXPECT_EQ(y0[0], y0[1]) << ggml_type_name(t) << ", " << nseq << " sequences: sequence 0 after the others' x were "
+                              << "scaled by -1e6";
     }
-    EXPECT_EQ(y0[0], y0[1]) << nseq << " sequences: sequence 0 after the others' x were scaled by -1e6";
-  }
 }
 
 // The same-bits tests' product: weights, 64 columns of x and y0 on the device (seed: weights, + 1: x, + 2: y0); run() under
