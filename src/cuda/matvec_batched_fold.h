@@ -65,15 +65,18 @@ void set_matvec_batched_columns(int n);
 // the batch-1 stream kernel's multi-sequence form (matvec_stream.cuh, kernel<..., kB = 2 / 4>: the x digits of two
 // sequences per n8 tile of the mma, one tile for kB 2 (batch 1's mma count), two for kB 4); Q4_K only, where the
 // stream kernel takes the shape and kB x regions fit its shared memory (the 9B's ffn_down [4096 x 12288] takes kB 2,
-// not 4). DS_MVB_PAIR=0: never. matvec_batched runs Q4_K batches of <= matvec_batched_multi() sequences (default 8,
-// DS_MVB_MULTI) as groups of 4 / 3 / 2 (and a last single one) through it where it takes them; the bits are neither
-// batch 1's nor the batched kernels', and depend on the group's kB. H100, 9B step (session 28 call 2): B = 2 3.852 ms
-// (5.164 as two batch-1 products, 5.907 by the batched kernels), 3 4.424 (6.071), 4 4.434 (6.171); with groups up to
-// 8: 6 6.170 (6.492), 8 6.741 (6.816).
+// not 4). q6m28: Q6_K likewise (matvec_stream_q6.cuh, kernel<..., kB = 2 / 4>: the 6-bit codes built once, one mma per
+// group and sequence; DS_MVB_Q6K_QUAD=0: pairs only). DS_MVB_PAIR=0: neither. matvec_batched runs batches of <=
+// matvec_batched_multi(type) sequences (DS_MVB_MULTI, default 8; Q6_K at most 4) as groups of 4 / 3 / 2 (and a last
+// single one) through it where it takes them; the bits are neither batch 1's nor the batched kernels', and depend on
+// the group's kB. H100, 9B step: Q4_K alone (session 28 call 2) B = 2 3.852 ms (5.164 as two batch-1 products, 5.907
+// by the batched kernels), 3 4.424 (6.071), 4 4.434 (6.171), in groups up to 8: 6 6.170 (6.492), 8 6.741 (6.816);
+// with Q6_K too (call 3) B = 2 3.137, 3 4.028, 4 4.154 (4.458 with Q6_K in pairs), 8 7.800 with Q6_K in two groups
+// of 4 (6.775 without any: hence Q6_K's limit of 4).
 bool matvec_multi_takes(GgmlType type, int64_t rows, int64_t cols, int nseq);
 Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
                     cudaStream_t stream, bool accumulate = false);
-int matvec_batched_multi();
+int matvec_batched_multi(GgmlType type);
 void set_matvec_batched_multi(int n);
 
 }  // namespace ds::cuda
