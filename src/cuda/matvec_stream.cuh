@@ -1353,6 +1353,27 @@ inline bool takes_multi(int64_t rows, int64_t cols, int kB) {
   if (!plan(3, (int)(cols / 256), tn, p, kB)) return false;
   return tn.mode == 1 || ((rows + 15) / 16 >= sm_count() && (cols >= 2048 || rows < 65536));
 }
+// The launch arguments of a multi-sequence product from its plan (launch_multi here and in matvec_stream_q6.cuh: A / P
+// are either kernel's Args / Plan; block_bytes per super-block); returns the grid.
+template <class A, class P>
+inline int64_t multi_args(A& a, const P& p, const uint8_t* w, int64_t rows, int64_t cols, int block_bytes,
+                          const float* x, float* y, int nseq, int kB, bool accumulate) {
+  const int nb = (int)(cols / 256);
+  a.t = mvt::Args{w, (int64_t)nb * block_bytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
+  a.kc = p.kc;
+  a.nchunk = (nb + p.kc - 1) / p.kc;
+  a.pitch = p.pitch;
+  a.stages = p.stages;
+  a.xbytes = p.xbytes;
+  a.xregion = p.xbytes / kB;
+  a.nseq = nseq;
+  a.evict = tune().evict;
+  a.xone = tune().xone;
+  const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
+  a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
+  a.pf = a.pf_cta ? next_hint().w : nullptr;
+  return grid;
+}
 // Y[nseq, rows] = X[nseq, cols] Wᵀ (+ Y) in one pass over the weights for nseq <= 4 sequences (the kB = 2 kernel for
 // nseq <= 2, kB = 4 above; x, y: nseq rows of cols / rows floats, x 16-byte aligned); the caller checks takes_multi.
 inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
@@ -1362,20 +1383,8 @@ inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const f
   if (nseq < 1 || nseq > 4 || cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(3, nb, tune(), p, kB))
     return cu_err("cuda matvec_stream ({} sequences): [{}, {}] does not fit", nseq, rows, cols);
   Args a;
-  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
-  a.kc = p.kc;
-  a.nchunk = (nb + p.kc - 1) / p.kc;
-  a.pitch = p.pitch;
-  a.stages = p.stages;
-  a.xbytes = p.xbytes;
-  a.xregion = p.xbytes / kB;
-  a.nseq = nseq;
   a.math = tune().math;
-  a.evict = tune().evict;
-  a.xone = tune().xone;
-  const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
-  a.pf_cta = prefetch_per_cta(tune().prefetch_kb, grid);
-  a.pf = a.pf_cta ? next_hint().w : nullptr;
+  const int64_t grid = multi_args(a, p, w, rows, cols, kBlockBytes, x, y, nseq, kB, accumulate);
   const bool wide = p.warps > kCW;
   if (kB == 2)
     return wide ? launch_t<3, true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)

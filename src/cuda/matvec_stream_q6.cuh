@@ -298,17 +298,11 @@ __device__ __forceinline__ Lane lane_consts(int g, int t) {
   return c;
 }
 
-// One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
-// bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
-// The 6-bit codes: (nibbles & 0x0F0F0F0F) | (the qh bits shifted & 0x30303030), per register. q6i19's form (one
-// bit-select each from masks shared by a qh word's four Q; same bits) compiled to the same SASS mix (odd body 296: LOP3
-// 80, LDS 62, IMAD 60, SHF 35, PRMT 28; even 263) in another schedule: removed in clean20 (it is in 7f96404).
+// The raw words of one item (item_q6, item_q6_multi): rows g (p[0]) and g + 8 (p[1]), the lane's ql / qh words W / H
+// (slots 0 and 1), the 16 int8 scales as 4 words sw and d per row.
 template <bool kOdd>
-__device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
-                                        const int2* cq, float is, float (&yp)[2]) {
-  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
-  uint32_t sw[2][4];
-  float d[2];
+__device__ __forceinline__ void load_q6(const uint8_t* const (&p)[2], int t, uint32_t (&W)[2][4][2],
+                                        uint32_t (&H)[2][2][2], uint32_t (&sw)[2][4], float (&d)[2]) {
   const int o = 4 * t + (kOdd ? 2 : 0);
   const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
 #pragma unroll
@@ -341,6 +335,20 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
       d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
     }
   }
+}
+
+// One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
+// bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
+// The 6-bit codes: (nibbles & 0x0F0F0F0F) | (the qh bits shifted & 0x30303030), per register. q6i19's form (one
+// bit-select each from masks shared by a qh word's four Q; same bits) compiled to the same SASS mix (odd body 296: LOP3
+// 80, LDS 62, IMAD 60, SHF 35, PRMT 28; even 263) in another schedule: removed in clean20 (it is in 7f96404).
+template <bool kOdd>
+__device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, const Lane& lc, const uint2* bq,
+                                        const int2* cq, float is, float (&yp)[2]) {
+  uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
+  uint32_t sw[2][4];
+  float d[2];
+  load_q6<kOdd>(p, t, W, H, sw, d);
   const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
   int R[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -385,38 +393,7 @@ __device__ __forceinline__ void item_q6_multi(const uint8_t* const (&p)[2], int 
   uint32_t W[2][4][2], H[2][2][2];  // [row][ql region 2n + (Q & 1)][slot], [row][n][slot]
   uint32_t sw[2][4];
   float d[2];
-  const int o = 4 * t + (kOdd ? 2 : 0);
-  const uint32_t sel3 = t == 3 ? 0x7610u : 0x3210u;
-#pragma unroll
-  for (int k = 0; k < 2; k++) {
-    const uint8_t* b = p[k];
-#pragma unroll
-    for (int r = 0; r < 6; r++) {
-      const uint8_t* rb = b + 32 * r;
-      const uint32_t s0 = lds32(rb + o);
-      uint32_t s1 = lds32(rb + 16 + o);
-      if (kOdd) s1 = __byte_perm(s1, lds32(rb - 2), sel3);
-      if (r < 4) {
-        W[k][r][0] = s0;
-        W[k][r][1] = s1;
-      } else {
-        H[k][r - 4][0] = s0;
-        H[k][r - 4][1] = s1;
-      }
-    }
-    if (kOdd) {
-      uint32_t s5[5];
-#pragma unroll
-      for (int i = 0; i < 5; i++) s5[i] = lds32(b + 190 + 4 * i);
-#pragma unroll
-      for (int i = 0; i < 4; i++) sw[k][i] = __funnelshift_r(s5[i], s5[i + 1], 16);
-      d[k] = mvd::h2f(s5[4] >> 16);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; i++) sw[k][i] = lds32(b + 192 + 4 * i);
-      d[k] = mvd::h2f(*reinterpret_cast<const uint16_t*>(b + 208));
-    }
-  }
+  load_q6<kOdd>(p, t, W, H, sw, d);
   const uint32_t mk0 = lc.m0[kOdd ? 1 : 0], mk1 = lc.m1[kOdd ? 1 : 0];
   int R[kB][4] = {};
 #pragma unroll
@@ -821,19 +798,7 @@ inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const f
   if (nseq < 1 || nseq > 4 || cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(nb, tune(), p, kB))
     return cu_err("cuda matvec_stream_q6 ({} sequences): [{}, {}] does not fit", nseq, rows, cols);
   Args a;
-  a.t = mvt::Args{w, (int64_t)nb * kBlockBytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
-  a.kc = p.kc;
-  a.nchunk = (nb + p.kc - 1) / p.kc;
-  a.pitch = p.pitch;
-  a.stages = p.stages;
-  a.xbytes = p.xbytes;
-  a.xregion = p.xbytes / kB;
-  a.nseq = nseq;
-  a.evict = mvq::tune().evict;
-  a.xone = mvq::tune().xone;
-  const int64_t grid = std::min<int64_t>((rows + 15) / 16, (int64_t)p.ctas_per_sm * sm_count());
-  a.pf_cta = mvq::prefetch_per_cta(mvq::tune().prefetch_kb, grid);
-  a.pf = a.pf_cta ? mvq::next_hint().w : nullptr;
+  const int64_t grid = mvq::multi_args(a, p, w, rows, cols, kBlockBytes, x, y, nseq, kB, accumulate);
   const bool wide = p.warps > kCW;
   if (kB == 2)
     return wide ? launch_t<true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)
