@@ -1,4 +1,8 @@
 // Batched matrix-vector products Y[B, rows] = X[B, cols] · Wᵀ for 1 < B <= 64 (matvec.h).
+// Small batches first (session 28): Q4_K at B <= 8 and Q6_K at B <= 4 run as groups of 4 / 3 / 2 sequences through the
+// batch-1 stream kernels' multi-sequence forms where those take the shape (matvec_multi, matvec_batched_fold.h: one
+// pass over the weights per group instead of the batched kernels' A build at ~750 GB/s), and other Q4_K / Q6_K
+// batches of <= 2 as batch-1 products (DS_MVB_COLUMNS). Then:
 // Q4_K weights go to the scale-folding kernel (matvec_fold.cuh: sub-block scale inside the fp16 operand, x in
 // two fp16 terms; mode 2 by default, mode 0 when 2 terms are asked for), at 25 <= B <= 64 on sm_90a builds
 // and compute capability 9.0 to its wgmma form (matvec_wgmma.cuh: same operands, Hopper warpgroup MMA);

@@ -29,6 +29,9 @@
 // instructions of the fp16 form per weight (no HFMA2 per 2 weights, half the mma calls); x keeps ~30
 // significant bits relative to its super-block's largest |x'|.
 // Q4_K only: Q6_K keeps its kernels (decode5's tc Q6_K is off by default).
+// Multi-sequence forms (pair28 / quad28, kernel<..., kB = 2 / 4>, launch_multi; matvec_batched's small batches): the
+// integer form's n8 tile leaves columns 4..7 zero for one sequence, so a second sequence's digits go there (kB 2, the
+// same mma count and A build), and kB 4 adds a second tile (item_multi, stage_multi, store_rows_multi).
 #pragma once
 #include <algorithm>
 #include <atomic>
