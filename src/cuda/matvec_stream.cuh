@@ -843,9 +843,27 @@ __device__ __forceinline__ void store_rows(const mvt::Args& a, int rg, int warp,
     if (row < a.rows) a.y[row] = a.accumulate ? a.y[row] + v : v;
   }
 }
+// The multi-sequence forms' row-group end, once each warp has put its partial sums of sequence s's rows g, g + 8 into
+// red[warp][16 s + g (+ 8)] (16 kB entries per warp): warp 0 sums them over the warps in order and writes sequence s's
+// rows to y + s rows, for s < nseq.
+template <int kW, int kB>
+__device__ __forceinline__ void store_red_rows(const mvt::Args& a, int nseq, int rg, int warp, int lane,
+                                               float (*red)[16 * kB]) {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
+  if (warp != 0) return;
+#pragma unroll
+  for (int i0 = 0; i0 < 16 * kB; i0 += 32) {
+    const int i16 = i0 + lane, row = rg * 16 + (lane & 15), s = i16 >> 4;
+    if (i16 >= 16 * kB) break;
+    float v = 0.f;
+#pragma unroll
+    for (int i = 0; i < kW; i++) v += red[i][i16];
+    float* y = a.y + (int64_t)s * a.rows;
+    if (s < nseq && row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
+  }
+}
 // store_rows for kB sequences whose lane quads hold a row's parts of every sequence (the Q6_K kernel's item_q6_multi:
-// yp[s] summed over the quad as store_rows does): red has 16 kB entries per warp, sequence s's rows go to y + s rows,
-// for s < nseq.
+// yp[s] summed over the quad as store_rows does).
 template <int kW, int kB>
 __device__ __forceinline__ void store_rows_seqs(const mvt::Args& a, int nseq, int rg, int warp, int lane,
                                                 float (&yp)[kB][2], float (*red)[16 * kB]) {
@@ -862,22 +880,9 @@ __device__ __forceinline__ void store_rows_seqs(const mvt::Args& a, int nseq, in
       red[warp][16 * s + g + 8] = yp[s][1];
     }
   }
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
-  if (warp == 0) {
-#pragma unroll
-    for (int i0 = 0; i0 < 16 * kB; i0 += 32) {
-      const int i16 = i0 + lane, row = rg * 16 + (lane & 15), s = i16 >> 4;
-      if (i16 >= 16 * kB) break;
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[i][i16];
-      float* y = a.y + (int64_t)s * a.rows;
-      if (s < nseq && row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
-    }
-  }
+  store_red_rows<kW, kB>(a, nseq, rg, warp, lane, red);
 }
-// store_rows for kB = 2 kTl sequences (item_multi's yp: lanes t, t ^ 1 hold one sequence's sums): red has 16 kB entries
-// per warp (sequence s's rows at 16 s ..), sequence s's rows go to y + s rows, for s < nseq.
+// store_rows for kB = 2 kTl sequences (item_multi's yp: lanes t, t ^ 1 hold one sequence's sums, sequence 2 tl + t / 2).
 template <int kW, int kTl>
 __device__ __forceinline__ void store_rows_multi(const mvt::Args& a, int nseq, int rg, int warp, int lane,
                                                  float (&yp)[kTl][2], float (*red)[32 * kTl]) {
@@ -891,18 +896,7 @@ __device__ __forceinline__ void store_rows_multi(const mvt::Args& a, int nseq, i
       red[warp][16 * (2 * tl + (t >> 1)) + g + 8] = yp[tl][1];
     }
   }
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kRowBar), "n"(32 * kW) : "memory");
-  if (warp == 0) {
-#pragma unroll
-    for (int tl = 0; tl < kTl; tl++) {
-      const int i16 = 32 * tl + lane, row = rg * 16 + (lane & 15), s = i16 >> 4;
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kW; i++) v += red[i][i16];
-      float* y = a.y + (int64_t)s * a.rows;
-      if (s < nseq && row < a.rows) y[row] = a.accumulate ? y[row] + v : v;
-    }
-  }
+  store_red_rows<kW, 2 * kTl>(a, nseq, rg, warp, lane, red);
 }
 
 // Raw words of one item from a stage: rows g, g + 8 at `row0` + k * 8 * pitch, super-block at byte q * 144.

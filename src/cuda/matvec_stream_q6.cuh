@@ -337,6 +337,21 @@ __device__ __forceinline__ void load_q6(const uint8_t* const (&p)[2], int t, uin
   }
 }
 
+// The 6-bit codes of group m = 4 n + Q of an item as u8 A words (item_q6, item_q6_multi): the ql nibble | the qh bits,
+// per row k and slot j. n and Q are constants of the callers' unrolled loops.
+__device__ __forceinline__ void codes_q6(const uint32_t (&W)[2][4][2], const uint32_t (&H)[2][2][2], int n, int Q,
+                                         uint32_t (&A)[2][2]) {
+#pragma unroll
+  for (int k = 0; k < 2; k++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
+      const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+      const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
+      A[k][j] = nib | hb;
+    }
+}
+
 // One item: rows g (block at p[0]) and g + 8 (p[1]) of a stage, one super-block kb (parity kOdd).
 // bq: the super-block's B entries + g % 4 * 4 + t; cq: its C entries + t; is: 2^(e - 30).
 // The 6-bit codes: (nibbles & 0x0F0F0F0F) | (the qh bits shifted & 0x30303030), per register. q6i19's form (one
@@ -357,15 +372,7 @@ __device__ __forceinline__ void item_q6(const uint8_t* const (&p)[2], int t, con
     for (int Q = 0; Q < 4; Q++) {
       const int m = 4 * n + Q;
       uint32_t A[2][2];  // [row][slot]
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-          const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
-          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
-          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
-          A[k][j] = nib | hb;
-        }
+      codes_q6(W, H, n, Q, A);
       const uint2 bv = bq[m * 16];
       int c[4];
       imma_c(c, A[0][0], A[1][0], A[0][1], A[1][1], bv.x & mk0, bv.y & mk1, cq[m * 4]);
@@ -401,16 +408,8 @@ __device__ __forceinline__ void item_q6_multi(const uint8_t* const (&p)[2], int 
 #pragma unroll
     for (int Q = 0; Q < 4; Q++) {
       const int m = 4 * n + Q;
-      uint32_t A[2][2];
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-          const uint32_t w = W[k][2 * n + (Q & 1)][j], h = H[k][n][j];
-          const uint32_t nib = Q < 2 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
-          const uint32_t hb = (Q == 0 ? h << 4 : Q == 1 ? h << 2 : Q == 2 ? h : h >> 2) & 0x30303030u;
-          A[k][j] = nib | hb;
-        }
+      uint32_t A[2][2];  // [row][slot]
+      codes_q6(W, H, n, Q, A);
       const int s0 = prmt_s8(sw[0][2 * n + (Q >> 1)], lc.sel[Q & 1]);
       const int s1 = prmt_s8(sw[1][2 * n + (Q >> 1)], lc.sel[Q & 1]);
 #pragma unroll
