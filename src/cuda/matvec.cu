@@ -299,18 +299,44 @@ bool matvec_multi_takes(GgmlType type, int64_t rows, int64_t cols, int nseq) {
   return false;
 }
 
+namespace {
+// matvec_multi and matvec_multi_norm (pre: the RMSNorm or nothing; xn: the normalised x's destination or null).
+Status multi_launch(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
+                    cudaStream_t stream, bool accumulate, const mvs::Pre& pre, float* xn) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (type == GgmlType::Q6_K) {  // no RMSNorm form (matvec_multi_norm_takes)
+    if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
+    if (pre.norm_w || pre.gate) return cu_err("cuda matvec_multi: no Q6_K form with an input transform");
+    return mvq6::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream);
+  }
+  if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
+  return mvq::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream, pre, xn);
+}
+}  // namespace
+
 Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
                     cudaStream_t stream, bool accumulate) {
   if (!matvec_multi_takes(type, rows, cols, nseq))
     return cu_err("cuda matvec_multi: {} [{}, {}] for {} sequences is not taken by the stream kernel", type_cstr(type),
                   rows, cols, nseq);
-  const auto* wb = static_cast<const uint8_t*>(w);
-  if (type == GgmlType::Q6_K) {
-    if (auto st = check_args<qt::QuantTraits<GgmlType::Q6_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
-    return mvq6::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream);
-  }
-  if (auto st = check_args<qt::QuantTraits<GgmlType::Q4_K>>(type, w, rows, cols, x, y); !st.ok()) return st;
-  return mvq::launch_multi(wb, rows, cols, x, y, nseq, accumulate, stream);
+  return multi_launch(type, w, rows, cols, x, y, nseq, stream, accumulate, {}, nullptr);
+}
+
+bool matvec_multi_norm_takes(GgmlType type, int64_t rows, int64_t cols, int nseq, bool xn) {
+  if (type != GgmlType::Q4_K || !matvec_multi_takes(type, rows, cols, nseq)) return false;
+  return !xn || mvq::multi_xn_takes(cols, nseq <= 2 ? 2 : 4);
+}
+
+Status matvec_multi_norm(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
+                         int nseq, float* xn, cudaStream_t stream, bool accumulate) {
+  if (!in.norm_w || in.gate) return cu_err("cuda matvec_multi_norm: needs norm weights and no SwiGLU gate");
+  if (!matvec_multi_norm_takes(type, rows, cols, nseq, xn != nullptr))
+    return cu_err("cuda matvec_multi_norm: {} [{}, {}] for {} sequences{} is not taken by the stream kernel",
+                  type_cstr(type), rows, cols, nseq, xn ? " (writing xn)" : "");
+  if (((uintptr_t)in.norm_w | (uintptr_t)xn) % 16 != 0)
+    return cu_err("cuda matvec_multi_norm: norm weights {} / xn {} are not 16-byte aligned", (const void*)in.norm_w,
+                  (const void*)xn);
+  return multi_launch(type, w, rows, cols, in.x, y, nseq, stream, accumulate, mvs::Pre{in.norm_w, in.eps, nullptr}, xn);
 }
 
 }  // namespace ds::cuda

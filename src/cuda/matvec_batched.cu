@@ -216,9 +216,41 @@ int matvec_batched_split_reduce() { return wg::red_setting(); }
 void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 2 ? mode : 1; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = wg_q6k_valid(v) ? v : 0; }
 
-// As matvec_batched would dispatch Q4_K there: the block form with kMin2 (13).
+namespace {
+// The size of the next group of matvec_batched's small-batch split from `rest` sequences left: 4 (or 3) where kB 4
+// fits, else 2, a last single one.
+int multi_group(GgmlType type, int64_t rows, int64_t cols, int rest) {
+  return rest >= 3 && matvec_multi_takes(type, rows, cols, 4) ? std::min(rest, 4) : std::min(rest, 2);
+}
+bool& multi_norm_setting() {
+  static bool on = [] {
+    const char* e = std::getenv("DS_MVB_MULTI_NORM");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+// fold29: matvec_batched_in through matvec_multi_norm, every group of the split (a last single one as nseq 1).
+bool multi_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in) {
+  if (!multi_norm_setting() || batch < 2 || batch > matvec_batched_multi(type) || in.ldx != cols ||
+      !matvec_multi_takes(type, rows, cols, 2))
+    return false;
+  for (int b = 0; b < batch;) {
+    const int n = multi_group(type, rows, cols, batch - b);
+    if (!matvec_multi_norm_takes(type, rows, cols, n, in.xn != nullptr)) return false;
+    b += n;
+  }
+  return true;
+}
+}  // namespace
+
+bool matvec_batched_multi_norm() { return multi_norm_setting(); }
+void set_matvec_batched_multi_norm(bool on) { multi_norm_setting() = on; }
+
+// As matvec_batched would dispatch Q4_K there: the block form with kMin2 (13); fold29: the small batches' multi kernels.
 bool matvec_batched_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in) {
   auto a16 = [](const void* p) { return (uintptr_t)p % 16 == 0; };
+  if (in.x && in.norm_w && a16(in.x) && a16(in.norm_w) && a16(in.xn) && multi_folds(type, rows, cols, batch, in))
+    return true;
   if (type != GgmlType::Q4_K || batch < wg::kMinBatch || batch > 64 || !in.x || !in.norm_w) return false;
   if (path_setting() != MatvecBatchedPath::Gemm || !gemm::supports<mma::DecQ4K>(rows, cols, batch)) return false;
   if (!fold_setting() || wg_setting() != 13 || !wg_available() || !wg::supports(rows, cols, batch) ||
@@ -236,6 +268,16 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
                   cols, batch);
   if ((uintptr_t)w % 16 != 0) return cu_err("cuda matvec_batched_in: weights {} are not 16-byte aligned", w);
   if ((uintptr_t)y % 4 != 0) return cu_err("cuda matvec_batched_in: y {} is not 4-byte aligned", (const void*)y);
+  if (multi_folds(type, rows, cols, batch, in)) {
+    for (int b = 0; b < batch;) {
+      const int n = multi_group(type, rows, cols, batch - b);
+      const MatvecInput mi{in.x + (int64_t)b * cols, in.norm_w, in.eps};
+      DS_TRY(matvec_multi_norm(type, w, rows, cols, mi, y + (int64_t)b * rows, n, in.xn ? in.xn + (int64_t)b * cols : nullptr,
+                               stream, accumulate));
+      b += n;
+    }
+    return {};
+  }
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
   wg::Args a;
   dim3 grid;
@@ -278,8 +320,7 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
   if (batch == 1) return matvec(type, w, rows, cols, x, y, stream, accumulate);
   if (batch <= matvec_batched_multi(type) && matvec_multi_takes(type, rows, cols, 2)) {
     for (int b = 0; b < batch;) {  // groups of 4 (or 3) where kB 4 fits, else 2, a last single one by matvec
-      const int rest = batch - b;
-      const int n = rest >= 3 && matvec_multi_takes(type, rows, cols, 4) ? std::min(rest, 4) : std::min(rest, 2);
+      const int n = multi_group(type, rows, cols, batch - b);
       const float* xb = x + (int64_t)b * cols;
       float* yb = y + (int64_t)b * rows;
       DS_TRY(n == 1 ? matvec(type, w, rows, cols, xb, yb, stream, accumulate)

@@ -78,5 +78,15 @@ Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, co
                     cudaStream_t stream, bool accumulate = false);
 int matvec_batched_multi(GgmlType type);
 void set_matvec_batched_multi(int n);
+// fold29: matvec_multi of rms_norm(x) · norm_w (in.x, in.norm_w, in.eps; in.gate not taken; Q4_K only: the Q6_K kernel's
+// spills grew with it), the norm made per sequence
+// inside the kernel's staging of x; xn (not null): the normalised x written there too ([nseq][cols]), which the kernel
+// does only where it stages x in one round (matvec_multi_norm_takes with xn = true). x, norm_w, xn 16-byte aligned.
+bool matvec_multi_norm_takes(GgmlType type, int64_t rows, int64_t cols, int nseq, bool xn);
+Status matvec_multi_norm(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
+                         int nseq, float* xn, cudaStream_t stream, bool accumulate = false);
+// fold29's switch (DS_MVB_MULTI_NORM, default on): matvec_batched_folds / matvec_batched_in at small batches.
+bool matvec_batched_multi_norm();
+void set_matvec_batched_multi_norm(bool on);
 
 }  // namespace ds::cuda

@@ -79,6 +79,9 @@ struct Args {
   // rounded to 128), and the sequences (<= kB): sequence s's x is t.x + s t.cols, its y t.y + s t.rows.
   int xregion = 0;
   int nseq = 1;
+  // fold29: with t.pre.norm_w, the normalised x of the sequences written here by CTA 0 (nullptr: not written; only
+  // where stage_multi stages x: multi_xn_takes).
+  float* xn = nullptr;
 };
 
 // dec15: a timeline of stream kernel launches for measurement (set_matvec_probe in matvec.h; CudaMatvec.StreamTimeline):
@@ -350,6 +353,12 @@ __device__ __forceinline__ void load8(const float* p, int b, float (&v)[8]) {
   v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
   v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
 }
+// load8's inverse: v to the lane's 8 elements of super-block b of p (fold29: the normalised x for other products).
+__device__ __forceinline__ void store8(float* p, int b, const float (&v)[8]) {
+  const int e = b * 256 + 8 * (threadIdx.x & 31);
+  *reinterpret_cast<float4*>(p + e) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(p + e + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
 // mvt::rms_scale's loads of x for kW staging warps over at most kR float4 per thread (zero past the end).
 template <int kW, int kR>
 __device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
@@ -437,6 +446,8 @@ struct XoneI8 {
   float* sx;
   float* inv_s;
   __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8(p, b, v); }
+  __device__ __forceinline__ static void store(float* p, int b, const float (&v)[8]) { store8(p, b, v); }
+  static constexpr bool kNorm = true;  // stage_multi's RMSNorm (fold29)
   template <int kW>
   __device__ __forceinline__ void before_wait(int nb) const {
     for (int i = threadIdx.x; i < 8 * 16; i += 32 * kW) bfr[nb * 8 * 16 + i] = make_uint2(0, 0);
@@ -499,12 +510,48 @@ __device__ __forceinline__ void stage_one_units(int xu, const mvt::Args& a, cons
   if constexpr (kMaxU >= 3) if (xu == 3) stage_one<kW, 3>(a, f, pr, own);
 }
 
-// pair28 / quad28: the one-round staging (stage_one without a prologue: batched inputs come normalised) of kB
-// sequences' x, every load of all of them issued together, sequence s's digits into its own region f[s]. Sequences
-// s >= nseq (a batch of 3 in the kB 4 kernel) stage sequence 0's x again; their outputs are not stored. The same
-// digits per sequence as stage_one / stage_i8 (digits_i8_u on the same values).
+// fold29: rms_own for each of kB sequences (the same sums in the same order per sequence: batch 1's factor under
+// Tune::xone 2), their partial sums meeting in one barrier.
+template <int kW, int kU, int kB>
+__device__ __forceinline__ void rms_own_multi(const mvt::Args& a, const float (&v)[kB][kU][8], float (&scale)[kB]) {
+  __shared__ float red[kB][kW];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float ss[kB];
+#pragma unroll
+  for (int s = 0; s < kB; s++) {
+    ss[s] = 0.f;
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+#pragma unroll
+      for (int h = 0; h < 8; h += 4)
+        ss[s] += (v[s][u][h] * v[s][u][h] + v[s][u][h + 1] * v[s][u][h + 1]) +
+                 (v[s][u][h + 2] * v[s][u][h + 2] + v[s][u][h + 3] * v[s][u][h + 3]);
+  }
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int s = 0; s < kB; s++) ss[s] += __shfl_xor_sync(0xffffffffu, ss[s], o);
+  if (lane == 0)
+#pragma unroll
+    for (int s = 0; s < kB; s++) red[s][warp] = ss[s];
+  mvt::stage_sync<kW, kStageBar>();
+#pragma unroll
+  for (int s = 0; s < kB; s++) {
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kW; i++) tot += red[s][i];
+    scale[s] = 1.0f / sqrtf(tot / (float)a.cols + a.pre.eps);
+  }
+}
+
+// pair28 / quad28: the one-round staging of kB sequences' x, every load of all of them issued together, sequence s's
+// digits into its own region f[s]. Sequences s >= nseq (a batch of 3 in the kB 4 kernel) stage sequence 0's x again;
+// their outputs are not stored. The same digits per sequence as stage_one / stage_i8 (digits_i8_u on the same values).
+// fold29: with a.pre.norm_w and F::kNorm (XoneI8: the Q4_K kernel only; the Q6_K kernel's spills grew with it, ptxas),
+// each sequence's RMSNorm as stage_one's prologue (rms_own's factor; the norm weights loaded
+// once for all sequences), and xn (not null): CTA 0 writes the normalised x of the real sequences
+// there (row s at xn + s a.cols), for the products that read it after this one.
 template <int kW, int kU, int kB, class F>
-__device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const F (&f)[kB], uint64_t* pr) {
+__device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const F (&f)[kB], uint64_t* pr, float* xn) {
   int bs[kU];
   bool st[kU];
   xone_blocks<kW, kU>(a.nb, bs, st);
@@ -526,6 +573,31 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
       }
     }
   }
+  if (F::kNorm && a.pre.norm_w) {
+    float scale[kB];
+    rms_own_multi<kW, kU, kB>(a, v, scale);
+#pragma unroll
+    for (int u = 0; u < kU; u++) {  // the norm weights loaded here, not before the wait (registers: the plain
+      float nw[8];                  // products share this kernel; held across the wait they made it spill)
+      if (st[u]) {
+        F::load(a.pre.norm_w, bs[u], nw);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) nw[i] = 0.f;
+      }
+#pragma unroll
+      for (int s = 0; s < kB; s++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[s][u][i] = v[s][u][i] * scale[s] * nw[i];
+    }
+    if (xn && blockIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < kB; s++)
+#pragma unroll
+        for (int u = 0; u < kU; u++)
+          if (s < nseq && st[u]) F::store(xn + (int64_t)s * a.cols, bs[u], v[s][u]);
+    }
+  }
 #pragma unroll
   for (int s = 0; s < kB; s++) f[s].template digits<kU>(v[s], bs, st);
   mvt::stage_sync<kW, kStageBar>();
@@ -538,10 +610,10 @@ __host__ __device__ constexpr int multi_units(int nb, int kW, int kB) {
 // kMaxU: the most super-blocks per warp the caller allows (the Q6_K kernel with 8 consumer warps: 2).
 template <int kW, int kB, class F, int kMaxU = 3>
 __device__ __forceinline__ void stage_multi_units(int xu, const mvt::Args& a, int nseq, const F (&f)[kB],
-                                                  uint64_t* pr) {
-  if (xu == 1) stage_multi<kW, 1, kB>(a, nseq, f, pr);
-  if constexpr (kB <= 3 && kMaxU >= 2) if (xu == 2) stage_multi<kW, 2, kB>(a, nseq, f, pr);
-  if constexpr (kB <= 2 && kMaxU >= 3) if (xu == 3) stage_multi<kW, 3, kB>(a, nseq, f, pr);
+                                                  uint64_t* pr, float* xn) {
+  if (xu == 1) stage_multi<kW, 1, kB>(a, nseq, f, pr, xn);
+  if constexpr (kB <= 3 && kMaxU >= 2) if (xu == 2) stage_multi<kW, 2, kB>(a, nseq, f, pr, xn);
+  if constexpr (kB <= 2 && kMaxU >= 3) if (xu == 3) stage_multi<kW, 3, kB>(a, nseq, f, pr, xn);
 }
 
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
@@ -1010,7 +1082,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
 #pragma unroll
     for (int s = 0; s < kB; s++) f[s] = XoneI8{region(s), region_sx(s), region_sx(s) + a.t.nb * 8};
     const int xm = a.xone ? multi_units(a.t.nb, kW, kB) : 0;
-    stage_multi_units<kW, kB>(xm, a.t, a.nseq, f, pr);
+    stage_multi_units<kW, kB>(xm, a.t, a.nseq, f, pr, a.xn);
     if (!xm) {  // rows past the one-round staging: stage_i8 per sequence
       mvs::grid_dep_wait();
       probe_at(pr, kPrWaited);
@@ -1354,9 +1426,9 @@ inline bool takes_multi(int64_t rows, int64_t cols, int kB) {
 // are either kernel's Args / Plan; block_bytes per super-block); returns the grid.
 template <class A, class P>
 inline int64_t multi_args(A& a, const P& p, const uint8_t* w, int64_t rows, int64_t cols, int block_bytes,
-                          const float* x, float* y, int nseq, int kB, bool accumulate) {
+                          const float* x, float* y, int nseq, int kB, bool accumulate, const mvs::Pre& pre = {}) {
   const int nb = (int)(cols / 256);
-  a.t = mvt::Args{w, (int64_t)nb * block_bytes, (int)rows, nb, 1, x, y, accumulate, {}, (int)cols};
+  a.t = mvt::Args{w, (int64_t)nb * block_bytes, (int)rows, nb, 1, x, y, accumulate, pre, (int)cols};
   a.kc = p.kc;
   a.nchunk = (nb + p.kc - 1) / p.kc;
   a.pitch = p.pitch;
@@ -1371,17 +1443,26 @@ inline int64_t multi_args(A& a, const P& p, const uint8_t* w, int64_t rows, int6
   a.pf = a.pf_cta ? next_hint().w : nullptr;
   return grid;
 }
+// fold29: whether the kB-sequence kernel stages x by stage_multi (the one round that can write xn) for Q4_K rows of cols.
+inline bool multi_xn_takes(int64_t cols, int kB) {
+  Plan p;
+  if (cols % 256 != 0 || !plan(3, (int)(cols / 256), tune(), p, kB)) return false;
+  return tune().xone && multi_units((int)(cols / 256), p.warps > kCW ? 2 * kCW : kCW, kB) > 0;
+}
 // Y[nseq, rows] = X[nseq, cols] Wᵀ (+ Y) in one pass over the weights for nseq <= 4 sequences (the kB = 2 kernel for
 // nseq <= 2, kB = 4 above; x, y: nseq rows of cols / rows floats, x 16-byte aligned); the caller checks takes_multi.
+// fold29: pre.norm_w (not null): X is RMSNorm'd per sequence in the staging (pre.gate is not taken), and where xn is
+// not null CTA 0 writes the normalised X there (the caller checks multi_xn_takes).
 inline Status launch_multi(const uint8_t* w, int64_t rows, int64_t cols, const float* x, float* y, int nseq,
-                           bool accumulate, cudaStream_t stream) {
+                           bool accumulate, cudaStream_t stream, const mvs::Pre& pre = {}, float* xn = nullptr) {
   const int nb = (int)(cols / 256), kB = nseq <= 2 ? 2 : 4;
   Plan p;
   if (nseq < 1 || nseq > 4 || cols % 256 != 0 || rows > ((int64_t)1 << 30) || !plan(3, nb, tune(), p, kB))
     return cu_err("cuda matvec_stream ({} sequences): [{}, {}] does not fit", nseq, rows, cols);
   Args a;
   a.math = tune().math;
-  const int64_t grid = multi_args(a, p, w, rows, cols, kBlockBytes, x, y, nseq, kB, accumulate);
+  const int64_t grid = multi_args(a, p, w, rows, cols, kBlockBytes, x, y, nseq, kB, accumulate, pre);
+  a.xn = pre.norm_w ? xn : nullptr;
   const bool wide = p.warps > kCW;
   if (kB == 2)
     return wide ? launch_t<3, true, 2 * kCW, true, 2>(a, p.smem, (unsigned)grid, stream)

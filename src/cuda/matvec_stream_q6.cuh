@@ -247,6 +247,8 @@ struct XoneQ6 {
   int2* cfr;
   float* inv_s;
   __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8_q6(p, b, v); }
+  __device__ __forceinline__ static void store(float*, int, const float (&)[8]) {}
+  static constexpr bool kNorm = false;  // no RMSNorm in mvq::stage_multi (fold29: Q4_K only)
   template <int kW>
   __device__ __forceinline__ void before_wait(int) const {}
   template <int kU>
@@ -521,7 +523,7 @@ __global__ void __launch_bounds__(32 * (kW + 1), kW == kCW ? 2 : 1) kernel(const
       f[s] = XoneQ6{b, c, reinterpret_cast<float*>(c + a.t.nb * 8 * 4)};
     }
     const int xm0 = a.xone ? mvq::multi_units(a.t.nb, kW, kB) : 0, xm = kW == kCW && xm0 > 2 ? 0 : xm0;
-    mvq::stage_multi_units<kW, kB, XoneQ6, kW == kCW ? 2 : 3>(xm, a.t, a.nseq, f, pr);
+    mvq::stage_multi_units<kW, kB, XoneQ6, kW == kCW ? 2 : 3>(xm, a.t, a.nseq, f, pr, nullptr);
     if (!xm) {  // rows past the one-round staging: stage_q6 per sequence
       mvs::grid_dep_wait();
       mvq::probe_at(pr, mvq::kPrWaited);

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cuda/matvec.h"
+#include "cuda/matvec_batched_fold.h"
 #include "cuda/model/model_kernels.cuh"
 #include "cuda_test_util.h"
 #include "quant/quant.h"
@@ -34,12 +36,13 @@ size_t count_diff(const std::vector<float>& a, const std::vector<float>& b, size
 
 // |y - ref| / sum|w x'| worst over rows and the first `batch` columns; xp: x' per column [batch][cols] in double.
 double f64_worst(const std::vector<uint8_t>& w, const Shape& c, const std::vector<double>& xp, int batch,
-                 const std::vector<float>& y, const std::vector<float>& y0, bool accumulate) {
+                 const std::vector<float>& y, const std::vector<float>& y0, bool accumulate,
+                 GgmlType t = GgmlType::Q4_K) {
   const size_t rb = w.size() / (size_t)c.rows;
   std::vector<float> deq((size_t)c.cols);
   double worst = 0;
   for (int64_t r = 0; r < c.rows; r++) {
-    quant::dequantize_row(GgmlType::Q4_K, w.data() + r * rb, deq.data(), c.cols);
+    quant::dequantize_row(t, w.data() + r * rb, deq.data(), c.cols);
     for (int b = 0; b < batch; b++) {
       double mag = 0, ref = 0;
       for (int64_t k = 0; k < c.cols; k++) {
@@ -173,6 +176,135 @@ TEST(CudaMatvecBatchedIn, RefusesWhatItDoesNotFold) {
   odd.x = reinterpret_cast<const float*>(260);
   EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 64, odd));
   EXPECT_FALSE(cuda::matvec_batched_in(GgmlType::Q4_K, nullptr, 4096, 4096, in, nullptr, 24, nullptr).ok());
+}
+
+// x' = rms_norm(x) * nw per row of x ([batch][ldx] floats), in double ([batch][cols]).
+std::vector<double> norm_f64(const std::vector<float>& x, const std::vector<float>& nw, const Shape& c, int batch,
+                             float eps) {
+  std::vector<double> xd((size_t)batch * c.cols);
+  for (int b = 0; b < batch; b++) {
+    const float* r = x.data() + (size_t)b * c.ldx;
+    double ss = 0;
+    for (int64_t k = 0; k < c.cols; k++) ss += (double)r[k] * r[k];
+    const double f = 1.0 / std::sqrt(ss / (double)c.cols + eps);
+    for (int64_t k = 0; k < c.cols; k++) xd[(size_t)b * c.cols + k] = r[k] * f * nw[k];
+  }
+  return xd;
+}
+
+// fold29: Q4_K at 2 <= B <= 8: matvec_batched_in runs the multi-sequence stream kernels with each
+// sequence's RMSNorm in their staging (and xn written by CTA 0 where asked). Each sequence's rows differ in magnitude
+// by 10^b (a shared factor would hide a wrong per-sequence scale). Checked: matvec_batched_folds says so on the shapes
+// the multi kernels take (the 9B's hidden-width products, at the default rules of an H100 / H200, and small / awkward
+// ones with the stream kernels forced on) and not for Q6_K, the output against float64 (1e-5 of sum|w x'|) and against the unfused
+// pair (mk::rms_norm, then matvec_batched) to the same bound, xn against float64 (1e-6 relative), accumulate on and
+// off, run to run identical; DS_MVB_MULTI_NORM off refuses.
+TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
+  DS_REQUIRE_GPU();
+  const cuda::MatvecStreamTune saved = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune saved6 = cuda::matvec_stream_q6_tune();
+  struct Case {
+    GgmlType t;
+    Shape c;
+    bool forced;  // the stream kernels forced on (mode 1): small shapes
+  };
+  const Case cases[] = {{GgmlType::Q4_K, {4096, 4096, 4096, true}, false},  {GgmlType::Q4_K, {2200, 4096, 4096, false}, false},
+                        {GgmlType::Q6_K, {4096, 4096, 4096, true}, false},  {GgmlType::Q4_K, {77, 512, 512, true}, true},
+                        {GgmlType::Q4_K, {1027, 1536, 1536, true}, true},   {GgmlType::Q6_K, {1027, 1536, 1536, true}, true},
+                        {GgmlType::Q4_K, {160, 8192, 8192, true}, true}};
+  const float eps = 1e-6f;
+  uint64_t seed = 29100;
+  double worst = 0, worst_xn = 0;
+  int folded = 0, with_xn = 0;
+  const bool short_run = std::getenv("DS_MVB_SAN_SHORT") != nullptr;  // compute-sanitizer runs: the forced shapes
+  for (const Case& k : cases) {
+    if (short_run && !k.forced) continue;
+    const Shape& c = k.c;
+    cuda::MatvecStreamTune tq = saved;
+    cuda::MatvecStreamQ6Tune t6 = saved6;
+    if (k.forced) tq.mode = t6.mode = 1;
+    cuda::set_matvec_stream_tune(tq);
+    cuda::set_matvec_stream_q6_tune(t6);
+    const int max_b = cuda::matvec_batched_multi(k.t);
+    const auto w = test::random_weights(k.t, c.rows * c.cols, seed += 5);
+    auto x = test::random_floats(8 * c.ldx, seed + 1);
+    for (int b = 0; b < 8; b++)
+      for (int64_t i = 0; i < c.ldx; i++) x[(size_t)b * c.ldx + i] *= (float)std::pow(10.0, b - 3);
+    const auto nw = test::random_floats(c.cols, seed + 2);
+    const auto y0 = test::random_floats(8 * c.rows, seed + 3);
+    auto dw = test::to_device(w);
+    auto dx = test::to_device(x);
+    auto dnw = test::to_device(nw);
+    auto dxn = cuda::DeviceBuffer::alloc(8 * c.cols * 4);
+    auto dref_in = cuda::DeviceBuffer::alloc(8 * c.cols * 4);
+    auto dy = cuda::DeviceBuffer::alloc(8 * c.rows * 4);
+    ASSERT_TRUE(dxn.ok() && dref_in.ok() && dy.ok());
+    const std::string tn(ggml_type_name(k.t));
+    for (int batch = 2; batch <= max_b; batch++)
+      for (bool want_xn : {false, true}) {
+        const bool accumulate = batch % 2 == 1;
+        cuda::MatvecBatchedInput in;
+        in.x = dx.as<float>();
+        in.ldx = c.ldx;
+        in.norm_w = dnw.as<float>();
+        in.eps = eps;
+        in.xn = want_xn ? dxn->as<float>() : nullptr;
+        const std::string what = tn + " [" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
+                                 std::to_string(batch) + (want_xn ? " with xn" : "") + (accumulate ? " accumulate" : "");
+        // Q6_K: no RMSNorm form (its kernel's spills grew with it): refused, the step keeps the rms_norm kernel
+        const bool takes = k.t == GgmlType::Q4_K && cuda::matvec_multi_takes(k.t, c.rows, c.cols, 2);
+        const bool folds = cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in);
+        if (!want_xn) EXPECT_EQ(folds, takes) << what;
+        if (!folds) continue;
+        folded++;
+        with_xn += want_xn;
+        cuda::set_matvec_batched_multi_norm(false);
+        EXPECT_FALSE(cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in)) << what << " with the switch off";
+        cuda::set_matvec_batched_multi_norm(true);
+        // the unfused pair
+        Status st = cuda::mk::rms_norm(in.x, c.ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps, nullptr);
+        ASSERT_TRUE(st.ok()) << st.error().message;
+        ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+        st = cuda::matvec_batched(k.t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(), batch, nullptr,
+                                  accumulate);
+        ASSERT_TRUE(st.ok()) << st.error().message;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto ref = test::to_host<float>(*dy, (size_t)batch * c.rows);
+        std::vector<float> got[2];
+        for (int rep = 0; rep < 2; rep++) {
+          ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
+          ASSERT_EQ(cudaMemset(dxn->data(), 0xFF, 8 * c.cols * 4), cudaSuccess);
+          st = cuda::matvec_batched_in(k.t, dw.data(), c.rows, c.cols, in, dy->as<float>(), batch, nullptr, accumulate);
+          ASSERT_TRUE(st.ok()) << what << ": " << st.error().message;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          got[rep] = test::to_host<float>(*dy, (size_t)batch * c.rows);
+        }
+        size_t first = 0;
+        EXPECT_EQ(count_diff(got[1], got[0], &first), 0u) << what << " run to run";
+        const auto xd = norm_f64(x, nw, c, batch, eps);
+        const double e = f64_worst(w, c, xd, batch, got[0], y0, accumulate, k.t);
+        EXPECT_LE(e, 1e-5) << what << " vs float64";
+        worst = std::max(worst, e);
+        const double e_ref = f64_worst(w, c, xd, batch, ref, y0, accumulate, k.t);
+        EXPECT_LE(e_ref, 1e-5) << what << " (the unfused pair) vs float64";
+        if (want_xn) {
+          const auto xn = test::to_host<float>(*dxn, 8 * (size_t)c.cols);
+          for (size_t i = 0; i < (size_t)batch * c.cols; i++) {
+            const double r = std::fabs(xn[i] - xd[i]) / std::max(std::fabs(xd[i]), 1e-30);
+            ASSERT_LE(r, 1e-6) << what << " xn element " << i << ": " << xn[i] << " vs " << xd[i];
+            worst_xn = std::max(worst_xn, r);
+          }
+          for (size_t i = (size_t)batch * c.cols; i < 8 * (size_t)c.cols; i++)
+            ASSERT_TRUE(std::isnan(xn[i])) << what << " xn written past the batch at " << i;
+        }
+      }
+  }
+  cuda::set_matvec_stream_tune(saved);
+  cuda::set_matvec_stream_q6_tune(saved6);
+  EXPECT_GE(folded, short_run ? 12 : 20) << "the forced shapes fold at every batch";
+  EXPECT_GE(with_xn, short_run ? 4 : 8) << "some shapes write xn";
+  std::printf("matvec_batched_in multi rms_norm: %d folded cases (%d with xn); float64 worst %.3g of sum|w x'|, xn %.3g\n",
+              folded, with_xn, worst, worst_xn);
 }
 
 }  // namespace
