@@ -222,16 +222,16 @@ namespace {
 int multi_group(GgmlType type, int64_t rows, int64_t cols, int rest) {
   return rest >= 3 && matvec_multi_takes(type, rows, cols, 4) ? std::min(rest, 4) : std::min(rest, 2);
 }
-bool& multi_norm_setting() {
-  static bool on = [] {
+int& multi_norm_setting() {
+  static int n = [] {
     const char* e = std::getenv("DS_MVB_MULTI_NORM");
-    return !(e && e[0] == '0');
+    return e ? std::clamp(std::atoi(e), 0, 8) : 8;
   }();
-  return on;
+  return n;
 }
 // fold29: matvec_batched_in through matvec_multi_norm, every group of the split (a last single one as nseq 1).
 bool multi_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in) {
-  if (!multi_norm_setting() || batch < 2 || batch > matvec_batched_multi(type) || in.ldx != cols ||
+  if (batch < 2 || batch > multi_norm_setting() || batch > matvec_batched_multi(type) || in.ldx != cols ||
       !matvec_multi_takes(type, rows, cols, 2))
     return false;
   for (int b = 0; b < batch;) {
@@ -243,8 +243,8 @@ bool multi_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const Mat
 }
 }  // namespace
 
-bool matvec_batched_multi_norm() { return multi_norm_setting(); }
-void set_matvec_batched_multi_norm(bool on) { multi_norm_setting() = on; }
+int matvec_batched_multi_norm() { return multi_norm_setting(); }
+void set_matvec_batched_multi_norm(int max_batch) { multi_norm_setting() = std::clamp(max_batch, 0, 8); }
 
 // As matvec_batched would dispatch Q4_K there: the block form with kMin2 (13); fold29: the small batches' multi kernels.
 bool matvec_batched_folds(GgmlType type, int64_t rows, int64_t cols, int batch, const MatvecBatchedInput& in) {

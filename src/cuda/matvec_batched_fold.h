@@ -85,8 +85,9 @@ void set_matvec_batched_multi(int n);
 bool matvec_multi_norm_takes(GgmlType type, int64_t rows, int64_t cols, int nseq, bool xn);
 Status matvec_multi_norm(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
                          int nseq, float* xn, cudaStream_t stream, bool accumulate = false);
-// fold29's switch (DS_MVB_MULTI_NORM, default on): matvec_batched_folds / matvec_batched_in at small batches.
-bool matvec_batched_multi_norm();
-void set_matvec_batched_multi_norm(bool on);
+// fold29's switch (DS_MVB_MULTI_NORM = N, default 8): matvec_batched_folds / matvec_batched_in take the multi-sequence
+// kernels' norm at 2 <= B <= N (0: never).
+int matvec_batched_multi_norm();
+void set_matvec_batched_multi_norm(int max_batch);
 
 }  // namespace ds::cuda

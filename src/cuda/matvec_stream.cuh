@@ -359,6 +359,11 @@ __device__ __forceinline__ void store8(float* p, int b, const float (&v)[8]) {
   *reinterpret_cast<float4*>(p + e) = make_float4(v[0], v[1], v[2], v[3]);
   *reinterpret_cast<float4*>(p + e + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
+// load8's 32 bytes of super-block b of p prefetched into L1 (fold29: the norm weights before griddepcontrol.wait, with
+// no registers held across it).
+__device__ __forceinline__ void prefetch8(const float* p, int b) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p + b * 256 + 8 * (threadIdx.x & 31)));
+}
 // mvt::rms_scale's loads of x for kW staging warps over at most kR float4 per thread (zero past the end).
 template <int kW, int kR>
 __device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
@@ -447,6 +452,7 @@ struct XoneI8 {
   float* inv_s;
   __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8(p, b, v); }
   __device__ __forceinline__ static void store(float* p, int b, const float (&v)[8]) { store8(p, b, v); }
+  __device__ __forceinline__ static void prefetch(const float* p, int b) { prefetch8(p, b); }
   static constexpr bool kNorm = true;  // stage_multi's RMSNorm (fold29)
   template <int kW>
   __device__ __forceinline__ void before_wait(int nb) const {
@@ -555,6 +561,10 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
   int bs[kU];
   bool st[kU];
   xone_blocks<kW, kU>(a.nb, bs, st);
+  if (F::kNorm && a.pre.norm_w)  // model weights (no kernel of the step writes them): into L1 before the wait
+#pragma unroll
+    for (int u = 0; u < kU; u++)
+      if (st[u]) F::prefetch(a.pre.norm_w, bs[u]);
 #pragma unroll
   for (int s = 0; s < kB; s++) f[s].template before_wait<kW>(a.nb);
   mvs::grid_dep_wait();
@@ -577,8 +587,8 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
     float scale[kB];
     rms_own_multi<kW, kU, kB>(a, v, scale);
 #pragma unroll
-    for (int u = 0; u < kU; u++) {  // the norm weights loaded here, not before the wait (registers: the plain
-      float nw[8];                  // products share this kernel; held across the wait they made it spill)
+    for (int u = 0; u < kU; u++) {  // the norm weights loaded here (L1, prefetched), not before the wait (registers:
+      float nw[8];                  // the plain products share this kernel; held across the wait they made it spill)
       if (st[u]) {
         F::load(a.pre.norm_w, bs[u], nw);
       } else {

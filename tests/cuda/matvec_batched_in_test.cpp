@@ -198,7 +198,7 @@ std::vector<double> norm_f64(const std::vector<float>& x, const std::vector<floa
 // the multi kernels take (the 9B's hidden-width products, at the default rules of an H100 / H200, and small / awkward
 // ones with the stream kernels forced on) and not for Q6_K, the output against float64 (1e-5 of sum|w x'|) and against the unfused
 // pair (mk::rms_norm, then matvec_batched) to the same bound, xn against float64 (1e-6 relative), accumulate on and
-// off, run to run identical; DS_MVB_MULTI_NORM off refuses.
+// off, run to run identical; DS_MVB_MULTI_NORM 0 or below B refuses.
 TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
   DS_REQUIRE_GPU();
   const cuda::MatvecStreamTune saved = cuda::matvec_stream_tune();
@@ -217,6 +217,8 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
   double worst = 0, worst_xn = 0;
   int folded = 0, with_xn = 0;
   const bool short_run = std::getenv("DS_MVB_SAN_SHORT") != nullptr;  // compute-sanitizer runs: the forced shapes
+  const int saved_n = cuda::matvec_batched_multi_norm();
+  cuda::set_matvec_batched_multi_norm(8);  // every batch the multi kernels take, whatever the default limit
   for (const Case& k : cases) {
     if (short_run && !k.forced) continue;
     const Shape& c = k.c;
@@ -258,9 +260,12 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
         if (!folds) continue;
         folded++;
         with_xn += want_xn;
-        cuda::set_matvec_batched_multi_norm(false);
+        const int saved_n = cuda::matvec_batched_multi_norm();
+        cuda::set_matvec_batched_multi_norm(0);
         EXPECT_FALSE(cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in)) << what << " with the switch off";
-        cuda::set_matvec_batched_multi_norm(true);
+        cuda::set_matvec_batched_multi_norm(batch - 1);
+        EXPECT_FALSE(cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in)) << what << " with the limit B - 1";
+        cuda::set_matvec_batched_multi_norm(saved_n);
         // the unfused pair
         Status st = cuda::mk::rms_norm(in.x, c.ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps, nullptr);
         ASSERT_TRUE(st.ok()) << st.error().message;
@@ -301,6 +306,7 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
   }
   cuda::set_matvec_stream_tune(saved);
   cuda::set_matvec_stream_q6_tune(saved6);
+  cuda::set_matvec_batched_multi_norm(saved_n);
   EXPECT_GE(folded, short_run ? 12 : 20) << "the forced shapes fold at every batch";
   EXPECT_GE(with_xn, short_run ? 4 : 8) << "some shapes write xn";
   std::printf("matvec_batched_in multi rms_norm: %d folded cases (%d with xn); float64 worst %.3g of sum|w x'|, xn %.3g\n",
