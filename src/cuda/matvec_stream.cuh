@@ -359,11 +359,6 @@ __device__ __forceinline__ void store8(float* p, int b, const float (&v)[8]) {
   *reinterpret_cast<float4*>(p + e) = make_float4(v[0], v[1], v[2], v[3]);
   *reinterpret_cast<float4*>(p + e + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
-// load8's 32 bytes of super-block b of p prefetched into L1 (fold29: the norm weights before griddepcontrol.wait, with
-// no registers held across it).
-__device__ __forceinline__ void prefetch8(const float* p, int b) {
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p + b * 256 + 8 * (threadIdx.x & 31)));
-}
 // mvt::rms_scale's loads of x for kW staging warps over at most kR float4 per thread (zero past the end).
 template <int kW, int kR>
 __device__ __forceinline__ void rms_load(const mvt::Args& a, float4 (&r)[kR]) {
@@ -452,7 +447,6 @@ struct XoneI8 {
   float* inv_s;
   __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8(p, b, v); }
   __device__ __forceinline__ static void store(float* p, int b, const float (&v)[8]) { store8(p, b, v); }
-  __device__ __forceinline__ static void prefetch(const float* p, int b) { prefetch8(p, b); }
   static constexpr bool kNorm = true;  // stage_multi's RMSNorm (fold29)
   template <int kW>
   __device__ __forceinline__ void before_wait(int nb) const {
@@ -549,6 +543,17 @@ __device__ __forceinline__ void rms_own_multi(const mvt::Args& a, const float (&
   }
 }
 
+// The lane's 8 norm weights of super-block b in F's order (zero where the warp stores nothing: st false).
+template <class F>
+__device__ __forceinline__ void norm_w8(const float* w, int b, bool st, float (&g)[8]) {
+  if (st) {
+    F::load(w, b, g);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; i++) g[i] = 0.f;
+  }
+}
+
 // pair28 / quad28: the one-round staging of kB sequences' x, every load of all of them issued together, sequence s's
 // digits into its own region f[s]. Sequences s >= nseq (a batch of 3 in the kB 4 kernel) stage sequence 0's x again;
 // their outputs are not stored. The same digits per sequence as stage_one / stage_i8 (digits_i8_u on the same values).
@@ -561,10 +566,14 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
   int bs[kU];
   bool st[kU];
   xone_blocks<kW, kU>(a.nb, bs, st);
-  if (F::kNorm && a.pre.norm_w)  // model weights (no kernel of the step writes them): into L1 before the wait
+  // The norm weights (model weights: no kernel of the step writes them) into registers before the wait where they fit
+  // beside x (kEarly: kU (kB + 1) rows of 8 floats <= 6; the kB 2, kU 3 form spilled with them, ptxas), else after
+  // the factors (a dependent load on the staging's path: call 1 of session 29).
+  constexpr bool kEarly = kU * (kB + 1) <= 6;
+  float nw[kEarly ? kU : 1][8];
+  if (F::kNorm && kEarly && a.pre.norm_w)
 #pragma unroll
-    for (int u = 0; u < kU; u++)
-      if (st[u]) F::prefetch(a.pre.norm_w, bs[u]);
+    for (int u = 0; u < kU; u++) norm_w8<F>(a.pre.norm_w, bs[u], st[u], nw[kEarly ? u : 0]);
 #pragma unroll
   for (int s = 0; s < kB; s++) f[s].template before_wait<kW>(a.nb);
   mvs::grid_dep_wait();
@@ -587,18 +596,13 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
     float scale[kB];
     rms_own_multi<kW, kU, kB>(a, v, scale);
 #pragma unroll
-    for (int u = 0; u < kU; u++) {  // the norm weights loaded here (L1, prefetched), not before the wait (registers:
-      float nw[8];                  // the plain products share this kernel; held across the wait they made it spill)
-      if (st[u]) {
-        F::load(a.pre.norm_w, bs[u], nw);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; i++) nw[i] = 0.f;
-      }
+    for (int u = 0; u < kU; u++) {
+      if (!kEarly) norm_w8<F>(a.pre.norm_w, bs[u], st[u], nw[0]);
+      const float(&g)[8] = nw[kEarly ? u : 0];
 #pragma unroll
       for (int s = 0; s < kB; s++)
 #pragma unroll
-        for (int i = 0; i < 8; i++) v[s][u][i] = v[s][u][i] * scale[s] * nw[i];
+        for (int i = 0; i < 8; i++) v[s][u][i] = v[s][u][i] * scale[s] * g[i];
     }
     if (xn && blockIdx.x == 0) {
 #pragma unroll
