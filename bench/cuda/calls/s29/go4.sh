@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 29, call 4: call 3 saw two cuda-bench runs hang (no output in 60 s) at B = 2 and 4 with DS_MVB_MULTI_NORM=0
+# Session 29, call 4 (and 5, go5.sh: the hung kernel's instructions at its PC, B = 2 / 4 with N = 0 only): call 3 saw two cuda-bench runs hang (no output in 60 s) at B = 2 and 4 with DS_MVB_MULTI_NORM=0
 # (the rms_norm kernel + the plain multi-sequence kernels, session 28's path). Stress: repeated short runs at B = 2 / 4
 # with N = 0, N = 8 (the fold) and DS_MVB_PAIR=0 (no multi kernels), 20 s each; a hung run gets cuda-gdb's view of its
 # kernels and threads (where the toolkit has cuda-gdb), then is killed. Run as: cd devf16 && OUT=$OUT timeout 560 bash go4.sh
