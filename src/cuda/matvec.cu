@@ -322,6 +322,18 @@ Status matvec_multi(GgmlType type, const void* w, int64_t rows, int64_t cols, co
   return multi_launch(type, w, rows, cols, x, y, nseq, stream, accumulate, {}, nullptr);
 }
 
+MatvecStreamPlan matvec_stream_plan(GgmlType type, int64_t cols, int kB) {
+  if (cols <= 0 || cols % 256 != 0 || (kB != 1 && kB != 2 && kB != 4)) return {};
+  const int nb = (int)(cols / 256);
+  if (type == GgmlType::Q6_K) {
+    mvq6::Plan p;
+    return mvq6::plan(nb, mvq6::tune(), p, kB) ? MatvecStreamPlan{p.warps, p.stages} : MatvecStreamPlan{};
+  }
+  if (type != GgmlType::Q4_K) return {};
+  mvq::Plan p;
+  return mvq::plan(3, nb, mvq::tune(), p, kB) ? MatvecStreamPlan{p.warps, p.stages} : MatvecStreamPlan{};
+}
+
 bool matvec_multi_norm_takes(GgmlType type, int64_t rows, int64_t cols, int nseq, bool xn) {
   if (type != GgmlType::Q4_K || !matvec_multi_takes(type, rows, cols, nseq)) return false;
   return !xn || mvq::multi_xn_takes(cols, nseq <= 2 ? 2 : 4);

@@ -85,6 +85,13 @@ void set_matvec_batched_multi(int n);
 bool matvec_multi_norm_takes(GgmlType type, int64_t rows, int64_t cols, int nseq, bool xn);
 Status matvec_multi_norm(GgmlType type, const void* w, int64_t rows, int64_t cols, const MatvecInput& in, float* y,
                          int nseq, float* xn, cudaStream_t stream, bool accumulate = false);
+// s29: the stream kernels' plan (matvec_stream.cuh / matvec_stream_q6.cuh) for Q4_K / Q6_K rows of cols with kB x
+// regions (1, 2 or 4) under the current tuning: consumer warps and ring stages ({0, 0} where it does not fit). Host
+// only (no device call); the tests check that 16 consumer warps always get an even stage count (mvq::even_stages).
+struct MatvecStreamPlan {
+  int warps = 0, stages = 0;
+};
+MatvecStreamPlan matvec_stream_plan(GgmlType type, int64_t cols, int kB);
 // fold29's switch (DS_MVB_MULTI_NORM = N, default 8): matvec_batched_folds / matvec_batched_in take the multi-sequence
 // kernels' norm at 2 <= B <= N (0: never).
 int matvec_batched_multi_norm();

@@ -1304,6 +1304,14 @@ constexpr size_t kOneSmem = 225 * 1024, kOneSmemWide = 224 * 1024;
 // ~110 KB each (228 KB per SM, 1 KB reserved per CTA, the static part).
 // kB 2 / 4 (pair28 / quad28): kB sequences' x regions, and (kB - 1) KB (8 consumer warps) / 2 (kB - 1) KB (16) less
 // for the ring: the kernel's static row sums (red) grow by that.
+// s29: the stage count of a kernel with two consumer groups (16 consumer warps: group j % 2 takes stage j), even. With
+// an odd count slot s is taken by the groups in turn, and a group that runs ahead can reach its full[s] wait for use
+// j + S while use j (the other group's) has not landed: the parity wait then passes at once (it cannot tell phase p + 1
+// from p - 1), the group reads a stage in flight and arrives on empty[s] a phase early, and the producer later waits
+// on a phase that never completes. Seen as hangs (session 29: the Q6_K kB 2 kernel, 9B ffn_down at B = 2, 3 stages;
+// cuda-gdb: the producer in SYNCS.PHASECHK.TRYWAIT, every consumer warp gone). With an even count each slot belongs to
+// one group, which waits for its own previous use of it. x + 2 stages always fit (plan's rule), so the count stays >= 2.
+inline int even_stages(int st) { return st > 2 ? st & ~1 : st; }
 inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int kB = 1) {
   const bool wide = tn.wide && tn.i8;
   const size_t kHalf = (size_t)(110 - (kB - 1)) * 1024;
@@ -1332,9 +1340,10 @@ inline bool plan(int kT, int nb, const Tune& tn, Plan& p, int kB = 1) {
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
     if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
+    p.warps = cand == 2 && wide ? 2 * kCW : kCW;
+    if (p.warps > kCW) st = even_stages(st);
     p.stages = st;
     p.ctas_per_sm = cps;
-    p.warps = cand == 2 && wide ? 2 * kCW : kCW;
     p.smem = p.xbytes + (size_t)st * stage;
     return true;
   }

@@ -684,6 +684,7 @@ inline bool plan(int nb, const Tune& tn, Plan& p, int kB = 1) {
     int st = (int)std::min<size_t>(kMaxStages, (lim - p.xbytes) / stage);
     if (tn.stages > 0) st = std::min(st, std::max(2, tn.stages));
     if (cps == 2 && !tn.ctas_per_sm && st < 3) continue;
+    if (cand == 2 && tn.wide) st = mvq::even_stages(st);  // 16 consumer warps (p.warps below)
     p.stages = st;
     p.ctas_per_sm = cps;
     p.warps = cand == 2 && tn.wide ? 2 * kCW : kCW;

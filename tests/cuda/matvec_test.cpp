@@ -19,6 +19,7 @@
 
 #include "cpu/cpu.h"
 #include "cuda/matvec.h"
+#include "cuda/matvec_batched_fold.h"
 #include "cuda_test_util.h"
 #include "quant/quant.h"
 
@@ -427,6 +428,36 @@ TEST(CudaMatvec, TensorCoreQ4KVariants) {
         for (bool acc : {false, true}) run_plain_and_fused(type, s, seed, acc, name);
       std::printf("[tc] %s: worst |y - ref| / sum|w x| = %.3g\n", name.c_str(), g_worst_seen);
     }
+}
+
+// s29: the stream kernels with 16 consumer warps (two groups taking alternate stages) must get an even stage count
+// (mvq::even_stages; with an odd count a group could pass its parity wait on a stage still in flight and the producer
+// hang: session 29's hangs of the Q6_K kB 2 kernel at 3 stages). Host only (the plans need no GPU): every row width up
+// to 128 super-blocks, 1 / 2 / 4 x regions, the default tuning and odd stage counts asked for.
+TEST(CudaMatvec, StreamPlanEvenStagesWith16Warps) {
+  const cuda::MatvecStreamTune saved = cuda::matvec_stream_tune();
+  const cuda::MatvecStreamQ6Tune saved6 = cuda::matvec_stream_q6_tune();
+  int wide = 0;
+  for (int asked : {0, 3, 5, 7}) {
+    cuda::MatvecStreamTune tq = saved;
+    cuda::MatvecStreamQ6Tune t6 = saved6;
+    tq.stages = t6.stages = asked;
+    cuda::set_matvec_stream_tune(tq);
+    cuda::set_matvec_stream_q6_tune(t6);
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+      for (int nb = 1; nb <= 128; nb++)
+        for (int kB : {1, 2, 4}) {
+          const cuda::MatvecStreamPlan p = cuda::matvec_stream_plan(t, 256 * nb, kB);
+          if (p.warps != 16) continue;
+          wide++;
+          EXPECT_EQ(p.stages % 2, 0) << ggml_type_name(t) << " nb " << nb << " kB " << kB << " stages asked " << asked
+                                     << ": " << p.stages << " stages for 16 consumer warps";
+          EXPECT_GE(p.stages, 2);
+        }
+  }
+  cuda::set_matvec_stream_tune(saved);
+  cuda::set_matvec_stream_q6_tune(saved6);
+  EXPECT_GT(wide, 100) << "16-warp plans exist at the default tuning (wide rows, 2 / 4 x regions)";
 }
 
 // The streamed Q4_K kernel (matvec_stream.cuh, decode6) forced on every shape it fits: rows not a multiple
