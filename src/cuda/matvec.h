@@ -180,7 +180,7 @@ Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, 
 // <= 8192); elsewhere an Error (run mk::rms_norm, then matvec_batched). The output bits are those of that pair; the
 // normalised x is also written to xn ([batch][cols], when set) for other products of the same input. Rows of x are ldx
 // floats (a multiple of 4); x, norm_w, xn 16-byte aligned.
-// fold29: also Q4_K at 2 <= B <= matvec_batched_multi (8) where every group of matvec_batched's
+// fold29: also Q4_K at 2 <= B <= 6 (DS_MVB_MULTI_NORM; within matvec_batched_multi's 8) where every group of matvec_batched's
 // small-batch split takes the norm (matvec_multi_norm_takes; ldx == cols): the multi-sequence stream kernels then
 // normalise each sequence's x in their staging (batch 1's factor and prologue; not the bits of the rms_norm kernel
 // followed by matvec_batched, within fp32 rounding of them). DS_MVB_MULTI_NORM=0 turns this off.

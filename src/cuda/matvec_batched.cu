@@ -222,10 +222,14 @@ namespace {
 int multi_group(GgmlType type, int64_t rows, int64_t cols, int rest) {
   return rest >= 3 && matvec_multi_takes(type, rows, cols, 4) ? std::min(rest, 4) : std::min(rest, 2);
 }
+// fold29's limit: the norm folded at B <= N. Default 6 (H100, 9B step, prompts of 4, fold vs DS_MVB_MULTI_NORM=0, session
+// 29 calls 3 and 6): B = 2 3.020 / 3.026 vs 3.245 / 3.233 ms (-6.7%), 3 3.966 / 3.954 vs 4.094 / 4.077 (-3.1%), 4 4.149
+// / 4.174 vs 4.246 / 4.258 (-2.1%), 6 6.081 / 6.082 vs 6.270 / 6.239 (-2.8%, call 3), 8 6.585 / 6.584 vs 6.513 / 6.525
+// (+1.0%: two groups of 4 each folding cost more than one rms_norm launch); B = 7 not measured.
 int& multi_norm_setting() {
   static int n = [] {
     const char* e = std::getenv("DS_MVB_MULTI_NORM");
-    return e ? std::clamp(std::atoi(e), 0, 8) : 8;
+    return e ? std::clamp(std::atoi(e), 0, 8) : 6;
   }();
   return n;
 }

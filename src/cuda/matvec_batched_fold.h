@@ -92,8 +92,8 @@ struct MatvecStreamPlan {
   int warps = 0, stages = 0;
 };
 MatvecStreamPlan matvec_stream_plan(GgmlType type, int64_t cols, int kB);
-// fold29's switch (DS_MVB_MULTI_NORM = N, default 8): matvec_batched_folds / matvec_batched_in take the multi-sequence
-// kernels' norm at 2 <= B <= N (0: never).
+// fold29's switch (DS_MVB_MULTI_NORM = N, default 6; 8 at most): matvec_batched_folds / matvec_batched_in take the
+// multi-sequence kernels' norm at 2 <= B <= N (0: never).
 int matvec_batched_multi_norm();
 void set_matvec_batched_multi_norm(int max_batch);
 

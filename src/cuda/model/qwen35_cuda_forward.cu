@@ -123,7 +123,9 @@ bool fused(const Step& s) {
 // H200, 9B step at B = 64, interleaved pairs (fold17 call 2): 7.834 / 7.857 / 7.843 vs 7.893 / 7.859 / 7.849 ms short,
 // 8.439 / 8.434 vs 8.470 / 8.479 at 512+ positions, B = 32 6.646 vs 6.669. (The SwiGLU in front of ffn_down folded the
 // same way lost: fold17's NOTES section.) A projection's other groups (a Q6_K attn_qkv / attn_v) read xn, which that
-// preparation writes; the folded group runs first. DS_STEP_FOLD=0: the separate kernels (A/B measurements).
+// preparation writes; the folded group runs first. fold29: also 2 <= B <= 6, in the staging of the Q4_K multi-sequence
+// stream kernels (matvec_batched_folds says where; H100, 9B step: B = 2 -6.7%, 3 -3.1%, 4 -2.1%). DS_STEP_FOLD=0: the
+// separate kernels (A/B measurements).
 bool folded(const Step& s) {
   static const bool on = [] {
     const char* e = std::getenv("DS_STEP_FOLD");
