@@ -57,6 +57,20 @@ double f64_worst(const std::vector<uint8_t>& w, const Shape& c, const std::vecto
   return worst;
 }
 
+// x' = rms_norm(x) * nw per row of x ([batch][ldx] floats), in double ([batch][cols]).
+std::vector<double> norm_f64(const std::vector<float>& x, const std::vector<float>& nw, const Shape& c, int batch,
+                             float eps) {
+  std::vector<double> xd((size_t)batch * c.cols);
+  for (int b = 0; b < batch; b++) {
+    const float* r = x.data() + (size_t)b * c.ldx;
+    double ss = 0;
+    for (int64_t k = 0; k < c.cols; k++) ss += (double)r[k] * r[k];
+    const double f = 1.0 / std::sqrt(ss / (double)c.cols + eps);
+    for (int64_t k = 0; k < c.cols; k++) xd[(size_t)b * c.cols + k] = r[k] * f * nw[k];
+  }
+  return xd;
+}
+
 bool folds_here() {
   cuda::MatvecBatchedInput in;
   in.x = reinterpret_cast<const float*>(256);
@@ -136,15 +150,7 @@ TEST(CudaMatvecBatchedIn, RmsNormSameBitsAsUnfused) {
           EXPECT_EQ(bad, 0u) << what << " column bits at B = 25 vs 64";
         }
         if (c.f64 && batch != 33) {
-          std::vector<double> xd((size_t)batch * c.cols);
-          for (int b = 0; b < batch; b++) {
-            const float* r = x.data() + (size_t)b * c.ldx;
-            double ss = 0;
-            for (int64_t k = 0; k < c.cols; k++) ss += (double)r[k] * r[k];
-            const double f = 1.0 / std::sqrt(ss / (double)c.cols + eps);
-            for (int64_t k = 0; k < c.cols; k++) xd[(size_t)b * c.cols + k] = r[k] * f * nw[k];
-          }
-          const double e = f64_worst(w, c, xd, batch, got[0], y0, accumulate);
+          const double e = f64_worst(w, c, norm_f64(x, nw, c, batch, eps), batch, got[0], y0, accumulate);
           EXPECT_LE(e, 1e-5) << what << " vs float64";
           worst64 = std::max(worst64, e);
         }
@@ -176,20 +182,6 @@ TEST(CudaMatvecBatchedIn, RefusesWhatItDoesNotFold) {
   odd.x = reinterpret_cast<const float*>(260);
   EXPECT_FALSE(cuda::matvec_batched_folds(GgmlType::Q4_K, 4096, 4096, 64, odd));
   EXPECT_FALSE(cuda::matvec_batched_in(GgmlType::Q4_K, nullptr, 4096, 4096, in, nullptr, 24, nullptr).ok());
-}
-
-// x' = rms_norm(x) * nw per row of x ([batch][ldx] floats), in double ([batch][cols]).
-std::vector<double> norm_f64(const std::vector<float>& x, const std::vector<float>& nw, const Shape& c, int batch,
-                             float eps) {
-  std::vector<double> xd((size_t)batch * c.cols);
-  for (int b = 0; b < batch; b++) {
-    const float* r = x.data() + (size_t)b * c.ldx;
-    double ss = 0;
-    for (int64_t k = 0; k < c.cols; k++) ss += (double)r[k] * r[k];
-    const double f = 1.0 / std::sqrt(ss / (double)c.cols + eps);
-    for (int64_t k = 0; k < c.cols; k++) xd[(size_t)b * c.cols + k] = r[k] * f * nw[k];
-  }
-  return xd;
 }
 
 // fold29: Q4_K at 2 <= B <= 8: matvec_batched_in runs the multi-sequence stream kernels with each
@@ -256,7 +248,9 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
         // Q6_K: no RMSNorm form (its kernel's spills grew with it): refused, the step keeps the rms_norm kernel
         const bool takes = k.t == GgmlType::Q4_K && cuda::matvec_multi_takes(k.t, c.rows, c.cols, 2);
         const bool folds = cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in);
-        if (!want_xn) EXPECT_EQ(folds, takes) << what;
+        if (!want_xn) {
+          EXPECT_EQ(folds, takes) << what;
+        }
         if (!folds) continue;
         folded++;
         with_xn += want_xn;
