@@ -226,11 +226,13 @@ int multi_group(GgmlType type, int64_t rows, int64_t cols, int rest) {
 // 29 calls 3 and 6): B = 2 3.020 / 3.026 vs 3.245 / 3.233 ms (-6.7%), 3 3.966 / 3.954 vs 4.094 / 4.077 (-3.1%), 4 4.149
 // / 4.174 vs 4.246 / 4.258 (-2.1%), 6 6.081 / 6.082 vs 6.270 / 6.239 (-2.8%, call 3), 8 6.585 / 6.584 vs 6.513 / 6.525
 // (+1.0%: two groups of 4 each folding cost more than one rms_norm launch); B = 7 not measured.
+// An integer setting from the environment, clamped to [0, hi]; def where unset.
+int env_setting(const char* name, int def, int hi) {
+  const char* e = std::getenv(name);
+  return e ? std::clamp(std::atoi(e), 0, hi) : def;
+}
 int& multi_norm_setting() {
-  static int n = [] {
-    const char* e = std::getenv("DS_MVB_MULTI_NORM");
-    return e ? std::clamp(std::atoi(e), 0, 8) : 6;
-  }();
+  static int n = env_setting("DS_MVB_MULTI_NORM", 6, 8);
   return n;
 }
 // fold29: matvec_batched_in through matvec_multi_norm, every group of the split (a last single one as nseq 1).
@@ -291,17 +293,11 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
 
 namespace {
 int& columns_setting() {
-  static int n = [] {
-    const char* e = std::getenv("DS_MVB_COLUMNS");
-    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 2;
-  }();
+  static int n = env_setting("DS_MVB_COLUMNS", 2, kMatvecMaxBatch);
   return n;
 }
 int& multi_setting() {
-  static int n = [] {
-    const char* e = std::getenv("DS_MVB_MULTI");
-    return e ? std::clamp(std::atoi(e), 0, kMatvecMaxBatch) : 8;
-  }();
+  static int n = env_setting("DS_MVB_MULTI", 8, kMatvecMaxBatch);
   return n;
 }
 }  // namespace

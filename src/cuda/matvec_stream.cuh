@@ -571,9 +571,10 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
   // the factors (a dependent load on the staging's path: call 1 of session 29).
   constexpr bool kEarly = kU * (kB + 1) <= 6;
   float nw[kEarly ? kU : 1][8];
-  if (F::kNorm && kEarly && a.pre.norm_w)
+  if constexpr (F::kNorm && kEarly)
+    if (a.pre.norm_w)
 #pragma unroll
-    for (int u = 0; u < kU; u++) norm_w8<F>(a.pre.norm_w, bs[u], st[u], nw[kEarly ? u : 0]);
+      for (int u = 0; u < kU; u++) norm_w8<F>(a.pre.norm_w, bs[u], st[u], nw[u]);
 #pragma unroll
   for (int s = 0; s < kB; s++) f[s].template before_wait<kW>(a.nb);
   mvs::grid_dep_wait();
@@ -592,7 +593,7 @@ __device__ __forceinline__ void stage_multi(const mvt::Args& a, int nseq, const 
       }
     }
   }
-  if (F::kNorm && a.pre.norm_w) {
+  if constexpr (F::kNorm) if (a.pre.norm_w) {
     float scale[kB];
     rms_own_multi<kW, kU, kB>(a, v, scale);
 #pragma unroll

@@ -247,7 +247,6 @@ struct XoneQ6 {
   int2* cfr;
   float* inv_s;
   __device__ __forceinline__ static void load(const float* p, int b, float (&v)[8]) { load8_q6(p, b, v); }
-  __device__ __forceinline__ static void store(float*, int, const float (&)[8]) {}
   static constexpr bool kNorm = false;  // no RMSNorm in mvq::stage_multi (fold29: Q4_K only)
   template <int kW>
   __device__ __forceinline__ void before_wait(int) const {}

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/matvec.h"
@@ -71,6 +72,44 @@ std::vector<double> norm_f64(const std::vector<float>& x, const std::vector<floa
   return xd;
 }
 
+// A norm test's product: weights, x ([n][ldx]), norm weights and y0 ([n][rows]) on the host and the device, and n
+// columns of xn, of the unfused pair's input and of y on the device.
+struct NormProduct {
+  Shape c;
+  int n;
+  std::vector<uint8_t> w;
+  std::vector<float> x, nw, y0;
+  cuda::DeviceBuffer dw, dx, dnw;
+  Result<cuda::DeviceBuffer> dxn, dref_in, dy;
+  NormProduct(GgmlType t, const Shape& cs, int cols, uint64_t w_seed, std::vector<float> xs, uint64_t nw_seed,
+              uint64_t y0_seed)
+      : c(cs), n(cols), w(test::random_weights(t, cs.rows * cs.cols, w_seed)), x(std::move(xs)),
+        nw(test::random_floats(cs.cols, nw_seed)), y0(test::random_floats(cols * cs.rows, y0_seed)),
+        dw(test::to_device(w)), dx(test::to_device(x)), dnw(test::to_device(nw)),
+        dxn(cuda::DeviceBuffer::alloc(cols * cs.cols * 4)), dref_in(cuda::DeviceBuffer::alloc(cols * cs.cols * 4)),
+        dy(cuda::DeviceBuffer::alloc(cols * cs.rows * 4)) {}
+  bool ok() const { return dxn.ok() && dref_in.ok() && dy.ok(); }
+  cuda::MatvecBatchedInput input(float eps, bool with_xn) {
+    cuda::MatvecBatchedInput in;
+    in.x = dx.as<float>();
+    in.ldx = c.ldx;
+    in.norm_w = dnw.as<float>();
+    in.eps = eps;
+    in.xn = with_xn ? dxn->as<float>() : nullptr;
+    return in;
+  }
+  // The unfused pair: mk::rms_norm into dref_in, then matvec_batched from y0 into dy (synchronised).
+  Status unfused(GgmlType t, int batch, bool accumulate, float eps) {
+    DS_TRY(cuda::mk::rms_norm(dx.as<float>(), c.ldx, dnw.as<float>(), dref_in->as<float>(), c.cols, batch, c.cols, eps,
+                              nullptr));
+    DS_TRY(dy->upload(y0.data(), (size_t)batch * c.rows * 4));
+    DS_TRY(cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(), batch, nullptr,
+                                accumulate));
+    if (cudaDeviceSynchronize() != cudaSuccess) return err("unfused pair: cudaDeviceSynchronize failed");
+    return {};
+  }
+};
+
 bool folds_here() {
   cuda::MatvecBatchedInput in;
   in.x = reinterpret_cast<const float*>(256);
@@ -89,23 +128,14 @@ TEST(CudaMatvecBatchedIn, RmsNormSameBitsAsUnfused) {
   const float eps = 1e-6f;
   double worst64 = 0;
   for (const Shape& c : shapes) {
-    const auto w = test::random_weights(t, c.rows * c.cols, seed += 3);
-    const auto x = test::random_floats(64 * c.ldx, seed + 1);
-    const auto nw = test::random_floats(c.cols, seed + 2);
-    const auto y0 = test::random_floats(64 * c.rows, seed + 4);
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dnw = test::to_device(nw);
-    auto dxn = cuda::DeviceBuffer::alloc(64 * c.cols * 4);
-    auto dref_in = cuda::DeviceBuffer::alloc(64 * c.cols * 4);
-    auto dy = cuda::DeviceBuffer::alloc(64 * c.rows * 4);
-    ASSERT_TRUE(dxn.ok() && dref_in.ok() && dy.ok());
-    cuda::MatvecBatchedInput in;
-    in.x = dx.as<float>();
-    in.ldx = c.ldx;
-    in.norm_w = dnw.as<float>();
-    in.eps = eps;
-    in.xn = dxn->as<float>();
+    seed += 3;
+    NormProduct P(t, c, 64, seed, test::random_floats(64 * c.ldx, seed + 1), seed + 2, seed + 4);
+    ASSERT_TRUE(P.ok());
+    const std::vector<uint8_t>& w = P.w;
+    const std::vector<float> &x = P.x, &nw = P.nw, &y0 = P.y0;
+    cuda::DeviceBuffer& dw = P.dw;
+    Result<cuda::DeviceBuffer> &dxn = P.dxn, &dref_in = P.dref_in, &dy = P.dy;
+    const cuda::MatvecBatchedInput in = P.input(eps, true);
     std::vector<float> y64;  // B = 64 outputs (accumulate off), for the column check at B = 25
     for (int batch : {64, 33, 25})
       for (bool accumulate : {false, true}) {
@@ -113,13 +143,8 @@ TEST(CudaMatvecBatchedIn, RmsNormSameBitsAsUnfused) {
                                  std::to_string(batch) + (accumulate ? " accumulate" : "");
         ASSERT_TRUE(cuda::matvec_batched_folds(t, c.rows, c.cols, batch, in)) << what;
         // unfused: the norm's kernel, then the product
-        Status st = cuda::mk::rms_norm(in.x, c.ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps, nullptr);
+        Status st = P.unfused(t, batch, accumulate, eps);
         ASSERT_TRUE(st.ok()) << st.error().message;
-        ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-        st = cuda::matvec_batched(t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(), batch, nullptr,
-                                  accumulate);
-        ASSERT_TRUE(st.ok()) << st.error().message;
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         const auto ref = test::to_host<float>(*dy, (size_t)batch * c.rows);
         const auto ref_in = test::to_host<float>(*dref_in, (size_t)batch * c.cols);
         // folded, twice
@@ -220,29 +245,21 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
     cuda::set_matvec_stream_tune(tq);
     cuda::set_matvec_stream_q6_tune(t6);
     const int max_b = cuda::matvec_batched_multi(k.t);
-    const auto w = test::random_weights(k.t, c.rows * c.cols, seed += 5);
-    auto x = test::random_floats(8 * c.ldx, seed + 1);
+    seed += 5;
+    auto xs = test::random_floats(8 * c.ldx, seed + 1);
     for (int b = 0; b < 8; b++)
-      for (int64_t i = 0; i < c.ldx; i++) x[(size_t)b * c.ldx + i] *= (float)std::pow(10.0, b - 3);
-    const auto nw = test::random_floats(c.cols, seed + 2);
-    const auto y0 = test::random_floats(8 * c.rows, seed + 3);
-    auto dw = test::to_device(w);
-    auto dx = test::to_device(x);
-    auto dnw = test::to_device(nw);
-    auto dxn = cuda::DeviceBuffer::alloc(8 * c.cols * 4);
-    auto dref_in = cuda::DeviceBuffer::alloc(8 * c.cols * 4);
-    auto dy = cuda::DeviceBuffer::alloc(8 * c.rows * 4);
-    ASSERT_TRUE(dxn.ok() && dref_in.ok() && dy.ok());
+      for (int64_t i = 0; i < c.ldx; i++) xs[(size_t)b * c.ldx + i] *= (float)std::pow(10.0, b - 3);
+    NormProduct P(k.t, c, 8, seed, std::move(xs), seed + 2, seed + 3);
+    ASSERT_TRUE(P.ok());
+    const std::vector<uint8_t>& w = P.w;
+    const std::vector<float> &x = P.x, &nw = P.nw, &y0 = P.y0;
+    cuda::DeviceBuffer& dw = P.dw;
+    Result<cuda::DeviceBuffer> &dxn = P.dxn, &dy = P.dy;
     const std::string tn(ggml_type_name(k.t));
     for (int batch = 2; batch <= max_b; batch++)
       for (bool want_xn : {false, true}) {
         const bool accumulate = batch % 2 == 1;
-        cuda::MatvecBatchedInput in;
-        in.x = dx.as<float>();
-        in.ldx = c.ldx;
-        in.norm_w = dnw.as<float>();
-        in.eps = eps;
-        in.xn = want_xn ? dxn->as<float>() : nullptr;
+        const cuda::MatvecBatchedInput in = P.input(eps, want_xn);
         const std::string what = tn + " [" + std::to_string(c.rows) + " x " + std::to_string(c.cols) + "] B " +
                                  std::to_string(batch) + (want_xn ? " with xn" : "") + (accumulate ? " accumulate" : "");
         // Q6_K: no RMSNorm form (its kernel's spills grew with it): refused, the step keeps the rms_norm kernel
@@ -261,13 +278,8 @@ TEST(CudaMatvecBatchedIn, MultiRmsNormMatchesFloat64) {
         EXPECT_FALSE(cuda::matvec_batched_folds(k.t, c.rows, c.cols, batch, in)) << what << " with the limit B - 1";
         cuda::set_matvec_batched_multi_norm(saved_n);
         // the unfused pair
-        Status st = cuda::mk::rms_norm(in.x, c.ldx, in.norm_w, dref_in->as<float>(), c.cols, batch, c.cols, eps, nullptr);
+        Status st = P.unfused(k.t, batch, accumulate, eps);
         ASSERT_TRUE(st.ok()) << st.error().message;
-        ASSERT_TRUE(dy->upload(y0.data(), (size_t)batch * c.rows * 4).ok());
-        st = cuda::matvec_batched(k.t, dw.data(), c.rows, c.cols, dref_in->as<float>(), dy->as<float>(), batch, nullptr,
-                                  accumulate);
-        ASSERT_TRUE(st.ok()) << st.error().message;
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         const auto ref = test::to_host<float>(*dy, (size_t)batch * c.rows);
         std::vector<float> got[2];
         for (int rep = 0; rep < 2; rep++) {
