@@ -545,13 +545,17 @@ int sm_count() {
 // (issued at the start of the item before, waited for at the item's first barrier) instead of registers (the
 // 40 B of spills at the 128-register cap); the first token reads q and k from there (no copy into sq / sk); the
 // items' token ranges come from StepIO's start[] copied to shared memory once.
-template <int DK, typename St>
+// kDirect (s30, DS_GDN_TMA_OUT=3): no out slot; each thread stores its state chunks straight from registers (the
+// same values: the same bits), so the item ends without the out slot's fence, barrier and bulk store, and the slot's
+// shared memory is one more load slot.
+template <int DK, typename St, bool kDirect = false>
 struct TmaOutCfg {
   static constexpr int kThreads = DK * 4;
   static constexpr unsigned kBytes = DK * DK * sizeof(St);  // one value head's state
-  // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16)
-  static constexpr int kIn = DK == 128 ? (sizeof(St) == 2 ? 5 : 2) : 12;
-  static constexpr size_t kSmem = (size_t)(kIn + 1) * kBytes;
+  // load slots; + 1 out slot unless kDirect (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16)
+  static constexpr int kSlots = DK == 128 ? (sizeof(St) == 2 ? 6 : 3) : 13;
+  static constexpr int kIn = kDirect ? kSlots : kSlots - 1;
+  static constexpr size_t kSmem = (size_t)kSlots * kBytes;
 };
 
 // An item's first-token inputs and head constants in shared memory (kSIn).
@@ -596,11 +600,12 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-template <int DK, bool kCopy, bool kSIn, typename St>
+template <int DK, bool kCopy, bool kSIn, typename St, bool kDirect = false>
 __global__ void __launch_bounds__(DK * 4, 1)
     gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
-  using C = TmaOutCfg<DK, St>;
+  static_assert(!kDirect || (kSIn && !kCopy), "kDirect: the kSIn form only");
+  using C = TmaOutCfg<DK, St, kDirect>;
   constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
@@ -664,7 +669,8 @@ __global__ void __launch_bounds__(DK * 4, 1)
       cur.t0 = sstart[s];
       cur.t1 = sstart[s + 1];
       // The next item's inputs in flight during this one: into ins[(k + 1) & 1], whose last readers (item
-      // k - 1) have passed that item's out-slot barrier.
+      // k - 1) have passed that item's out-slot barrier (kDirect: its last token's barrier (2); every read of
+      // `in` is before the item's first barrier (2)).
       if (k + 1 < n_my) {
         const int s1 = (item + G) / nv;
         issue_item_in<DK>(a, item + G, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
@@ -724,7 +730,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         // block_sum's arithmetic: warp sums, then every thread adds them in warp order from 0.f
         const float wv = warp_sum(r == 0 ? o * o : 0.f);
         if ((tid & 31) == 0) red[tid >> 5] = wv;  // every reader of red has passed this token's barrier (1)
-        if (tid == 0 && t + 1 == cur.t1) bulk_wait_read<0>();  // the out slot: read by item k - 1's store
+        if (!kDirect && tid == 0 && t + 1 == cur.t1) bulk_wait_read<0>();  // the out slot: read by item k - 1's store
         __syncthreads();  // (2)
         float ss = 0.f;
 #pragma unroll
@@ -741,9 +747,15 @@ __global__ void __launch_bounds__(DK * 4, 1)
       }
     }
     if (!refilled) {  // no tokens (or kCopy): uniform over the block
-      if (tid == 0) bulk_wait_read<0>();
+      if (!kDirect && tid == 0) bulk_wait_read<0>();
       __syncthreads();  // the slot read by every thread; the out slot free
       refill();
+    }
+    if constexpr (kDirect) {  // m[p] is chunk r + kL * p of row j (the swap above only ordered the reads)
+      St* const Grow = gstate(k) + j * DK;
+#pragma unroll
+      for (int p = 0; p < kC; p++) st_chunk(Grow, r + kL * p, m[p]);
+      continue;
     }
     // The out slot: free (thread 0 waited for the previous store's read before the last barrier above).
 #pragma unroll
@@ -762,14 +774,14 @@ __global__ void __launch_bounds__(DK * 4, 1)
       }
     }
   }
-  if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
+  if (!kDirect && tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn, typename St>
+template <int DK, bool kCopy, bool kSIn, typename St, bool kDirect = false>
 cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
-  using C = TmaOutCfg<DK, St>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St>;
+  using C = TmaOutCfg<DK, St, kDirect>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St, kDirect>;
   static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
   if (attr != cudaSuccess) return attr;
   const int n_items = a.n_v_heads * n_seqs;
@@ -861,10 +873,11 @@ int gdn_tma_min() {
 // (registers). The same bits. H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64
 // 8.948 / 8.981 ms with 2, 9.025 / 9.039 with 1 (and 9.189 / 9.205 with gdn_tma_kernel, removed in sync13; the
 // value 0 that selected it now means 2); GdnBench B = 64 80.6 / 84.0 us.
+// 3 (s30): the kSIn form with kDirect (no out slot: the state stored from registers), the same bits.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
-    return e && e[0] == '1' ? 1 : 2;
+    return e && (e[0] == '1' || e[0] == '3') && !e[1] ? e[0] - '0' : 2;
   }();
   return v;
 }
@@ -904,9 +917,10 @@ template <int DK, typename St>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
   if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
-    const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
-    const cudaError_t e = s_in ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
-                               : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
+    const int form = force >= 1 ? force : gdn_tma_out();
+    const cudaError_t e = form == 3   ? launch_tma_out<DK, false, true, St, true>(a, io, n_seqs, stream)
+                          : form == 2 ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
+                                      : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
@@ -992,7 +1006,7 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 
-void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 3 ? k : -1); }
 
 // Modes 0 / 1 / 2 as model_kernels.cuh says; gdn18: 3 / 4 / 5 = 0 / 1 / 2 out of place (each sequence's states over
 // those of sequence s + S / 2; S >= 2), 6 / 7 copy_dense_kernel in place with 4 / 8 float4 per thread, 8 the former
