@@ -131,6 +131,10 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
     if constexpr (kFast && !kN64) {
       const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
       wg::wgmma_128(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);
+    } else if constexpr (kFast && kN64) {  // kWG 4 (s30): the hi and lo terms' descriptors from xd0
+      const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
+      wgmma_64(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
+      wgmma_64(c, af[kl], wg::desc_from_lo(lo + (2048u >> 4), 128u, 256u), 1);        // lo terms
     } else if constexpr (kN64) {
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096 + 2048, 128u, 256u), 1);                  // lo terms
@@ -345,11 +349,15 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #endif
 }
 
-// DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
+// DS_MVB_BLK_WG = 2 | 3 | 4 forces the warpgroups per CTA (bench), else wg::choose_wg by shape. 4 (s30, the kMin2
+// kernels only): 256-row tiles, 16 warps per SM instead of 8 / 12 (the A build is the per-warp chain the tensor pipe
+// waits for, ncu17), x's hi and lo terms as two m64n64k16 into one accumulator set (kN64, kFast descriptors) so that
+// 512 threads fit the 128-register cap (ptxas: 128, no spill with kLean). Other bits than 2 / 3 (hi and lo in one
+// chain), within the same float64 tolerance.
 inline int wg_force() {
   static const int v = [] {
     const char* e = std::getenv("DS_MVB_BLK_WG");
-    return e && (e[0] == '2' || e[0] == '3') && !e[1] ? e[0] - '0' : 0;
+    return e && e[0] >= '2' && e[0] <= '4' && !e[1] ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -408,15 +416,21 @@ Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
+// The kMin2 kernel for n_wg warpgroups (2, 3, or 4: launch_block_form<4, kN64, kMin2, kFast, kLean>).
+inline Status launch_min2(const wg::Args& a, dim3 grid, int n_wg, cudaStream_t stream) {
+  if (n_wg == 4) return launch_block_form<4, true, true, true, true>(a, grid, stream);
+  return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
+}
+
 // n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
-  const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   min2 = min2 && !n64;
+  const int n_wg = wg_force() && (min2 || wg_force() < 4) ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
-  if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
+  if (min2) return launch_min2(a, grid, n_wg, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }

@@ -37,7 +37,7 @@ namespace {
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
 // mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13).
-constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in", "tma-out-direct"};
+constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in", "tma-out-2cta"};
 constexpr int kKernels = 4;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
@@ -788,7 +788,7 @@ TEST(GdnBench, Time) {
   cudaEventDestroy(e2);
 }
 
-// One launch of each kernel and roofline at B = 64 (9B shape), for `ncu -k regex:...`.
+// One launch of each kernel and roofline at B = 64 (9B shape), then each kernel on f16 states, for `ncu -k regex:...`.
 TEST(GdnBench, Profile) {
   GDN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
@@ -805,6 +805,19 @@ TEST(GdnBench, Profile) {
   for (int m = 0; m < 9; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
+  Problem ph;  // s30: the same kernels on f16 states
+  ph.half = true;
+  ph.init(128, 16, 32, std::vector<int>(64, 1), 12);
+  ASSERT_TRUE(ph.upload());
+  ASSERT_TRUE(ph.reset_state());
+  for (int k = 0; k < kKernels; k++) {
+    mk::gdn_force_kernel(k);
+    const Status st = mk::gdn_step(ph.args(false), ph.dio, 64, nullptr);
+    mk::gdn_force_kernel(-1);
+    ASSERT_TRUE(st.ok());
+  }
+  CU(cudaDeviceSynchronize());
+  ph.free_all();
 }
 
 namespace {

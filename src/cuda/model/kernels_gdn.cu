@@ -545,17 +545,20 @@ int sm_count() {
 // (issued at the start of the item before, waited for at the item's first barrier) instead of registers (the
 // 40 B of spills at the 128-register cap); the first token reads q and k from there (no copy into sq / sk); the
 // items' token ranges come from StepIO's start[] copied to shared memory once.
-// kDirect (s30, DS_GDN_TMA_OUT=3): no out slot; each thread stores its state chunks straight from registers (the
-// same values: the same bits), so the item ends without the out slot's fence, barrier and bulk store, and the slot's
-// shared memory is one more load slot.
-template <int DK, typename St, bool kDirect = false>
+// kOcc (s30, DS_GDN_TMA_OUT=3): CTAs per SM, 1 or 2. Two CTAs of the same program and arithmetic (the same bits),
+// each with half the slots, so an SM has two items in its serial chain (load wait, update, norm, out slot, store)
+// at once: the f16-state rule is that chain's latency, not bandwidth (H100 ncu, s30: 9.3 warp cycles per issued
+// instruction, 0.86 eligible warps per scheduler, DRAM 43%). The price: the 64-register cap of 2 x 512 threads
+// (ptxas spills ~130 bytes). Only where two CTAs' slots fit (d_k 128 f16: 3 x 32 KB each; not d_k 128 f32).
+template <int DK, typename St, int kOcc = 1>
 struct TmaOutCfg {
   static constexpr int kThreads = DK * 4;
   static constexpr unsigned kBytes = DK * DK * sizeof(St);  // one value head's state
-  // load slots; + 1 out slot unless kDirect (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16)
-  static constexpr int kSlots = DK == 128 ? (sizeof(St) == 2 ? 6 : 3) : 13;
-  static constexpr int kIn = kDirect ? kSlots : kSlots - 1;
-  static constexpr size_t kSmem = (size_t)kSlots * kBytes;
+  // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16; per CTA of kOcc 2: half)
+  static constexpr int kIn1 = DK == 128 ? (sizeof(St) == 2 ? 5 : 2) : 12;
+  static constexpr int kIn = kOcc == 1 ? kIn1 : (kIn1 + 1) / 2 - 1;
+  static constexpr size_t kSmem = (size_t)(kIn + 1) * kBytes;
+  static constexpr bool kFits = kThreads * kOcc <= 2048 && kIn >= 1 && kOcc * (kSmem + 6 * 1024) <= 228 * 1024;  // + the static shared memory
 };
 
 // An item's first-token inputs and head constants in shared memory (kSIn).
@@ -600,12 +603,11 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-template <int DK, bool kCopy, bool kSIn, typename St, bool kDirect = false>
-__global__ void __launch_bounds__(DK * 4, 1)
+template <int DK, bool kCopy, bool kSIn, typename St, int kOcc = 1>
+__global__ void __launch_bounds__(DK * 4, kOcc)
     gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
-  static_assert(!kDirect || (kSIn && !kCopy), "kDirect: the kSIn form only");
-  using C = TmaOutCfg<DK, St, kDirect>;
+  using C = TmaOutCfg<DK, St, kOcc>;
   constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
@@ -669,8 +671,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
       cur.t0 = sstart[s];
       cur.t1 = sstart[s + 1];
       // The next item's inputs in flight during this one: into ins[(k + 1) & 1], whose last readers (item
-      // k - 1) have passed that item's out-slot barrier (kDirect: its last token's barrier (2); every read of
-      // `in` is before the item's first barrier (2)).
+      // k - 1) have passed that item's out-slot barrier.
       if (k + 1 < n_my) {
         const int s1 = (item + G) / nv;
         issue_item_in<DK>(a, item + G, sstart[s1], sstart[s1 + 1], ins[(k + 1) & 1]);
@@ -730,7 +731,7 @@ __global__ void __launch_bounds__(DK * 4, 1)
         // block_sum's arithmetic: warp sums, then every thread adds them in warp order from 0.f
         const float wv = warp_sum(r == 0 ? o * o : 0.f);
         if ((tid & 31) == 0) red[tid >> 5] = wv;  // every reader of red has passed this token's barrier (1)
-        if (!kDirect && tid == 0 && t + 1 == cur.t1) bulk_wait_read<0>();  // the out slot: read by item k - 1's store
+        if (tid == 0 && t + 1 == cur.t1) bulk_wait_read<0>();  // the out slot: read by item k - 1's store
         __syncthreads();  // (2)
         float ss = 0.f;
 #pragma unroll
@@ -747,15 +748,9 @@ __global__ void __launch_bounds__(DK * 4, 1)
       }
     }
     if (!refilled) {  // no tokens (or kCopy): uniform over the block
-      if (!kDirect && tid == 0) bulk_wait_read<0>();
+      if (tid == 0) bulk_wait_read<0>();
       __syncthreads();  // the slot read by every thread; the out slot free
       refill();
-    }
-    if constexpr (kDirect) {  // m[p] is chunk r + kL * p of row j (the swap above only ordered the reads)
-      St* const Grow = gstate(k) + j * DK;
-#pragma unroll
-      for (int p = 0; p < kC; p++) st_chunk(Grow, r + kL * p, m[p]);
-      continue;
     }
     // The out slot: free (thread 0 waited for the previous store's read before the last barrier above).
 #pragma unroll
@@ -774,19 +769,27 @@ __global__ void __launch_bounds__(DK * 4, 1)
       }
     }
   }
-  if (!kDirect && tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
+  if (tid == 0) bulk_wait_all();  // shared memory stays until the stores have read it
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn, typename St, bool kDirect = false>
+template <int DK, bool kCopy, bool kSIn, typename St, int kOcc = 1>
 cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
-  using C = TmaOutCfg<DK, St, kDirect>;
-  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St, kDirect>;
-  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
-  if (attr != cudaSuccess) return attr;
-  const int n_items = a.n_v_heads * n_seqs;
-  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
-                    a, io, n_items, copy_shift);
+  using C = TmaOutCfg<DK, St, kOcc>;
+  if constexpr (!C::kFits) {
+    return launch_tma_out<DK, kCopy, kSIn, St, 1>(a, io, n_seqs, stream, copy_shift);
+  } else {
+    auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St, kOcc>;
+    static const cudaError_t attr = [k] {
+      const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
+      // kOcc 2: the largest shared-memory carveout, so that both CTAs fit on an SM
+      return e != cudaSuccess || kOcc == 1 ? e : cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    }();
+    if (attr != cudaSuccess) return attr;
+    const int n_items = a.n_v_heads * n_seqs;
+    return launch_pdl(k, dim3((unsigned)std::min(n_items, kOcc * sm_count())), dim3(C::kThreads), C::kSmem, stream,
+                      step_pdl(), a, io, n_items, copy_shift);
+  }
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
@@ -873,7 +876,7 @@ int gdn_tma_min() {
 // (registers). The same bits. H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64
 // 8.948 / 8.981 ms with 2, 9.025 / 9.039 with 1 (and 9.189 / 9.205 with gdn_tma_kernel, removed in sync13; the
 // value 0 that selected it now means 2); GdnBench B = 64 80.6 / 84.0 us.
-// 3 (s30): the kSIn form with kDirect (no out slot: the state stored from registers), the same bits.
+// 3 (s30): the kSIn form with two CTAs per SM (kOcc 2) where their slots fit (else 2), the same bits.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
@@ -918,7 +921,7 @@ Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t s
   const int force = g_force.load(std::memory_order_relaxed);
   if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
     const int form = force >= 1 ? force : gdn_tma_out();
-    const cudaError_t e = form == 3   ? launch_tma_out<DK, false, true, St, true>(a, io, n_seqs, stream)
+    const cudaError_t e = form == 3   ? launch_tma_out<DK, false, true, St, 2>(a, io, n_seqs, stream)
                           : form == 2 ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
                                       : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));

@@ -20,6 +20,12 @@ grep -E "Failure" -A4 "$OUT/tg.log" | head -30 | tee -a "$OUT/steps.log"
 DS_GDN_BENCH=1 timeout 120 "$TM" --gtest_filter='GdnBench.Time' > "$OUT/gb.log" 2>&1
 say "gdn bench rc=$?"
 grep -E 'tma-out|gdn_kernel|copy tma|dense in' "$OUT/gb.log" | tee -a "$OUT/steps.log"
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+for K in 'gdn_tma_out_kernelILi128ELb0ELb1E6__halfLb0E' 'gdn_tma_out_kernelILi128ELb0ELb1E6__halfLb1E'; do
+  DS_GDN_BENCH=1 timeout 60 "$NCU" --kernel-name-base mangled -k "regex:$K" --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section Occupancy --section SchedulerStats "$TM" --gtest_filter='GdnBench.Profile' > "$OUT/ncu_$K.log" 2>&1
+  say "ncu $K rc=$?"; grep -E 'Duration|Memory Throughput|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|No Eligible' "$OUT/ncu_$K.log" | tee -a "$OUT/steps.log"
+done
 wait9b 300
 say synth
 F16="DS_STATE_F16=1 DS_KV_F16=1"
