@@ -55,7 +55,7 @@ sb() { env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 110 bash "$D/../tool
   --budget-s 80 --label "session30 $GPU $1 $3" ${3:+--server-args "$3"} >> "$OUT/serve.log" 2>&1; say "serve $1 $2 $3 rc=$?"; }
 sb "$G" 64 "--prefill-budget 4096"
 sb "$W" 64 "--prefill-budget 4096"
-[ $(el) -lt 380 ] && sb "$G" 1,8,32,64 ""
+[ $(el) -lt 280 ] && sb "$G" 1,8,32,64 ""
 serve_summary
 say done
 pack_out
