@@ -210,6 +210,8 @@ bool matvec_batched_prep_reg() { return wg::prep_reg_setting(); }
 void set_matvec_batched_prep_reg(bool on) { wg::prep_reg_setting() = on; }
 int matvec_batched_block_build() { return wgb::build_setting(); }
 void set_matvec_batched_block_build(int form) { wgb::build_setting() = form == 0 ? 0 : 1; }
+int matvec_batched_block_wg() { return wgb::wg_force(); }
+void set_matvec_batched_block_wg(int n) { wgb::wg_force() = n >= 2 && n <= 4 ? n : 0; }
 int matvec_batched_block_lean() { return wgb::lean_setting(); }
 void set_matvec_batched_block_lean(int on) { wgb::lean_setting() = on == 0 ? 0 : on == 2 ? 2 : 1; }
 int matvec_batched_split_reduce() { return wg::red_setting(); }

@@ -354,8 +354,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 // waits for, ncu17), x's hi and lo terms as two m64n64k16 into one accumulator set (kN64, kFast descriptors) so that
 // 512 threads fit the 128-register cap (ptxas: 128, no spill with kLean). Other bits than 2 / 3 (hi and lo in one
 // chain), within the same float64 tolerance.
-inline int wg_force() {
-  static const int v = [] {
+inline int& wg_force() {
+  static int v = [] {
     const char* e = std::getenv("DS_MVB_BLK_WG");
     return e && e[0] >= '2' && e[0] <= '4' && !e[1] ? e[0] - '0' : 0;
   }();
