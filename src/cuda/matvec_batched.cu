@@ -210,8 +210,6 @@ bool matvec_batched_prep_reg() { return wg::prep_reg_setting(); }
 void set_matvec_batched_prep_reg(bool on) { wg::prep_reg_setting() = on; }
 int matvec_batched_block_build() { return wgb::build_setting(); }
 void set_matvec_batched_block_build(int form) { wgb::build_setting() = form == 0 ? 0 : 1; }
-int matvec_batched_block_wg() { return wgb::wg_force(); }
-void set_matvec_batched_block_wg(int n) { wgb::wg_force() = n >= 2 && n <= 4 ? n : 0; }
 int matvec_batched_block_lean() { return wgb::lean_setting(); }
 void set_matvec_batched_block_lean(int on) { wgb::lean_setting() = on == 0 ? 0 : on == 2 ? 2 : 1; }
 int matvec_batched_split_reduce() { return wg::red_setting(); }
@@ -290,7 +288,7 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, nullptr, y, batch, stream, accumulate, n_wg, false, a, grid, true, &in));
-  return wgb::launch_min2(a, grid, n_wg, stream);
+  return n_wg == 3 ? wgb::launch_block<3, false, true>(a, grid, stream) : wgb::launch_block<2, false, true>(a, grid, stream);
 }
 
 namespace {

@@ -49,10 +49,6 @@ void set_matvec_batched_block_build(int form);
 // every kFast kernel, 0 = the form before sp19, 2 (the default) = kLean for the 3-warpgroup kernels only.
 int matvec_batched_block_lean();
 void set_matvec_batched_block_lean(int on);
-// The Q4_K block kernel's warpgroups per CTA (DS_MVB_BLK_WG; wgb::wg_force): 0 by shape (2 or 3), 2 / 3 forced, 4 the
-// 256-row kMin2 form (s30: kN64 + kFast + kLean; other bits, within the same tolerance).
-int matvec_batched_block_wg();
-void set_matvec_batched_block_wg(int n);
 int matvec_batched_split_reduce();
 void set_matvec_batched_split_reduce(int mode);
 // The smallest batch that the current settings send to a wgmma kernel for this weight type (Q4_K: 25; Q6_K:

@@ -27,6 +27,10 @@
 // mins' 8 mma.sync after quarter 2's issue + wait_group 1 (before quarter 3's build) instead of behind quarter 3's
 // wgmmas, the header read there (same bits): with DS_MVB_LEAN ffn_gate_up 49.3 vs 48.5-48.7 us, ffn_down 37.6-37.8 vs
 // 36.7-36.8; 9B step at 64 x 512+ 8.362 / 8.364 vs 8.311 / 8.314 ms (LEAN alone), 8.355 / 8.363 (neither).)
+// Removed in s30 (commits ea21768, aa0640f): DS_MVB_BLK_WG=4, 4 warpgroups of 64 rows (256-row tiles, 16 warps per SM)
+// with hi / lo as two m64n64k16 (kN64) on kFast descriptors and kLean (128 registers, no spill), within tolerance:
+// slower on 6 of the 7 9B shapes at B = 64 (H100: ffn_gate_up 77.9 vs 51.2 us, ffn_down 46.0 vs 38.1, ssm_out 27.3 vs
+// 18.9; attn qkv 34.5 vs 35.5).
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
 // then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
@@ -131,10 +135,6 @@ __device__ __forceinline__ void mma_q(float (&c)[kC], const uint32_t (&af)[4][4]
     if constexpr (kFast && !kN64) {
       const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
       wg::wgmma_128(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);
-    } else if constexpr (kFast && kN64) {  // kWG 4 (s30): the hi and lo terms' descriptors from xd0
-      const uint32_t lo = xd0 + (uint32_t)(((q >> 1) * wg::kXStep + (q & 1) * 4 * 4096 + kl * 4096) >> 4);
-      wgmma_64(c, af[kl], wg::desc_from_lo(lo, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
-      wgmma_64(c, af[kl], wg::desc_from_lo(lo + (2048u >> 4), 128u, 256u), 1);        // lo terms
     } else if constexpr (kN64) {
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096, 128u, 256u), first && kl == 0 ? 0 : 1);  // hi terms
       wgmma_64(c, af[kl], wg::desc_for(xs + kl * 4096 + 2048, 128u, 256u), 1);                  // lo terms
@@ -349,15 +349,11 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
 #endif
 }
 
-// DS_MVB_BLK_WG = 2 | 3 | 4 forces the warpgroups per CTA (bench), else wg::choose_wg by shape. 4 (s30, the kMin2
-// kernels only): 256-row tiles, 16 warps per SM instead of 8 / 12 (the A build is the per-warp chain the tensor pipe
-// waits for, ncu17), x's hi and lo terms as two m64n64k16 into one accumulator set (kN64, kFast descriptors) so that
-// 512 threads fit the 128-register cap (ptxas: 128, no spill with kLean). Other bits than 2 / 3 (hi and lo in one
-// chain), within the same float64 tolerance.
-inline int& wg_force() {
-  static int v = [] {
+// DS_MVB_BLK_WG = 2 | 3 forces the warpgroups per CTA (bench), else wg::choose_wg by shape.
+inline int wg_force() {
+  static const int v = [] {
     const char* e = std::getenv("DS_MVB_BLK_WG");
-    return e && e[0] >= '2' && e[0] <= '4' && !e[1] ? e[0] - '0' : 0;
+    return e && (e[0] == '2' || e[0] == '3') && !e[1] ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -416,21 +412,15 @@ Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
-// The kMin2 kernel for n_wg warpgroups (2, 3, or 4: launch_block_form<4, kN64, kMin2, kFast, kLean>).
-inline Status launch_min2(const wg::Args& a, dim3 grid, int n_wg, cudaStream_t stream) {
-  if (n_wg == 4) return launch_block_form<4, true, true, true, true>(a, grid, stream);
-  return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
-}
-
 // n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
+  const int n_wg = wg_force() ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   min2 = min2 && !n64;
-  const int n_wg = wg_force() && (min2 || wg_force() < 4) ? wg_force() : wg::choose_wg(rows, cols, sm_count());
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
-  if (min2) return launch_min2(a, grid, n_wg, stream);
+  if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }

@@ -782,51 +782,5 @@ TEST(CudaMatvecBatched, BlockLeanSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
-// s30: the Q4_K block kernel by shape (2 / 3 warpgroups) against its 4-warpgroup form at the 9B's Q4_K product shapes,
-// B = 64; median us per call (x's preparation included) of 5 runs of 20 calls. A measurement, not a check:
-// DS_MVB_BENCH=1 to run. Prints "[wg4] ..." lines.
-TEST(CudaMatvecBatched, BlockWgBench) {
-  DS_REQUIRE_GPU();
-  const char* on = std::getenv("DS_MVB_BENCH");
-  if (!on || on[0] != '1') GTEST_SKIP() << "DS_MVB_BENCH=1 to run";
-  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_block_wg();
-  const Case cases[] = {{24576, 4096, "ffn_gate_up"}, {12352, 4096, "gdn in_proj"}, {10240, 4096, "attn qkv"},
-                        {9216, 4096, "attn qk"},       {4160, 4096, "gdn z+b+a"},    {4096, 4096, "ssm_out / attn_out"},
-                        {4096, 12288, "ffn_down"}};
-  cudaEvent_t e0, e1;
-  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
-  uint64_t seed = 9950;
-  for (const Case& c : cases) {
-    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
-    for (int wg : {0, 4, 0, 4}) {
-      cuda::set_matvec_batched_block_wg(wg);
-      auto call = [&] {
-        return cuda::matvec_batched(GgmlType::Q4_K, pr.dw.data(), c.rows, c.cols, pr.dx.as<float>(),
-                                    pr.dy->as<float>(), 64, nullptr, false).ok();
-      };
-      for (int i = 0; i < 3; i++) ASSERT_TRUE(call());
-      std::vector<float> us;
-      for (int rep = 0; rep < 5; rep++) {
-        ASSERT_EQ(cudaEventRecord(e0), cudaSuccess);
-        for (int i = 0; i < 20; i++) ASSERT_TRUE(call());
-        ASSERT_EQ(cudaEventRecord(e1), cudaSuccess);
-        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
-        float ms = 0;
-        ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
-        us.push_back(ms * 1000.f / 20);
-      }
-      std::sort(us.begin(), us.end());
-      const double bytes = (double)c.rows * c.cols / 256 * 144;
-      std::printf("[wg4] %-20s [%5lld x %5lld] wg %s %8.2f us  %6.0f GB/s of weights\n", c.what, (long long)c.rows,
-                  (long long)c.cols, wg ? "4" : "shape", us[2], bytes / (us[2] * 1e3));
-    }
-  }
-  cuda::set_matvec_batched_block_wg(wg0);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-}
-
 }  // namespace
 }  // namespace ds

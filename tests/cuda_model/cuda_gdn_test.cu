@@ -37,8 +37,8 @@ namespace {
 #define CU(x) ASSERT_EQ((x), cudaSuccess) << #x
 
 // mk::gdn_force_kernel's numbers (gdn_split_kernel and gdn_tma_kernel were removed in sync13).
-constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in", "tma-out-2cta"};
-constexpr int kKernels = 4;
+constexpr const char* kKernel[] = {"gdn_kernel", "tma-out", "tma-out-smem-in"};
+constexpr int kKernels = 3;
 
 // One GDN layer's step: S sequences with ntok[s] tokens each (packed by sequence), d_k = d_v = dk.
 struct Problem {
@@ -703,7 +703,7 @@ TEST(GdnBench, Time) {
         ph.init(128, 16, sh.nv, std::vector<int>(S, 1), 11);
         ASSERT_TRUE(ph.upload());
         ASSERT_TRUE(ph.reset_state());
-        const char* hname[] = {"f16 gdn_kernel", "f16 tma-out", "f16 tma-out-smem-in", "f16 tma-out-direct"};
+        const char* hname[] = {"f16 gdn_kernel", "f16 tma-out", "f16 tma-out-smem-in"};
         for (int k = 0; k < kKernels; k++)
           time(hname[k], bytes / 2, [&] {
             mk::gdn_force_kernel(k);

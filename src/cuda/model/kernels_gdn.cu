@@ -23,6 +23,9 @@
 //   value head's rows over kS CTAs of a cluster, the gated norm's sum through distributed shared memory (the same
 //   bits).
 // Every conv form computes a channel's token with conv_silu_channel (the same roundings).
+// Removed in s30 (same bits, slower; bench/cuda/NOTES.md s30; commits 18146ae, ea21768): gdn_tma_out_kernel without the
+//   out slot (kDirect: each thread's state chunks stored from registers; H100 GdnBench B = 64 f16 81.9 vs 65.7 us, f32
+//   132.8 vs 98.1) and with two CTAs per SM (kOcc 2, half the slots each, 64-register cap: f16 81.2 vs 65.6 us).
 // Removed in cf19 (same bits, slower; bench/cuda/NOTES.md cf19; branch cf19 064937e): gdn_tma_out_kernel with the conv
 //   inside (DS_GDN_CONV_FUSE_TMA=1 / 2; CTAs on (key head, sequence) groups of nv / nk items, conv inputs one item
 //   ahead by cp.async): 9B step at B = 64 x 512 8.44-8.49 ms vs 8.35-8.36 with conv_warp_kernel + gdn_tma_out_kernel
@@ -545,20 +548,13 @@ int sm_count() {
 // (issued at the start of the item before, waited for at the item's first barrier) instead of registers (the
 // 40 B of spills at the 128-register cap); the first token reads q and k from there (no copy into sq / sk); the
 // items' token ranges come from StepIO's start[] copied to shared memory once.
-// kOcc (s30, DS_GDN_TMA_OUT=3): CTAs per SM, 1 or 2. Two CTAs of the same program and arithmetic (the same bits),
-// each with half the slots, so an SM has two items in its serial chain (load wait, update, norm, out slot, store)
-// at once: the f16-state rule is that chain's latency, not bandwidth (H100 ncu, s30: 9.3 warp cycles per issued
-// instruction, 0.86 eligible warps per scheduler, DRAM 43%). The price: the 64-register cap of 2 x 512 threads
-// (ptxas spills ~130 bytes). Only where two CTAs' slots fit (d_k 128 f16: 3 x 32 KB each; not d_k 128 f32).
-template <int DK, typename St, int kOcc = 1>
+template <int DK, typename St>
 struct TmaOutCfg {
   static constexpr int kThreads = DK * 4;
   static constexpr unsigned kBytes = DK * DK * sizeof(St);  // one value head's state
-  // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16; per CTA of kOcc 2: half)
-  static constexpr int kIn1 = DK == 128 ? (sizeof(St) == 2 ? 5 : 2) : 12;
-  static constexpr int kIn = kOcc == 1 ? kIn1 : (kIn1 + 1) / 2 - 1;
+  // load slots; + 1 out slot (DK 128: 3 x 64 KB = 192 KB as float, 6 x 32 KB as f16)
+  static constexpr int kIn = DK == 128 ? (sizeof(St) == 2 ? 5 : 2) : 12;
   static constexpr size_t kSmem = (size_t)(kIn + 1) * kBytes;
-  static constexpr bool kFits = kThreads * kOcc <= 2048 && kIn >= 1 && kOcc * (kSmem + 6 * 1024) <= 228 * 1024;  // + the static shared memory
 };
 
 // An item's first-token inputs and head constants in shared memory (kSIn).
@@ -603,11 +599,11 @@ __device__ __forceinline__ void issue_item_in(const GdnArgs& a, int item, int t0
 
 // kCopy: the data path alone (the state read into registers and written back unchanged): its roofline; with
 // copy_shift > 0 (gdn18) item i's state is stored over item (i + copy_shift) % n_items's (out of place; bench only).
-template <int DK, bool kCopy, bool kSIn, typename St, int kOcc = 1>
-__global__ void __launch_bounds__(DK * 4, kOcc)
+template <int DK, bool kCopy, bool kSIn, typename St>
+__global__ void __launch_bounds__(DK * 4, 1)
     gdn_tma_out_kernel(const GdnArgs a, const StepIO* __restrict__ io, int n_items, int copy_shift) {
 #ifdef DS_GDN_TMA_ARCH
-  using C = TmaOutCfg<DK, St, kOcc>;
+  using C = TmaOutCfg<DK, St>;
   constexpr int kL = 4, kC = DK / 16, kIn = C::kIn, kW = DK * 4 / 32;
   static_assert(kC % 2 == 0, "chunk pairs");
   static_assert(DK * 4 >= DK + 4, "threads for the scalar inputs");
@@ -773,23 +769,15 @@ __global__ void __launch_bounds__(DK * 4, kOcc)
 #endif
 }
 
-template <int DK, bool kCopy, bool kSIn, typename St, int kOcc = 1>
+template <int DK, bool kCopy, bool kSIn, typename St>
 cudaError_t launch_tma_out(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream, int copy_shift = 0) {
-  using C = TmaOutCfg<DK, St, kOcc>;
-  if constexpr (!C::kFits) {
-    return launch_tma_out<DK, kCopy, kSIn, St, 1>(a, io, n_seqs, stream, copy_shift);
-  } else {
-    auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St, kOcc>;
-    static const cudaError_t attr = [k] {
-      const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
-      // kOcc 2: the largest shared-memory carveout, so that both CTAs fit on an SM
-      return e != cudaSuccess || kOcc == 1 ? e : cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    }();
-    if (attr != cudaSuccess) return attr;
-    const int n_items = a.n_v_heads * n_seqs;
-    return launch_pdl(k, dim3((unsigned)std::min(n_items, kOcc * sm_count())), dim3(C::kThreads), C::kSmem, stream,
-                      step_pdl(), a, io, n_items, copy_shift);
-  }
+  using C = TmaOutCfg<DK, St>;
+  auto* k = gdn_tma_out_kernel<DK, kCopy, kSIn, St>;
+  static const cudaError_t attr = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::kSmem);
+  if (attr != cudaSuccess) return attr;
+  const int n_items = a.n_v_heads * n_seqs;
+  return launch_pdl(k, dim3((unsigned)std::min(n_items, sm_count())), dim3(C::kThreads), C::kSmem, stream, step_pdl(),
+                    a, io, n_items, copy_shift);
 }
 
 // ---- Rooflines of the state's access pattern (bench only, gdn_state_copy) ----
@@ -876,11 +864,10 @@ int gdn_tma_min() {
 // (registers). The same bits. H200, session 10 (9B, cuda-bench --batch B --tg 32 --reps 2 --select 0): B = 64
 // 8.948 / 8.981 ms with 2, 9.025 / 9.039 with 1 (and 9.189 / 9.205 with gdn_tma_kernel, removed in sync13; the
 // value 0 that selected it now means 2); GdnBench B = 64 80.6 / 84.0 us.
-// 3 (s30): the kSIn form with two CTAs per SM (kOcc 2) where their slots fit (else 2), the same bits.
 int gdn_tma_out() {
   static const int v = [] {
     const char* e = std::getenv("DS_GDN_TMA_OUT");
-    return e && (e[0] == '1' || e[0] == '3') && !e[1] ? e[0] - '0' : 2;
+    return e && e[0] == '1' ? 1 : 2;
   }();
   return v;
 }
@@ -920,10 +907,9 @@ template <int DK, typename St>
 Status launch_gdn(const GdnArgs& a, const StepIO* io, int n_seqs, cudaStream_t stream) {
   const int force = g_force.load(std::memory_order_relaxed);
   if (force >= 1 || (force < 0 && gdn_tma() && n_seqs >= gdn_tma_min())) {
-    const int form = force >= 1 ? force : gdn_tma_out();
-    const cudaError_t e = form == 3   ? launch_tma_out<DK, false, true, St, 2>(a, io, n_seqs, stream)
-                          : form == 2 ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
-                                      : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
+    const bool s_in = force >= 1 ? force == 2 : gdn_tma_out() == 2;
+    const cudaError_t e = s_in ? launch_tma_out<DK, false, true, St>(a, io, n_seqs, stream)
+                               : launch_tma_out<DK, false, false, St>(a, io, n_seqs, stream);
     if (e != cudaSuccess) return cu_err("cuda gdn_step (tma): launch: {}", cudaGetErrorString(e));
     const cudaError_t st = launch_status(stream);
     if (st != cudaSuccess) return cu_err("cuda gdn_step (tma): after launch: {}", cudaGetErrorString(st));
@@ -1009,7 +995,7 @@ Status conv_silu_l2(const ConvArgs& a, const StepIO* io, int n_seqs, cudaStream_
 
 bool gdn_supports(int d_k) { return d_k == 64 || d_k == 128; }
 
-void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 3 ? k : -1); }
+void gdn_force_kernel(int k) { g_force.store(k >= 0 && k <= 2 ? k : -1); }
 
 // Modes 0 / 1 / 2 as model_kernels.cuh says; gdn18: 3 / 4 / 5 = 0 / 1 / 2 out of place (each sequence's states over
 // those of sequence s + S / 2; S >= 2), 6 / 7 copy_dense_kernel in place with 4 / 8 float4 per thread, 8 the former

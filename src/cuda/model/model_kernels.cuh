@@ -124,8 +124,8 @@ Status gdn_flush(const GdnArgs& a, uint8_t* base, cudaStream_t stream);
 Status state_widen(const void* h, float* f, int64_t n, cudaStream_t stream);
 Status state_narrow(const float* f, void* h, int64_t n, cudaStream_t stream);
 // Tests and benches: the kernel gdn_step takes from now on (0 gdn_kernel, 1 gdn_tma_out_kernel, 2 its form with the
-// next item's inputs in shared memory (gdn12, the default from 16 sequences), 3 that form with two CTAs per SM where
-// they fit (s30); -1: by the environment and the batch, as in the model). All give the same bits.
+// next item's inputs in shared memory (gdn12, the default from 16 sequences); -1: by the environment and the
+// batch, as in the model). All give the same bits.
 void gdn_force_kernel(int k);
 // Bench only: every state of gdn_step's shape read and written back unchanged with the access pattern of a
 // kernel, as its roofline: mode 0 gdn_kernel's CTAs and per-thread pattern, 1 CTAs of a quarter head (128 threads
