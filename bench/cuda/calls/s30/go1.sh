@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Ran on main 18146ae, where DS_GDN_TMA_OUT=3 was kDirect; removed since, see bench/cuda/NOTES.md s30.)
 # Session 30, call 1: (a) gdn_tma_out_kernel's kDirect form (DS_GDN_TMA_OUT=3: no out slot, the state stored from
 # registers, one more load slot; the same bits): GdnStep / GdnConvStep tests (every kernel bit-equal, now with the
 # direct form), GdnBench.Time (f32 and f16 states, 9B / 27B shapes), the 9B step at 64 x 512+ with 2 / 3, fp32 and

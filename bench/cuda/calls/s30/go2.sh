@@ -1,4 +1,5 @@
 #!/bin/bash
+# (NEVER RAN: the device refused its starts; go3.sh measured the same forms op by op. Both forms were removed since.)
 # Session 30, call 2: gdn_tma_out_kernel with two CTAs per SM (kOcc 2, DS_GDN_TMA_OUT=3 / force 3: f16 states at
 # d_k 128, every state at d_k 64; the same bits): GdnStep / GdnConvStep tests (every kernel bit-equal, the 2-CTA form
 # included), GdnBench.Time, ncu of the f16 forms 2 / 3 (one launch each), the 9B step at 64 x 512+ with f16 states +

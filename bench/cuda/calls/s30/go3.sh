@@ -1,4 +1,5 @@
 #!/bin/bash
+# (Ran on main aa0640f, where DS_GDN_TMA_OUT=3 was kOcc 2 and DS_MVB_BLK_WG=4 existed; both removed since.)
 # Session 30, call 3 (short: the device time left after refused starts; no model synth): (a) GdnStep / GdnConvStep
 # tests with the 2-CTA form (force 3) among the kernels, GdnBench.Time (f32 / f16, 2-CTA form as "tma-out-2cta"),
 # ncu of the f16 forms 2 / 3; (b) the Q4_K block kernel with 4 warpgroups: the batched tests with DS_MVB_BLK_WG=4
