@@ -788,36 +788,28 @@ TEST(GdnBench, Time) {
   cudaEventDestroy(e2);
 }
 
-// One launch of each kernel and roofline at B = 64 (9B shape), then each kernel on f16 states, for `ncu -k regex:...`.
+// One launch of each kernel at B = 64 (9B shape) on float states with the rooflines, then on f16 states (s30), for
+// `ncu -k regex:...`.
 TEST(GdnBench, Profile) {
   GDN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_GDN_BENCH=1 to run";
-  Problem p;
-  p.init(128, 16, 32, std::vector<int>(64, 1), 12);
-  ASSERT_TRUE(p.upload());
-  ASSERT_TRUE(p.reset_state());
-  for (int k = 0; k < kKernels; k++) {
-    mk::gdn_force_kernel(k);
-    const Status st = mk::gdn_step(p.args(false), p.dio, 64, nullptr);
-    mk::gdn_force_kernel(-1);
-    ASSERT_TRUE(st.ok());
+  for (bool half : {false, true}) {
+    Problem p;
+    p.half = half;
+    p.init(128, 16, 32, std::vector<int>(64, 1), 12);
+    ASSERT_TRUE(p.upload());
+    ASSERT_TRUE(p.reset_state());
+    for (int k = 0; k < kKernels; k++) {
+      mk::gdn_force_kernel(k);
+      const Status st = mk::gdn_step(p.args(false), p.dio, 64, nullptr);
+      mk::gdn_force_kernel(-1);
+      ASSERT_TRUE(st.ok());
+    }
+    if (!half)  // the copy rooflines take float states
+      for (int m = 0; m < 9; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
+    CU(cudaDeviceSynchronize());
+    p.free_all();
   }
-  for (int m = 0; m < 9; m++) ASSERT_TRUE(mk::gdn_state_copy(m, p.args(false), p.dio, 64, nullptr).ok());
-  CU(cudaDeviceSynchronize());
-  p.free_all();
-  Problem ph;  // s30: the same kernels on f16 states
-  ph.half = true;
-  ph.init(128, 16, 32, std::vector<int>(64, 1), 12);
-  ASSERT_TRUE(ph.upload());
-  ASSERT_TRUE(ph.reset_state());
-  for (int k = 0; k < kKernels; k++) {
-    mk::gdn_force_kernel(k);
-    const Status st = mk::gdn_step(ph.args(false), ph.dio, 64, nullptr);
-    mk::gdn_force_kernel(-1);
-    ASSERT_TRUE(st.ok());
-  }
-  CU(cudaDeviceSynchronize());
-  ph.free_all();
 }
 
 namespace {
