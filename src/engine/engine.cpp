@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <optional>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -112,6 +113,9 @@ struct Engine::Impl {
   std::vector<Seq*> inflight;  // the rows of the decode step launched and not yet ended
   std::unique_ptr<const grammar::TokenTrie> trie;  // the vocabulary's (response_format), built with the engine
   std::vector<PostEvent> post; // events not yet sent (flush_post)
+  // When the last decode step's result came back (decode_select_end returned), while the next step is not launched:
+  // the stretch in between is host time with no step of this engine on the device (EngineStats::gap_s).
+  std::optional<Clock::time_point> t_result;
 
   mutable std::mutex stats_m;
   EngineStats stats;
@@ -133,6 +137,7 @@ Engine::Engine(Backend& backend, const TextCodec& codec, EngineConfig cfg)
   I.stats.itl_s = Histogram({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
   I.stats.batch_size = Histogram({1, 2, 4, 8, 16, 32, 64, 128, 256});
   if (const char* e = std::getenv("DS_ASYNC_STEP"); e && e[0]) cfg_.async_step = e[0] != '0';
+  if (const char* e = std::getenv("DS_BURST_JOIN"); e && e[0]) cfg_.burst_join = e[0] != '0';
   // The vocabulary's trie for response_format, built here: the server constructs the engine once the model has
   // loaded and before it listens. Built on the engine thread at the first constrained request instead, its ~60 ms
   // (Qwen3's vocabulary) stalled every running sequence for that step. Here and not on a background thread that the
@@ -437,6 +442,7 @@ void Engine::loop() {
     Status st = backend_.decode_select_end(I.sel);
     const auto t1 = Clock::now();
     t_decode += Secs(t1 - t0).count();
+    if (st.ok()) I.t_result = t1;
     if (!st.ok()) {
       for (Seq* s : batch) fail(*s, st.error().message);
     } else {
@@ -487,7 +493,7 @@ void Engine::loop() {
       I.incoming.clear();
     }
     const auto t_step = Clock::now();
-    double t_prefill = 0, t_decode = 0, t_sample = 0;
+    double t_prefill = 0, t_decode = 0, t_sample = 0, t_gap = -1;  // t_gap: this iteration's, if it had one
     uint64_t n_prefill_calls = 0, n_prefill_tokens = 0, n_full = 0;
     const uint64_t steps_before = I.stats.decode_steps;  // engine thread: the only writer
 
@@ -513,79 +519,100 @@ void Engine::loop() {
       if (s->h->cancelled()) finish(*s, FinishReason::Cancelled, PostEvent{}, LogitsAt{});
     sweep();
 
-    // Admission: FIFO while slots are free. Queued events go first: restores and prompts keep this thread busy.
-    if (!I.free_slots.empty() && !I.waiting.empty()) flush_timed(t_sample);
-    while (!I.free_slots.empty() && !I.waiting.empty()) {
-      std::unique_ptr<Seq> s = std::move(I.waiting.front());
-      I.waiting.pop_front();
-      I.n_queued--;
-      s->slot = I.free_slots.back();
-      I.free_slots.pop_back();
-      I.n_active++;
-      start_seq(*s);
-      I.active.push_back(std::move(s));
-    }
-    sweep();
+    // Admission and prompts, in rounds: with prefill_first, requests that arrived while a burst's prompts ran join
+    // it (another round) before the decode step, so a burst decodes as one batch, not as the few rows admitted first
+    // and the rest a step later (a step of a few rows costs nearly as much as a full one; with 64 clients sending at
+    // once, the first admission sees only some of them). The burst's prompt tokens stay bounded by prefill_first_max
+    // over all rounds (`used`).
+    int64_t used = 0;
+    bool burst = false;  // the last round ran its prompts under prefill_first's budget
+    for (int round = 0;; round++) {
+      if (round > 0) {
+        if (!burst || !cfg_.burst_join || I.free_slots.empty()) break;
+        std::lock_guard lk(I.m);
+        if (I.incoming.empty()) break;
+        for (auto& s : I.incoming) I.waiting.push_back(std::move(s));
+        I.incoming.clear();
+      }
+      // Admission: FIFO while slots are free. Queued events go first: restores and prompts keep this thread busy.
+      if (!I.free_slots.empty() && !I.waiting.empty()) flush_timed(t_sample);
+      while (!I.free_slots.empty() && !I.waiting.empty()) {
+        std::unique_ptr<Seq> s = std::move(I.waiting.front());
+        I.waiting.pop_front();
+        I.n_queued--;
+        s->slot = I.free_slots.back();
+        I.free_slots.pop_back();
+        I.n_active++;
+        start_seq(*s);
+        I.active.push_back(std::move(s));
+      }
+      sweep();
 
-    // Prompt chunks, oldest sequence first, until the step's token budget is spent.
-    const auto t_prefill0 = Clock::now();
-    int64_t used = 0, budget = cfg_.prefill_budget;
-    if (cfg_.prefill_first) {
-      size_t n_prompt = 0, n_decode = 0;
-      for (auto& s : I.active) {
-        if (s->done) continue;
-        if (s->n_prompt_done < s->req.prompt.size()) n_prompt++;
-        else if (s->pending >= 0) n_decode++;
+      // Prompt chunks, oldest sequence first, until the step's token budget is spent.
+      const auto t_prefill0 = Clock::now();
+      int64_t budget = cfg_.prefill_budget;
+      burst = false;
+      if (cfg_.prefill_first) {
+        size_t n_prompt = 0, n_decode = 0;
+        for (auto& s : I.active) {
+          if (s->done) continue;
+          if (s->n_prompt_done < s->req.prompt.size()) n_prompt++;
+          else if (s->pending >= 0) n_decode++;
+        }
+        if (n_prompt > 0 && n_prompt >= n_decode) {
+          budget = cfg_.prefill_first_max > 0 ? std::max<int64_t>(budget, cfg_.prefill_first_max)
+                                               : std::numeric_limits<int64_t>::max();
+          burst = true;
+        }
       }
-      if (n_prompt > 0 && n_prompt >= n_decode)
-        budget = cfg_.prefill_first_max > 0 ? std::max<int64_t>(budget, cfg_.prefill_first_max)
-                                             : std::numeric_limits<int64_t>::max();
-    }
-    for (auto& sp : I.active) {
-      Seq& s = *sp;
-      const auto& prompt = s.req.prompt;
-      while (!s.done && s.n_prompt_done < prompt.size() && used < budget) {
-        const size_t begin = s.n_prompt_done;
-        size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
-        for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
-          if (b > 0 && static_cast<size_t>(b) > begin && static_cast<size_t>(b) < end) end = b;
-        const bool last = end == prompt.size();
-        if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
-        std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
-        flush_timed(t_sample);
-        Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
-        used += static_cast<int64_t>(end - begin);
-        n_prefill_calls++;
-        n_prefill_tokens += end - begin;
-        if (!st.ok()) {
-          fail(s, st.error().message);
-          break;
-        }
-        s.fed.insert(s.fed.end(), prompt.begin() + begin, prompt.begin() + end);
-        s.n_prompt_done = end;
-        const bool snap_here = std::find(s.req.snapshot_at.begin(), s.req.snapshot_at.end(), static_cast<int32_t>(end)) !=
-                               s.req.snapshot_at.end();
-        if (!last && snap_here && I.cache.enabled() && end >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
-            !I.cache.touch(s.fed, false)) {
-          auto snap = backend_.save(s.slot);
-          if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
-        }
-        if (last) {
-          if (failed_nonfinite(s, std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); }),
-                               true))
+      for (auto& sp : I.active) {
+        Seq& s = *sp;
+        const auto& prompt = s.req.prompt;
+        while (!s.done && s.n_prompt_done < prompt.size() && used < budget) {
+          const size_t begin = s.n_prompt_done;
+          size_t end = std::min(prompt.size(), (begin / cfg_.prefill_chunk + 1) * cfg_.prefill_chunk);
+          for (int32_t b : s.req.snapshot_at)  // requested snapshot points end a chunk too
+            if (b > 0 && static_cast<size_t>(b) > begin && static_cast<size_t>(b) < end) end = b;
+          const bool last = end == prompt.size();
+          if (I.logits.size() < static_cast<size_t>(V)) I.logits.resize(V);
+          std::span<float> out = last ? std::span<float>(I.logits.data(), V) : std::span<float>();
+          flush_timed(t_sample);
+          Status st = backend_.prefill(s.slot, std::span(prompt).subspan(begin, end - begin), out);
+          used += static_cast<int64_t>(end - begin);
+          n_prefill_calls++;
+          n_prefill_tokens += end - begin;
+          if (!st.ok()) {
+            fail(s, st.error().message);
             break;
-          if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
-              !I.cache.touch(prompt, true)) {
-            auto snap = backend_.save(s.slot);
-            if (snap.ok()) I.cache.insert(prompt, std::move(snap.value()), std::vector<float>(out.begin(), out.end()));
           }
-          on_logits(s, out);
+          s.fed.insert(s.fed.end(), prompt.begin() + begin, prompt.begin() + end);
+          s.n_prompt_done = end;
+          const auto& snaps = s.req.snapshot_at;
+          const bool snap_here = std::find(snaps.begin(), snaps.end(), static_cast<int32_t>(end)) != snaps.end();
+          if (!last && snap_here && I.cache.enabled() && end >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+              !I.cache.touch(s.fed, false)) {
+            auto snap = backend_.save(s.slot);
+            if (snap.ok()) I.cache.insert(s.fed, std::move(snap.value()), {});  // no logits: a prefix only
+          }
+          if (last) {
+            if (failed_nonfinite(s, std::count_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); }),
+                                 true))
+              break;
+            if (I.cache.enabled() && prompt.size() >= static_cast<size_t>(cfg_.prefix_cache_min_tokens) &&
+                !I.cache.touch(prompt, true)) {
+              auto snap = backend_.save(s.slot);
+              if (snap.ok())
+                I.cache.insert(prompt, std::move(snap.value()), std::vector<float>(out.begin(), out.end()));
+            }
+            on_logits(s, out);
+          }
         }
+        if (used >= budget) break;
       }
+      sweep();
+      t_prefill += std::chrono::duration<double>(Clock::now() - t_prefill0).count();
       if (used >= budget) break;
     }
-    sweep();
-    t_prefill = std::chrono::duration<double>(Clock::now() - t_prefill0).count();
 
     // One batched decode step for every sequence with a token to feed.
     std::vector<Seq*> batch;
@@ -617,7 +644,11 @@ void Engine::loop() {
       if (!cfg_.async_step) flush_timed(t_sample);  // the old order: every event out before the step
       const auto t0 = Clock::now();
       Status st = backend_.decode_select_begin(slots, toks, spec);
-      t_decode += Secs(Clock::now() - t0).count();
+      const auto t_launched = Clock::now();
+      t_decode += Secs(t_launched - t0).count();
+      // (a step after prompts ran is not counted: its wait is the prompts', which prefill_s has)
+      if (st.ok() && I.t_result && n_prefill_calls == 0) t_gap = Secs(t_launched - *I.t_result).count();
+      I.t_result.reset();
       if (!st.ok()) {
         for (Seq* s : batch) fail(*s, st.error().message);
       } else {
@@ -634,6 +665,7 @@ void Engine::loop() {
         }
       }
     }
+    I.t_result.reset();  // no step launched after it in this iteration: not a gap between two steps
     // With async_step the step runs while this thread sends the events of the one before.
     flush_timed(t_sample);
     sweep();
@@ -651,6 +683,10 @@ void Engine::loop() {
       x.decode_s += t_decode;
       x.sample_s += t_sample;
       x.other_s += std::max(0.0, total - t_prefill - t_decode - t_sample);
+      if (t_gap >= 0) {
+        x.gap_s += t_gap;
+        x.gap_steps++;
+      }
       x.prefill_calls += n_prefill_calls;
       x.prefill_tokens += n_prefill_tokens;
       x.full_rows += n_full;
@@ -659,11 +695,15 @@ void Engine::loop() {
         const double n = static_cast<double>(a.decode_steps - I.log_steps);
         spdlog::debug(
             "engine: last {} decode steps: per step {:.2f} ms prefill ({:.1f} tokens), {:.2f} ms decode, {:.2f} ms "
-            "sampling, {:.2f} ms other; {:.1f} rows per step, {:.2f} full rows",
+            "sampling, {:.2f} ms other; {:.1f} rows per step, {:.2f} full rows; {:.3f} ms from a step's result to the "
+            "next launch",
             a.decode_steps - I.log_steps, (a.prefill_s - I.log_at.prefill_s) * 1e3 / n,
             (a.prefill_tokens - I.log_at.prefill_tokens) / n, (a.decode_s - I.log_at.decode_s) * 1e3 / n,
             (a.sample_s - I.log_at.sample_s) * 1e3 / n, (a.other_s - I.log_at.other_s) * 1e3 / n,
-            (a.batch_size.sum - I.log_at.batch_size.sum) / n, (a.full_rows - I.log_at.full_rows) / n);
+            (a.batch_size.sum - I.log_at.batch_size.sum) / n, (a.full_rows - I.log_at.full_rows) / n,
+            a.gap_steps > I.log_at.gap_steps
+                ? (a.gap_s - I.log_at.gap_s) * 1e3 / static_cast<double>(a.gap_steps - I.log_at.gap_steps)
+                : 0.0);
         I.log_steps = a.decode_steps;
         I.log_at.prefill_s = a.prefill_s;
         I.log_at.decode_s = a.decode_s;
@@ -672,6 +712,8 @@ void Engine::loop() {
         I.log_at.prefill_tokens = a.prefill_tokens;
         I.log_at.full_rows = a.full_rows;
         I.log_at.batch_size.sum = a.batch_size.sum;
+        I.log_at.gap_s = a.gap_s;
+        I.log_at.gap_steps = a.gap_steps;
       }
     });
   }

@@ -42,6 +42,11 @@ struct EngineConfig {
   // must not stall the sequences already decoding for longer than this many tokens of prefill (~2 s of the 9B on
   // an H200 at 32768; 64 prompts of 512 tokens still run in one go).
   int64_t prefill_first_max = 32768;
+  // With prefill_first: requests that arrive while a burst's prompts run join the burst (admitted, their prompts run)
+  // before the next decode step, within prefill_first_max tokens, so a burst that reaches the server over a few
+  // milliseconds still decodes as one batch. false: they wait for the next iteration (the order before s31).
+  // DS_BURST_JOIN=0 / 1 in the environment overrides this field (A/B runs).
+  bool burst_join = true;
   bool warm_up = true;  // Backend::warm_up() before the first request (CUDA: every decode graph captured)
   size_t prefix_cache_bytes = size_t(1) << 30;
   size_t prefix_cache_entries = 512;

@@ -74,6 +74,8 @@ Status FakeBackend::reset(int32_t slot) {
 Status FakeBackend::prefill(int32_t slot, std::span<const int32_t> tokens, std::span<float> logits_out) {
   DS_TRY(check_idle("prefill"));
   DS_TRY(check_slot(slot));
+  if (o_.on_prefill) o_.on_prefill(n_prefill_calls.load());
+  n_prefill_calls++;
   auto& h = hist_[slot];
   if (h.size() + tokens.size() > static_cast<size_t>(o_.n_ctx))
     return err("fake backend: slot {}: {} + {} tokens exceed n_ctx {}", slot, h.size(), tokens.size(), o_.n_ctx);

@@ -28,6 +28,9 @@ struct FakeBackendOptions {
   // Called on the engine thread when a decode step is launched (decode_select_begin), with the call's index
   // (from 0): tests cancel a request while its step is in flight, or look at what the clients had then.
   std::function<void(int64_t call)> on_launch;
+  // Called on the engine thread at the start of each prefill call, with the call's index (from 0): tests submit
+  // requests while a prompt runs (a burst arriving over time).
+  std::function<void(int64_t call)> on_prefill;
   // Reply-end snapshots keep their logits row beside the state (save_with_row), as the CUDA backend does.
   bool snapshot_logits = true;
 };
@@ -62,6 +65,7 @@ class FakeBackend : public Backend {
   std::atomic<int32_t> max_batch{0};
   std::atomic<int32_t> n_warm_ups{0};
   std::atomic<int64_t> n_launches{0};       // decode_select_begin calls
+  std::atomic<int64_t> n_prefill_calls{0};
   std::atomic<int64_t> n_row_snapshots{0};  // save_with_row calls that kept the logits with the snapshot
   // Batch size of every decode call, in order, and the prefill tokens run before each (scheduling tests).
   std::vector<int32_t> batches() const;

@@ -42,6 +42,10 @@ struct EngineStats {
   double prefill_s = 0, decode_s = 0, sample_s = 0, other_s = 0;
   uint64_t prefill_calls = 0, prefill_tokens = 0;  // backend prefill calls and the prompt tokens they ran
   uint64_t full_rows = 0;                          // decode rows downloaded whole (samplers that need them)
+  // Host time from a decode step's result (decode_select_end returned) to the next step's launch, over the steps
+  // launched right after one ended: the stretch in which the engine leaves the device without a step.
+  double gap_s = 0;
+  uint64_t gap_steps = 0;
   Histogram ttft_s, itl_s, batch_size;
 };
 

@@ -74,6 +74,12 @@ std::string HttpMetrics::render(const engine::EngineStats& st) const {
   o += fmt::format("ds_engine_seconds_total{{phase=\"decode\"}} {:.6f}\n", st.decode_s);
   o += fmt::format("ds_engine_seconds_total{{phase=\"sample\"}} {:.6f}\n", st.sample_s);
   o += fmt::format("ds_engine_seconds_total{{phase=\"other\"}} {:.6f}\n", st.other_s);
+  header(o, "ds_engine_step_gap_seconds_total", "counter",
+         "Host time from a decode step's result to the launch of the next step, summed over the steps launched right "
+         "after one ended (ds_engine_step_gaps_total): the time the engine leaves the device without a step.");
+  o += fmt::format("ds_engine_step_gap_seconds_total {:.6f}\n", st.gap_s);
+  header(o, "ds_engine_step_gaps_total", "counter", "Decode steps launched right after one ended.");
+  o += fmt::format("ds_engine_step_gaps_total {}\n", st.gap_steps);
   header(o, "ds_prefill_calls_total", "counter", "Backend prefill calls (prompt chunks).");
   o += fmt::format("ds_prefill_calls_total {}\n", st.prefill_calls);
   header(o, "ds_decode_full_rows_total", "counter",

@@ -101,7 +101,8 @@ class Server:
         text = self.get("/metrics")[1]
         out = {m.group(1): float(m.group(2))
                for m in re.finditer(r'^ds_engine_seconds_total\{phase="(\w+)"\} (\S+)$', text, re.M)}
-        for name in ("ds_decode_steps_total", "ds_decode_full_rows_total", "ds_prefill_calls_total"):
+        for name in ("ds_decode_steps_total", "ds_decode_full_rows_total", "ds_prefill_calls_total",
+                     "ds_engine_step_gap_seconds_total", "ds_engine_step_gaps_total"):
             m = re.search(rf"^{name} (\S+)$", text, re.M)
             out[name] = float(m.group(1)) if m else float("nan")
         return out
@@ -289,6 +290,7 @@ def main():
     failures = 0
     r1 = lambda x: round(x, 1)
     r2 = lambda x: round(x, 2)
+    r3 = lambda x: round(x, 3)
     for c in levels:
         st = Stats()
         ph0 = srv.phases()
@@ -320,6 +322,10 @@ def main():
             "decode_tok_s": r1((st.tokens - st.ok) / (ph1["decode"] - ph0["decode"] + ph1["sample"] - ph0["sample"]))
             if all(k in ph0 and k in ph1 for k in ("decode", "sample")) and ph1["decode"] > ph0["decode"] else None,
             "engine_ms_per_step": step_ms or None,
+            # host time from a step's result to the next step's launch (the device without a step), per such step
+            "gap_ms": r3((ph1["ds_engine_step_gap_seconds_total"] - ph0["ds_engine_step_gap_seconds_total"]) * 1e3 /
+                         (ph1["ds_engine_step_gaps_total"] - ph0["ds_engine_step_gaps_total"]))
+            if ph1["ds_engine_step_gaps_total"] > ph0["ds_engine_step_gaps_total"] else None,
             "prefill_calls": int(ph1["ds_prefill_calls_total"] - ph0["ds_prefill_calls_total"])
             if ph1["ds_prefill_calls_total"] == ph1["ds_prefill_calls_total"] else None,
             "full_rows": int(ph1["ds_decode_full_rows_total"] - ph0["ds_decode_full_rows_total"])

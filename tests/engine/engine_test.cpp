@@ -162,14 +162,16 @@ std::vector<int32_t> burst_batches(bool prefill_first, int64_t prefill_first_max
   return rig.fb.batches();
 }
 
-// With prefill_first the burst's prompts all run before the next decode step (the second decode step is a full
-// batch); without it the budget lets 8 prompt tokens through per step, so the one decoding sequence steps alone
-// meanwhile. Replies equal the prompts run alone either way.
+// With prefill_first the burst that arrives while the first prompt runs joins it before the first decode step (the
+// default bound, 32768 tokens, lets it all through), so every decode step is a full batch; without it the budget lets
+// 8 prompt tokens through per step, so the one decoding sequence steps alone meanwhile. Replies equal the prompts run
+// alone either way.
 TEST(Engine, PrefillFirstFillsTheBatchAfterABurst) {
-  const auto on = burst_batches(true, EngineConfig{}.prefill_first_max, 40);  // the default bound (32768) lets it all through
+  if (std::getenv("DS_BURST_JOIN")) GTEST_SKIP() << "DS_BURST_JOIN overrides the mode under test";
+  const auto on = burst_batches(true, EngineConfig{}.prefill_first_max, 40);
   ASSERT_GE(on.size(), 2u);
-  EXPECT_EQ(on[0], 1) << "the first prompt ran alone before its first decode step";
-  EXPECT_EQ(on[1], 4) << "the burst's prompts all ran before the second decode step";
+  EXPECT_EQ(on[0], 4) << "the burst's prompts ran after the first one's, before the first decode step";
+  EXPECT_EQ(on[1], 4);
   const auto off = burst_batches(false, EngineConfig{}.prefill_first_max, 40);
   ASSERT_GE(off.size(), 2u);
   EXPECT_EQ(off[1], 1) << "8 prompt tokens per step: the burst takes 15 steps";
@@ -185,6 +187,59 @@ TEST(Engine, PrefillFirstMaxBoundsTheStall) {
   EXPECT_LT(b[0], 4) << "the whole burst ran before the first decode step";
   EXPECT_LT(b[1], 4) << "48 tokens per step: the burst of 120 prompt tokens cannot all run before the second step";
   EXPECT_EQ(*std::max_element(b.begin(), b.end()), 4) << "all four decode together once the burst is in";
+}
+
+// Requests that arrive while a burst's prompts run (submitted here from inside the first prefill calls: each call
+// brings more) join the burst before the first decode step (EngineConfig::burst_join): one batch of 8 from the first
+// step on, and each reply is its prompt run alone. Without burst_join, or without prefill_first, the first step has
+// only what had arrived before the first prompt ran.
+TEST(Engine, ArrivalsDuringABurstJoinItBeforeTheFirstStep) {
+  if (std::getenv("DS_BURST_JOIN")) GTEST_SKIP() << "DS_BURST_JOIN overrides the mode under test";
+  for (int mode : {0, 1, 2}) {  // prefill_first + burst_join, prefill_first alone, neither
+    const bool first = mode < 2, join = mode == 0;
+    auto o = opts(8, 256);
+    std::vector<std::vector<int32_t>> ps;
+    for (int i = 0; i < 8; i++) ps.push_back(prompt_of(60 + i, 12 + i));
+    std::vector<std::shared_ptr<RequestHandle>> hs(8);
+    std::mutex m;
+    EngineConfig cfg;
+    cfg.prefix_cache_bytes = 0;
+    cfg.prefill_first = first;
+    cfg.burst_join = join;
+    std::unique_ptr<Rig> rig;
+    o.on_prefill = [&](int64_t call) {  // calls 0, 1, 2 bring requests 1-3, 4-5, 6-7: one burst arriving in pieces
+      static constexpr int kFrom[] = {1, 4, 6, 8};
+      if (call > 2) return;
+      std::lock_guard lk(m);
+      for (int i = kFrom[call]; i < kFrom[call + 1]; i++) hs[i] = rig->submit(greedy(ps[i], 6));
+    };
+    rig = std::make_unique<Rig>(o, cfg);
+    {
+      std::lock_guard lk(m);
+      hs[0] = rig->submit(greedy(ps[0], 6));
+    }
+    for (int w = 0; w < 2000 && rig->fb.n_prefill_calls.load() < 3; w++) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < 8; i++) {
+      std::shared_ptr<RequestHandle> h;
+      for (int w = 0; w < 2000 && !h; w++) {
+        {
+          std::lock_guard lk(m);
+          h = hs[i];
+        }
+        if (!h) std::this_thread::sleep_for(1ms);
+      }
+      ASSERT_TRUE(h) << "request " << i << " was never submitted (mode " << mode << ")";
+      EXPECT_EQ(collect(*h).tokens, reference(rig->fb, ps[i], 6, rig->codec)) << "request " << i << " mode " << mode;
+    }
+    const auto b = rig->fb.batches();
+    ASSERT_FALSE(b.empty());
+    if (join) {
+      EXPECT_EQ(b[0], 8) << "the pieces of the burst joined before the first decode step";
+      EXPECT_EQ(b.size(), 5u) << "5 decode steps of 8: every sequence generated its 6 tokens together";
+    } else {
+      EXPECT_EQ(b[0], 1) << "mode " << mode << ": the first request's step came before the rest were admitted";
+    }
+  }
 }
 
 TEST(Engine, RejectsNegativePrefillFirstMax) {
@@ -809,6 +864,30 @@ TEST(EngineAsync, ReplyEndSnapshotKeepsItsLogitsRow) {
       EXPECT_EQ(r2.last.n_cached, 51);
       EXPECT_EQ(r2.tokens, reference(rig.fb, p2, 10, rig.codec)) << "async " << async << " on_backend " << on_backend;
     }
+}
+
+
+// The step gap (EngineStats::gap_s): host time from a step's result to the next launch, counted only for steps
+// launched right after one ended. 64 sequences decoding together: every step but the first follows one.
+TEST(EngineStats, StepGapCountsStepsLaunchedAfterAResult) {
+  auto o = opts(64, 512);
+  o.decode_delay = 500us;  // the device's share of a step
+  EngineConfig cfg;
+  cfg.prefix_cache_bytes = 0;
+  Rig rig(o, cfg);
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 64; i++) hs.push_back(rig.submit(greedy(prompt_of(i, 16), 40)));
+  for (auto& h : hs) EXPECT_EQ(collect(*h).last.finish, FinishReason::Length);
+  const EngineStats st = rig.eng.stats();
+  ASSERT_GE(st.decode_steps, 39u);
+  EXPECT_GE(st.gap_steps, 30u);  // the steps of a batch already decoding
+  EXPECT_LT(st.gap_steps, st.decode_steps);  // the first step of a burst follows no result
+  EXPECT_GT(st.gap_s, 0.0);
+  // The gap is host work only: far below the simulated device time of the steps it separates.
+  EXPECT_LT(st.gap_s, st.decode_s);
+  std::printf("[step gap] %llu steps, %llu after a result: %.1f us per gap (64 rows)\n",
+              static_cast<unsigned long long>(st.decode_steps), static_cast<unsigned long long>(st.gap_steps),
+              st.gap_s * 1e6 / static_cast<double>(st.gap_steps));
 }
 
 }  // namespace
