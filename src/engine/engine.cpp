@@ -74,6 +74,14 @@ struct Engine::Seq {
   std::shared_ptr<const grammar::Mask> mask;  // the matcher's mask for the row in flight, made while the step runs
   std::vector<int32_t> generated;
   int32_t pending = -1;  // sampled, shown, not yet fed
+  // A decode row's token whose event (text, latency sample) is built after the next step's launch (emit_deferred):
+  // a sequence that goes on and has no stop strings or constraint needs no text to know that it goes on.
+  struct Deferred {
+    TokenOut tok;
+    bool first = false;
+    double dt = 0;
+  };
+  std::optional<Deferred> deferred;
   TextStream text;
   Clock::time_point t_submit, t_last;
   bool done = false;
@@ -116,6 +124,7 @@ struct Engine::Impl {
   // When the last decode step's result came back (decode_select_end returned), while the next step is not launched:
   // the stretch in between is host time with no step of this engine on the device (EngineStats::gap_s).
   std::optional<Clock::time_point> t_result;
+  std::vector<Seq*> deferred;  // the sequences holding a Seq::deferred token, in row order
 
   mutable std::mutex stats_m;
   EngineStats stats;
@@ -272,11 +281,38 @@ void Engine::loop() {
     I.post.clear();
   };
 
+  // Builds and queues the event of s's deferred token (its text after the text before it). Every path that queues
+  // another event of s or ends it calls this first, so a client sees its tokens in order.
+  auto emit_deferred = [&](Seq& s) {
+    if (!s.deferred) return;
+    Seq::Deferred d = std::move(*s.deferred);
+    s.deferred.reset();
+    const int32_t t = d.tok.id;
+    PostEvent p;
+    if (!codec_.is_control(t)) p.ev.text = s.text.push(codec_.token_bytes(t));
+    p.ev.tokens.push_back(std::move(d.tok));
+    p.token = true;
+    p.first = d.first;
+    p.dt = d.dt;
+    p.h = s.h;
+    I.post.push_back(std::move(p));
+  };
+  // The deferred events of the rows of the step just launched, in row order (after the launch: host work that the
+  // device no longer waits for).
+  auto emit_all_deferred = [&] {
+    for (Seq* s : I.deferred) emit_deferred(*s);
+    I.deferred.clear();
+  };
+
   // Ends a sequence: final event with usage (queued: flush_post); a normally finished one leaves its state in the
   // prefix cache (the tokens it fed and the logits after the last of them, `at`: a decode row stays with the
   // backend, which keeps it with the snapshot where it can). The slot is free on return: the snapshot is taken
   // (or ordered on the backend's stream) before any later use of the slot.
   auto finish = [&](Seq& s, FinishReason why, PostEvent p, const LogitsAt& at, std::string error = {}) {
+    if (s.deferred) {  // its token's event first; s leaves the list (it is swept before the list is emptied)
+      emit_deferred(s);
+      std::erase(I.deferred, &s);
+    }
     Event& ev = p.ev;
     ev.finish = why;
     ev.error = std::move(error);
@@ -309,22 +345,36 @@ void Engine::loop() {
   };
 
   // Takes `tok` (sampled from the logits after s.fed, which `at` locates): decides at once whether the sequence
-  // ends (so a sequence that stops here is never fed again) and queues its event.
-  auto on_token = [&](Seq& s, TokenOut tok, const LogitsAt& at) {
+  // ends (so a sequence that stops here is never fed again) and queues its event. may_defer (a decode row with
+  // async_step): a sequence that goes on, with no stop strings and no constraint, gets its event built after the
+  // next launch (emit_deferred): per row the text, the event and its allocations were most of the host time between
+  // two steps at 64 rows (gap_s).
+  auto on_token = [&](Seq& s, TokenOut tok, const LogitsAt& at, bool may_defer = false) {
+    emit_deferred(s);  // (none here in the engine's order; kept for any path that samples twice in a row)
     const int32_t t = tok.id;
     s.generated.push_back(t);
     if (s.matcher && !codec_.is_eog(t) && !s.matcher->advance(codec_.token_bytes(t)))
       return fail(s, "response_format: a sampled token does not continue the document");  // a masking bug
     if (!s.matcher && s.req.constraint && t == s.req.constraint_after)
       s.matcher = std::make_unique<grammar::Matcher>(s.req.constraint->grammar());
+    const auto now = Clock::now();
+    const bool first = s.generated.size() == 1;
+    const double dt = std::chrono::duration<double>(now - (first ? s.t_submit : s.t_last)).count();
+    s.t_last = now;
+    if (may_defer && cfg_.async_step && !s.matcher && !s.req.constraint && s.req.stop.empty() &&
+        (s.req.ignore_eos || !codec_.is_eog(t)) && s.generated.size() < static_cast<size_t>(s.req.max_tokens) &&
+        s.fed.size() + 1 <= static_cast<size_t>(backend_.n_ctx())) {
+      s.pending = t;  // goes on: the same decision as below, whose stop-string check cannot fire without stops
+      s.deferred = Seq::Deferred{std::move(tok), first, dt};
+      I.deferred.push_back(&s);
+      return;
+    }
     PostEvent p;
     Event& ev = p.ev;
     ev.tokens.push_back(std::move(tok));
-    const auto now = Clock::now();
     p.token = true;
-    p.first = s.generated.size() == 1;
-    p.dt = std::chrono::duration<double>(now - (p.first ? s.t_submit : s.t_last)).count();
-    s.t_last = now;
+    p.first = first;
+    p.dt = dt;
     FinishReason why = FinishReason::None;
     if (!s.req.ignore_eos && codec_.is_eog(t)) {
       why = FinishReason::Stop;
@@ -378,7 +428,7 @@ void Engine::loop() {
 
   // Samples from the summary of row `row` of the last decode step (the candidate path: same token and
   // logprobs as on_logits on the full row).
-  auto on_summary = [&](Seq& s, const sampler::RowSummary& sum, int32_t row) {
+  auto on_summary = [&](Seq& s, const sampler::RowSummary& sum, int32_t row) {  // a decode row (may defer)
     TokenOut tok{s.smp->sample_candidates(sum), 0, {}};
     if (s.req.top_logprobs >= 0) {
       float logit = sum.max;
@@ -387,7 +437,7 @@ void Engine::loop() {
       tok.logprob = sampler::token_logprob(sum, logit);
       tok.top = sampler::top_logprobs(sum, s.req.top_logprobs);
     }
-    on_token(s, std::move(tok), LogitsAt{{}, row});
+    on_token(s, std::move(tok), LogitsAt{{}, row}, true);
   };
 
   // Puts a newly admitted sequence in its slot: the longest cached prefix, or empty.
@@ -665,7 +715,14 @@ void Engine::loop() {
         }
       }
     }
-    I.t_result.reset();  // no step launched after it in this iteration: not a gap between two steps
+    {  // the deferred events of the rows just sampled (with async_step, while the launched step runs)
+      const auto t1 = Clock::now();
+      emit_all_deferred();
+      t_sample += Secs(Clock::now() - t1).count();
+    }
+    // No step launched after a result in this iteration: not a gap between two steps (without async_step the result
+    // of the step just launched came in above, and the gap runs to the next iteration's launch).
+    if (batch.empty()) I.t_result.reset();
     // With async_step the step runs while this thread sends the events of the one before.
     flush_timed(t_sample);
     sweep();
@@ -722,6 +779,7 @@ void Engine::loop() {
   {
     double a = 0, b = 0;
     end_step(a, b);
+    emit_all_deferred();
     flush_post();
   }
   std::deque<std::unique_ptr<Seq>> rest;

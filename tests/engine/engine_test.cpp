@@ -868,7 +868,8 @@ TEST(EngineAsync, ReplyEndSnapshotKeepsItsLogitsRow) {
 
 
 // The step gap (EngineStats::gap_s): host time from a step's result to the next launch, counted only for steps
-// launched right after one ended. 64 sequences decoding together: every step but the first follows one.
+// launched right after one ended. 64 sequences decoding together: every step but the first follows one. Also the
+// deferred token events (async_step): each reply's tokens and text as the prompt alone gives them.
 TEST(EngineStats, StepGapCountsStepsLaunchedAfterAResult) {
   auto o = opts(64, 512);
   o.decode_delay = 500us;  // the device's share of a step
@@ -877,7 +878,16 @@ TEST(EngineStats, StepGapCountsStepsLaunchedAfterAResult) {
   Rig rig(o, cfg);
   std::vector<std::shared_ptr<RequestHandle>> hs;
   for (int i = 0; i < 64; i++) hs.push_back(rig.submit(greedy(prompt_of(i, 16), 40)));
-  for (auto& h : hs) EXPECT_EQ(collect(*h).last.finish, FinishReason::Length);
+  for (int i = 0; i < 64; i++) {
+    // Most of these rows' events are built after the next launch (on_token's may_defer): the same tokens as alone,
+    // and the text of exactly those tokens, in order.
+    const Result r = collect(*hs[i]);
+    EXPECT_EQ(r.last.finish, FinishReason::Length);
+    EXPECT_EQ(r.tokens, reference(rig.fb, prompt_of(i, 16), 40, rig.codec)) << "request " << i;
+    std::string bytes;
+    for (int32_t t : r.tokens) bytes += rig.codec.is_control(t) ? "" : rig.codec.token_bytes(t);
+    EXPECT_EQ(r.text, utf8_sanitize(bytes)) << "request " << i;
+  }
   const EngineStats st = rig.eng.stats();
   ASSERT_GE(st.decode_steps, 39u);
   EXPECT_GE(st.gap_steps, 30u);  // the steps of a batch already decoding
