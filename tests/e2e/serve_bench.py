@@ -101,6 +101,9 @@ class Server:
         text = self.get("/metrics")[1]
         out = {m.group(1): float(m.group(2))
                for m in re.finditer(r'^ds_engine_seconds_total\{phase="(\w+)"\} (\S+)$', text, re.M)}
+        # decode steps by batch size: the cumulative histogram's buckets (le="1", "2", ... "+Inf")
+        for m in re.finditer(r'^ds_decode_batch_size_bucket\{le="([^"]+)"\} (\S+)$', text, re.M):
+            out["le:" + m.group(1)] = float(m.group(2))
         for name in ("ds_decode_steps_total", "ds_decode_full_rows_total", "ds_prefill_calls_total",
                      "ds_engine_step_gap_seconds_total", "ds_engine_step_gaps_total"):
             m = re.search(rf"^{name} (\S+)$", text, re.M)
@@ -114,6 +117,21 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
+
+
+def batch_steps(ph0, ph1):
+    """Decode steps of the level per ds_decode_batch_size bucket (not cumulative), from two phases() reads."""
+    keys = [k for k in ph1 if k.startswith("le:")]
+    if not keys:
+        return None
+    keys.sort(key=lambda k: float("inf") if k == "le:+Inf" else float(k[3:]))
+    out, prev = {}, 0.0
+    for k in keys:
+        cum = ph1[k] - ph0.get(k, 0.0)
+        if cum - prev > 0:
+            out[k[3:]] = int(cum - prev)
+        prev = cum
+    return out
 
 
 def stream_completion(port, body, timeout_s=300):
@@ -322,6 +340,8 @@ def main():
             "decode_tok_s": r1((st.tokens - st.ok) / (ph1["decode"] - ph0["decode"] + ph1["sample"] - ph0["sample"]))
             if all(k in ph0 and k in ph1 for k in ("decode", "sample")) and ph1["decode"] > ph0["decode"] else None,
             "engine_ms_per_step": step_ms or None,
+            # decode steps per batch-size bucket (rows in (previous bound, bound]), e.g. the partial steps of a burst
+            "batch_steps": batch_steps(ph0, ph1),
             # host time from a step's result to the next step's launch (the device without a step), per such step
             "gap_ms": r3((ph1["ds_engine_step_gap_seconds_total"] - ph0["ds_engine_step_gap_seconds_total"]) * 1e3 /
                          (ph1["ds_engine_step_gaps_total"] - ph0["ds_engine_step_gaps_total"]))

@@ -30,7 +30,7 @@ serve_summary() {
   [ -e "$OUT/serve.jsonl" ] && python3 -c "
 import json,sys
 for l in open(sys.argv[1]):
-    d=json.loads(l); print('SERVE', d['label'], d['concurrency'], d.get('decode_tok_s'), d.get('mean_decode_batch'), d['ttft_ms'], d['itl_ms'], 'gap_ms', d.get('gap_ms'), d.get('engine_ms_per_step'))" "$OUT/serve.jsonl" | tee -a "$OUT/steps.log"
+    d=json.loads(l); print('SERVE', d['label'], d['concurrency'], d.get('decode_tok_s'), d.get('mean_decode_batch'), d['ttft_ms'], d['itl_ms'], 'gap_ms', d.get('gap_ms'), d.get('engine_ms_per_step'), 'steps', d.get('batch_steps'))" "$OUT/serve.jsonl" | tee -a "$OUT/steps.log"
 }
 pack_out() {
   (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=steps.log * &&
