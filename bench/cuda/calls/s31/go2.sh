@@ -22,9 +22,8 @@ for r in 1 2; do
   sb "$F16" 64 "--prefill-budget 4096" deltaserve.old; sb "$F16" 64 "--prefill-budget 4096" deltaserve
 done
 serve_summary > /dev/null
-[ $(el) -lt 420 ] && sb "DS_X=1" 1,8,32,64 "" deltaserve
-[ $(el) -lt 460 ] && sb "DS_X=1" 1,8,32,64 "--prefill-budget 4096" deltaserve
-[ $(el) -lt 500 ] && sb "$F16" 1,8,32,64 "--prefill-budget 4096" deltaserve
+[ $(el) -lt 320 ] && sb "$F16" 1,8,32,64 "--prefill-budget 4096" deltaserve
+[ $(el) -lt 350 ] && sb "DS_X=1" 1,8,32,64 "" deltaserve
 serve_summary
 say done
 pack_out
