@@ -10,7 +10,7 @@ LIM=${LIM:-540}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
 synth9b_bg 16
-timeout 150 "$B/test_engine" --gtest_brief=1 > "$OUT/te.log" 2>&1
+timeout 90 "$B/test_engine" --gtest_brief=1 > "$OUT/te.log" 2>&1
 say "test_engine rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/te.log" | tr '\n' ' ' | cut -c1-300)"
 grep -E "Failure|SKIPPED \]" -A3 "$OUT/te.log" | head -20 | tee -a "$OUT/steps.log"
 wait9b 300
