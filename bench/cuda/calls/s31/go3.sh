@@ -1,4 +1,5 @@
 #!/bin/bash
+# NOT RUN in session 31: the one start tried for it was refused (device time ran out).
 # Session 31, call 4 (short; the device time left): on whatever card comes, main 3787d59's binary: the lockstep step
 # at 64 x 512 + tg128 (f16 states + K / V, fp32) and then served at 64 clients (--prefill-budget 4096) on the same
 # host, so the served-vs-lockstep comparison is not across hosts.
