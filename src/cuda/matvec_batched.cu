@@ -288,7 +288,7 @@ Status matvec_batched_in(GgmlType type, const void* w, int64_t rows, int64_t col
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, nullptr, y, batch, stream, accumulate, n_wg, false, a, grid, true, &in));
-  return n_wg == 3 ? wgb::launch_block<3, false, true>(a, grid, stream) : wgb::launch_block<2, false, true>(a, grid, stream);
+  return wgb::launch_min2(a, grid, n_wg, stream);
 }
 
 namespace {

@@ -412,6 +412,11 @@ Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
   return launch_block_form<kWG, kN64, kMin2, false>(a, grid, stream);
 }
 
+// The kMin2 kernel (mins on sub-block sums) for n_wg = 2 or 3 warpgroups.
+inline Status launch_min2(const wg::Args& a, dim3 grid, int n_wg, cudaStream_t stream) {
+  return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
+}
+
 // n64: hi / lo as two n64 wgmmas into one accumulator set; else n128, min2: kMin2 (mins on sub-block sums).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, bool n64, bool min2 = false) {
@@ -420,7 +425,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   wg::Args a;
   dim3 grid;
   DS_TRY(wg::prepare(w, rows, cols, x, y, batch, stream, accumulate, n_wg, false, a, grid, min2));
-  if (min2) return n_wg == 3 ? launch_block<3, false, true>(a, grid, stream) : launch_block<2, false, true>(a, grid, stream);
+  if (min2) return launch_min2(a, grid, n_wg, stream);
   if (n_wg == 3) return n64 ? launch_block<3, true>(a, grid, stream) : launch_block<3, false>(a, grid, stream);
   return n64 ? launch_block<2, true>(a, grid, stream) : launch_block<2, false>(a, grid, stream);
 }

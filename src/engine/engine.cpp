@@ -281,21 +281,25 @@ void Engine::loop() {
     I.post.clear();
   };
 
-  // Builds and queues the event of s's deferred token (its text after the text before it). Every path that queues
-  // another event of s or ends it calls this first, so a client sees its tokens in order.
+  // The event of s's token `tok` (first: its first; dt: its latency sample); with_text: its bytes go through s's text
+  // stream (not for an end-of-generation token that stops the reply).
+  auto token_event = [&](Seq& s, TokenOut tok, bool first, double dt, bool with_text) {
+    PostEvent p;
+    if (with_text && !codec_.is_control(tok.id)) p.ev.text = s.text.push(codec_.token_bytes(tok.id));
+    p.ev.tokens.push_back(std::move(tok));
+    p.token = true;
+    p.first = first;
+    p.dt = dt;
+    p.h = s.h;
+    return p;
+  };
+  // Builds and queues the event of s's deferred token (its text after the text before it). finish() calls this
+  // first, so a client sees its tokens in order.
   auto emit_deferred = [&](Seq& s) {
     if (!s.deferred) return;
     Seq::Deferred d = std::move(*s.deferred);
     s.deferred.reset();
-    const int32_t t = d.tok.id;
-    PostEvent p;
-    if (!codec_.is_control(t)) p.ev.text = s.text.push(codec_.token_bytes(t));
-    p.ev.tokens.push_back(std::move(d.tok));
-    p.token = true;
-    p.first = d.first;
-    p.dt = d.dt;
-    p.h = s.h;
-    I.post.push_back(std::move(p));
+    I.post.push_back(token_event(s, std::move(d.tok), d.first, d.dt, true));
   };
   // The deferred events of the rows of the step just launched, in row order (after the launch: host work that the
   // device no longer waits for).
@@ -350,7 +354,6 @@ void Engine::loop() {
   // next launch (emit_deferred): per row the text, the event and its allocations were most of the host time between
   // two steps at 64 rows (gap_s).
   auto on_token = [&](Seq& s, TokenOut tok, const LogitsAt& at, bool may_defer = false) {
-    emit_deferred(s);  // (none here in the engine's order; kept for any path that samples twice in a row)
     const int32_t t = tok.id;
     s.generated.push_back(t);
     if (s.matcher && !codec_.is_eog(t) && !s.matcher->advance(codec_.token_bytes(t)))
@@ -361,35 +364,26 @@ void Engine::loop() {
     const bool first = s.generated.size() == 1;
     const double dt = std::chrono::duration<double>(now - (first ? s.t_submit : s.t_last)).count();
     s.t_last = now;
-    if (may_defer && cfg_.async_step && !s.matcher && !s.req.constraint && s.req.stop.empty() &&
-        (s.req.ignore_eos || !codec_.is_eog(t)) && s.generated.size() < static_cast<size_t>(s.req.max_tokens) &&
-        s.fed.size() + 1 <= static_cast<size_t>(backend_.n_ctx())) {
-      s.pending = t;  // goes on: the same decision as below, whose stop-string check cannot fire without stops
+    const bool eog_stop = !s.req.ignore_eos && codec_.is_eog(t);
+    const bool at_length = s.generated.size() >= static_cast<size_t>(s.req.max_tokens) ||
+                           s.fed.size() + 1 > static_cast<size_t>(backend_.n_ctx());
+    // Without stop strings the text cannot end the reply, so a sequence that goes on needs no text now.
+    if (may_defer && cfg_.async_step && !s.matcher && !s.req.constraint && s.req.stop.empty() && !eog_stop &&
+        !at_length) {
+      s.pending = t;
       s.deferred = Seq::Deferred{std::move(tok), first, dt};
       I.deferred.push_back(&s);
       return;
     }
-    PostEvent p;
-    Event& ev = p.ev;
-    ev.tokens.push_back(std::move(tok));
-    p.token = true;
-    p.first = first;
-    p.dt = dt;
-    FinishReason why = FinishReason::None;
-    if (!s.req.ignore_eos && codec_.is_eog(t)) {
-      why = FinishReason::Stop;
-    } else {
-      if (!codec_.is_control(t)) ev.text = s.text.push(codec_.token_bytes(t));
-      if (s.text.stopped()) why = FinishReason::Stop;
-      else if (s.generated.size() >= static_cast<size_t>(s.req.max_tokens)) why = FinishReason::Length;
-      else if (s.fed.size() + 1 > static_cast<size_t>(backend_.n_ctx())) why = FinishReason::Length;
-    }
+    PostEvent p = token_event(s, std::move(tok), first, dt, !eog_stop);
+    const FinishReason why = eog_stop || s.text.stopped() ? FinishReason::Stop
+                             : at_length                 ? FinishReason::Length
+                                                         : FinishReason::None;
     if (why != FinishReason::None) {
-      ev.text += s.text.finish();
+      p.ev.text += s.text.finish();
       finish(s, why, std::move(p), at);
     } else {
       s.pending = t;
-      p.h = s.h;
       I.post.push_back(std::move(p));
     }
   };
