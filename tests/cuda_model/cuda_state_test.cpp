@@ -88,6 +88,50 @@ TEST(CudaState, BatchedDecodeEqualsEachAlone) {
   for (size_t i = 0; i < B; i++) EXPECT_EQ(alone[i]->n_past(), batch[i]->n_past());
 }
 
+// A profiled step is a whole decode step: its op list ends with the output head (final norm, vocabulary product),
+// each op timed, and its logits equal those of the same step decoded normally (both without a graph's replay being
+// required: decode may use one; the ops are the same kernels in the same order).
+TEST(CudaState, ProfiledStepIncludesTheOutputHead) {
+  DS_SKIP_WITHOUT_GPU();
+  auto f = load_fixture();
+  ASSERT_TRUE(f.m.ok());
+  auto cm = ds::test::load_cuda(*f.m);
+  ASSERT_TRUE(cm);
+  const int64_t V = cm->cfg().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {slice(f.ref.prompt, 0, 7), slice(f.ref.prompt, 20, 11)};
+  std::vector<std::unique_ptr<cuda::CudaSeqState>> a, b;
+  std::vector<cuda::CudaSeqState*> pa, pb;
+  for (const auto& p : prompts) {
+    a.push_back(ds::test::new_state(*cm, 64));
+    b.push_back(ds::test::new_state(*cm, 64));
+    ASSERT_TRUE(a.back() && b.back());
+    ASSERT_TRUE(cm->prefill(*a.back(), p, nullptr, false).ok());
+    ASSERT_TRUE(cm->prefill(*b.back(), p, nullptr, false).ok());
+    pa.push_back(a.back().get());
+    pb.push_back(b.back().get());
+  }
+  const std::vector<int32_t> toks = {f.ref.generated[0], f.ref.generated[1]};
+  std::vector<float> profiled(toks.size() * V);
+  auto prof = cm->profile_decode(pa, toks, profiled.data());
+  ASSERT_TRUE(prof.ok()) << prof.error().message;
+  ASSERT_GE(prof->size(), 3u);
+  EXPECT_EQ(prof->back().name.rfind("output[", 0), 0u) << prof->back().name;
+  EXPECT_GT(prof->back().bytes, 0.0);
+  bool norm = false;
+  for (const auto& k : *prof) {
+    EXPECT_GT(k.ms, 0.0) << k.name;
+    norm = norm || k.name == "final_norm";
+  }
+  EXPECT_TRUE(norm) << "no final_norm op in the profiled step";
+  const auto decoded = ds::test::decode_step(*cm, pb, toks);
+  expect_close(profiled, decoded, kBatchTol, "profiled vs decoded logits");
+  // Without a buffer the head still runs (scratch logits): the same ops.
+  auto again = cm->profile_decode(pa, toks, nullptr);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  ASSERT_EQ(again->size(), prof->size());
+  EXPECT_EQ(again->back().name, prof->back().name);
+}
+
 // 40 sequences in one step: the Q4_K products take the wgmma kernel at B >= 25 (matvec_wgmma.cuh, on the
 // H200) instead of the fold kernel; each sequence still matches its own decode alone (the batch-1 path).
 TEST(CudaState, BatchOf40DecodeEqualsEachAlone) {

@@ -217,7 +217,8 @@ class CudaModel {
   Status restore(CudaSeqState& s, const CudaSnapshot& snap) const;
 
   // Runs one decode step (B sequences, no graph) with CUDA events around every op and returns the ops in
-  // order. The states advance as with decode().
+  // order, the output head (final_norm, output[...]) included; logits_out (B x n_vocab) may be null. The states
+  // advance as with decode().
   Result<std::vector<KernelTiming>> profile_decode(std::span<CudaSeqState* const> seqs,
                                                    std::span<const int32_t> tokens, float* logits_out);
 

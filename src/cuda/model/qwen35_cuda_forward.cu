@@ -645,6 +645,13 @@ Result<std::vector<KernelTiming>> CudaModel::profile_decode(std::span<CudaSeqSta
     return cu_err("cuda: profile: {} sequences but {} tokens", seqs.size(), tokens.size());
   const std::vector<int32_t> ones(seqs.size(), 1);
   DS_TRY(check_step(seqs, tokens, ones));
+  // The output head is part of every served step: without a caller's buffer the logits go to a scratch one, so the
+  // profiled step still runs (and times) the final norm and the vocabulary product (sessions <= 31 left them out).
+  std::vector<float> scratch;
+  if (!logits_out) {
+    scratch.resize(seqs.size() * (size_t)cfg_.n_vocab);
+    logits_out = scratch.data();
+  }
   std::vector<KernelTiming> prof;
   DS_TRY(run_step(seqs, tokens, ones, true, logits_out, {}, &prof, false));
   return prof;
