@@ -212,6 +212,8 @@ int matvec_batched_block_build() { return wgb::build_setting(); }
 void set_matvec_batched_block_build(int form) { wgb::build_setting() = form == 0 ? 0 : 1; }
 int matvec_batched_block_lean() { return wgb::lean_setting(); }
 void set_matvec_batched_block_lean(int on) { wgb::lean_setting() = on == 0 ? 0 : on == 2 ? 2 : 1; }
+bool matvec_batched_mins_wgmma() { return wg::minw_setting() == 1; }
+void set_matvec_batched_mins_wgmma(bool on) { wg::minw_setting() = on ? 1 : 0; }
 int matvec_batched_split_reduce() { return wg::red_setting(); }
 void set_matvec_batched_split_reduce(int mode) { wg::red_setting() = mode >= 0 && mode <= 2 ? mode : 1; }
 void set_matvec_batched_wgmma_q6k(int v) { wg_q6k_setting() = wg_q6k_valid(v) ? v : 0; }

@@ -180,7 +180,11 @@ __device__ __forceinline__ void prep_sums(const Src& src, int64_t cols, int batc
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256)
       fold::split_item<false>(src.x, cols, batch, 8, sc, b >> 3, it >> 2, 4 * (b & 7) + (int)(it & 3), nullptr, xm);
   }
-  if constexpr (kSums == 2)
+  // kSums 2: per block, the mins' mma.sync B fragments (one uint2 per lane and 8-column n-tile). kSums 3 (s32,
+  // DS_MVB_MINW): the same values in the layout of one k-step's hi terms (prep_put), so that the block kernel's mins are
+  // one m64n64k16 wgmma per block with this 2 KB tile as B: column b's k-slots 2 sb, 2 sb + 1 = hi, lo of sub-block
+  // sb's sum, sub-blocks 0-3 in the first 8-k core row of its 8-column group, 4-7 in the second (+32 uint32).
+  if constexpr (kSums == 2 || kSums == 3)
     for (int64_t it = threadIdx.x; it < nblk * 4; it += 256) {
       const int t = (int)(it & 3);
       const int64_t blk = it >> 2;
@@ -202,7 +206,13 @@ __device__ __forceinline__ void prep_sums(const Src& src, int64_t cols, int batc
         const __half hv = __float2half_rn(v);
         o[q] = gemm::h2u(__halves2half2(hv, __float2half_rn(v - __half2float(hv))));
       }
-      reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
+      if constexpr (kSums == 2) {
+        reinterpret_cast<uint2*>(xm)[(blk * 8 + (b >> 3)) * 32 + 4 * (b & 7) + t] = make_uint2(o[0], o[1]);
+      } else {
+        uint32_t* w = reinterpret_cast<uint32_t*>(xm) + blk * 512 + (b >> 3) * 64 + (b & 7) * 4 + t;
+        w[0] = o[0];
+        w[32] = o[1];
+      }
     }
 }
 template <int kLay, int kSums>
@@ -288,6 +298,20 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, in
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
 // step at B = 64, one run each: 7.865 vs 7.932 ms short, 8.473 vs 8.532 at 512+ positions; mvb16: 8.304 vs 8.356).
 // The Q6_K launch sites still use prep_kernel.
+// DS_MVB_MINW=1 (s32; set_matvec_batched_mins_wgmma): the 2-warpgroup block kernels (wgb::block_kernel<2, false, true>)
+// take the mins as one m64n64k16 wgmma per block on kSums 3's tile (issued with the block's first quarter, so it queues
+// with the tensor work instead of blocking each warp on 8 mma.sync behind the last quarter's wgmmas: ncu17's "mins
+// HMMA" region, 8-11% of the 2-warpgroup kernels' samples, math-pipe throttle). The same products, another summation
+// order inside the tensor pipe: within float64 tolerance, not the same bits as 0. 3-warpgroup kernels unchanged (no
+// registers for 32 more accumulators under their 168-register cap).
+inline int& minw_setting() {
+  static int v = [] {
+    const char* e = std::getenv("DS_MVB_MINW");
+    return e && e[0] == '1' && !e[1] ? 1 : 0;
+  }();
+  return v;
+}
+inline bool minw_for(int n_wg) { return n_wg == 2 && minw_setting() == 1; }
 constexpr bool kPrepRegDefault = true;
 inline bool& prep_reg_setting() {
   static bool v = [] {
@@ -684,12 +708,17 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (in && !min2) return cu_err("cuda matvec_batched: a normalised x needs the block form's kMin2 sums");
+  const bool minw = min2 && minw_for(n_wg);  // the block kernel's mins as a wgmma: the sums in kSums 3's layout
   if (in) {  // fold17: x' = rms_norm(x) made inside the preparation (matvec_batched_in)
-    prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(
-        SrcNorm{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols}, cols, batch, scale, inv, xw, xm);
+    const SrcNorm src{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols};
+    if (minw) prep_reg_kernel<kLayQ4K, 3, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
+    else prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a normalised x)", stream);
   } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
-    if (prep_reg_setting())
+    if (minw && prep_reg_setting())
+      prep_reg_kernel<kLayQ4K, 3><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
+    else if (minw) prep_kernel<kLayQ4K, 3><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    else if (prep_reg_setting())
       prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
     else prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);

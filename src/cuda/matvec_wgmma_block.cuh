@@ -210,13 +210,17 @@ __device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, i
 // order for every float result, so the same bits): the producer's state in shared memory, the epilogue's indices
 // re-read (Producer above): the <3> kernel without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168
 // registers; <2> 180 -> 176 registers).
-template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false>
+// kMinW (DS_MVB_MINW=1, s32; kMin2 and kWG 2 only): the mins as one m64n64k16 wgmma per block into 32 more accumulators
+// (A = the mins' fragments amin, B = the block sums in kSums 3's layout, issued in quarter 0's commit group), added with
+// −16·dmin after wait_group 0, instead of 8 mma.sync behind quarter 3's wgmmas.
+template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false, bool kMinW = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr int kXmB = kMin2 ? kXm / 2 : kXm;  // bytes of block sums copied per block
   constexpr unsigned kTx = wg::kXBlock + kXmB + kRows * kWPitch;
   constexpr int kC = kN64 ? 32 : 64;
+  static_assert(!kMinW || (kMin2 && kWG == 2), "kMinW: the 2-warpgroup kMin2 kernel only");
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -273,6 +277,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
   const int rbase = 16 * warp + g;
   // 0x64006400 made opaque to ptxas (kFast: the 3-input LOP3 needs it in a register); a.splits >= 1, so bit 31 is 0.
   const uint32_t magic = 0x64006400u | ((uint32_t)a.splits & 0x80000000u);
+  float cmin[kMinW ? 32 : 1];  // kMinW: the mins' wgmma accumulators (written with acc_in 0 each block)
+#pragma unroll
+  for (int r = 0; r < (kMinW ? 32 : 1); r++) cmin[r] = 0.f;
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
@@ -298,6 +305,10 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
       build_q<kFast>(wslot, rbase, q, t, af, magic, sc);
     };
     build(0, af0);
+    if constexpr (kMinW) {  // joins quarter 0's commit group (mma_q commits)
+      wg::wg_fence();
+      wgmma_64(cmin, amin, wg::desc_for(xms, 128u, 256u), 0);
+    }
     mma_q<kN64, kFast>(c, af0, xslot, 0, true, xd0);
     build(1, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 1, false, xd0);
@@ -307,9 +318,9 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     wg_wait1();
     build(3, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
-    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run
+    // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run (kMinW: after wait_group 0 below)
 #pragma unroll
-    for (int n = 0; n < 8; n++) {
+    for (int n = 0; n < (kMinW ? 0 : 8); n++) {
       float cm[4] = {0.f, 0.f, 0.f, 0.f};
       if constexpr (kMin2) {
         const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
@@ -324,6 +335,13 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     }
     wg::wg_wait0();
     wg::keep(c);
+    if constexpr (kMinW) {
+      wg::keep(cmin);
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cmin[4 * n + r], acc[n][r]);
+    }
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -386,16 +404,16 @@ inline int& lean_setting() {
   return v;
 }
 
-template <int kWG, bool kN64, bool kMin2, bool kFast, bool kLean = false>
+template <int kWG, bool kN64, bool kMin2, bool kFast, bool kLean = false, bool kMinW = false>
 Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
-  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kLean>,
+  static const cudaError_t e = cudaFuncSetAttribute(block_kernel<kWG, kN64, kMin2, kFast, kLean, kMinW>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kWPitch, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kLean>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
+      launch_pdl(block_kernel<kWG, kN64, kMin2, kFast, kLean, kMinW>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(),
                  a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma block): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma block)", stream);
@@ -404,6 +422,12 @@ Status launch_block_form(wg::Args a, dim3 grid, cudaStream_t stream) {
 
 template <int kWG, bool kN64, bool kMin2 = false>
 Status launch_block(wg::Args a, dim3 grid, cudaStream_t stream) {
+  if constexpr (kMin2 && !kN64 && kWG == 2)
+    if (wg::minw_for(kWG)) {  // wg::prepare wrote the sums in kSums 3's layout
+      if (build_setting() == 0) return launch_block_form<kWG, kN64, kMin2, false, false, true>(a, grid, stream);
+      return lean_setting() == 1 ? launch_block_form<kWG, kN64, kMin2, true, true, true>(a, grid, stream)
+                                 : launch_block_form<kWG, kN64, kMin2, true, false, true>(a, grid, stream);
+    }
   if constexpr (kMin2 && !kN64)
     if (build_setting() == 1)
       return lean_setting() == 1 || (lean_setting() == 2 && kWG == 3)

@@ -782,5 +782,55 @@ TEST(CudaMatvecBatched, BlockLeanSameBits) {
   cuda::set_matvec_batched_wgmma(wg0);
 }
 
+
+// ---- s32: the 2-warpgroup block kernel's mins as one wgmma per block (DS_MVB_MINW=1) ----
+// The sums are prepared in another layout (kSums 3) and the mins summed by the tensor pipe's wgmma instead of 8
+// mma.sync per warp: the same products in another order, so held to float64 like every form (the 9B's 2-warpgroup
+// shapes, one 3-warpgroup shape that must not change at all, partial row tiles and few blocks per CTA), accumulate on
+// and off; and against the mma.sync form within the products' rounding.
+TEST(CudaMatvecBatched, MinsByWgmmaMatchFloat64) {
+  DS_REQUIRE_GPU();
+  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
+  const bool minw0 = cuda::matvec_batched_mins_wgmma();
+  const Case two_wg[] = {{4096, 12288, "9B ffn_down: 4 splits"}, {8192, 4096, "9B attn_qkv"}, {4096, 4096, "9B ssm_out"},
+                         {4161, 4096, "z + ba + 1 row"}, {77, 256, "one block"}, {21, 17408, "few long rows"}};
+  uint64_t seed = 32000;
+  double worst = 0;
+  for (const Case& c : two_wg)
+    for (int batch : {25, 41, 64})
+      for (bool accumulate : {false, true}) {
+        cuda::set_matvec_batched_mins_wgmma(true);
+        std::string where;
+        const double e = run_case(GgmlType::Q4_K, c, batch, accumulate, seed += 3, where);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol()) << "DS_MVB_MINW=1 [" << c.rows << " x " << c.cols << "] B " << batch
+                            << (accumulate ? " accumulate" : "") << ": worst " << where;
+      }
+  std::printf("matvec_batched Q4_K mins by wgmma: worst %.3g of sum|w x|\n", worst);
+  // Against the mma.sync form on the same data; and a 3-warpgroup shape, which takes the same kernel either way.
+  const Case pairs[] = {{4096, 12288, "9B ffn_down"}, {24576, 4096, "9B ffn_gate_up (3 warpgroups)"}};
+  for (const Case& c : pairs) {
+    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
+    for (int batch : {33, 64}) {
+      cuda::set_matvec_batched_mins_wgmma(false);
+      const auto ref = pr.run(batch, false);
+      cuda::set_matvec_batched_mins_wgmma(true);
+      const auto y = pr.run(batch, false);
+      pr.expect_written(y, pr.what(batch, false));
+      if (c.rows == 24576) {
+        EXPECT_EQ(pr.diff(y, ref), "") << "a 3-warpgroup product changed with DS_MVB_MINW=1: " << pr.what(batch, false);
+        continue;
+      }
+      double scale = 0, dmax = 0;
+      for (size_t i = 0; i < y.size(); i++) {
+        scale = std::max(scale, (double)std::fabs(ref[i]));
+        dmax = std::max(dmax, (double)std::fabs(y[i] - ref[i]));
+      }
+      EXPECT_LE(dmax, 1e-5 * scale) << "DS_MVB_MINW=1 vs 0: " << pr.what(batch, false);
+    }
+  }
+  cuda::set_matvec_batched_mins_wgmma(minw0);
+}
+
 }  // namespace
 }  // namespace ds
