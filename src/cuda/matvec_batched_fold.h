@@ -49,8 +49,8 @@ void set_matvec_batched_block_build(int form);
 // every kFast kernel, 0 = the form before sp19, 2 (the default) = kLean for the 3-warpgroup kernels only.
 int matvec_batched_block_lean();
 void set_matvec_batched_block_lean(int on);
-// The 2-warpgroup Q4_K block kernel's mins (DS_MVB_MINW; matvec_wgmma.cuh wg::minw_setting): true = one m64n64k16
-// wgmma per block on sums prepared in its B layout, false (the default) = 8 mma.sync per warp and block. Another
+// The 2-warpgroup Q4_K block kernel's mins (DS_MVB_MINW; matvec_wgmma.cuh wg::minw_setting): true (the default) = one
+// m64n64k16 wgmma per block on sums prepared in its B layout, false = 8 mma.sync per warp and block. Another
 // summation order inside the tensor pipe: within float64 tolerance, not the same bits.
 bool matvec_batched_mins_wgmma();
 void set_matvec_batched_mins_wgmma(bool on);

@@ -298,16 +298,19 @@ __global__ void __launch_bounds__(256) prep_reg_kernel(Src src, int64_t cols, in
 // either way (CudaMatvecBatched.PrepRegSameBits). On by default since session 13's final H200 call (main f0059f1, 9B
 // step at B = 64, one run each: 7.865 vs 7.932 ms short, 8.473 vs 8.532 at 512+ positions; mvb16: 8.304 vs 8.356).
 // The Q6_K launch sites still use prep_kernel.
-// DS_MVB_MINW=1 (s32; set_matvec_batched_mins_wgmma): the 2-warpgroup block kernels (wgb::block_kernel<2, false, true>)
-// take the mins as one m64n64k16 wgmma per block on kSums 3's tile (issued with the block's first quarter, so it queues
-// with the tensor work instead of blocking each warp on 8 mma.sync behind the last quarter's wgmmas: ncu17's "mins
-// HMMA" region, 8-11% of the 2-warpgroup kernels' samples, math-pipe throttle). The same products, another summation
-// order inside the tensor pipe: within float64 tolerance, not the same bits as 0. 3-warpgroup kernels unchanged (no
-// registers for 32 more accumulators under their 168-register cap).
+// DS_MVB_MINW (s32; set_matvec_batched_mins_wgmma): 1 (the default) = the 2-warpgroup block kernels
+// (wgb::block_kernel<2, false, true>) take the mins as one m64n64k16 wgmma per block on kSums 3's tile (issued with the
+// block's first quarter, so it queues with the tensor work instead of blocking each warp on 8 mma.sync behind the last
+// quarter's wgmmas: ncu17's "mins HMMA" region, 8-11% of the 2-warpgroup kernels' samples, math-pipe throttle); 0 = the
+// mma.sync form. The same products, another summation order inside the tensor pipe: within float64 tolerance, not the
+// same bits (Q4_K worst 2.26e-7 of sum|w x| vs 2.03e-7). 3-warpgroup kernels unchanged (no registers for 32 more
+// accumulators under their 168-register cap; the <2> kernel: 180 -> 201 registers, no spill). H100 (session 32, 9B,
+// 64 x 512 + tg128, five interleaved pairs): 9.385-9.411 ms a step vs 9.435-9.445 with 0 (-0.5%); Q4_K ops 4,490 vs
+// 4,555 us in the breakdown. Not measured on an H200.
 inline int& minw_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_MINW");
-    return e && e[0] == '1' && !e[1] ? 1 : 0;
+    return e && e[0] == '0' && !e[1] ? 0 : 1;
   }();
   return v;
 }

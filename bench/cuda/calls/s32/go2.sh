@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 32, call 3: DS_MVB_MINW (the 2-warpgroup Q4_K block kernel's mins as one wgmma per block) on whatever card
+# Session 32, call 3 (run: see docs/measurements/2026-12-06-session32.txt): DS_MVB_MINW (the 2-warpgroup Q4_K block kernel's mins as one wgmma per block) on whatever card
 # comes: (a) its tests (the new float64 test; the generic batched tests, CudaMatvecBatchedIn and test_cuda_model's
 # CudaState with DS_MVB_MINW=1 in the environment), (b) the lockstep step at 64 x 512 + tg128, MINW 0 / 1 interleaved
 # three times, (c) breakdowns at 64 with 0 and 1.
