@@ -714,8 +714,10 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   const bool minw = min2 && minw_for(n_wg);  // the block kernel's mins as a wgmma: the sums in kSums 3's layout
   if (in) {  // fold17: x' = rms_norm(x) made inside the preparation (matvec_batched_in)
     const SrcNorm src{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols};
-    if (minw) prep_reg_kernel<kLayQ4K, 3, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
-    else prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
+    if (minw)
+      prep_reg_kernel<kLayQ4K, 3, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
+    else
+      prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a normalised x)", stream);
   } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
     if (minw && prep_reg_setting())

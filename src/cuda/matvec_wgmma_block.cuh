@@ -210,9 +210,9 @@ __device__ __forceinline__ void header(const uint8_t* wslot, int rbase, int t, i
 // order for every float result, so the same bits): the producer's state in shared memory, the epilogue's indices
 // re-read (Producer above): the <3> kernel without its spill (ptxas -v: 16 bytes of stack, 3 STL / 3 LDL -> 0, 168
 // registers; <2> 180 -> 176 registers).
-// kMinW (DS_MVB_MINW=1, the default since s32; kMin2 and kWG 2 only): the mins as one m64n64k16 wgmma per block into 32 more accumulators
-// (A = the mins' fragments amin, B = the block sums in kSums 3's layout, issued in quarter 0's commit group), added with
-// −16·dmin after wait_group 0, instead of 8 mma.sync behind quarter 3's wgmmas.
+// kMinW (DS_MVB_MINW=1, the default since s32; kMin2 and kWG 2 only): the mins as one m64n64k16 wgmma per block into
+// 32 more accumulators (A = the mins' fragments amin, B = the block sums in kSums 3's layout, issued in quarter 0's
+// commit group), added with −16·dmin after wait_group 0, instead of 8 mma.sync behind quarter 3's wgmmas.
 template <int kWG, bool kN64, bool kMin2 = false, bool kFast = false, bool kLean = false, bool kMinW = false>
 __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
