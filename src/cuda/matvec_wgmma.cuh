@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdlib>
+#include <type_traits>
 
 #include "cuda/matvec.h"
 #include "cuda/matvec_fold.cuh"
@@ -711,6 +712,15 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
   if (in && !min2) return cu_err("cuda matvec_batched: a normalised x needs the block form's kMin2 sums");
+  // x's preparation with kSums block sums: prep_reg_kernel or prep_kernel (DS_MVB_PREP_REG), the same outputs
+  auto prep = [&](auto sums) {
+    constexpr int kS = decltype(sums)::value;
+    if (prep_reg_setting())
+      prep_reg_kernel<kLayQ4K, kS><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
+    else prep_kernel<kLayQ4K, kS><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+  };
+  using Sums2 = std::integral_constant<int, 2>;
+  using Sums3 = std::integral_constant<int, 3>;
   const bool minw = min2 && minw_for(n_wg);  // the block kernel's mins as a wgmma: the sums in kSums 3's layout
   if (in) {  // fold17: x' = rms_norm(x) made inside the preparation (matvec_batched_in)
     const SrcNorm src{in->x, in->ldx, in->norm_w, in->eps, in->xn, cols};
@@ -720,17 +730,11 @@ inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x,
       prep_reg_kernel<kLayQ4K, 2, SrcNorm, kPrepR / 2><<<64, 256, 0, stream>>>(src, cols, batch, scale, inv, xw, xm);
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep of a normalised x)", stream);
   } else if (min2) {  // wgb::block_kernel's kMin2 sums (no unfused twin)
-    if (minw && prep_reg_setting())
-      prep_reg_kernel<kLayQ4K, 3><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
-    else if (minw) prep_kernel<kLayQ4K, 3><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
-    else if (prep_reg_setting())
-      prep_reg_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
-    else prep_kernel<kLayQ4K, 2><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    if (minw) prep(Sums3{});
+    else prep(Sums2{});
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else if (prep_fused()) {
-    if (prep_reg_setting())
-      prep_reg_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(SrcPlain{x, cols}, cols, batch, scale, inv, xw, xm);
-    else prep_kernel<kLayQ4K, 1><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, xm);
+    prep(std::integral_constant<int, 1>{});
     CUDA_TRY_LAUNCH("matvec_batched (wgmma prep)", stream);
   } else {
     gemm::col_scale_kernel<<<batch, 256, 0, stream>>>(x, cols, scale, inv);

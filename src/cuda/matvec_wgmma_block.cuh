@@ -319,19 +319,21 @@ __global__ void __launch_bounds__(128 * kWG, 1) block_kernel(const wg::Args a, c
     build(3, af1);
     mma_q<kN64, kFast>(c, af1, xslot, 3, false, xd0);
     // acc −= 16·dmin·(m · S/16) (matvec_fold.cuh) while the last wgmmas run (kMinW: after wait_group 0 below)
+    if constexpr (!kMinW) {
 #pragma unroll
-    for (int n = 0; n < (kMinW ? 0 : 8); n++) {
-      float cm[4] = {0.f, 0.f, 0.f, 0.f};
-      if constexpr (kMin2) {
-        const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
-        fold::mma_f16(cm, amin, xv.x, xv.y);
-      } else {
-        const uint4 xv = xms[n * 32 + lane];
-        fold::mma_f16(cm, amin, xv.x, xv.y);
-        fold::mma_f16(cm, amin, xv.z, xv.w);
+      for (int n = 0; n < 8; n++) {
+        float cm[4] = {0.f, 0.f, 0.f, 0.f};
+        if constexpr (kMin2) {
+          const uint2 xv = reinterpret_cast<const uint2*>(xms)[n * 32 + lane];
+          fold::mma_f16(cm, amin, xv.x, xv.y);
+        } else {
+          const uint4 xv = xms[n * 32 + lane];
+          fold::mma_f16(cm, amin, xv.x, xv.y);
+          fold::mma_f16(cm, amin, xv.z, xv.w);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
       }
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dm[r >> 1], cm[r], acc[n][r]);
     }
     wg::wg_wait0();
     wg::keep(c);
