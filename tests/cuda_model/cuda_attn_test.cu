@@ -10,6 +10,7 @@
 // the 9B's shape (Time), one launch of each for Nsight Compute (Profile); attn18: the ring's reads alone as a
 // roofline in both cache layouts (Layout), the default loaders at the step's shape (StepShape). The "[attn18 bits]"
 // lines (hashes of out and core per variant) let runs under other switches be compared bit for bit.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -44,8 +45,8 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {
     {0, 0, 2, "partial pf2 + combine"}, {0, 0, 1, "partial pf1 + combine"}, {0, 2, 2, "ring2 + combine"},
-    {0, 4, 2, "ring4 + combine"},       {1, 0, 2, "fused (register loop)"}, {1, 2, 2, "fused ring2"},
-    {1, 4, 2, "fused ring4"},
+    {0, 4, 2, "ring4 + combine"},       {0, 8, 2, "ring8 + combine"},       {1, 0, 2, "fused (register loop)"},
+    {1, 2, 2, "fused ring2"},           {1, 4, 2, "fused ring4"},           {1, 8, 2, "fused ring8"},
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
@@ -62,8 +63,11 @@ struct Guard {
 };
 
 // One attention step: T tokens; token t of sequence seq[t] at position pos[t] reads cache rows 0 .. pos[t].
+// half (kv19's f16 caches): the caches hold f16 rows; init rounds kc / vc to f16 values, so the float64 reference
+// sees the values the kernels read.
 struct Problem {
   int nh = 0, nkv = 0, hd = 0, max_ctx = 0, n_splits = 0, S = 0, T = 0;
+  bool half = false;
   std::vector<int> pos, seq, start;
   std::vector<float> q, gate, kc, vc;  // q [T][nh][hd]; gate [T][nh][2 hd] (gate at + hd); kc / vc [S][max_ctx][nkv][hd]
   int64_t rec = 512, stride = 0;       // k_off = rec; each sequence's allocation (bytes)
@@ -72,9 +76,10 @@ struct Problem {
   unsigned char* dstate = nullptr;
   mk::StepIO* dio = nullptr;
 
-  int64_t cache_floats() const { return (int64_t)max_ctx * nkv * hd; }
+  int64_t cache_floats() const { return (int64_t)max_ctx * nkv * hd; }  // elements of one cache
+  int64_t elem() const { return half ? 2 : 4; }
   int64_t k_off() const { return rec; }
-  int64_t v_off() const { return rec + cache_floats() * 4; }
+  int64_t v_off() const { return rec + cache_floats() * elem(); }
 
   // seqs[s] = positions of sequence s's tokens (consecutive in a real step; any here).
   void init(int nh_, int nkv_, int hd_, int max_ctx_, int n_splits_, const std::vector<std::vector<int>>& seqs,
@@ -95,6 +100,11 @@ struct Problem {
     kc.resize((size_t)S * cache_floats()), vc.resize(kc.size());
     for (auto& x : kc) x = U(g);
     for (auto& x : vc) x = U(g);
+    if (half) round_caches();
+  }
+  void round_caches() {
+    for (auto* c : {&kc, &vc})
+      for (auto& x : *c) x = __half2float(__float2half_rn(x));
   }
 
   // Key rows of position p scaled by 1 + p * per_row (scores grow with the position: the running max moves at
@@ -104,6 +114,7 @@ struct Problem {
       for (int p = 0; p < max_ctx; p++)
         for (int i = 0; i < nkv * hd; i++)
           kc[(size_t)s * cache_floats() + (size_t)p * nkv * hd + i] *= 1.f + p * per_row;
+    if (half) round_caches();
   }
 
   bool upload() {
@@ -117,12 +128,18 @@ struct Problem {
         cudaMalloc(&dpart, (size_t)T * nh * n_splits * (hd + 2) * 4) != cudaSuccess ||
         cudaMalloc(&dcnt, (size_t)T * nkv * 4) != cudaSuccess || cudaMemset(dcnt, 0, (size_t)T * nkv * 4) != cudaSuccess)
       return false;
-    stride = (rec + 2 * cache_floats() * 4 + 255) / 256 * 256;
+    stride = (rec + 2 * cache_floats() * elem() + 255) / 256 * 256;
     std::vector<unsigned char> h((size_t)S * stride, 0xA5);
+    std::vector<__half> row(half ? cache_floats() : 0);
+    auto put = [&](unsigned char* dst, const float* src) {
+      if (!half) return (void)std::memcpy(dst, src, cache_floats() * 4);
+      for (int64_t i = 0; i < cache_floats(); i++) row[i] = __float2half_rn(src[i]);
+      std::memcpy(dst, row.data(), cache_floats() * 2);
+    };
     for (int s = 0; s < S; s++) {  // allocations in reverse order: io.base is used
       unsigned char* b = &h[(size_t)(S - 1 - s) * stride];
-      std::memcpy(b + k_off(), &kc[(size_t)s * cache_floats()], cache_floats() * 4);
-      std::memcpy(b + v_off(), &vc[(size_t)s * cache_floats()], cache_floats() * 4);
+      put(b + k_off(), &kc[(size_t)s * cache_floats()]);
+      put(b + v_off(), &vc[(size_t)s * cache_floats()]);
     }
     if (cudaMalloc(&dstate, h.size()) != cudaSuccess ||
         cudaMemcpy(dstate, h.data(), h.size(), cudaMemcpyHostToDevice) != cudaSuccess)
@@ -141,6 +158,7 @@ struct Problem {
     a.k_off = k_off(), a.v_off = v_off();
     a.n_head = nh, a.n_head_kv = nkv, a.head_dim = hd, a.n_splits = n_splits;
     a.scale = 1.0f / std::sqrt((float)hd);
+    a.kv_half = half;
     a.part = dpart, a.out = dout, a.dbg_core = dbg ? dcore : nullptr, a.counters = dcnt;
     return a;
   }
@@ -310,7 +328,8 @@ TEST(AttnRing, SameBitsNineBBatch) {
   ASSERT_TRUE(p.upload());
   const Variant def{0, -1, 0, "default rule"};
   force(def);
-  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64\n", mk::attn_ring(1), mk::attn_ring(64));
+  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64 (f16 caches: %d)\n", mk::attn_ring(1),
+              mk::attn_ring(64), mk::attn_ring(64, true));
   for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
     Outs all, one;
     run_variant(p, v, all);
@@ -319,6 +338,28 @@ TEST(AttnRing, SameBitsNineBBatch) {
     EXPECT_EQ(0, std::memcmp(one.out.data(), all.out.data(), one.out.size() * 4)) << v.name << ": alone vs batch";
   }
   p.free_all();
+}
+
+// kv19's f16 caches through every loader (s33: ring 8 is their default at 32+ tokens): the same bits as the register
+// loop, within float rounding of float64 on the f16 values; the 9B's serving shape, misaligned caches (4-byte
+// copies), split edges and moving maxima.
+TEST(AttnRing, SameBitsF16Caches) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  std::mt19937 g(33);
+  std::vector<std::vector<int>> nine(64);
+  for (auto& s : nine) s = {512 + (int)(g() % 128)};
+  Problem p;
+  p.half = true;
+  p.init(16, 4, 256, 1024, 16, nine, 512, 33);
+  check_variants(p, "f16 caches: 9B, B 64 at 512-639 positions");
+  p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 34);
+  check_variants(p, "f16 caches: G 3, hd 32, 7 splits, misaligned");
+  p.init(16, 2, 128, 2048, 16, {{63}, {64}, {65}, {1023}}, 512, 35);
+  check_variants(p, "f16 caches: G 8, hd 128, split edges");
+  p.init(16, 4, 256, 1024, 16, {{40}, {333}, {700}}, 512, 36);
+  p.ramp_keys(0.02f);
+  check_variants(p, "f16 caches: G 4, hd 256, keys growing with the position");
 }
 
 namespace {
@@ -637,6 +678,39 @@ TEST(AttnBench, StepShape) {
   p.free_all();
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+}
+
+// s33: ring 4 vs 8 with f32 and f16 caches at the 9B's serving shape (64 sequences at 512-639 positions of a 1024
+// context, 16 splits), us per launch and the cached rows' TB/s.
+TEST(AttnBench, CacheTypeRings) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  std::vector<std::vector<int>> seqs(64);
+  for (int s = 0; s < 64; s++) seqs[s] = {512 + (s * 37) % 128};
+  for (bool half : {false, true}) {
+    Problem p;
+    p.half = half;
+    p.init(16, 4, 256, 1024, 16, seqs, 512, 11);
+    ASSERT_TRUE(p.upload());
+    double bytes = 0;
+    for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * p.elem();
+    for (int rep = 0; rep < 2; rep++)
+      for (int ring : {4, 8}) {
+        const Variant v{0, ring, 2, ring == 4 ? "ring4 + combine" : "ring8 + combine"};
+        float med = 0, mn = 0;
+        time_variant(p, v, e0, e1, med, mn);
+        if (HasFatalFailure()) return;
+        std::printf("[s33] %s caches %-16s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", half ? "f16" : "f32", v.name, med,
+                    mn, bytes / (med * 1e6));
+      }
+    p.free_all();
+  }
+  CU(cudaEventDestroy(e0));
+  CU(cudaEventDestroy(e1));
 }
 
 // attn18: the ring kernel's rows with L2 evict_first (DS_ATTN_EVICT) give the same bits as without (only a cache

@@ -21,7 +21,7 @@
 //     the block whose position range holds pos[t] writes it). No block reads a row that another block of the
 //     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
 // ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
-//   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
+//   the cached rows copied by cp.async into a per-warp ring of 2, 4 or 8 rows in shared memory (ring_rows): kR rows in
 //   flight per warp at ~120 registers instead of one memory round trip per row; same rows, same order, same bits.
 // attn16: fewer instructions per row (the kernels are issue-bound at B = 64): scores in log2 units with ex2.approx,
 //   the group's dot products by one multi-value butterfly, one exponential per head and row (the rescale only when
@@ -196,8 +196,15 @@ __device__ __forceinline__ void ring_issue(const KV* Kc, const KV* Vc, int p, in
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// A ring slot [K row | V row] of KV elements, in floats (s33: sized by the element, so f16 caches use half the
+// shared memory per row in flight and can keep twice the rows in flight).
+template <int HPL, class KV>
+constexpr int ring_slot_floats() {
+  return 2 * 32 * HPL * (int)sizeof(KV) / 4;
+}
+
 // attn13: the warp's rows k0 + warp, + kAttnWarps, ... < k1 through a ring of kS slots in shared memory
-// (`ring`: this warp's kS x 2 HD floats) filled by cp.async, kS rows in flight per warp; attend_row on each in
+// (`ring`: this warp's kS slots of ring_slot_floats) filled by cp.async, kS rows in flight per warp; attend_row on each in
 // order, so the same arithmetic in the same order as the register loops (the same bits). The registers hold
 // one row (read from the slot), not the rows in flight: with loads into registers a warp waited a memory round
 // trip per row (the rotation of prefetched registers waits for the newest load).
@@ -205,18 +212,18 @@ template <int HPL, int kG, int kS, bool kEF = false, class KV>
 __device__ __forceinline__ void ring_rows(const KV* Kc, const KV* Vc, int k0, int k1, int nkv, int g,
                                           int warp, int lane, float* ring, const float (&qv)[kG][HPL], int G,
                                           float (&mx)[kG], float (&l)[kG], float (&acc)[kG][HPL]) {
-  constexpr int HD = 32 * HPL, kW = kAttnWarps;
+  constexpr int HD = 32 * HPL, kW = kAttnWarps, kSlot = ring_slot_floats<HPL, KV>();
   const bool al16 = (((uintptr_t)Kc | (uintptr_t)Vc) & 15) == 0;  // rows are HD * 4 bytes: all alike
   const uint64_t pol = kEF ? evict_first_policy() : 0;
   const int p0 = k0 + warp;
   const int n_rows = p0 < k1 ? (k1 - p0 + kW - 1) / kW : 0;
 #pragma unroll
   for (int j = 0; j < kS; j++)
-    ring_issue<HPL, kEF>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * 2 * HD, pol);
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + j * kW, k1, nkv, g, lane, al16, ring + j * kSlot, pol);
   for (int j = 0; j < n_rows; j++) {
     attn_cp_wait<kS - 1>();  // this lane's copies of row j (group j of j + kS) have landed
     __syncwarp();            // ... and every lane's
-    const KV* slot = reinterpret_cast<const KV*>(ring + (j % kS) * 2 * HD);  // [K row | V row] of KV
+    const KV* slot = reinterpret_cast<const KV*>(ring + (j % kS) * kSlot);  // [K row | V row] of KV
     float kx[HPL], vx[HPL];
 #pragma unroll
     for (int i = 0; i < HPL; i++) {
@@ -224,7 +231,7 @@ __device__ __forceinline__ void ring_rows(const KV* Kc, const KV* Vc, int k0, in
       vx[i] = kv_ld(slot + HD + lane + 32 * i);
     }
     __syncwarp();  // every lane has read the slot: refill it with row j + kS
-    ring_issue<HPL, kEF>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * 2 * HD, pol);
+    ring_issue<HPL, kEF>(Kc, Vc, p0 + (j + kS) * kW, k1, nkv, g, lane, al16, ring + (j % kS) * kSlot, pol);
     attend_row<HPL, kG>(qv, kx, vx, G, lane, mx, l, acc);
   }
   attn_cp_wait<0>();  // only empty groups remain; none in flight when the block exits
@@ -401,13 +408,13 @@ __device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, 
 }
 
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
-// DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS * 2 * HD floats (ring_smem_floats).
+// DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS slots (ring_smem_floats).
 // attn16: the warp states are stashed into the ring's memory once every warp is done with it (16 KB less per
 // block at the 9B's shape: shared memory no longer limits the blocks per SM; registers do, 4 at ~122: 5 blocks
 // at <= 96 registers with __launch_bounds__ measured slower, 88.5 vs 85.0 us per op at B = 64 x 528).
-template <int HPL, int kG, int kS>
+template <int HPL, int kG, int kS, class KV>
 constexpr int ring_smem_floats() {
-  return kAttnWarps * 32 * HPL * std::max(2 * kS, kG);
+  return kAttnWarps * std::max(kS * ring_slot_floats<HPL, KV>(), kG * 32 * HPL);
 }
 // kEF: the cached rows with L2 evict_first (attn18, DS_ATTN_EVICT, the default; a template so the form without it
 // stays as it was for the A/B).
@@ -430,8 +437,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attn_ring_kernel(const AttnAr
   float qv[kG][HPL], acc[kG][HPL], mx[kG], l[kG];
   split_begin<HPL, kG>(a, g, t, lane, qv, acc, mx, l);
   const KV *Kc = r.Kc, *Vc = r.Vc;
-  ring_rows<HPL, kG, kS, kEF>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kS * 2 * HD, qv, G, mx,
-                              l, acc);
+  ring_rows<HPL, kG, kS, kEF>(Kc, Vc, k0, k1, nkv, g, warp, lane,
+                              attn_ring_smem + warp * kS * ring_slot_floats<HPL, KV>(), qv, G, mx, l, acc);
   __syncthreads();  // every warp is done with its ring: the stash may overwrite it
   write_split<HPL, kG>(part_base(a, t, g), a.n_splits, sp, G, warp, lane, mx, l, acc, sm_m, sm_l, sm_acc, sm_w);
 }
@@ -677,8 +684,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps)
 
   if constexpr (kR > 0) {
     extern __shared__ __align__(16) float attn_ring_smem[];
-    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * 2 * HD, qv, G, mx, l,
-                           acc);
+    ring_rows<HPL, kG, kR>(Kc, Vc, k0, k1, nkv, g, warp, lane, attn_ring_smem + warp * kR * ring_slot_floats<HPL, KV>(),
+                           qv, G, mx, l, acc);
   } else {
   for (int p = k0 + warp; p < k1; p += kW) {
     float kx[HPL], vx[HPL];
@@ -809,20 +816,22 @@ int attn_prefetch_rows() {
 // AttnBench, 9B shape, us per op): B = 64 at 528 positions of 1024 123.1 -> 106.0 (ring 2: 105.1), at 1000
 // positions 190.1 -> 161.3, at 16 positions 36.3 -> 33.9; B = 32 at 528 71.2 -> 62.1; B = 1 at 528 14.7 -> 15.2 and
 // at 128 of 4096 10.6 -> 10.8 (slower: one block per kv head and split, the ring's fill is not hidden).
-// DS_ATTN_RING = 0 / 2 / 4: that many rows at every batch (0 = the register loops: attn_partial_kernel /
+// DS_ATTN_RING = 0 / 2 / 4 / 8: that many rows at every batch (0 = the register loops: attn_partial_kernel /
 // attn_fused_kernel's own).
+// s33: 8 rows for f16 caches (kv_half). At 64 x 512+ a block of a 16-split plan walks ~36 rows, ~9 per warp, so
+// with 4 in flight a warp waits ~3 memory round trips; f16 rows are half the bytes, so 8 of them fit the shared
+// memory of 4 f32 ones (4 blocks per SM either way) and a warp waits ~1-2. Same rows, same order, same bits.
 constexpr int kRingMinTokens = 32;
 int forced_ring = -1;  // attn_force_ring: -1 = DS_ATTN_RING / the default
-int attn_ring_rows(int n_tokens) {
+int ring_rows_clamped(int v) { return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 0; }
+int attn_ring_rows(int n_tokens, bool kv_half) {
   static const int env = [] {
     const char* e = std::getenv("DS_ATTN_RING");
-    if (!e) return -1;
-    const int v = std::atoi(e);
-    return v >= 4 ? 4 : v >= 2 ? 2 : 0;
+    return e ? ring_rows_clamped(std::atoi(e)) : -1;
   }();
   if (forced_ring >= 0) return forced_ring;
   if (env >= 0) return env;
-  return n_tokens >= kRingMinTokens ? 4 : 0;
+  return n_tokens < kRingMinTokens ? 0 : kv_half ? 8 : 4;
 }
 
 // attn17: empty splits skipped (write_empty) (DS_ATTN_SKIP_EMPTY=0 or attn_force_skip_empty(0) turns it off). H200 (attn17
@@ -860,14 +869,14 @@ template <int HPL, int kG, int kS, bool kFused, class KV>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const dim3 grid(a.n_splits, a.n_head_kv, n_tokens);
   if constexpr (kFused) {
-    constexpr int kSmem = kAttnWarps * kS * 2 * 32 * HPL * (int)sizeof(float);
+    constexpr int kSmem = kAttnWarps * kS * ring_slot_floats<HPL, KV>() * (int)sizeof(float);
     static const cudaError_t attr = cudaFuncSetAttribute(attn_fused_kernel<HPL, false, kG, kS, KV>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (attr != cudaSuccess) return cu_err("cuda attention (ring): cudaFuncSetAttribute: {}", cudaGetErrorString(attr));
     return launch_step(attn_fused_kernel<HPL, false, kG, kS, KV>, grid, dim3(32 * kAttnWarps), kSmem, stream,
                        "attention (ring, fused combine)", QkArgs{}, a, io);
   } else {
-    constexpr int kSmem = ring_smem_floats<HPL, kG, kS>() * (int)sizeof(float);
+    constexpr int kSmem = ring_smem_floats<HPL, kG, kS, KV>() * (int)sizeof(float);
     static const cudaError_t attr = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, false, KV>,
                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     static const cudaError_t attr_ef = cudaFuncSetAttribute(attn_ring_kernel<HPL, kG, kS, true, KV>,
@@ -885,11 +894,13 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
 template <int HPL, int kG, class KV>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
-  switch (attn_ring_rows(n_tokens)) {
+  switch (attn_ring_rows(n_tokens, sizeof(KV) == 2)) {
     case 2: return fused ? launch_ring<HPL, kG, 2, true, KV>(a, io, n_tokens, stream)
                          : launch_ring<HPL, kG, 2, false, KV>(a, io, n_tokens, stream);
     case 4: return fused ? launch_ring<HPL, kG, 4, true, KV>(a, io, n_tokens, stream)
                          : launch_ring<HPL, kG, 4, false, KV>(a, io, n_tokens, stream);
+    case 8: return fused ? launch_ring<HPL, kG, 8, true, KV>(a, io, n_tokens, stream)
+                         : launch_ring<HPL, kG, 8, false, KV>(a, io, n_tokens, stream);
     default: break;
   }
   if (fused)
@@ -971,11 +982,11 @@ Status launch_attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io,
 }  // namespace
 
 int attn_fused() { return attn_fused_level(); }
-void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : rows >= 4 ? 4 : rows >= 2 ? 2 : 0; }
+void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : ring_rows_clamped(rows); }
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
-int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
+int attn_ring(int n_tokens, bool kv_half) { return attn_ring_rows(n_tokens, kv_half); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
