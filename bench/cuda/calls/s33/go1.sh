@@ -7,9 +7,9 @@
 #     default), fp32 with ring 8, --kv-f16 with 8 splits (DS_ATTN_SPLIT_POS=128: what the 16-split plan costs),
 # (c) the breakdown at 64 with --kv-f16, (d) served at 64 clients (--prefill-budget 4096) with --kv-f16 and fp32, then
 #     the table at 1 / 8 / 32 / 64 with --kv-f16 and default settings.
-# Run as: cd devf16 && OUT=$OUT LIM=480 timeout 490 bash go1.sh
+# Run as: cd devf16 && OUT=$OUT LIM=420 timeout 430 bash go1.sh
 set -u
-LIM=${LIM:-480}
+LIM=${LIM:-420}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
 synth9b_bg 16
@@ -25,20 +25,21 @@ cb() { timeout 40 env $1 "$X" cuda-bench -m "$M9" --tg 128 --reps 2 --json "$OUT
   say "lockstep $1: rc=$? $(grep -E '^decode' "$OUT/cb1.log" | tail -1 | cut -c1-90)"; }
 sb() { env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 150 bash "$D/../tools/serve_bench.sh" "$M9" --levels $2 \
   --budget-s 120 --label "session33 call1 $GPU $1 $3" ${3:+--server-args "$3"} >> "$OUT/serve.log" 2>&1; say "serve $1 $2 $3 rc=$?"; }
-for r in 1 2; do
+round() {
   [ $(el) -lt $((LIM - 60)) ] && cb "DS_X=1"
   [ $(el) -lt $((LIM - 60)) ] && cb "DS_KV_F16=1"
   [ $(el) -lt $((LIM - 60)) ] && cb "DS_KV_F16=1 DS_ATTN_RING=4"
   [ $(el) -lt $((LIM - 60)) ] && cb "DS_ATTN_RING=8"
   [ $(el) -lt $((LIM - 60)) ] && cb "DS_KV_F16=1 DS_ATTN_SPLIT_POS=128"
-done
-timeout 60 env DS_KV_F16=1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --select 0 --batch 64 --prompt 512 --ctx 1024 \
-  --breakdown --top 16 --json "$OUT/cb_bd.jsonl" > "$OUT/bd64.log" 2>&1; say "breakdown 64 kv-f16 rc=$?"
-grep -A12 "^kind" "$OUT/bd64.log" | tee -a "$OUT/steps.log"
+}
+round
 [ $(el) -lt $((LIM - 40)) ] && sb "DS_KV_F16=1" 64 "--prefill-budget 4096"
+round
+[ $(el) -lt $((LIM - 30)) ] && { timeout 40 env DS_KV_F16=1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --select 0 --batch 64 \
+  --prompt 512 --ctx 1024 --breakdown --top 16 --json "$OUT/cb_bd.jsonl" > "$OUT/bd64.log" 2>&1; say "breakdown 64 kv-f16 rc=$?"
+  grep -A12 "^kind" "$OUT/bd64.log" | tee -a "$OUT/steps.log"; }
 [ $(el) -lt $((LIM - 40)) ] && sb "DS_X=1" 64 "--prefill-budget 4096"
-[ $(el) -lt $((LIM - 40)) ] && sb "DS_KV_F16=1" 64 "--prefill-budget 4096"
-[ $(el) -lt $((LIM - 60)) ] && sb "DS_KV_F16=1" 1,8,32,64 ""
+[ $(el) -lt $((LIM - 100)) ] && sb "DS_KV_F16=1" 1,8,32,64 ""
 serve_summary
 say done
 pack_out
