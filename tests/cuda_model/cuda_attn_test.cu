@@ -45,8 +45,8 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {
     {0, 0, 2, "partial pf2 + combine"}, {0, 0, 1, "partial pf1 + combine"}, {0, 2, 2, "ring2 + combine"},
-    {0, 4, 2, "ring4 + combine"},       {0, 8, 2, "ring8 + combine"},       {1, 0, 2, "fused (register loop)"},
-    {1, 2, 2, "fused ring2"},           {1, 4, 2, "fused ring4"},           {1, 8, 2, "fused ring8"},
+    {0, 4, 2, "ring4 + combine"},       {1, 0, 2, "fused (register loop)"}, {1, 2, 2, "fused ring2"},
+    {1, 4, 2, "fused ring4"},
 };
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
@@ -328,8 +328,7 @@ TEST(AttnRing, SameBitsNineBBatch) {
   ASSERT_TRUE(p.upload());
   const Variant def{0, -1, 0, "default rule"};
   force(def);
-  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64 (f16 caches: %d)\n", mk::attn_ring(1),
-              mk::attn_ring(64), mk::attn_ring(64, true));
+  std::printf("[attn13] default rule: ring rows %d at 1 token, %d at 64\n", mk::attn_ring(1), mk::attn_ring(64));
   for (const Variant& v : {kVariants[0], kVariants[3], kVariants[6], def}) {
     Outs all, one;
     run_variant(p, v, all);
@@ -340,9 +339,9 @@ TEST(AttnRing, SameBitsNineBBatch) {
   p.free_all();
 }
 
-// kv19's f16 caches through every loader (s33: ring 8 is their default at 32+ tokens): the same bits as the register
-// loop, within float rounding of float64 on the f16 values; the 9B's serving shape, misaligned caches (4-byte
-// copies), split edges and moving maxima.
+// kv19's f16 caches through every loader (s33; their ring slots are sized by the element): the same bits as the
+// register loop, within float rounding of float64 on the f16 values; the 9B's serving shape, misaligned caches
+// (4-byte copies), split edges and moving maxima.
 TEST(AttnRing, SameBitsF16Caches) {
   ATTN_SKIP_WITHOUT_GPU();
   Guard guard;
@@ -678,39 +677,6 @@ TEST(AttnBench, StepShape) {
   p.free_all();
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-}
-
-// s33: ring 4 vs 8 with f32 and f16 caches at the 9B's serving shape (64 sequences at 512-639 positions of a 1024
-// context, 16 splits), us per launch and the cached rows' TB/s.
-TEST(AttnBench, CacheTypeRings) {
-  ATTN_SKIP_WITHOUT_GPU();
-  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
-  Guard guard;
-  cudaEvent_t e0, e1;
-  CU(cudaEventCreate(&e0));
-  CU(cudaEventCreate(&e1));
-  std::vector<std::vector<int>> seqs(64);
-  for (int s = 0; s < 64; s++) seqs[s] = {512 + (s * 37) % 128};
-  for (bool half : {false, true}) {
-    Problem p;
-    p.half = half;
-    p.init(16, 4, 256, 1024, 16, seqs, 512, 11);
-    ASSERT_TRUE(p.upload());
-    double bytes = 0;
-    for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * p.elem();
-    for (int rep = 0; rep < 2; rep++)
-      for (int ring : {4, 8}) {
-        const Variant v{0, ring, 2, ring == 4 ? "ring4 + combine" : "ring8 + combine"};
-        float med = 0, mn = 0;
-        time_variant(p, v, e0, e1, med, mn);
-        if (HasFatalFailure()) return;
-        std::printf("[s33] %s caches %-16s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", half ? "f16" : "f32", v.name, med,
-                    mn, bytes / (med * 1e6));
-      }
-    p.free_all();
-  }
-  CU(cudaEventDestroy(e0));
-  CU(cudaEventDestroy(e1));
 }
 
 // attn18: the ring kernel's rows with L2 evict_first (DS_ATTN_EVICT) give the same bits as without (only a cache

@@ -21,7 +21,7 @@
 //     the block whose position range holds pos[t] writes it). No block reads a row that another block of the
 //     same launch writes, so no grid-wide ordering is needed. Norm and RoPE in qk_kernel's arithmetic order.
 // ring (attn13, DS_ATTN_RING; default from 32 tokens per step): attn_partial's / attn_fused's position loop with
-//   the cached rows copied by cp.async into a per-warp ring of 2, 4 or 8 rows in shared memory (ring_rows): kR rows in
+//   the cached rows copied by cp.async into a per-warp ring of 2 or 4 rows in shared memory (ring_rows): kR rows in
 //   flight per warp at ~120 registers instead of one memory round trip per row; same rows, same order, same bits.
 // attn16: fewer instructions per row (the kernels are issue-bound at B = 64): scores in log2 units with ex2.approx,
 //   the group's dot products by one multi-value butterfly, one exponential per head and row (the rescale only when
@@ -196,8 +196,8 @@ __device__ __forceinline__ void ring_issue(const KV* Kc, const KV* Vc, int p, in
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
-// A ring slot [K row | V row] of KV elements, in floats (s33: sized by the element, so f16 caches use half the
-// shared memory per row in flight and can keep twice the rows in flight).
+// A ring slot [K row | V row] of KV elements, in floats (s33: sized by the element; f16 caches use half the shared
+// memory per row in flight).
 template <int HPL, class KV>
 constexpr int ring_slot_floats() {
   return 2 * 32 * HPL * (int)sizeof(KV) / 4;
@@ -816,22 +816,24 @@ int attn_prefetch_rows() {
 // AttnBench, 9B shape, us per op): B = 64 at 528 positions of 1024 123.1 -> 106.0 (ring 2: 105.1), at 1000
 // positions 190.1 -> 161.3, at 16 positions 36.3 -> 33.9; B = 32 at 528 71.2 -> 62.1; B = 1 at 528 14.7 -> 15.2 and
 // at 128 of 4096 10.6 -> 10.8 (slower: one block per kv head and split, the ring's fill is not hidden).
-// DS_ATTN_RING = 0 / 2 / 4 / 8: that many rows at every batch (0 = the register loops: attn_partial_kernel /
+// DS_ATTN_RING = 0 / 2 / 4: that many rows at every batch (0 = the register loops: attn_partial_kernel /
 // attn_fused_kernel's own).
-// s33: 8 rows for f16 caches (kv_half). At 64 x 512+ a block of a 16-split plan walks ~36 rows, ~9 per warp, so
-// with 4 in flight a warp waits ~3 memory round trips; f16 rows are half the bytes, so 8 of them fit the shared
-// memory of 4 f32 ones (4 blocks per SM either way) and a warp waits ~1-2. Same rows, same order, same bits.
+// (Removed in s33: 8 rows per warp, for f16 caches first (a block of the 16-split plan at 64 x 512+ walks ~9 rows per
+// warp: with 4 in flight a warp waits ~3 memory round trips). Same bits, no gain: H200, AttnBench 9B shape, B = 64 at
+// 512-639 of 1024, us per launch ring 4 / 8: f16 caches 74.1 / 74.8 (2.0 TB/s), f32 caches 88.9 / 94.9 (3 blocks per
+// SM); 9B step at 64 x 512 + tg128 with --kv-f16 8.151 / 8.153 vs ring 4 8.149 / 8.151 ms. Latency is hidden: the
+// kernel is bound by its per-row instructions.)
 constexpr int kRingMinTokens = 32;
 int forced_ring = -1;  // attn_force_ring: -1 = DS_ATTN_RING / the default
-int ring_rows_clamped(int v) { return v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 0; }
-int attn_ring_rows(int n_tokens, bool kv_half) {
+int ring_rows_clamped(int v) { return v >= 4 ? 4 : v >= 2 ? 2 : 0; }
+int attn_ring_rows(int n_tokens) {
   static const int env = [] {
     const char* e = std::getenv("DS_ATTN_RING");
     return e ? ring_rows_clamped(std::atoi(e)) : -1;
   }();
   if (forced_ring >= 0) return forced_ring;
   if (env >= 0) return env;
-  return n_tokens < kRingMinTokens ? 0 : kv_half ? 8 : 4;
+  return n_tokens >= kRingMinTokens ? 4 : 0;
 }
 
 // attn17: empty splits skipped (write_empty) (DS_ATTN_SKIP_EMPTY=0 or attn_force_skip_empty(0) turns it off). H200 (attn17
@@ -894,13 +896,11 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
 template <int HPL, int kG, class KV>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
-  switch (attn_ring_rows(n_tokens, sizeof(KV) == 2)) {
+  switch (attn_ring_rows(n_tokens)) {
     case 2: return fused ? launch_ring<HPL, kG, 2, true, KV>(a, io, n_tokens, stream)
                          : launch_ring<HPL, kG, 2, false, KV>(a, io, n_tokens, stream);
     case 4: return fused ? launch_ring<HPL, kG, 4, true, KV>(a, io, n_tokens, stream)
                          : launch_ring<HPL, kG, 4, false, KV>(a, io, n_tokens, stream);
-    case 8: return fused ? launch_ring<HPL, kG, 8, true, KV>(a, io, n_tokens, stream)
-                         : launch_ring<HPL, kG, 8, false, KV>(a, io, n_tokens, stream);
     default: break;
   }
   if (fused)
@@ -986,7 +986,7 @@ void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : ring_rows_clamped
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
-int attn_ring(int n_tokens, bool kv_half) { return attn_ring_rows(n_tokens, kv_half); }
+int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 
 Status attention(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {

@@ -207,13 +207,12 @@ Status attention_qk(const QkArgs& q, const AttnArgs& a, const StepIO* io, int n_
 // model's captured decode graphs keep the kernels they were captured with).
 int attn_fused();
 void set_attn_fused(int level);  // clamped to 0 .. 2
-// attn13: the decode attention's cached rows through a cp.async ring of 2, 4 or 8 rows per warp at fused levels 0
-// and 1 (default: from 32 tokens per step 4 rows of f32 caches, 8 of f16 ones (s33), else the register loops;
-// DS_ATTN_RING = 0 / 2 / 4 / 8 at every batch); the same bits either way. attn_ring: the rows per warp a step of
-// n_tokens uses with f32 / f16 caches (0 = the register loops);
+// attn13: the decode attention's cached rows through a cp.async ring of 2 or 4 rows per warp at fused levels 0
+// and 1 (default: 4 from 32 tokens per step, else the register loops; DS_ATTN_RING = 0 / 2 / 4 at every batch);
+// the same bits either way. attn_ring: the rows per warp a step of n_tokens uses (0 = the register loops);
 // attn_force_ring (tests, benches; -1 = the environment's / default) and attn_force_prefetch (1 or 2 rows ahead
 // in the register loop of level 0, 0 = DS_ATTN_PREFETCH) apply to the launches after them (not to captured graphs).
-int attn_ring(int n_tokens, bool kv_half = false);
+int attn_ring(int n_tokens);
 void attn_force_ring(int rows);
 void attn_force_prefetch(int rows);
 // attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY, default
