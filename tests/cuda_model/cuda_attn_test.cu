@@ -59,6 +59,7 @@ struct Guard {
     mk::attn_force_prefetch(0);
     mk::attn_force_skip_empty(-1);
     mk::attn_force_evict(-1);
+    mk::attn_force_mma(-1);
   }
 };
 
@@ -339,9 +340,9 @@ TEST(AttnRing, SameBitsNineBBatch) {
   p.free_all();
 }
 
-// kv19's f16 caches through every loader (s33; their ring slots are sized by the element): the same bits as the
-// register loop, within float rounding of float64 on the f16 values; the 9B's serving shape, misaligned caches
-// (4-byte copies), split edges and moving maxima.
+// kv19's f16 caches through every loader (s33; their ring slots are sized by the element) and through tca33's
+// tensor-core kernel: the same bits as the register loop, within 2e-5 of float64 on the f16 values; the 9B's serving
+// shape, misaligned caches (4-byte copies), split and tile edges, moving maxima, G 1-8 (G > 4: the scalar loaders).
 TEST(AttnRing, SameBitsF16Caches) {
   ATTN_SKIP_WITHOUT_GPU();
   Guard guard;
@@ -350,15 +351,39 @@ TEST(AttnRing, SameBitsF16Caches) {
   for (auto& s : nine) s = {512 + (int)(g() % 128)};
   Problem p;
   p.half = true;
-  p.init(16, 4, 256, 1024, 16, nine, 512, 33);
-  check_variants(p, "f16 caches: 9B, B 64 at 512-639 positions");
-  p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 34);
-  check_variants(p, "f16 caches: G 3, hd 32, 7 splits, misaligned");
-  p.init(16, 2, 128, 2048, 16, {{63}, {64}, {65}, {1023}}, 512, 35);
-  check_variants(p, "f16 caches: G 8, hd 128, split edges");
-  p.init(16, 4, 256, 1024, 16, {{40}, {333}, {700}}, 512, 36);
-  p.ramp_keys(0.02f);
-  check_variants(p, "f16 caches: G 4, hd 256, keys growing with the position");
+  for (int mma : {1, 0}) {  // tca33's tensor-core kernel (every loader then runs it), then the scalar loaders
+    mk::attn_force_mma(mma);
+    const std::string k = mma ? "f16 caches (mma): " : "f16 caches (scalar): ";
+    p.init(16, 4, 256, 1024, 16, nine, 512, 33);
+    check_variants(p, k + "9B, B 64 at 512-639 positions");
+    p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 516, 34);
+    check_variants(p, k + "G 3, hd 32, 7 splits, misaligned");
+    p.init(24, 8, 32, 100, 7, {{6}, {50}, {99}}, 512, 39);
+    check_variants(p, k + "G 3, hd 32, 7 splits");
+    p.init(16, 2, 128, 2048, 16, {{63}, {64}, {65}, {1023}}, 512, 35);
+    check_variants(p, k + "G 8, hd 128, split edges");
+    p.init(16, 4, 256, 1024, 16, {{40}, {333}, {700}}, 512, 36);
+    p.ramp_keys(0.02f);
+    check_variants(p, k + "G 4, hd 256, keys growing with the position");
+    p.init(8, 4, 64, 300, 5, {{0}, {15}, {16}, {17}, {299}, {100, 101}}, 512, 37);
+    check_variants(p, k + "G 2, hd 64, 5 splits, tile edges, a 2-token chunk");
+  }
+  // The tensor-core kernel is really the one run (its bits differ from the scalar loaders'), and a sequence alone
+  // gives its rows of the batch bit for bit.
+  p.init(16, 4, 256, 1024, 16, nine, 512, 38);
+  ASSERT_TRUE(p.upload());
+  const Variant def{0, -1, 0, "default rule"};
+  Outs mma_all, mma_one, scalar_all;
+  mk::attn_force_mma(1);
+  run_variant(p, def, mma_all);
+  run_variant(p, def, mma_one, 1);
+  mk::attn_force_mma(0);
+  run_variant(p, def, scalar_all);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(0, std::memcmp(mma_one.out.data(), mma_all.out.data(), mma_one.out.size() * 4)) << "mma: alone vs batch";
+  EXPECT_NE(0, std::memcmp(mma_all.out.data(), scalar_all.out.data(), mma_all.out.size() * 4))
+      << "mma and scalar gave the same bits: is the tensor-core kernel dispatched?";
+  p.free_all();
 }
 
 namespace {

@@ -407,6 +407,8 @@ __device__ __forceinline__ void write_empty(float* base, int ns, int sp, int G, 
   }
 }
 
+#include "cuda/model/attn_mma.cuh"
+
 // attn_partial_kernel's grid, position split and output with the rows through ring_rows (attn13,
 // DS_ATTN_RING = kS). The ring is dynamic shared memory: kAttnWarps * kS slots (ring_smem_floats).
 // attn16: the warp states are stashed into the ring's memory once every warp is done with it (16 KB less per
@@ -893,8 +895,31 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
   }
 }
 
+// tca33: f16 caches with G <= 4 and 16-byte aligned cache offsets (a property of the model's state layout, not of
+// the batch) through attn_mma_kernel + attn_combine at every batch and fused level 0 / 1 (DS_ATTN_MMA=0 or
+// attn_force_mma(0): the scalar loaders).
+int forced_mma = -1;
+bool attn_mma_on() {
+  static const bool env = [] {
+    const char* e = std::getenv("DS_ATTN_MMA");
+    return !(e && std::atoi(e) == 0);
+  }();
+  return forced_mma >= 0 ? forced_mma != 0 : env;
+}
+template <int HPL>
+Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
+  DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32), kSmem, stream,
+                     "attention (mma partial)", a, io, attn_skip_empty()));
+  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                     "attention (combine)", a);
+}
+
 template <int HPL, int kG, class KV>
 Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
+  if constexpr (sizeof(KV) == 2)
+    if (attn_mma_on() && a.n_head / a.n_head_kv <= 4 && ((a.k_off | a.v_off) & 15) == 0)  // 16-byte copies
+      return launch_mma<HPL>(a, io, n_tokens, stream);
   const bool fused = attn_fused() >= 1 && (a.counters || a.n_splits == 1);
   switch (attn_ring_rows(n_tokens)) {
     case 2: return fused ? launch_ring<HPL, kG, 2, true, KV>(a, io, n_tokens, stream)
@@ -986,6 +1011,7 @@ void attn_force_ring(int rows) { forced_ring = rows < 0 ? -1 : ring_rows_clamped
 void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? rows : 0; }
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
+void attn_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 

@@ -218,6 +218,9 @@ void attn_force_prefetch(int rows);
 // attn17: blocks of empty splits write only (M, L) and the combine skips their A (DS_ATTN_SKIP_EMPTY, default
 // on, =0 off; the same bits either way); attn_force_skip_empty(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_skip_empty(int on);
+// tca33: f16 caches (kv_half) with <= 4 q heads per kv head through the tensor-core kernel (attn_mma.cuh) at every
+// batch (DS_ATTN_MMA=0 off); attn_force_mma(0 / 1; -1 = the environment's) for tests and benches.
+void attn_force_mma(int on);
 // attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);

@@ -1,0 +1,185 @@
+// tca33: the decode attention on f16 caches by tensor cores (include from kernels_attn.cu, inside ds::cuda::mk's
+// anonymous namespace, after split_range / write_empty / part_base / ex2).
+// One warp per (split, kv head, token), the split plan of the other loaders (so attn_combine merges it unchanged).
+// The split's rows go through shared memory in tiles of 16 rows (two buffers, cp.async, rows past the split zero-filled),
+// and per tile:
+//  * scores: S (16 rows x 8 columns) = K tile (16 x hd, the A operand of mma.m16n8k16, f16 as cached: exact) times
+//    Q^T as 8 columns (q head h's hi and lo f16 terms in columns 2h, 2h + 1; q pre-scaled by scale * log2 e in fp32, so
+//    hi + lo carries ~22 bits); the score of row r and head h is S[r][2h] + S[r][2h + 1];
+//  * the online softmax per head in log2 units (the running max uniform over the 8 lanes of a head);
+//  * O^T (hd x 8) += V^T (A: ldmatrix.trans of the V tile) times P^T as 8 columns (p's hi and lo f16 terms).
+// A lane's head is lane % 4 in both accumulators; heads >= G have zero q columns and are not written.
+// Its bits differ from the scalar loaders' (another summation order); it is used for f16 caches at every batch size
+// (attn_mma_on), so a sequence's bits still do not depend on its batch.
+#pragma once
+
+constexpr int kMmaRows = 16;  // rows per tile
+
+// Row pitch of a tile in shared memory: hd halves + 16 bytes, so ldmatrix's 8 rows fall in distinct banks.
+template <int HPL>
+constexpr int mma_pitch() {
+  return 32 * HPL * 2 + 16;
+}
+template <int HPL>
+constexpr int mma_smem_bytes() {
+  return 2 * 2 * kMmaRows * mma_pitch<HPL>();  // two buffers of [K tile | V tile]
+}
+
+__device__ __forceinline__ uint32_t pack_h2(__half lo, __half hi) {
+  return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+}
+// x's hi (hl = 0) or lo (hl = 1) f16 term: hi = f16(x), lo = f16(x - hi).
+__device__ __forceinline__ __half term_h(float x, int hl) {
+  const __half h = __float2half_rn(x);
+  return hl == 0 ? h : __float2half_rn(x - __half2float(h));
+}
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&a)[4], const void* p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&a)[4], const void* p) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(s));
+}
+// 16 bytes global -> shared; n = 16 copies, n = 0 zero-fills (a row past the split).
+__device__ __forceinline__ void cp16_zfill(void* dst, const void* src, int n) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n) : "memory");
+}
+
+// Tile rows r0 .. r0 + 15 (rows >= k1 zero-filled) of kv head g into buf ([K tile | V tile], rows of mma_pitch);
+// one commit group per call.
+template <int HPL>
+__device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* Vc, int r0, int k1, int nkv, int g,
+                                               int lane, char* buf) {
+  constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kP = mma_pitch<HPL>();
+  for (int c = lane; c < 2 * kMmaRows * kChunks; c += 32) {
+    const int kv = c / (kMmaRows * kChunks), r = (c / kChunks) % kMmaRows, ch = c % kChunks;
+    const int p = min(r0 + r, k1 - 1);  // a valid address even when zero-filling
+    const __half* src = (kv ? Vc : Kc) + ((int64_t)p * nkv + g) * HD + 8 * ch;
+    cp16_zfill(buf + (kv * kMmaRows + r) * kP + 16 * ch, src, r0 + r < k1 ? 16 : 0);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int HPL>
+__global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io,
+                                                      bool skip_empty) {
+  constexpr int HD = 32 * HPL, NC = HD / 16, kP = mma_pitch<HPL>();
+  extern __shared__ __align__(16) char mma_smem[];
+  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z, lane = threadIdx.x;
+  const int nh = a.n_head, G = nh / a.n_head_kv;
+  pdl_wait();
+  pdl_trigger();
+  const SplitRange<__half> r = split_range<__half>(a, io, sp, t);
+  const int k0 = r.k0, k1 = r.k1;
+  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+  (void)skip_empty;  // an empty split writes (M, L) only either way: attn_combine reads no A of weight 0
+
+  // B fragments of Q^T: column n = lane / 4 is head n / 2's term n % 2; rows (dims) 16c + 2(lane % 4) + {0, 1}, + 8.
+  const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
+  const float qs = a.scale * kLog2e;
+  uint32_t qb[NC][2];
+  {
+    const float* q = a.q + ((int64_t)t * nh + g * G + hq) * HD;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const int d = 16 * c + kq + 8 * j;
+        const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
+        qb[c][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
+      }
+  }
+  float o[NC][4];
+#pragma unroll
+  for (int c = 0; c < NC; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
+  float m = -INFINITY, l = 0.f;  // head lane % 4: running max (uniform over its 8 lanes) and this lane's sum
+  float* sp_p = reinterpret_cast<float*>(mma_smem + mma_smem_bytes<HPL>());  // P tile [16][4]
+
+  const int n_tiles = (k1 - k0 + kMmaRows - 1) / kMmaRows;
+  constexpr int kBuf = 2 * kMmaRows * kP;  // bytes of one buffer
+  mma_issue_tile<HPL>(r.Kc, r.Vc, k0, k1, a.n_head_kv, g, lane, mma_smem);
+  if (n_tiles > 1) mma_issue_tile<HPL>(r.Kc, r.Vc, k0 + kMmaRows, k1, a.n_head_kv, g, lane, mma_smem + kBuf);
+  else asm volatile("cp.async.commit_group;\n" ::: "memory");
+  // ldmatrix row addresses: matrix j = lane / 8, its row lane % 8.
+  const int mj = lane >> 3, mr = lane & 7;
+  for (int i = 0; i < n_tiles; i++) {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    __syncwarp();
+    char* const bi = mma_smem + (i & 1) * kBuf;
+    const char* kt = bi;
+    const char* vt = kt + kMmaRows * kP;
+    // S = K Q^T: two accumulators (even / odd chunks) to halve the dependent chain.
+    float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      uint32_t af[4];  // A = K rows 8(j & 1) + mr, dims 16c + 8(j >> 1)
+      ldsm_x4(af, kt + (8 * (mj & 1) + mr) * kP + 2 * (16 * c + 8 * (mj >> 1)));
+      mma_16816(s2[c & 1], af, qb[c][0], qb[c][1]);
+    }
+    // This lane: rows lane / 4 and lane / 4 + 8, head lane % 4 (columns 2h, 2h + 1 = hi, lo).
+    const int row = lane >> 2, base = k0 + i * kMmaRows;
+    float s0 = (s2[0][0] + s2[1][0]) + (s2[0][1] + s2[1][1]);
+    float s1 = (s2[0][2] + s2[1][2]) + (s2[0][3] + s2[1][3]);
+    if (base + row >= k1) s0 = -INFINITY;
+    if (base + row + 8 >= k1) s1 = -INFINITY;
+    float tm = fmaxf(s0, s1);
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
+    if (tm > m) {  // uniform over the head's lanes
+      const float corr = ex2(m - tm);  // 0 while m is -inf
+      l *= corr;
+#pragma unroll
+      for (int c = 0; c < NC; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[c][e] *= corr;
+      m = tm;
+    }
+    const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
+    l += p0 + p1;
+    // P^T as B: this lane's column n = lane / 4 (head hq, term hl), rows kq, kq + 1, kq + 8, kq + 9.
+    __syncwarp();
+    sp_p[row * 4 + (lane & 3)] = p0;
+    sp_p[(row + 8) * 4 + (lane & 3)] = p1;
+    __syncwarp();
+    const uint32_t pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
+    const uint32_t pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      uint32_t af[4];  // A = V^T: dims 16c + 8(j & 1) .. as rows, tile rows 8(j >> 1) + mr as columns
+      ldsm_x4_t(af, vt + (8 * (mj >> 1) + mr) * kP + 2 * (16 * c + 8 * (mj & 1)));
+      mma_16816(o[c], af, pb0, pb1);
+    }
+    __syncwarp();  // every lane is done with this buffer
+    if (i + 2 < n_tiles) mma_issue_tile<HPL>(r.Kc, r.Vc, k0 + (i + 2) * kMmaRows, k1, a.n_head_kv, g, lane, bi);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  l += __shfl_xor_sync(0xffffffffu, l, 4);
+  l += __shfl_xor_sync(0xffffffffu, l, 8);
+  l += __shfl_xor_sync(0xffffffffu, l, 16);
+  const int h = lane & 3;
+  if (h >= G) return;
+  float* out = part_base(a, t, g) + ((int64_t)h * a.n_splits + sp) * (HD + 2);
+  const int d = lane >> 2;  // O^T rows (dims) 16c + d, + 8; columns 2h, 2h + 1 (hi, lo)
+#pragma unroll
+  for (int c = 0; c < NC; c++) {
+    out[16 * c + d] = o[c][0] + o[c][1];
+    out[16 * c + d + 8] = o[c][2] + o[c][3];
+  }
+  if (d == 0) {
+    out[HD] = m;
+    out[HD + 1] = l;
+  }
+}
