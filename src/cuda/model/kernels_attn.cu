@@ -868,6 +868,12 @@ bool attn_evict() {
   return forced_evict >= 0 ? forced_evict != 0 : env;
 }
 
+// attn_combine over the partials of n_tokens tokens (after every partial kernel but the fused ones).
+Status launch_combine(const AttnArgs& a, int n_tokens, cudaStream_t stream) {
+  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
+                     "attention (combine)", a);
+}
+
 // The ring kernels: attn_ring_kernel + attn_combine (kFused false) or attn_fused_kernel's level 1 with the ring.
 template <int HPL, int kG, int kS, bool kFused, class KV>
 Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
@@ -890,8 +896,7 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
                     cudaGetErrorString(attr != cudaSuccess ? attr : attr_ef));
     DS_TRY(launch_step(attn_evict() ? attn_ring_kernel<HPL, kG, kS, true, KV> : attn_ring_kernel<HPL, kG, kS, false, KV>, grid,
                        dim3(32 * kAttnWarps), kSmem, stream, "attention (ring partial)", a, io, attn_skip_empty()));
-    return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                       "attention (combine)", a);
+    return launch_combine(a, n_tokens, stream);
   }
 }
 
@@ -900,19 +905,15 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
 // attn_force_mma(0): the scalar loaders).
 int forced_mma = -1;
 bool attn_mma_on() {
-  static const bool env = [] {
-    const char* e = std::getenv("DS_ATTN_MMA");
-    return !(e && std::atoi(e) == 0);
-  }();
+  static const bool env = env_on("DS_ATTN_MMA", true);
   return forced_mma >= 0 ? forced_mma != 0 : env;
 }
 template <int HPL>
 Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
   DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32), kSmem, stream,
-                     "attention (mma partial)", a, io, attn_skip_empty()));
-  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                     "attention (combine)", a);
+                     "attention (mma partial)", a, io));
+  return launch_combine(a, n_tokens, stream);
 }
 
 template <int HPL, int kG, class KV>
@@ -938,8 +939,7 @@ Status launch_attention_g(const AttnArgs& a, const StepIO* io, int n_tokens, cud
   else
     DS_TRY(launch_step(attn_partial_kernel<HPL, kG, 1, KV>, grid, dim3(32 * kAttnWarps), 0, stream,
                        "attention (partial)", a, io, attn_skip_empty()));
-  return launch_step(attn_combine_kernel, dim3(a.n_head, n_tokens), dim3(a.head_dim), 0, stream,
-                     "attention (combine)", a);
+  return launch_combine(a, n_tokens, stream);
 }
 
 template <int HPL>
