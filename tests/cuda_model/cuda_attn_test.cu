@@ -60,6 +60,8 @@ struct Guard {
     mk::attn_force_skip_empty(-1);
     mk::attn_force_evict(-1);
     mk::attn_force_mma(-1);
+    mk::attn_force_mma_warps(-1);
+    mk::attn_force_mma_align(-1);
   }
 };
 
@@ -384,6 +386,65 @@ TEST(AttnRing, SameBitsF16Caches) {
   EXPECT_NE(0, std::memcmp(mma_all.out.data(), scalar_all.out.data(), mma_all.out.size() * 4))
       << "mma and scalar gave the same bits: is the tensor-core kernel dispatched?";
   p.free_all();
+}
+
+// walk34: the mma kernel's warps walk runs of (token, kv head, split) items with one tile stream; the bits must
+// not depend on how many warps share the items (1 warp takes all, a few take uneven runs, one item per warp is
+// tca33's launch, the default rule as many as are resident). With the splits rounded up to whole tiles (align):
+// within 2e-5 of float64, a sequence alone == its rows of the batch, and at any warp count the same bits.
+TEST(AttnRing, MmaWalkSameBits) {
+  ATTN_SKIP_WITHOUT_GPU();
+  Guard guard;
+  mk::attn_force_mma(1);
+  std::mt19937 g(34);
+  std::vector<std::vector<int>> nine(64);
+  for (auto& s : nine) s = {512 + (int)(g() % 128)};
+  struct Shape {
+    int nh, nkv, hd, ctx, ns;
+    std::vector<std::vector<int>> seqs;
+    const char* what;
+  };
+  const std::vector<Shape> shapes = {
+      {16, 4, 256, 1024, 16, nine, "9B, B 64 at 512-639 positions"},
+      {8, 4, 64, 300, 5, {{0}, {15}, {16}, {17}, {299}, {100, 101}}, "G 2, hd 64, 5 splits, empty splits, 2 tokens"},
+      {24, 8, 32, 100, 7, {{6}, {50}, {99}}, "G 3, hd 32, 7 splits"},
+      {16, 4, 256, 256, 1, {{200}, {3}, {0}}, "G 4, hd 256, one split"},
+  };
+  const Variant def{0, -1, 0, "default rule"};
+  for (int align : {0, 1}) {
+    mk::attn_force_mma_align(align);
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(std::string(sh.what) + (align ? " (align)" : ""));
+      Problem p;
+      p.half = true;
+      p.init(sh.nh, sh.nkv, sh.hd, sh.ctx, sh.ns, sh.seqs, 512, 340 + align);
+      ASSERT_TRUE(p.upload());
+      std::vector<double> core, out;
+      p.reference(core, out);
+      Outs one_per_warp;
+      mk::attn_force_mma_warps(1 << 30);  // min(n, items): one item per warp
+      run_variant(p, def, one_per_warp);
+      if (HasFatalFailure()) return;
+      const double eo = max_rel(one_per_warp.out, out), ec = max_rel(one_per_warp.core, core);
+      std::printf("[walk34] %s%s: vs float64 out %.3g core %.3g\n", sh.what, align ? " (align)" : "", eo, ec);
+      EXPECT_LE(eo, 2e-5);
+      EXPECT_LE(ec, 2e-5);
+      for (int warps : {-1, 1, 3, 7, 100}) {
+        mk::attn_force_mma_warps(warps);
+        Outs r;
+        run_variant(p, def, r);
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(0, std::memcmp(r.out.data(), one_per_warp.out.data(), r.out.size() * 4)) << warps << " warps: out";
+        EXPECT_EQ(0, std::memcmp(r.core.data(), one_per_warp.core.data(), r.core.size() * 4)) << warps << " warps: core";
+      }
+      mk::attn_force_mma_warps(-1);
+      Outs alone;
+      run_variant(p, def, alone, 1);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(0, std::memcmp(alone.out.data(), one_per_warp.out.data(), alone.out.size() * 4)) << "alone vs batch";
+      p.free_all();
+    }
+  }
 }
 
 namespace {

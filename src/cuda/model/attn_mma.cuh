@@ -75,48 +75,117 @@ __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* V
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// Item it of a launch: (token t, kv head g, split sp) with it = (t * nkv + g) * ns + sp. A split's rows: the
+// context cut into n_splits equal chunks (split_range), or (walk34, `align`) chunks rounded up to whole 16-row tiles,
+// so no tile but a split's last is partly zero-filled (fewer non-empty splits; other bits than align 0).
+struct MmaItem {
+  int t, g, sp, k0, k1;
+  const __half* Kc;
+  const __half* Vc;
+};
+__device__ __forceinline__ MmaItem mma_item(const AttnArgs& a, const StepIO* __restrict__ io, int it, bool align) {
+  const int ns = a.n_splits, sp = it % ns, g = (it / ns) % a.n_head_kv, t = it / (ns * a.n_head_kv);
+  const SplitRange<__half> r = split_range<__half>(a, io, sp, t);
+  if (!align) return {t, g, sp, r.k0, r.k1, r.Kc, r.Vc};
+  const int n_keys = io->pos[t] + 1;
+  const int chunk = ((n_keys + ns - 1) / ns + kMmaRows - 1) / kMmaRows * kMmaRows;
+  const int k0 = min(sp * chunk, n_keys);
+  return {t, g, sp, k0, min(k0 + chunk, n_keys), r.Kc, r.Vc};
+}
+
+// walk34: a warp takes the items it0 .. it1 - 1 in order (grid.x warps, it = w * n / W ..; W = n_items is one item
+// per warp, tca33's launch). Its tiles form one stream through the two buffers: the next item's first tiles load
+// while this item's last ones are computed, and the q terms are rebuilt only when (t, g) changes. Each item's
+// arithmetic is the same whatever warp takes it, with which other items, so the bits do not depend on the grid.
+// The producer side: the next tile to load (rows r0 .., item it; it == it1 once every tile is issued).
+struct MmaFeed {
+  int it, g, r0, k1;
+  const __half* Kc;
+  const __half* Vc;
+};
+// The first item at or after it with rows (the empty ones' (M, L) written here).
+__device__ __forceinline__ void feed_seek(MmaFeed& f, int it, int it1, const AttnArgs& a,
+                                          const StepIO* __restrict__ io, bool align) {
+  const int G = a.n_head / a.n_head_kv;
+  for (; it < it1; it++) {
+    const MmaItem m = mma_item(a, io, it, align);
+    if (m.k0 < m.k1) {
+      f = {it, m.g, m.k0, m.k1, m.Kc, m.Vc};
+      return;
+    }
+    write_empty(part_base(a, m.t, m.g), a.n_splits, m.sp, G, a.head_dim);
+  }
+  f.it = it1;
+}
 template <int HPL>
-__global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io) {
+__device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& a, const StepIO* __restrict__ io,
+                                           bool align, int lane, char* buf) {
+  if (f.it >= it1) {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    return;
+  }
+  mma_issue_tile<HPL>(f.Kc, f.Vc, f.r0, f.k1, a.n_head_kv, f.g, lane, buf);
+  f.r0 += kMmaRows;
+  if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, align);
+}
+// The consumer side: the first item at or after it with rows (c.t == -1 past it1).
+__device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const AttnArgs& a,
+                                         const StepIO* __restrict__ io, bool align) {
+  for (; it < it1; it++) {
+    c = mma_item(a, io, it, align);
+    if (c.k0 < c.k1) return it;
+  }
+  return it1;
+}
+
+template <int HPL>
+__global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io, int n_items,
+                                                      bool align) {
   constexpr int HD = 32 * HPL, NC = HD / 16, kP = mma_pitch<HPL>();
   extern __shared__ __align__(16) char mma_smem[];
-  const int sp = blockIdx.x, g = blockIdx.y, t = blockIdx.z, lane = threadIdx.x;
+  const int lane = threadIdx.x, W = gridDim.x, w = blockIdx.x;
+  const int it0 = (int)((int64_t)n_items * w / W), it1 = (int)((int64_t)n_items * (w + 1) / W);
   const int nh = a.n_head, G = nh / a.n_head_kv;
   pdl_wait();
   pdl_trigger();
-  const SplitRange<__half> r = split_range<__half>(a, io, sp, t);
-  const int k0 = r.k0, k1 = r.k1;
-  // An empty split writes (M, L) only, whatever DS_ATTN_SKIP_EMPTY says: attn_combine reads no A of weight 0.
-  if (k0 >= k1) return write_empty(part_base(a, t, g), a.n_splits, sp, G, HD);
+
+  constexpr int kBuf = 2 * kMmaRows * kP;  // bytes of one buffer
+  MmaFeed f;
+  feed_seek(f, it0, it1, a, io, align);
+  feed_issue<HPL>(f, it1, a, io, align, lane, mma_smem);
+  feed_issue<HPL>(f, it1, a, io, align, lane, mma_smem + kBuf);
 
   // B fragments of Q^T: column n = lane / 4 is head n / 2's term n % 2; rows (dims) 16c + 2(lane % 4) + {0, 1}, + 8.
   const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
   const float qs = a.scale * kLog2e;
   uint32_t qb[NC][2];
-  {
-    const float* q = a.q + ((int64_t)t * nh + g * G + hq) * HD;
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const int d = 16 * c + kq + 8 * j;
-        const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
-        qb[c][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
-      }
-  }
+  int qt = -1, qg = -1;  // the (t, g) whose q terms qb holds
   float o[NC][4];
-#pragma unroll
-  for (int c = 0; c < NC; c++) o[c][0] = o[c][1] = o[c][2] = o[c][3] = 0.f;
   float m = -INFINITY, l = 0.f;  // head lane % 4: running max (uniform over its 8 lanes) and this lane's sum
   float* sp_p = reinterpret_cast<float*>(mma_smem + mma_smem_bytes<HPL>());  // P tile [16][4]
-
-  const int n_tiles = (k1 - k0 + kMmaRows - 1) / kMmaRows;
-  constexpr int kBuf = 2 * kMmaRows * kP;  // bytes of one buffer
-  mma_issue_tile<HPL>(r.Kc, r.Vc, k0, k1, a.n_head_kv, g, lane, mma_smem);
-  if (n_tiles > 1) mma_issue_tile<HPL>(r.Kc, r.Vc, k0 + kMmaRows, k1, a.n_head_kv, g, lane, mma_smem + kBuf);
-  else asm volatile("cp.async.commit_group;\n" ::: "memory");
   // ldmatrix row addresses: matrix j = lane / 8, its row lane % 8.
   const int mj = lane >> 3, mr = lane & 7;
-  for (int i = 0; i < n_tiles; i++) {
+
+  MmaItem c;
+  int ci = next_full(c, it0, it1, a, io, align), tile = 0;
+  for (int i = 0; ci < it1; i++) {
+    if (tile == 0) {  // a new item: its q terms (when (t, g) changed) and a fresh softmax state
+      if (c.t != qt || c.g != qg) {
+        const float* q = a.q + ((int64_t)c.t * nh + c.g * G + hq) * HD;
+#pragma unroll
+        for (int cc = 0; cc < NC; cc++)
+#pragma unroll
+          for (int j = 0; j < 2; j++) {
+            const int d = 16 * cc + kq + 8 * j;
+            const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
+            qb[cc][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
+          }
+        qt = c.t, qg = c.g;
+      }
+#pragma unroll
+      for (int cc = 0; cc < NC; cc++) o[cc][0] = o[cc][1] = o[cc][2] = o[cc][3] = 0.f;
+      m = -INFINITY, l = 0.f;
+    }
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncwarp();
     char* const bi = mma_smem + (i & 1) * kBuf;
@@ -125,17 +194,17 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
     // S = K Q^T: two accumulators (even / odd chunks) to halve the dependent chain.
     float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int c = 0; c < NC; c++) {
+    for (int cc = 0; cc < NC; cc++) {
       uint32_t af[4];  // A = K rows 8(j & 1) + mr, dims 16c + 8(j >> 1)
-      ldsm_x4(af, kt + (8 * (mj & 1) + mr) * kP + 2 * (16 * c + 8 * (mj >> 1)));
-      mma_16816(s2[c & 1], af, qb[c][0], qb[c][1]);
+      ldsm_x4(af, kt + (8 * (mj & 1) + mr) * kP + 2 * (16 * cc + 8 * (mj >> 1)));
+      mma_16816(s2[cc & 1], af, qb[cc][0], qb[cc][1]);
     }
     // This lane: rows lane / 4 and lane / 4 + 8, head lane % 4 (columns 2h, 2h + 1 = hi, lo).
-    const int row = lane >> 2, base = k0 + i * kMmaRows;
+    const int row = lane >> 2, base = c.k0 + tile * kMmaRows;
     float s0 = (s2[0][0] + s2[1][0]) + (s2[0][1] + s2[1][1]);
     float s1 = (s2[0][2] + s2[1][2]) + (s2[0][3] + s2[1][3]);
-    if (base + row >= k1) s0 = -INFINITY;
-    if (base + row + 8 >= k1) s1 = -INFINITY;
+    if (base + row >= c.k1) s0 = -INFINITY;
+    if (base + row + 8 >= c.k1) s1 = -INFINITY;
     float tm = fmaxf(s0, s1);
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
@@ -144,9 +213,9 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
       const float corr = ex2(m - tm);  // 0 while m is -inf
       l *= corr;
 #pragma unroll
-      for (int c = 0; c < NC; c++)
+      for (int cc = 0; cc < NC; cc++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) o[c][e] *= corr;
+        for (int e = 0; e < 4; e++) o[cc][e] *= corr;
       m = tm;
     }
     const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
@@ -159,30 +228,36 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
     const uint32_t pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
     const uint32_t pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
 #pragma unroll
-    for (int c = 0; c < NC; c++) {
+    for (int cc = 0; cc < NC; cc++) {
       uint32_t af[4];  // A = V^T: dims 16c + 8(j & 1) .. as rows, tile rows 8(j >> 1) + mr as columns
-      ldsm_x4_t(af, vt + (8 * (mj >> 1) + mr) * kP + 2 * (16 * c + 8 * (mj & 1)));
-      mma_16816(o[c], af, pb0, pb1);
+      ldsm_x4_t(af, vt + (8 * (mj >> 1) + mr) * kP + 2 * (16 * cc + 8 * (mj & 1)));
+      mma_16816(o[cc], af, pb0, pb1);
     }
     __syncwarp();  // every lane is done with this buffer
-    if (i + 2 < n_tiles) mma_issue_tile<HPL>(r.Kc, r.Vc, k0 + (i + 2) * kMmaRows, k1, a.n_head_kv, g, lane, bi);
-    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+    feed_issue<HPL>(f, it1, a, io, align, lane, bi);
+    if (++tile * kMmaRows < c.k1 - c.k0) continue;
+
+    // The item's last tile: its (A, M, L) per q head.
+    float lt = l;
+    lt += __shfl_xor_sync(0xffffffffu, lt, 4);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 8);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 16);
+    const int h = lane & 3;
+    if (h < G) {
+      float* out = part_base(a, c.t, c.g) + ((int64_t)h * a.n_splits + c.sp) * (HD + 2);
+      const int d = lane >> 2;  // O^T rows (dims) 16c + d, + 8; columns 2h, 2h + 1 (hi, lo)
+#pragma unroll
+      for (int cc = 0; cc < NC; cc++) {
+        out[16 * cc + d] = o[cc][0] + o[cc][1];
+        out[16 * cc + d + 8] = o[cc][2] + o[cc][3];
+      }
+      if (d == 0) {
+        out[HD] = m;
+        out[HD + 1] = lt;
+      }
+    }
+    tile = 0;
+    ci = next_full(c, ci + 1, it1, a, io, align);
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  l += __shfl_xor_sync(0xffffffffu, l, 4);
-  l += __shfl_xor_sync(0xffffffffu, l, 8);
-  l += __shfl_xor_sync(0xffffffffu, l, 16);
-  const int h = lane & 3;
-  if (h >= G) return;
-  float* out = part_base(a, t, g) + ((int64_t)h * a.n_splits + sp) * (HD + 2);
-  const int d = lane >> 2;  // O^T rows (dims) 16c + d, + 8; columns 2h, 2h + 1 (hi, lo)
-#pragma unroll
-  for (int c = 0; c < NC; c++) {
-    out[16 * c + d] = o[c][0] + o[c][1];
-    out[16 * c + d + 8] = o[c][2] + o[c][3];
-  }
-  if (d == 0) {
-    out[HD] = m;
-    out[HD + 1] = l;
-  }
 }

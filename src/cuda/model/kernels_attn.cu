@@ -908,11 +908,34 @@ bool attn_mma_on() {
   static const bool env = env_on("DS_ATTN_MMA", true);
   return forced_mma >= 0 ? forced_mma != 0 : env;
 }
+// walk34: the mma kernel's warps each take a run of items (attn_mma.cuh) instead of one item per warp: as many
+// warps as fit on the GPU at once (DS_ATTN_MMA_WALK=0: one item per warp, tca33's launch; the same bits either
+// way); attn_force_mma_warps(n > 0) fixes the warp count (tests). DS_ATTN_MMA_ALIGN=1 (attn_force_mma_align) rounds
+// the splits' chunks up to whole tiles (other bits; a function of the sequence's length, not of the batch).
+int forced_mma_warps = -1, forced_mma_align = -1;
+bool attn_mma_align() {
+  static const bool env = env_on("DS_ATTN_MMA_ALIGN", false);
+  return forced_mma_align >= 0 ? forced_mma_align != 0 : env;
+}
+template <int HPL>
+int mma_walk_warps(int n_items, int smem) {
+  if (forced_mma_warps > 0) return std::min(forced_mma_warps, n_items);
+  static const bool walk = env_on("DS_ATTN_MMA_WALK", true);
+  static const int resident = [smem] {
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_mma_kernel<HPL>, 32, smem) != cudaSuccess)
+      return 0;  // unknown: one item per warp
+    return sms * per_sm;
+  }();
+  return walk && resident > 0 ? std::min(resident, n_items) : n_items;
+}
 template <int HPL>
 Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
-  DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(a.n_splits, a.n_head_kv, n_tokens), dim3(32), kSmem, stream,
-                     "attention (mma partial)", a, io));
+  const int n_items = a.n_splits * a.n_head_kv * n_tokens;
+  DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(mma_walk_warps<HPL>(n_items, kSmem)), dim3(32), kSmem, stream,
+                     "attention (mma partial)", a, io, n_items, attn_mma_align()));
   return launch_combine(a, n_tokens, stream);
 }
 
@@ -1012,6 +1035,8 @@ void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? 
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 void attn_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
+void attn_force_mma_warps(int n) { forced_mma_warps = n; }
+void attn_force_mma_align(int on) { forced_mma_align = on < 0 ? -1 : on != 0; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 

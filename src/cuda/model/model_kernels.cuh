@@ -221,6 +221,11 @@ void attn_force_skip_empty(int on);
 // tca33: f16 caches (kv_half) with <= 4 q heads per kv head through the tensor-core kernel (attn_mma.cuh) at every
 // batch (DS_ATTN_MMA=0 off); attn_force_mma(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_mma(int on);
+// walk34: the mma kernel's warps walk runs of (token, kv head, split) items; attn_force_mma_warps(n > 0: n warps;
+// -1 = the default rule: as many as are resident, DS_ATTN_MMA_WALK=0 one item per warp; the same bits at any n);
+// attn_force_mma_align(0 / 1; -1 = DS_ATTN_MMA_ALIGN, default off): splits rounded up to whole 16-row tiles.
+void attn_force_mma_warps(int n);
+void attn_force_mma_align(int on);
 // attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);
