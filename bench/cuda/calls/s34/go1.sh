@@ -26,6 +26,7 @@ for r in 1 2; do
   [ $(el) -lt $((LIM - 20)) ] && cb "DS_KV_F16=1 DS_ATTN_MMA_WALK=0"
   [ $(el) -lt $((LIM - 20)) ] && cb "DS_KV_F16=1 DS_ATTN_MMA_ALIGN=1"
   [ $(el) -lt $((LIM - 20)) ] && cb "DS_KV_F16=1 DS_ATTN_SPLIT_POS=128"
+  [ $(el) -lt $((LIM - 20)) ] && cb "DS_KV_F16=1 DS_ATTN_MMA_EVEN=1"
 done
 [ $(el) -lt $((LIM - 40)) ] && { timeout 40 env DS_KV_F16=1 "$X" cuda-bench -m "$M9" --tg 32 --reps 2 --select 0 --batch 64 \
   --prompt 512 --ctx 1024 --breakdown --top 16 --json "$OUT/cb_bd.jsonl" > "$OUT/bd64.log" 2>&1; say "breakdown 64 kv-f16 rc=$?"
