@@ -61,7 +61,7 @@ struct Guard {
     mk::attn_force_evict(-1);
     mk::attn_force_mma(-1);
     mk::attn_force_mma_warps(-1);
-    mk::attn_force_mma_align(-1);
+    mk::attn_force_mma_rows(-1);
   }
 };
 
@@ -390,8 +390,8 @@ TEST(AttnRing, SameBitsF16Caches) {
 
 // walk34: the mma kernel's warps walk runs of (token, kv head, split) items with one tile stream; the bits must
 // not depend on how many warps share the items (1 warp takes all, a few take uneven runs, one item per warp is
-// tca33's launch, the default rule as many as are resident). With the splits rounded up to whole tiles (align):
-// within 2e-5 of float64, a sequence alone == its rows of the batch, and at any warp count the same bits.
+// tca33's launch, the default rule as many as are resident). With the splits rounded up to whole tiles of at least
+// 16 / 64 rows (rows): within 2e-5 of float64, a sequence alone == its rows of the batch, any warp count the same bits.
 TEST(AttnRing, MmaWalkSameBits) {
   ATTN_SKIP_WITHOUT_GPU();
   Guard guard;
@@ -411,13 +411,13 @@ TEST(AttnRing, MmaWalkSameBits) {
       {16, 4, 256, 256, 1, {{200}, {3}, {0}}, "G 4, hd 256, one split"},
   };
   const Variant def{0, -1, 0, "default rule"};
-  for (int align : {0, 1}) {
-    mk::attn_force_mma_align(align);
+  for (int rows : {0, 16, 64}) {
+    mk::attn_force_mma_rows(rows);
     for (const Shape& sh : shapes) {
-      SCOPED_TRACE(std::string(sh.what) + (align ? " (align)" : ""));
+      SCOPED_TRACE(std::string(sh.what) + " rows " + std::to_string(rows));
       Problem p;
       p.half = true;
-      p.init(sh.nh, sh.nkv, sh.hd, sh.ctx, sh.ns, sh.seqs, 512, 340 + align);
+      p.init(sh.nh, sh.nkv, sh.hd, sh.ctx, sh.ns, sh.seqs, 512, 340 + rows);
       ASSERT_TRUE(p.upload());
       std::vector<double> core, out;
       p.reference(core, out);
@@ -426,7 +426,7 @@ TEST(AttnRing, MmaWalkSameBits) {
       run_variant(p, def, one_per_warp);
       if (HasFatalFailure()) return;
       const double eo = max_rel(one_per_warp.out, out), ec = max_rel(one_per_warp.core, core);
-      std::printf("[walk34] %s%s: vs float64 out %.3g core %.3g\n", sh.what, align ? " (align)" : "", eo, ec);
+      std::printf("[walk34] %s, rows %d: vs float64 out %.3g core %.3g\n", sh.what, rows, eo, ec);
       EXPECT_LE(eo, 2e-5);
       EXPECT_LE(ec, 2e-5);
       for (int warps : {-1, 1, 3, 7, 100}) {

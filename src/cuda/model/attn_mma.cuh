@@ -76,19 +76,20 @@ __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* V
 }
 
 // Item it of a launch: (token t, kv head g, split sp) with it = (t * nkv + g) * ns + sp. A split's rows: the
-// context cut into n_splits equal chunks (split_range), or (walk34, `align`) chunks rounded up to whole 16-row tiles,
-// so no tile but a split's last is partly zero-filled (fewer non-empty splits; other bits than align 0).
+// context cut into n_splits equal chunks (split_range; rows = 0), or (walk34, rows > 0) chunks of at least `rows`
+// rows rounded up to whole 16-row tiles, so no tile but a split's last is partly zero-filled and short contexts use
+// fewer splits (other bits than rows 0; a function of the sequence's length, not of the batch).
 struct MmaItem {
   int t, g, sp, k0, k1;
   const __half* Kc;
   const __half* Vc;
 };
-__device__ __forceinline__ MmaItem mma_item(const AttnArgs& a, const StepIO* __restrict__ io, int it, bool align) {
+__device__ __forceinline__ MmaItem mma_item(const AttnArgs& a, const StepIO* __restrict__ io, int it, int rows) {
   const int ns = a.n_splits, sp = it % ns, g = (it / ns) % a.n_head_kv, t = it / (ns * a.n_head_kv);
   const SplitRange<__half> r = split_range<__half>(a, io, sp, t);
-  if (!align) return {t, g, sp, r.k0, r.k1, r.Kc, r.Vc};
+  if (rows <= 0) return {t, g, sp, r.k0, r.k1, r.Kc, r.Vc};
   const int n_keys = io->pos[t] + 1;
-  const int chunk = ((n_keys + ns - 1) / ns + kMmaRows - 1) / kMmaRows * kMmaRows;
+  const int chunk = (max((n_keys + ns - 1) / ns, rows) + kMmaRows - 1) / kMmaRows * kMmaRows;
   const int k0 = min(sp * chunk, n_keys);
   return {t, g, sp, k0, min(k0 + chunk, n_keys), r.Kc, r.Vc};
 }
@@ -105,10 +106,10 @@ struct MmaFeed {
 };
 // The first item at or after it with rows (the empty ones' (M, L) written here).
 __device__ __forceinline__ void feed_seek(MmaFeed& f, int it, int it1, const AttnArgs& a,
-                                          const StepIO* __restrict__ io, bool align) {
+                                          const StepIO* __restrict__ io, int rows) {
   const int G = a.n_head / a.n_head_kv;
   for (; it < it1; it++) {
-    const MmaItem m = mma_item(a, io, it, align);
+    const MmaItem m = mma_item(a, io, it, rows);
     if (m.k0 < m.k1) {
       f = {it, m.g, m.k0, m.k1, m.Kc, m.Vc};
       return;
@@ -119,20 +120,20 @@ __device__ __forceinline__ void feed_seek(MmaFeed& f, int it, int it1, const Att
 }
 template <int HPL>
 __device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& a, const StepIO* __restrict__ io,
-                                           bool align, int lane, char* buf) {
+                                           int rows, int lane, char* buf) {
   if (f.it >= it1) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     return;
   }
   mma_issue_tile<HPL>(f.Kc, f.Vc, f.r0, f.k1, a.n_head_kv, f.g, lane, buf);
   f.r0 += kMmaRows;
-  if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, align);
+  if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, rows);
 }
 // The consumer side: the first item at or after it with rows (c.t == -1 past it1).
 __device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const AttnArgs& a,
-                                         const StepIO* __restrict__ io, bool align) {
+                                         const StepIO* __restrict__ io, int rows) {
   for (; it < it1; it++) {
-    c = mma_item(a, io, it, align);
+    c = mma_item(a, io, it, rows);
     if (c.k0 < c.k1) return it;
   }
   return it1;
@@ -140,7 +141,7 @@ __device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const Attn
 
 template <int HPL>
 __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io, int n_items,
-                                                      bool align) {
+                                                      int rows) {
   constexpr int HD = 32 * HPL, NC = HD / 16, kP = mma_pitch<HPL>();
   extern __shared__ __align__(16) char mma_smem[];
   const int lane = threadIdx.x, W = gridDim.x, w = blockIdx.x;
@@ -151,9 +152,9 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
 
   constexpr int kBuf = 2 * kMmaRows * kP;  // bytes of one buffer
   MmaFeed f;
-  feed_seek(f, it0, it1, a, io, align);
-  feed_issue<HPL>(f, it1, a, io, align, lane, mma_smem);
-  feed_issue<HPL>(f, it1, a, io, align, lane, mma_smem + kBuf);
+  feed_seek(f, it0, it1, a, io, rows);
+  feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem);
+  feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem + kBuf);
 
   // B fragments of Q^T: column n = lane / 4 is head n / 2's term n % 2; rows (dims) 16c + 2(lane % 4) + {0, 1}, + 8.
   const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
   const int mj = lane >> 3, mr = lane & 7;
 
   MmaItem c;
-  int ci = next_full(c, it0, it1, a, io, align), tile = 0;
+  int ci = next_full(c, it0, it1, a, io, rows), tile = 0;
   for (int i = 0; ci < it1; i++) {
     if (tile == 0) {  // a new item: its q terms (when (t, g) changed) and a fresh softmax state
       if (c.t != qt || c.g != qg) {
@@ -234,7 +235,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
       mma_16816(o[cc], af, pb0, pb1);
     }
     __syncwarp();  // every lane is done with this buffer
-    feed_issue<HPL>(f, it1, a, io, align, lane, bi);
+    feed_issue<HPL>(f, it1, a, io, rows, lane, bi);
     if (++tile * kMmaRows < c.k1 - c.k0) continue;
 
     // The item's last tile: its (A, M, L) per q head.
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
       }
     }
     tile = 0;
-    ci = next_full(c, ci + 1, it1, a, io, align);
+    ci = next_full(c, ci + 1, it1, a, io, rows);
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }

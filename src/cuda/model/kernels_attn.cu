@@ -910,12 +910,19 @@ bool attn_mma_on() {
 }
 // walk34: the mma kernel's warps each take a run of items (attn_mma.cuh) instead of one item per warp: as many
 // warps as fit on the GPU at once (DS_ATTN_MMA_WALK=0: one item per warp, tca33's launch; the same bits either
-// way); attn_force_mma_warps(n > 0) fixes the warp count (tests). DS_ATTN_MMA_ALIGN=1 (attn_force_mma_align) rounds
-// the splits' chunks up to whole tiles (other bits; a function of the sequence's length, not of the batch).
-int forced_mma_warps = -1, forced_mma_align = -1;
-bool attn_mma_align() {
-  static const bool env = env_on("DS_ATTN_MMA_ALIGN", false);
-  return forced_mma_align >= 0 ? forced_mma_align != 0 : env;
+// way); attn_force_mma_warps(n > 0) fixes the warp count (tests). DS_ATTN_MMA_ALIGN=1 / DS_ATTN_MMA_ROWS=R
+// (attn_force_mma_rows) round the splits' chunks up to whole tiles of at least R rows (other bits; a function of
+// the sequence's length, not of the batch).
+int forced_mma_warps = -1, forced_mma_rows = -1;
+// The mma kernel's rows argument: 0 = split_range's chunks; R > 0 = chunks of >= R rows in whole tiles.
+// DS_ATTN_MMA_ALIGN=1 is R = 16, DS_ATTN_MMA_ROWS=R sets R.
+int attn_mma_rows() {
+  static const int env = [] {
+    const char* e = std::getenv("DS_ATTN_MMA_ROWS");
+    const int r = e ? std::max(0, std::atoi(e)) : 0;
+    return r > 0 ? r : env_on("DS_ATTN_MMA_ALIGN", false) ? kMmaRows : 0;
+  }();
+  return forced_mma_rows >= 0 ? forced_mma_rows : env;
 }
 template <int HPL>
 int mma_walk_warps(int n_items, int smem) {
@@ -941,7 +948,7 @@ Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_
   constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
   const int n_items = a.n_splits * a.n_head_kv * n_tokens;
   DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(mma_walk_warps<HPL>(n_items, kSmem)), dim3(32), kSmem, stream,
-                     "attention (mma partial)", a, io, n_items, attn_mma_align()));
+                     "attention (mma partial)", a, io, n_items, attn_mma_rows()));
   return launch_combine(a, n_tokens, stream);
 }
 
@@ -1042,7 +1049,7 @@ void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 void attn_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
 void attn_force_mma_warps(int n) { forced_mma_warps = n; }
-void attn_force_mma_align(int on) { forced_mma_align = on < 0 ? -1 : on != 0; }
+void attn_force_mma_rows(int rows) { forced_mma_rows = rows; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 

@@ -223,9 +223,10 @@ void attn_force_skip_empty(int on);
 void attn_force_mma(int on);
 // walk34: the mma kernel's warps walk runs of (token, kv head, split) items; attn_force_mma_warps(n > 0: n warps;
 // -1 = the default rule: as many as are resident, DS_ATTN_MMA_WALK=0 one item per warp; the same bits at any n);
-// attn_force_mma_align(0 / 1; -1 = DS_ATTN_MMA_ALIGN, default off): splits rounded up to whole 16-row tiles.
+// attn_force_mma_rows(R; -1 = DS_ATTN_MMA_ROWS / DS_ATTN_MMA_ALIGN (R = 16), default 0): R > 0 gives the splits at
+// least R rows in whole 16-row tiles (other bits, a function of the sequence's length only).
 void attn_force_mma_warps(int n);
-void attn_force_mma_align(int on);
+void attn_force_mma_rows(int rows);
 // attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);
