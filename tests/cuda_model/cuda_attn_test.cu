@@ -536,6 +536,62 @@ TEST(AttnBench, Time) {
   cudaEventDestroy(e1);
 }
 
+// walk34: tca33's tensor-core kernel (f16 caches) per launch (partial + combine): the walk (-1: resident warps) vs
+// one item per warp, split_range's chunks vs >= 64-row tiles, at B = 64 (528 positions; 512 .. 639) and B = 1.
+TEST(AttnBench, Mma) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  mk::attn_force_mma(1);
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  const Variant def{0, -1, 0, "default rule"};
+  for (const int B : {64, -64, 1}) {
+    std::vector<std::vector<int>> seqs(std::abs(B), {528});
+    for (int s = 0; s < -B; s++) seqs[s] = {512 + (s * 37) % 128};
+    Problem p;
+    p.half = true;
+    p.init(16, 4, 256, 1024, 16, seqs, 512, 10);
+    ASSERT_TRUE(p.upload());
+    double bytes = 0;
+    for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 2;
+    for (int rows : {0, 64})
+      for (int warps : {-1, 1 << 30}) {
+        mk::attn_force_mma_rows(rows);
+        mk::attn_force_mma_warps(warps);
+        float med = 0, mn = 0;
+        time_variant(p, def, e0, e1, med, mn);
+        if (HasFatalFailure()) return;
+        std::printf("[walk34] B %3d %s rows %2d %-14s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", std::abs(B),
+                    B < 0 ? "512-639" : "pos 528", rows, warps < 0 ? "walk" : "item per warp", med, mn,
+                    bytes / (med * 1e6));
+      }
+    p.free_all();
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// One launch of the mma kernel walking (resident warps) and one with an item per warp, B = 64 at 528 positions,
+// for `ncu -k regex:attn_mma`.
+TEST(AttnBench, MmaProfile) {
+  ATTN_SKIP_WITHOUT_GPU();
+  if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
+  Guard guard;
+  mk::attn_force_mma(1);
+  Problem p;
+  p.half = true;
+  p.init(16, 4, 256, 1024, 16, std::vector<std::vector<int>>(64, {528}), 512, 11);
+  ASSERT_TRUE(p.upload());
+  for (int warps : {-1, 1 << 30}) {
+    mk::attn_force_mma_warps(warps);
+    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
+  }
+  CU(cudaDeviceSynchronize());
+  p.free_all();
+}
+
 // One launch of each variant at B = 64, 528 positions of a 1024 context, for `ncu -k regex:attn`.
 TEST(AttnBench, Profile) {
   ATTN_SKIP_WITHOUT_GPU();

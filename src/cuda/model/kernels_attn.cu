@@ -946,6 +946,13 @@ int mma_walk_warps(int n_items, int smem) {
 template <int HPL>
 Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
   constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
+  // DS_ATTN_MMA_CARVEOUT=1: ask for the largest shared-memory carveout (the kernel's blocks are bound by their 34 KB).
+  static const cudaError_t carve = env_on("DS_ATTN_MMA_CARVEOUT", false)
+                                       ? cudaFuncSetAttribute(attn_mma_kernel<HPL>,
+                                                              cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                              (int)cudaSharedmemCarveoutMaxShared)
+                                       : cudaSuccess;
+  if (carve != cudaSuccess) return cu_err("cuda attention (mma): carveout: {}", cudaGetErrorString(carve));
   const int n_items = a.n_splits * a.n_head_kv * n_tokens;
   DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(mma_walk_warps<HPL>(n_items, kSmem)), dim3(32), kSmem, stream,
                      "attention (mma partial)", a, io, n_items, attn_mma_rows()));
