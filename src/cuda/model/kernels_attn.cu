@@ -930,7 +930,8 @@ int mma_walk_warps(int n_items, int smem) {
   static const bool walk = env_on("DS_ATTN_MMA_WALK", true);
   static const int resident = [smem] {
     int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_mma_kernel<HPL>, 32, smem) != cudaSuccess)
       return 0;  // unknown: one item per warp
     return sms * per_sm;
