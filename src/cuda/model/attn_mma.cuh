@@ -1,6 +1,7 @@
 // tca33: the decode attention on f16 caches by tensor cores (include from kernels_attn.cu, inside ds::cuda::mk's
 // anonymous namespace, after split_range / write_empty / part_base / ex2).
-// One warp per (split, kv head, token), the split plan of the other loaders (so attn_combine merges it unchanged).
+// One warp per block; each (split, kv head, token) item is one warp's, the split plan of the other loaders (so
+// attn_combine merges it unchanged); walk34: a warp takes a run of items as one tile stream (see attn_mma_kernel).
 // The split's rows go through shared memory in tiles of 16 rows (two buffers, cp.async, rows past the split zero-filled),
 // and per tile:
 //  * scores: S (16 rows x 8 columns) = K tile (16 x hd, the A operand of mma.m16n8k16, f16 as cached: exact) times
@@ -13,8 +14,10 @@
 // (attn_mma_on), so a sequence's bits still do not depend on its batch.
 // Measured (H200, session 33, 9B synth, 64 x 512 + tg64 with --kv-f16): attention 516 vs 591 us a step (the scalar
 // ring kernel + combine), step 8.076-8.083 vs 8.157-8.163 ms; AttnRing.SameBitsF16Caches 3.35e-7 of float64 at the
-// 9B's shape. Still ~2x its DRAM floor (~35 us a layer): one warp per block and 34 KB of tiles give ~6 warps per SM,
-// and a 16-split block walks only ~36 rows, so the prologue (q terms) and the separate combine weigh.
+// 9B's shape. Still ~2x its DRAM floor (~35 us a layer). walk34 (session 34, H100) took out the per-item prologue and
+// pipeline fill / drain (runs of items per warp) and the partly filled tiles (DS_ATTN_MMA_ROWS): the 9B step at
+// 64 x 512+ did not move (all within 0.03 ms), so those were not the bound; the next step is a profile (occupancy /
+// carveout, DRAM throughput, stall reasons: bench/cuda/calls/s34/go2.sh).
 #pragma once
 
 constexpr int kMmaRows = 16;  // rows per tile
