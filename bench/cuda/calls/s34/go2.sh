@@ -12,11 +12,11 @@ export DS_ATTN_BENCH=1
 timeout 30 "$TM" --gtest_filter='AttnBench.Mma' > "$OUT/bench.log" 2>&1
 say "AttnBench.Mma rc=$?"; grep -E "^\[walk34\]" "$OUT/bench.log" | tee -a "$OUT/steps.log"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-for skip in 0; do  # launches: mma (walk), combine, mma (item per warp), combine
-  [ $(el) -lt $((LIM - 30)) ] || break
-  timeout 45 "$NCU" --clock-control none -k "regex:attn_mma|attn_combine" --launch-skip $skip --launch-count $((2 - skip / 2)) \
+for skip in 0 2; do  # launches: mma (walk), combine, mma (item per warp), combine
+  [ $(el) -lt $((LIM - 45)) ] || break
+  timeout 60 "$NCU" --clock-control none -k "regex:attn_mma|attn_combine" --launch-skip $skip --launch-count $((2 - skip / 2)) \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section MemoryWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section SourceCounters \
     "$TM" --gtest_filter='AttnBench.MmaProfile' > "$OUT/ncu_$skip.txt" 2>&1
   say "ncu launch $skip rc=$?"
   grep -E "attn_|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Dynamic Shared|Grid Size|Waves Per SM|Warp Cycles Per Issued|Issued Warp|Stall|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth|Shared Memory Configuration|Driver Shared" "$OUT/ncu_$skip.txt" | tr -s ' ' | head -70 | tee -a "$OUT/steps.log"
