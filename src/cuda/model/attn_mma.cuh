@@ -107,19 +107,23 @@ struct MmaFeed {
   const __half* Kc;
   const __half* Vc;
 };
-// The first item at or after it with rows (the empty ones' (M, L) written here).
+// The first item at or after it with rows (it1 if none), in c; kWriteEmpty: the skipped ones' (M, L) written (the
+// producer side does it, the consumer side passes the same items without writing).
+template <bool kWriteEmpty>
+__device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const AttnArgs& a,
+                                         const StepIO* __restrict__ io, int rows) {
+  for (; it < it1; it++) {
+    c = mma_item(a, io, it, rows);
+    if (c.k0 < c.k1) return it;
+    if (kWriteEmpty) write_empty(part_base(a, c.t, c.g), a.n_splits, c.sp, a.n_head / a.n_head_kv, a.head_dim);
+  }
+  return it1;
+}
 __device__ __forceinline__ void feed_seek(MmaFeed& f, int it, int it1, const AttnArgs& a,
                                           const StepIO* __restrict__ io, int rows) {
-  const int G = a.n_head / a.n_head_kv;
-  for (; it < it1; it++) {
-    const MmaItem m = mma_item(a, io, it, rows);
-    if (m.k0 < m.k1) {
-      f = {it, m.g, m.k0, m.k1, m.Kc, m.Vc};
-      return;
-    }
-    write_empty(part_base(a, m.t, m.g), a.n_splits, m.sp, G, a.head_dim);
-  }
-  f.it = it1;
+  MmaItem m;
+  f.it = next_full<true>(m, it, it1, a, io, rows);
+  if (f.it < it1) f = {f.it, m.g, m.k0, m.k1, m.Kc, m.Vc};
 }
 template <int HPL>
 __device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& a, const StepIO* __restrict__ io,
@@ -131,15 +135,6 @@ __device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& 
   mma_issue_tile<HPL>(f.Kc, f.Vc, f.r0, f.k1, a.n_head_kv, f.g, lane, buf);
   f.r0 += kMmaRows;
   if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, rows);
-}
-// The consumer side: the first item at or after it with rows (c.t == -1 past it1).
-__device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const AttnArgs& a,
-                                         const StepIO* __restrict__ io, int rows) {
-  for (; it < it1; it++) {
-    c = mma_item(a, io, it, rows);
-    if (c.k0 < c.k1) return it;
-  }
-  return it1;
 }
 
 template <int HPL>
@@ -171,7 +166,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
   const int mj = lane >> 3, mr = lane & 7;
 
   MmaItem c;
-  int ci = next_full(c, it0, it1, a, io, rows), tile = 0;
+  int ci = next_full<false>(c, it0, it1, a, io, rows), tile = 0;
   for (int i = 0; ci < it1; i++) {
     if (tile == 0) {  // a new item: its q terms (when (t, g) changed) and a fresh softmax state
       if (c.t != qt || c.g != qg) {
@@ -261,7 +256,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
       }
     }
     tile = 0;
-    ci = next_full(c, ci + 1, it1, a, io, rows);
+    ci = next_full<false>(c, ci + 1, it1, a, io, rows);
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }

@@ -936,13 +936,7 @@ int mma_walk_warps(int n_items, int smem) {
       return 0;  // unknown: one item per warp
     return sms * per_sm;
   }();
-  if (!walk || resident <= 0) return n_items;
-  // DS_ATTN_MMA_EVEN=1: the fewest warps <= resident that give every warp the same number of items (+-1 in the
-  // last), so the launch does not end with one warp per SM walking the last item of the longer runs.
-  static const bool even = env_on("DS_ATTN_MMA_EVEN", false);
-  if (!even) return std::min(resident, n_items);
-  const int per = (n_items + resident - 1) / resident;
-  return (n_items + per - 1) / per;
+  return walk && resident > 0 ? std::min(resident, n_items) : n_items;
 }
 template <int HPL>
 Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
