@@ -8,6 +8,8 @@ set -u
 LIM=${LIM:-200}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
+timeout 60 "$TM" --gtest_brief=1 --gtest_filter='AttnRing.*' > "$OUT/tm.log" 2>&1  # 9f6ea25's mends on a GPU
+say "AttnRing.* rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tm.log" | tr '\n' ' ')"
 export DS_ATTN_BENCH=1
 timeout 30 "$TM" --gtest_filter='AttnBench.Mma' > "$OUT/bench.log" 2>&1
 say "AttnBench.Mma rc=$?"; grep -E "^\[walk34\]" "$OUT/bench.log" | tee -a "$OUT/steps.log"
