@@ -64,16 +64,25 @@ __device__ __forceinline__ void cp16_zfill(void* dst, const void* src, int n) {
 }
 
 // Tile rows r0 .. r0 + 15 (rows >= k1 zero-filled) of kv head g into buf ([K tile | V tile], rows of mma_pitch);
-// one commit group per call.
+// one commit group per call. A lane copies chunk lane % kChunks of rows lane / kChunks + kRP i, so its source and
+// destination addresses are one base each plus constant steps (s35: the old form recomputed row, chunk and a 64-bit
+// row offset per copy, ~25 instructions each, most of the kernel's instruction stream; the same bytes land).
 template <int HPL>
 __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* Vc, int r0, int k1, int nkv, int g,
                                                int lane, char* buf) {
-  constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kP = mma_pitch<HPL>();
-  for (int c = lane; c < 2 * kMmaRows * kChunks; c += 32) {
-    const int kv = c / (kMmaRows * kChunks), r = (c / kChunks) % kMmaRows, ch = c % kChunks;
-    const int p = min(r0 + r, k1 - 1);  // a valid address even when zero-filling
-    const __half* src = (kv ? Vc : Kc) + ((int64_t)p * nkv + g) * HD + 8 * ch;
-    cp16_zfill(buf + (kv * kMmaRows + r) * kP + 16 * ch, src, r0 + r < k1 ? 16 : 0);
+  constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kRP = 32 / kChunks, kP = mma_pitch<HPL>();
+  static_assert(32 % kChunks == 0, "a warp covers whole rows");
+  const int ch = lane % kChunks, rr = lane / kChunks;
+  const int64_t step = (int64_t)kRP * nkv * HD;  // elements from one of the lane's rows to its next
+  const int64_t off = ((int64_t)(r0 + rr) * nkv + g) * HD + 8 * ch;
+  const __half* kp = Kc + off;
+  const __half* vp = Vc + off;
+  char* const d = buf + rr * kP + 16 * ch;
+#pragma unroll
+  for (int i = 0; i < kMmaRows / kRP; i++) {
+    const bool in = r0 + rr + kRP * i < k1;  // a row past the split: zero-filled from a valid address
+    cp16_zfill(d + kRP * i * kP, in ? kp + i * step : Kc, in ? 16 : 0);
+    cp16_zfill(d + (kMmaRows + kRP * i) * kP, in ? vp + i * step : Vc, in ? 16 : 0);
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
