@@ -62,6 +62,7 @@ struct Guard {
     mk::attn_force_mma(-1);
     mk::attn_force_mma_warps(-1);
     mk::attn_force_mma_rows(-1);
+    mk::attn_force_mma_pair(-1);
   }
 };
 
@@ -438,6 +439,20 @@ TEST(AttnRing, MmaWalkSameBits) {
         EXPECT_EQ(0, std::memcmp(r.core.data(), one_per_warp.core.data(), r.core.size() * 4)) << warps << " warps: core";
       }
       mk::attn_force_mma_warps(-1);
+      mk::attn_force_mma_pair(1);  // s35: two warps per item, the same bits
+      {
+        Outs r;
+        run_variant(p, def, r);
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(0, std::memcmp(r.out.data(), one_per_warp.out.data(), r.out.size() * 4)) << "pair: out";
+        EXPECT_EQ(0, std::memcmp(r.core.data(), one_per_warp.core.data(), r.core.size() * 4)) << "pair: core";
+        Outs alone_pair;
+        run_variant(p, def, alone_pair, 1);
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(0, std::memcmp(alone_pair.out.data(), one_per_warp.out.data(), alone_pair.out.size() * 4))
+            << "pair alone vs batch";
+      }
+      mk::attn_force_mma_pair(0);
       Outs alone;
       run_variant(p, def, alone, 1);
       if (HasFatalFailure()) return;
@@ -557,15 +572,16 @@ TEST(AttnBench, Mma) {
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 2;
     for (int rows : {0, 64})
-      for (int warps : {-1, 1 << 30}) {
+      for (int form : {0, 1, 2}) {  // walk, item per warp, s35's pair (two warps per item)
         mk::attn_force_mma_rows(rows);
-        mk::attn_force_mma_warps(warps);
+        mk::attn_force_mma_warps(form == 0 ? -1 : 1 << 30);
+        mk::attn_force_mma_pair(form == 2 ? 1 : 0);
         float med = 0, mn = 0;
         time_variant(p, def, e0, e1, med, mn);
         if (HasFatalFailure()) return;
         std::printf("[walk34] B %3d %s rows %2d %-14s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", std::abs(B),
-                    B < 0 ? "512-639" : "pos 528", rows, warps < 0 ? "walk" : "item per warp", med, mn,
-                    bytes / (med * 1e6));
+                    B < 0 ? "512-639" : "pos 528", rows, form == 0 ? "walk" : form == 1 ? "item per warp" : "pair",
+                    med, mn, bytes / (med * 1e6));
       }
     p.free_all();
   }

@@ -67,11 +67,12 @@ __device__ __forceinline__ void cp16_zfill(void* dst, const void* src, int n) {
 // one commit group per call. A lane copies chunk lane % kChunks of rows lane / kChunks + kRP i, so its source and
 // destination addresses are one base each plus constant steps (s35: the old form recomputed row, chunk and a 64-bit
 // row offset per copy, ~25 instructions each, most of the kernel's instruction stream; the same bytes land).
-template <int HPL>
+// kThreads lanes copy (32: one warp; 64: attn_mma_pair_kernel's two), lane = the thread's index among them.
+template <int HPL, int kThreads = 32>
 __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* Vc, int r0, int k1, int nkv, int g,
                                                int lane, char* buf) {
-  constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kRP = 32 / kChunks, kP = mma_pitch<HPL>();
-  static_assert(32 % kChunks == 0, "a warp covers whole rows");
+  constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kRP = kThreads / kChunks, kP = mma_pitch<HPL>();
+  static_assert(kThreads % kChunks == 0 && kMmaRows % kRP == 0, "the lanes cover whole rows of a tile");
   const int ch = lane % kChunks, rr = lane / kChunks;
   const int64_t step = (int64_t)kRP * nkv * HD;  // elements from one of the lane's rows to its next
   const int64_t off = ((int64_t)(r0 + rr) * nkv + g) * HD + 8 * ch;
@@ -268,4 +269,130 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
     ci = next_full<false>(c, ci + 1, it1, a, io, rows);
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// s35: two warps per item (DS_ATTN_MMA_PAIR=1, attn_force_mma_pair; an item per block, W = n_items): twice the
+// warps per SM for the same shared memory per item (the kernel above holds 6 one-warp blocks per SM, 1.5 warps per
+// scheduler, and its warps' instruction chains bound it: s35 call 1, ncu 4.26 cycles per issued instruction).
+// Warp k computes the score chain of the chunks cc = k, k + 2, .. (attn_mma_kernel's s2[k], in its order), the two
+// halves meet through shared memory and are summed as there; both warps run the same online softmax; warp k owns
+// the output chunks k NC / 2 .. (k + 1) NC / 2 - 1. Every value is formed by the same operations in the same order as
+// in attn_mma_kernel, so the bits are the same. The 64 threads copy each tile (issued after the barrier that ends
+// the tile before, one tile in flight while one is computed).
+template <int HPL>
+constexpr int mma_pair_smem_bytes() {
+  return mma_smem_bytes<HPL>() + 2 * 32 * 4 * (int)sizeof(float) + 2 * kMmaRows * 4 * (int)sizeof(float);
+}
+template <int HPL>
+__global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, const StepIO* __restrict__ io, int rows) {
+  constexpr int HD = 32 * HPL, NC = HD / 16, NH = NC / 2, kP = mma_pitch<HPL>(), kBuf = 2 * kMmaRows * kP;
+  static_assert(NC % 2 == 0, "two warps split the chunks");
+  extern __shared__ __align__(16) char mma_smem[];
+  const int tid = threadIdx.x, k = tid >> 5, lane = tid & 31;
+  const int nh = a.n_head, G = nh / a.n_head_kv;
+  pdl_wait();
+  pdl_trigger();
+  const MmaItem c = mma_item(a, io, blockIdx.x, rows);
+  if (c.k0 >= c.k1) {
+    write_empty(part_base(a, c.t, c.g), a.n_splits, c.sp, G, HD);
+    return;
+  }
+  const int n_tiles = (c.k1 - c.k0 + kMmaRows - 1) / kMmaRows;
+  mma_issue_tile<HPL, 64>(c.Kc, c.Vc, c.k0, c.k1, a.n_head_kv, c.g, tid, mma_smem);
+
+  const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
+  const float qs = a.scale * kLog2e;
+  uint32_t qb[NH][2];  // chunk cc = 2j + k
+  {
+    const float* q = a.q + ((int64_t)c.t * nh + c.g * G + hq) * HD;
+#pragma unroll
+    for (int jj = 0; jj < NH; jj++)
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const int d = 16 * (2 * jj + k) + kq + 8 * j;
+        const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
+        qb[jj][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
+      }
+  }
+  float o[NH][4];  // chunk k NH + j
+#pragma unroll
+  for (int j = 0; j < NH; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  float* const xs = reinterpret_cast<float*>(mma_smem + mma_smem_bytes<HPL>());  // [2][32][4]: the score halves
+  float* const sp_p = xs + 2 * 32 * 4 + k * kMmaRows * 4;                        // this warp's P tile [16][4]
+  const int mj = lane >> 3, mr = lane & 7, row = lane >> 2;
+
+  for (int i = 0; i < n_tiles; i++) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();  // tile i is visible to both warps, both are done with tile i - 1 (its buffer, xs)
+    if (i + 1 < n_tiles)
+      mma_issue_tile<HPL, 64>(c.Kc, c.Vc, c.k0 + (i + 1) * kMmaRows, c.k1, a.n_head_kv, c.g, tid,
+                              mma_smem + ((i + 1) & 1) * kBuf);
+    const char* kt = mma_smem + (i & 1) * kBuf;
+    const char* vt = kt + kMmaRows * kP;
+    float sk[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int jj = 0; jj < NH; jj++) {
+      uint32_t af[4];
+      ldsm_x4(af, kt + (8 * (mj & 1) + mr) * kP + 2 * (16 * (2 * jj + k) + 8 * (mj >> 1)));
+      mma_16816(sk, af, qb[jj][0], qb[jj][1]);
+    }
+    reinterpret_cast<float4*>(xs)[k * 32 + lane] = make_float4(sk[0], sk[1], sk[2], sk[3]);
+    __syncthreads();
+    const float4 ot = reinterpret_cast<const float4*>(xs)[(k ^ 1) * 32 + lane];
+    const float e0 = k ? ot.x : sk[0], e1 = k ? ot.y : sk[1], e2 = k ? ot.z : sk[2], e3 = k ? ot.w : sk[3];
+    const float d0 = k ? sk[0] : ot.x, d1 = k ? sk[1] : ot.y, d2 = k ? sk[2] : ot.z, d3 = k ? sk[3] : ot.w;
+    const int base = c.k0 + i * kMmaRows;
+    float s0 = (e0 + d0) + (e1 + d1);
+    float s1 = (e2 + d2) + (e3 + d3);
+    if (base + row >= c.k1) s0 = -INFINITY;
+    if (base + row + 8 >= c.k1) s1 = -INFINITY;
+    float tm = fmaxf(s0, s1);
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
+    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
+    if (tm > m) {
+      const float corr = ex2(m - tm);
+      l *= corr;
+#pragma unroll
+      for (int j = 0; j < NH; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[j][e] *= corr;
+      m = tm;
+    }
+    const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
+    l += p0 + p1;
+    __syncwarp();
+    sp_p[row * 4 + (lane & 3)] = p0;
+    sp_p[(row + 8) * 4 + (lane & 3)] = p1;
+    __syncwarp();
+    const uint32_t pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
+    const uint32_t pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
+#pragma unroll
+    for (int j = 0; j < NH; j++) {
+      const int cc = k * NH + j;
+      uint32_t af[4];
+      ldsm_x4_t(af, vt + (8 * (mj >> 1) + mr) * kP + 2 * (16 * cc + 8 * (mj & 1)));
+      mma_16816(o[j], af, pb0, pb1);
+    }
+  }
+  float lt = l;
+  lt += __shfl_xor_sync(0xffffffffu, lt, 4);
+  lt += __shfl_xor_sync(0xffffffffu, lt, 8);
+  lt += __shfl_xor_sync(0xffffffffu, lt, 16);
+  const int h = lane & 3;
+  if (h < G) {
+    float* out = part_base(a, c.t, c.g) + ((int64_t)h * a.n_splits + c.sp) * (HD + 2);
+    const int d = lane >> 2;
+#pragma unroll
+    for (int j = 0; j < NH; j++) {
+      const int cc = k * NH + j;
+      out[16 * cc + d] = o[j][0] + o[j][1];
+      out[16 * cc + d + 8] = o[j][2] + o[j][3];
+    }
+    if (d == 0 && k == 0) {
+      out[HD] = m;
+      out[HD + 1] = lt;
+    }
+  }
 }

@@ -913,7 +913,12 @@ bool attn_mma_on() {
 // way); attn_force_mma_warps(n > 0) fixes the warp count (tests). DS_ATTN_MMA_ALIGN=1 / DS_ATTN_MMA_ROWS=R
 // (attn_force_mma_rows) round the splits' chunks up to whole tiles of at least R rows (other bits; a function of
 // the sequence's length, not of the batch).
-int forced_mma_warps = -1, forced_mma_rows = -1;
+int forced_mma_warps = -1, forced_mma_rows = -1, forced_mma_pair = -1;
+// s35: DS_ATTN_MMA_PAIR=1 / attn_force_mma_pair(1): attn_mma_pair_kernel (two warps per item, the same bits).
+bool attn_mma_pair() {
+  static const bool env = env_on("DS_ATTN_MMA_PAIR", false);
+  return forced_mma_pair >= 0 ? forced_mma_pair != 0 : env;
+}
 // The mma kernel's rows argument: 0 = split_range's chunks; R > 0 = chunks of >= R rows in whole tiles.
 // DS_ATTN_MMA_ALIGN=1 is R = 16, DS_ATTN_MMA_ROWS=R sets R.
 int attn_mma_rows() {
@@ -949,6 +954,13 @@ Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_
                                        : cudaSuccess;
   if (carve != cudaSuccess) return cu_err("cuda attention (mma): carveout: {}", cudaGetErrorString(carve));
   const int n_items = a.n_splits * a.n_head_kv * n_tokens;
+  if (attn_mma_pair()) {
+    constexpr int kPairSmem = mma_pair_smem_bytes<HPL>();
+    static_assert(kPairSmem <= 48 * 1024, "no opt-in needed");
+    DS_TRY(launch_step(attn_mma_pair_kernel<HPL>, dim3(n_items), dim3(64), kPairSmem, stream,
+                       "attention (mma pair partial)", a, io, attn_mma_rows()));
+    return launch_combine(a, n_tokens, stream);
+  }
   DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(mma_walk_warps<HPL>(n_items, kSmem)), dim3(32), kSmem, stream,
                      "attention (mma partial)", a, io, n_items, attn_mma_rows()));
   return launch_combine(a, n_tokens, stream);
@@ -1052,6 +1064,7 @@ void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 void attn_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
 void attn_force_mma_warps(int n) { forced_mma_warps = n; }
 void attn_force_mma_rows(int rows) { forced_mma_rows = rows; }
+void attn_force_mma_pair(int on) { forced_mma_pair = on; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 

@@ -227,6 +227,9 @@ void attn_force_mma(int on);
 // least R rows in whole 16-row tiles (other bits, a function of the sequence's length only).
 void attn_force_mma_warps(int n);
 void attn_force_mma_rows(int rows);
+// s35: attn_force_mma_pair(1) = attn_mma_pair_kernel (two warps per item, the same bits as one); 0 = the one-warp
+// kernel; -1 = DS_ATTN_MMA_PAIR (default off).
+void attn_force_mma_pair(int on);
 // attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);
