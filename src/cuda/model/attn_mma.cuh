@@ -147,6 +147,78 @@ __device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& 
   if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, rows);
 }
 
+// The B fragments of Q^T for N chunks cc = cc0 + ccs j: column n = lane / 4 is head n / 2's term n % 2; rows (dims)
+// 16 cc + 2 (lane % 4) + {0, 1}, + 8. q: the kv group's first q head's row (heads >= G give zero columns).
+template <int HD, int N>
+__device__ __forceinline__ void mma_q_terms(uint32_t (&qb)[N][2], const float* q, int cc0, int ccs, int G, int lane,
+                                            float qs) {
+  const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
+  q += (int64_t)hq * HD;
+#pragma unroll
+  for (int jj = 0; jj < N; jj++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const int d = 16 * (cc0 + ccs * jj) + kq + 8 * j;
+      const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
+      qb[jj][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
+    }
+}
+// One tile's online softmax: the scores s0 / s1 of this lane's rows lane / 4 and + 8 (base = the tile's first
+// position; rows >= k1 masked), head lane % 4 (m: running max, uniform over the head's 8 lanes; l: this lane's sum;
+// o: the accumulators rescaled when the max grows); returns P^T's B fragments through the warp's P tile sp_p [16][4]:
+// this lane's column n = lane / 4 (head hq, term hl), rows kq, kq + 1, kq + 8, kq + 9.
+template <int N>
+__device__ __forceinline__ void mma_softmax(float s0, float s1, int base, int k1, int lane, float& m, float& l,
+                                            float (&o)[N][4], float* sp_p, uint32_t& pb0, uint32_t& pb1) {
+  const int row = lane >> 2, hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
+  if (base + row >= k1) s0 = -INFINITY;
+  if (base + row + 8 >= k1) s1 = -INFINITY;
+  float tm = fmaxf(s0, s1);
+  tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
+  tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
+  tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
+  if (tm > m) {  // uniform over the head's lanes
+    const float corr = ex2(m - tm);  // 0 while m is -inf
+    l *= corr;
+#pragma unroll
+    for (int cc = 0; cc < N; cc++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[cc][e] *= corr;
+    m = tm;
+  }
+  const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
+  l += p0 + p1;
+  __syncwarp();
+  sp_p[row * 4 + (lane & 3)] = p0;
+  sp_p[(row + 8) * 4 + (lane & 3)] = p1;
+  __syncwarp();
+  pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
+  pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
+}
+// An item's (A, M, L) per q head: O^T chunks cc0 .. cc0 + N - 1 (rows = dims 16 cc + lane / 4, + 8; columns 2h, 2h + 1
+// = hi, lo of head h = lane % 4), and M, L when with_ml.
+template <int HD, int N>
+__device__ __forceinline__ void mma_store(const AttnArgs& a, const MmaItem& c, const float (&o)[N][4], float m, float l,
+                                          int cc0, bool with_ml, int lane) {
+  float lt = l;
+  lt += __shfl_xor_sync(0xffffffffu, lt, 4);
+  lt += __shfl_xor_sync(0xffffffffu, lt, 8);
+  lt += __shfl_xor_sync(0xffffffffu, lt, 16);
+  const int h = lane & 3;
+  if (h >= a.n_head / a.n_head_kv) return;
+  float* out = part_base(a, c.t, c.g) + ((int64_t)h * a.n_splits + c.sp) * (HD + 2);
+  const int d = lane >> 2;
+#pragma unroll
+  for (int j = 0; j < N; j++) {
+    out[16 * (cc0 + j) + d] = o[j][0] + o[j][1];
+    out[16 * (cc0 + j) + d + 8] = o[j][2] + o[j][3];
+  }
+  if (d == 0 && with_ml) {
+    out[HD] = m;
+    out[HD + 1] = lt;
+  }
+}
+
 template <int HPL>
 __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io, int n_items,
                                                       int rows) {
@@ -164,10 +236,8 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
   feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem);
   feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem + kBuf);
 
-  // B fragments of Q^T: column n = lane / 4 is head n / 2's term n % 2; rows (dims) 16c + 2(lane % 4) + {0, 1}, + 8.
-  const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
   const float qs = a.scale * kLog2e;
-  uint32_t qb[NC][2];
+  uint32_t qb[NC][2];  // the B fragments of Q^T (mma_q_terms)
   int qt = -1, qg = -1;  // the (t, g) whose q terms qb holds
   float o[NC][4];
   float m = -INFINITY, l = 0.f;  // head lane % 4: running max (uniform over its 8 lanes) and this lane's sum
@@ -180,15 +250,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
   for (int i = 0; ci < it1; i++) {
     if (tile == 0) {  // a new item: its q terms (when (t, g) changed) and a fresh softmax state
       if (c.t != qt || c.g != qg) {
-        const float* q = a.q + ((int64_t)c.t * nh + c.g * G + hq) * HD;
-#pragma unroll
-        for (int cc = 0; cc < NC; cc++)
-#pragma unroll
-          for (int j = 0; j < 2; j++) {
-            const int d = 16 * cc + kq + 8 * j;
-            const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
-            qb[cc][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
-          }
+        mma_q_terms<HD, NC>(qb, a.q + ((int64_t)c.t * nh + c.g * G) * HD, 0, 1, G, lane, qs);
         qt = c.t, qg = c.g;
       }
 #pragma unroll
@@ -209,33 +271,9 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
       mma_16816(s2[cc & 1], af, qb[cc][0], qb[cc][1]);
     }
     // This lane: rows lane / 4 and lane / 4 + 8, head lane % 4 (columns 2h, 2h + 1 = hi, lo).
-    const int row = lane >> 2, base = c.k0 + tile * kMmaRows;
-    float s0 = (s2[0][0] + s2[1][0]) + (s2[0][1] + s2[1][1]);
-    float s1 = (s2[0][2] + s2[1][2]) + (s2[0][3] + s2[1][3]);
-    if (base + row >= c.k1) s0 = -INFINITY;
-    if (base + row + 8 >= c.k1) s1 = -INFINITY;
-    float tm = fmaxf(s0, s1);
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
-    if (tm > m) {  // uniform over the head's lanes
-      const float corr = ex2(m - tm);  // 0 while m is -inf
-      l *= corr;
-#pragma unroll
-      for (int cc = 0; cc < NC; cc++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) o[cc][e] *= corr;
-      m = tm;
-    }
-    const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
-    l += p0 + p1;
-    // P^T as B: this lane's column n = lane / 4 (head hq, term hl), rows kq, kq + 1, kq + 8, kq + 9.
-    __syncwarp();
-    sp_p[row * 4 + (lane & 3)] = p0;
-    sp_p[(row + 8) * 4 + (lane & 3)] = p1;
-    __syncwarp();
-    const uint32_t pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
-    const uint32_t pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
+    uint32_t pb0, pb1;
+    mma_softmax<NC>((s2[0][0] + s2[1][0]) + (s2[0][1] + s2[1][1]), (s2[0][2] + s2[1][2]) + (s2[0][3] + s2[1][3]),
+                    c.k0 + tile * kMmaRows, c.k1, lane, m, l, o, sp_p, pb0, pb1);
 #pragma unroll
     for (int cc = 0; cc < NC; cc++) {
       uint32_t af[4];  // A = V^T: dims 16c + 8(j & 1) .. as rows, tile rows 8(j >> 1) + mr as columns
@@ -246,25 +284,7 @@ __global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const St
     feed_issue<HPL>(f, it1, a, io, rows, lane, bi);
     if (++tile * kMmaRows < c.k1 - c.k0) continue;
 
-    // The item's last tile: its (A, M, L) per q head.
-    float lt = l;
-    lt += __shfl_xor_sync(0xffffffffu, lt, 4);
-    lt += __shfl_xor_sync(0xffffffffu, lt, 8);
-    lt += __shfl_xor_sync(0xffffffffu, lt, 16);
-    const int h = lane & 3;
-    if (h < G) {
-      float* out = part_base(a, c.t, c.g) + ((int64_t)h * a.n_splits + c.sp) * (HD + 2);
-      const int d = lane >> 2;  // O^T rows (dims) 16c + d, + 8; columns 2h, 2h + 1 (hi, lo)
-#pragma unroll
-      for (int cc = 0; cc < NC; cc++) {
-        out[16 * cc + d] = o[cc][0] + o[cc][1];
-        out[16 * cc + d + 8] = o[cc][2] + o[cc][3];
-      }
-      if (d == 0) {
-        out[HD] = m;
-        out[HD + 1] = lt;
-      }
-    }
+    mma_store<HD, NC>(a, c, o, m, l, 0, true, lane);  // the item's last tile: its (A, M, L) per q head
     tile = 0;
     ci = next_full<false>(c, ci + 1, it1, a, io, rows);
   }
@@ -300,27 +320,15 @@ __global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, con
   const int n_tiles = (c.k1 - c.k0 + kMmaRows - 1) / kMmaRows;
   mma_issue_tile<HPL, 64>(c.Kc, c.Vc, c.k0, c.k1, a.n_head_kv, c.g, tid, mma_smem);
 
-  const int hq = lane >> 3, hl = (lane >> 2) & 1, kq = 2 * (lane & 3);
-  const float qs = a.scale * kLog2e;
-  uint32_t qb[NH][2];  // chunk cc = 2j + k
-  {
-    const float* q = a.q + ((int64_t)c.t * nh + c.g * G + hq) * HD;
-#pragma unroll
-    for (int jj = 0; jj < NH; jj++)
-#pragma unroll
-      for (int j = 0; j < 2; j++) {
-        const int d = 16 * (2 * jj + k) + kq + 8 * j;
-        const float x0 = hq < G ? q[d] * qs : 0.f, x1 = hq < G ? q[d + 1] * qs : 0.f;
-        qb[jj][j] = pack_h2(term_h(x0, hl), term_h(x1, hl));
-      }
-  }
+  uint32_t qb[NH][2];  // chunks cc = 2 j + k
+  mma_q_terms<HD, NH>(qb, a.q + ((int64_t)c.t * nh + c.g * G) * HD, k, 2, G, lane, a.scale * kLog2e);
   float o[NH][4];  // chunk k NH + j
 #pragma unroll
   for (int j = 0; j < NH; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float m = -INFINITY, l = 0.f;
   float* const xs = reinterpret_cast<float*>(mma_smem + mma_smem_bytes<HPL>());  // [2][32][4]: the score halves
   float* const sp_p = xs + 2 * 32 * 4 + k * kMmaRows * 4;                        // this warp's P tile [16][4]
-  const int mj = lane >> 3, mr = lane & 7, row = lane >> 2;
+  const int mj = lane >> 3, mr = lane & 7;
 
   for (int i = 0; i < n_tiles; i++) {
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
@@ -342,32 +350,9 @@ __global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, con
     const float4 ot = reinterpret_cast<const float4*>(xs)[(k ^ 1) * 32 + lane];
     const float e0 = k ? ot.x : sk[0], e1 = k ? ot.y : sk[1], e2 = k ? ot.z : sk[2], e3 = k ? ot.w : sk[3];
     const float d0 = k ? sk[0] : ot.x, d1 = k ? sk[1] : ot.y, d2 = k ? sk[2] : ot.z, d3 = k ? sk[3] : ot.w;
-    const int base = c.k0 + i * kMmaRows;
-    float s0 = (e0 + d0) + (e1 + d1);
-    float s1 = (e2 + d2) + (e3 + d3);
-    if (base + row >= c.k1) s0 = -INFINITY;
-    if (base + row + 8 >= c.k1) s1 = -INFINITY;
-    float tm = fmaxf(s0, s1);
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
-    tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
-    if (tm > m) {
-      const float corr = ex2(m - tm);
-      l *= corr;
-#pragma unroll
-      for (int j = 0; j < NH; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) o[j][e] *= corr;
-      m = tm;
-    }
-    const float p0 = ex2(s0 - m), p1 = ex2(s1 - m);
-    l += p0 + p1;
-    __syncwarp();
-    sp_p[row * 4 + (lane & 3)] = p0;
-    sp_p[(row + 8) * 4 + (lane & 3)] = p1;
-    __syncwarp();
-    const uint32_t pb0 = pack_h2(term_h(sp_p[kq * 4 + hq], hl), term_h(sp_p[(kq + 1) * 4 + hq], hl));
-    const uint32_t pb1 = pack_h2(term_h(sp_p[(kq + 8) * 4 + hq], hl), term_h(sp_p[(kq + 9) * 4 + hq], hl));
+    uint32_t pb0, pb1;
+    mma_softmax<NH>((e0 + d0) + (e1 + d1), (e2 + d2) + (e3 + d3), c.k0 + i * kMmaRows, c.k1, lane, m, l, o, sp_p, pb0,
+                    pb1);
 #pragma unroll
     for (int j = 0; j < NH; j++) {
       const int cc = k * NH + j;
@@ -376,23 +361,5 @@ __global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, con
       mma_16816(o[j], af, pb0, pb1);
     }
   }
-  float lt = l;
-  lt += __shfl_xor_sync(0xffffffffu, lt, 4);
-  lt += __shfl_xor_sync(0xffffffffu, lt, 8);
-  lt += __shfl_xor_sync(0xffffffffu, lt, 16);
-  const int h = lane & 3;
-  if (h < G) {
-    float* out = part_base(a, c.t, c.g) + ((int64_t)h * a.n_splits + c.sp) * (HD + 2);
-    const int d = lane >> 2;
-#pragma unroll
-    for (int j = 0; j < NH; j++) {
-      const int cc = k * NH + j;
-      out[16 * cc + d] = o[j][0] + o[j][1];
-      out[16 * cc + d + 8] = o[j][2] + o[j][3];
-    }
-    if (d == 0 && k == 0) {
-      out[HD] = m;
-      out[HD + 1] = lt;
-    }
-  }
+  mma_store<HD, NH>(a, c, o, m, l, k * NH, k == 0, lane);
 }
