@@ -16,8 +16,11 @@
 // ring kernel + combine), step 8.076-8.083 vs 8.157-8.163 ms; AttnRing.SameBitsF16Caches 3.35e-7 of float64 at the
 // 9B's shape. Still ~2x its DRAM floor (~35 us a layer). walk34 (session 34, H100) took out the per-item prologue and
 // pipeline fill / drain (runs of items per warp) and the partly filled tiles (DS_ATTN_MMA_ROWS): the 9B step at
-// 64 x 512+ did not move (all within 0.03 ms), so those were not the bound; the next step is a profile (occupancy /
-// carveout, DRAM throughput, stall reasons: bench/cuda/calls/s34/go2.sh).
+// 64 x 512+ did not move (all within 0.03 ms), so those were not the bound. s35's profile (ncu, H100, B 64 x 528):
+// 6 one-warp blocks per SM (shared memory), 4.26 warp cycles per issued instruction, DRAM 58%: the warps' instruction
+// chains bound it, most of them the copies' address arithmetic (rewritten in mma_issue_tile) -- and AttnBench had one
+// item per warp faster than the walk (87 vs 99 us) and 64-row splits faster still (70 us). attn_mma_pair_kernel (below)
+// doubles the warps per SM. Both s35 changes are compiled but not yet run on a GPU (bench/cuda/calls/s35/go3.sh).
 #pragma once
 
 constexpr int kMmaRows = 16;  // rows per tile
