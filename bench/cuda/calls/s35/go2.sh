@@ -4,9 +4,9 @@
 # beats split_range's chunks (69.8 us with an item per warp). Does it hold in the 9B step? (a) lockstep 64 x 512 tg64
 # --kv-f16, interleaved rounds: default (walk, rows 0) / WALK=0 ROWS=64 / WALK=0 ALIGN=1 / WALK=0 / ROWS=64;
 # (b) the breakdown of the fastest; (c) served at 64 clients (--prefill-budget 4096) with the fastest and the default.
-# Run as: cd devf16 && OUT=$OUT LIM=300 timeout 310 bash go2.sh
+# Run as: cd devf16 && OUT=$OUT LIM=170 timeout 180 bash go2.sh
 set -u
-LIM=${LIM:-300}
+LIM=${LIM:-170}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
 synth9b_bg 14
@@ -15,14 +15,14 @@ say "AttnRing.* rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tm.log" | tr '\n' '
 grep -E "Failure|FAILED" -A3 "$OUT/tm.log" | head -16 | tee -a "$OUT/steps.log"
 DS_ATTN_BENCH=1 timeout 30 "$TM" --gtest_filter='AttnBench.Mma' > "$OUT/bench.log" 2>&1
 say "AttnBench.Mma rc=$?"; grep -E "^\[walk34\]" "$OUT/bench.log" | tee -a "$OUT/steps.log"
-wait9b 150
+[ $(el) -lt $((LIM - 40)) ] && wait9b $((LIM - 40))
 say synth
 cb() { timeout 20 env $1 "$X" cuda-bench -m "$M9" --tg 64 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 > "$OUT/cb1.log" 2>&1
   say "lockstep $1: rc=$? $(grep -E '^decode' "$OUT/cb1.log" | tail -1 | cut -c1-90) $(grep -o 'nonfinite[^,]*' "$OUT/cb1.log" | head -1)"; }
 for r in 1 2; do
-  for v in "DS_KV_F16=1" "DS_KV_F16=1 DS_ATTN_MMA_WALK=0 DS_ATTN_MMA_ROWS=64" "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1" \
-           "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1 DS_ATTN_MMA_ROWS=64" "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1 DS_ATTN_MMA_ALIGN=1"; do
-    [ $(el) -lt $((LIM - 130)) ] && cb "$v"
+  for v in "DS_KV_F16=1" "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1 DS_ATTN_MMA_ROWS=64" "DS_KV_F16=1 DS_ATTN_MMA_WALK=0 DS_ATTN_MMA_ROWS=64" \
+           "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1" "DS_KV_F16=1 DS_ATTN_MMA_PAIR=1 DS_ATTN_MMA_ALIGN=1"; do
+    [ $(el) -lt $((LIM - 22)) ] && cb "$v"
   done
 done
 BEST=$(python3 - "$OUT/steps.log" <<'PY'
