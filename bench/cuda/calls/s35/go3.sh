@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 36, call 1 (s35's call 2, go2.sh, never ran: the device budget went on refused starts). Binaries of main
+# Session 36, call 1 (s35's call 2 never ran: the device budget went on refused starts). Binaries of main
 # after 3e7a601: mma_issue_tile with per-lane bases (~7 instead of ~25 instructions per 16-byte copy) and
 # attn_mma_pair_kernel (DS_ATTN_MMA_PAIR=1: two warps per item, the same bits), neither yet run on a GPU.
 # (a) AttnRing.* (MmaWalkSameBits now also memcmp's the pair kernel); AttnBench.Mma (walk / item per warp / pair x
