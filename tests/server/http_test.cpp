@@ -739,15 +739,18 @@ TEST(Http, StalledReaderIsDroppedAfterTheWriteTimeout) {
   Rig rig(sc, o);
   // A client that asks for a long stream and never reads: once the socket buffers are full the
   // server's write times out, the request is cancelled and its slot freed; others are served.
+  // 20 top logprobs make each event ~1 KB, so the loopback send buffer (up to tcp_wmem's 4 MB) fills
+  // in a few thousand tokens: with ~150-byte events it took ~28,000, more than a loaded 2-core CI
+  // machine generated in the old 20 s wait (CI saw requests_cancelled still 0).
   int fd = raw_connect(rig.srv.port());
   ASSERT_GE(fd, 0);
   int small = 4096;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  std::string req = http_post_text("/v1/completions", json{{"prompt", "flood"}, {"max_tokens", 50000}, {"stream", true}}.dump());
+  std::string req = http_post_text("/v1/completions", json{{"prompt", "flood"}, {"max_tokens", 50000}, {"stream", true}, {"logprobs", 20}}.dump());
   ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(rig.post("/v1/completions", json{{"prompt", "other"}, {"max_tokens", 5}}.dump()).first, 200);
-  while (rig.eng.stats().requests_cancelled == 0 && std::chrono::steady_clock::now() - t0 < 20s)
+  while (rig.eng.stats().requests_cancelled == 0 && std::chrono::steady_clock::now() - t0 < 60s)
     std::this_thread::sleep_for(10ms);
   EXPECT_EQ(rig.eng.stats().requests_cancelled, 1u);
   EXPECT_LT(rig.eng.stats().generated_tokens, 50000u);
