@@ -350,12 +350,11 @@ __global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, con
     }
     reinterpret_cast<float4*>(xs)[k * 32 + lane] = make_float4(sk[0], sk[1], sk[2], sk[3]);
     __syncthreads();
-    const float4 ot = reinterpret_cast<const float4*>(xs)[(k ^ 1) * 32 + lane];
-    const float e0 = k ? ot.x : sk[0], e1 = k ? ot.y : sk[1], e2 = k ? ot.z : sk[2], e3 = k ? ot.w : sk[3];
-    const float d0 = k ? sk[0] : ot.x, d1 = k ? sk[1] : ot.y, d2 = k ? sk[2] : ot.z, d3 = k ? sk[3] : ot.w;
+    // Both warps read both halves back (s2[0], s2[1] of attn_mma_kernel), so the sums are formed alike.
+    const float4 e = reinterpret_cast<const float4*>(xs)[lane], d = reinterpret_cast<const float4*>(xs)[32 + lane];
     uint32_t pb0, pb1;
-    mma_softmax<NH>((e0 + d0) + (e1 + d1), (e2 + d2) + (e3 + d3), c.k0 + i * kMmaRows, c.k1, lane, m, l, o, sp_p, pb0,
-                    pb1);
+    mma_softmax<NH>((e.x + d.x) + (e.y + d.y), (e.z + d.z) + (e.w + d.w), c.k0 + i * kMmaRows, c.k1, lane, m, l, o,
+                    sp_p, pb0, pb1);
 #pragma unroll
     for (int j = 0; j < NH; j++) {
       const int cc = k * NH + j;
