@@ -43,7 +43,8 @@ const std::string& ChatTemplate::source() const { return impl_->source; }
 
 Result<std::string> ChatTemplate::render_vars(const nlohmann::ordered_json& vars) const {
   if (!vars.is_object()) return err("chat template: variables must be a JSON object, got {}", vars.type_name());
-  jinja::Interp in(jinja::Limits{limits_.max_output_bytes, limits_.max_call_depth, limits_.max_steps});
+  jinja::Interp in(
+      jinja::Limits{limits_.max_output_bytes, limits_.max_call_depth, limits_.max_steps, limits_.max_stack_bytes});
   try {
     auto globals = std::make_shared<jinja::Frame>();
     globals->vars = jinja::make_globals();

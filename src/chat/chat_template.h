@@ -23,11 +23,12 @@ namespace ds::chat {
 
 class ChatTemplate {
  public:
-  // Every render finishes: these bound its output, macro recursion and total work.
+  // Every render finishes: these bound its output, macro recursion, total work and the stack its recursion uses.
   struct Limits {
     size_t max_output_bytes = size_t{64} << 20;
     int max_call_depth = 200;
     uint64_t max_steps = 50'000'000;
+    size_t max_stack_bytes = size_t{6} << 20;  // less where the thread's stack has less room
   };
 
   // Lexes and parses `source`; a syntax error, unknown tag, filter or test names the line.

@@ -1,5 +1,7 @@
 #include "chat/jinja_interp.h"
 
+#include <pthread.h>
+
 #include <cmath>
 #include <limits>
 
@@ -324,9 +326,29 @@ void Interp::step(int line) {
   line_ = line;
   if (++steps_ > limits_.max_steps)
     fail("template evaluation exceeded " + std::to_string(limits_.max_steps) + " steps (runaway loop?)");
+  // Every statement and expression passes here, so the recursion is bounded where it grows (the frame address
+  // is the real stack even under ASan's fake stacks). Stacks grow down on every platform this builds for.
+  const auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (stack_base_ > sp && stack_base_ - sp > stack_room_)
+    fail("template nested too deeply: its expressions inside macro calls need more than " +
+         std::to_string(stack_room_ >> 10) + " KiB of stack (runaway recursion?)");
 }
 
 std::string Interp::render(const Body& body, FramePtr globals) {
+  stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  stack_room_ = limits_.max_stack_bytes;
+  // The thread's own stack bounds (a worker thread may have far less than the main thread's 8 MB).
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* low = nullptr;
+    size_t size = 0;
+    constexpr uintptr_t kMargin = uintptr_t{512} << 10;  // the frames of the check's error path and its throw
+    if (pthread_attr_getstack(&attr, &low, &size) == 0) {
+      const auto lo = reinterpret_cast<uintptr_t>(low);
+      stack_room_ = stack_base_ > lo + kMargin ? std::min<size_t>(stack_room_, stack_base_ - lo - kMargin) : 0;
+    }
+    pthread_attr_destroy(&attr);
+  }
   std::string out;
   exec(body, child(globals), out);
   return out;

@@ -2,7 +2,9 @@
 // iteration, a macro call, a with block and a call-block body each get a fresh frame; if blocks do
 // not; `set` writes the innermost frame (hence namespaces for state that outlives a loop); macros
 // close over the frame they were defined in. Limits make every render finish: output size, macro
-// call depth and a step budget (a template can nest range() loops into billions of iterations).
+// call depth, a step budget (a template can nest range() loops into billions of iterations) and the C++
+// stack the interpreter's recursion may use (expressions nested 128 deep inside 200 nested macro calls
+// overflowed an 8 MB stack: session 36's fuzzing).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,8 @@ struct Limits {
   size_t max_output_bytes = size_t{64} << 20;  // also caps every string a template builds
   int max_call_depth = 200;                   // macro recursion
   uint64_t max_steps = 50'000'000;            // statements + expressions evaluated
+  size_t max_stack_bytes = size_t{6} << 20;    // C++ stack below render()'s frame; less where the thread's
+                                               // stack has less room left (minus 512 KiB for the error path)
 };
 
 struct Frame {
@@ -54,6 +58,8 @@ class Interp {
   int line_ = 0;
   int call_depth_ = 0;
   uint64_t steps_ = 0;
+  uintptr_t stack_base_ = 0;  // render()'s frame address
+  size_t stack_room_ = 0;     // the stack the recursion may use below it
   std::vector<Value> block_values_;  // subjects of the filter blocks being evaluated
   std::vector<std::weak_ptr<NamespaceObj>> namespaces_;  // cleared at the end (breaks cycles)
   std::vector<std::weak_ptr<Frame>> macro_frames_;        // frames holding macros, likewise

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <random>
+#include <pthread.h>
 #include <thread>
 
 #include "chat/chat_template.h"
@@ -88,6 +89,51 @@ TEST(JinjaLimits, DeepNestingIsRefusedNotACrash) {
   // A namespace that holds itself: printing and serialising it must stop.
   expect_error(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), "nested too deeply");
   expect_error(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me|string|length }}"), "nested too deeply");
+}
+
+// Session 36's fuzzing: expressions nested 120 deep (under the parser's 128) inside 200 nested macro calls (the call
+// limit) took ~8 MB of C++ stack and crashed the process; the interpreter's stack budget refuses it instead.
+TEST(JinjaLimits, DeepExpressionsInsideDeepMacroCallsAreRefused) {
+  auto recursive = [](const std::string& expr, int calls) {
+    return "{%- macro f(n) -%}{%- if n > 0 -%}{{ " + expr + " }}{%- endif -%}{%- endmacro -%}{{ f(" +
+           std::to_string(calls) + ") }}";
+  };
+  const std::string deep = recursive(std::string(120, '-') + "f(n - 1)", 199);
+  auto r = render(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("nested too deeply"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("KiB of stack"), std::string::npos) << r.error().message;
+  // The same on a thread with a 2 MB stack: the budget shrinks to the room the thread has.
+  std::string msg;
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t{2} << 20), 0);
+  struct Job {
+    const std::string* tpl;
+    std::string* msg;
+  } job{&deep, &msg};
+  pthread_t th;
+  ASSERT_EQ(pthread_create(
+                &th, &attr,
+                [](void* p) -> void* {
+                  auto* j = static_cast<Job*>(p);
+                  auto res = render(*j->tpl);
+                  *j->msg = res.ok() ? "rendered" : res.error().message;
+                  return nullptr;
+                },
+                &job),
+            0);
+  pthread_join(th, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_NE(msg.find("nested too deeply"), std::string::npos) << msg;
+  // Deep expressions in shallow recursion, and shallow expressions in the deepest recursion allowed, still render.
+  const std::string parens = std::string(50, '(') + "n" + std::string(50, ')');
+  auto a = render(recursive("f(n - 1) ~ " + parens, 10));
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(*a, "12345678910");
+  auto b = render(recursive("f(n - 1) ~ (n % 2)", 199));
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->size(), 199u);
 }
 
 TEST(JinjaLimits, ErrorsNameTheLine) {

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 36, call 1 (s35's call 2 never ran: the device budget went on refused starts). Binaries of main
-# after 3e7a601: mma_issue_tile with per-lane bases (~7 instead of ~25 instructions per 16-byte copy) and
+# The next session's call 1 (s35's call 2 never ran: the device budget went on refused starts; session 36 had no
+# device time). Binaries of main after f3dd122 (session 36: the pair kernel reads both score halves from shared
+# memory; the same bits): mma_issue_tile with per-lane bases (~7 instead of ~25 instructions per 16-byte copy) and
 # attn_mma_pair_kernel (DS_ATTN_MMA_PAIR=1: two warps per item, the same bits), neither yet run on a GPU.
 # (a) AttnRing.* (MmaWalkSameBits now also memcmp's the pair kernel); AttnBench.Mma (walk / item per warp / pair x
 # rows 0 / 64, B 64 / 1); (b) lockstep 64 x 512 tg64 --kv-f16, two interleaved rounds: default (walk, rows 0) /
@@ -42,7 +43,7 @@ say "best lockstep variant: $BEST"
   --prompt 512 --ctx 1024 --breakdown --top 4 --json "$OUT/cb_bd.jsonl" > "$OUT/bd64.log" 2>&1; say "breakdown 64 $BEST rc=$?"
   grep -E "^(decode|attention|matvec|gdn)" "$OUT/bd64.log" | head -8 | tee -a "$OUT/steps.log"; }
 sb() { env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 50 bash "$D/../tools/serve_bench.sh" "$M9" --levels $2 \
-  --budget-s 40 --label "session35 call2 $GPU $1 $3" ${3:+--server-args "$3"} >> "$OUT/serve.log" 2>&1; say "serve $1 $2 $3 rc=$?"; }
+  --budget-s 40 --label "s35go3 $GPU $1 $3" ${3:+--server-args "$3"} >> "$OUT/serve.log" 2>&1; say "serve $1 $2 $3 rc=$?"; }
 case "$GPU" in *H200*) ;; *) say "not an H200: no serve (issue 7's number is the H200's)"; LIM=0 ;; esac
 [ $(el) -lt $((LIM - 55)) ] && sb "$BEST" 64 "--prefill-budget 4096"
 [ $(el) -lt $((LIM - 55)) ] && [ "$BEST" != "DS_KV_F16=1" ] && sb "DS_KV_F16=1" 64 "--prefill-budget 4096"
