@@ -337,18 +337,23 @@ void Interp::step(int line) {
 std::string Interp::render(const Body& body, FramePtr globals) {
   stack_base_ = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   stack_room_ = limits_.max_stack_bytes;
-  // The thread's own stack bounds (a worker thread may have far less than the main thread's 8 MB).
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-    void* low = nullptr;
-    size_t size = 0;
-    constexpr uintptr_t kMargin = uintptr_t{512} << 10;  // the frames of the check's error path and its throw
-    if (pthread_attr_getstack(&attr, &low, &size) == 0) {
-      const auto lo = reinterpret_cast<uintptr_t>(low);
-      stack_room_ = stack_base_ > lo + kMargin ? std::min<size_t>(stack_room_, stack_base_ - lo - kMargin) : 0;
+  // The thread's own stack bounds (a worker thread may have far less than the main thread's 8 MB), once per thread:
+  // for the main thread glibc reads /proc/self/maps to find them.
+  thread_local const uintptr_t stack_low = [] {
+    uintptr_t lo = 0;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* low = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &low, &size) == 0) lo = reinterpret_cast<uintptr_t>(low);
+      pthread_attr_destroy(&attr);
     }
-    pthread_attr_destroy(&attr);
-  }
+    return lo;
+  }();
+  constexpr uintptr_t kMargin = uintptr_t{512} << 10;  // the frames of the check's error path and its throw
+  if (stack_low != 0)
+    stack_room_ =
+        stack_base_ > stack_low + kMargin ? std::min<size_t>(stack_room_, stack_base_ - stack_low - kMargin) : 0;
   std::string out;
   exec(body, child(globals), out);
   return out;
