@@ -623,6 +623,10 @@ class Parser {
     if (args.size() == 1) {
       idx = std::move(args[0]);
     } else {
+      // a[1:2, 3] (a tuple holding a slice): Jinja2 builds it and then no list, dict or string takes it as an index;
+      // refused here (a Slice node evaluates only as a subscript; session 36's fuzzing found it crashing).
+      for (const auto& a : args)
+        if (a->kind == ExprKind::Slice) fail(line, "a slice inside a tuple index ('a[1:2, 3]') is not supported");
       idx = node(ExprKind::Tuple, line);
       idx->items = std::move(args);
     }

@@ -136,6 +136,16 @@ TEST(JinjaLimits, DeepExpressionsInsideDeepMacroCallsAreRefused) {
   EXPECT_EQ(b->size(), 199u);
 }
 
+// Session 36's fuzzing: a slice inside a tuple index evaluated its missing object (a null pointer: exit 139).
+TEST(JinjaLimits, SliceInsideATupleIndexIsRefused) {
+  for (const char* t : {"{{ [1, 2][:1, 2] }}", "{{ [1, 2][1:, 2] }}", "{{ [1, 2][0, ::1] }}", "{{ x[1:2, 3] }}"}) {
+    auto r = render(t);
+    ASSERT_FALSE(r.ok()) << t;
+    EXPECT_NE(r.error().message.find("slice inside a tuple index"), std::string::npos) << t << ": " << r.error().message;
+  }
+  EXPECT_EQ(*render("{{ [1, 2, 3][:2] }}{{ 'abc'[::-1] }}{{ {(1, 2): 'x'}[1, 2] }}"), "[1, 2]cbax");
+}
+
 TEST(JinjaLimits, ErrorsNameTheLine) {
   auto r = render("a\nb\n{{ 1 +* 2 }}");
   expect_error(r, "syntax error on line 3");
