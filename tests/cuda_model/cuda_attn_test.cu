@@ -60,9 +60,7 @@ struct Guard {
     mk::attn_force_skip_empty(-1);
     mk::attn_force_evict(-1);
     mk::attn_force_mma(-1);
-    mk::attn_force_mma_warps(-1);
     mk::attn_force_mma_rows(-1);
-    mk::attn_force_mma_pair(-1);
   }
 };
 
@@ -389,11 +387,11 @@ TEST(AttnRing, SameBitsF16Caches) {
   p.free_all();
 }
 
-// walk34: the mma kernel's warps walk runs of (token, kv head, split) items with one tile stream; the bits must
-// not depend on how many warps share the items (1 warp takes all, a few take uneven runs, one item per warp is
-// tca33's launch, the default rule as many as are resident). With the splits rounded up to whole tiles of at least
-// 16 / 64 rows (rows): within 2e-5 of float64, a sequence alone == its rows of the batch, any warp count the same bits.
-TEST(AttnRing, MmaWalkSameBits) {
+// The mma kernel (two warps per (token, kv head, split) item) with split_range's chunks (rows 0) and the splits
+// rounded up to whole tiles of at least 16 / 64 rows: within 2e-5 of float64, the same bits run twice, a sequence
+// alone == its rows of the batch. (Through s36 this test also memcmp'd walk34's one-warp forms against it: equal
+// on the H100 in s37 before they were removed.)
+TEST(AttnRing, MmaRowsMatchFloat64) {
   ATTN_SKIP_WITHOUT_GPU();
   Guard guard;
   mk::attn_force_mma(1);
@@ -422,41 +420,21 @@ TEST(AttnRing, MmaWalkSameBits) {
       ASSERT_TRUE(p.upload());
       std::vector<double> core, out;
       p.reference(core, out);
-      Outs one_per_warp;
-      mk::attn_force_mma_warps(1 << 30);  // min(n, items): one item per warp
-      run_variant(p, def, one_per_warp);
+      Outs batch;
+      run_variant(p, def, batch);
       if (HasFatalFailure()) return;
-      const double eo = max_rel(one_per_warp.out, out), ec = max_rel(one_per_warp.core, core);
-      std::printf("[walk34] %s, rows %d: vs float64 out %.3g core %.3g\n", sh.what, rows, eo, ec);
+      const double eo = max_rel(batch.out, out), ec = max_rel(batch.core, core);
+      std::printf("[mma] %s, rows %d: vs float64 out %.3g core %.3g\n", sh.what, rows, eo, ec);
       EXPECT_LE(eo, 2e-5);
       EXPECT_LE(ec, 2e-5);
-      for (int warps : {-1, 1, 3, 7, 100}) {
-        mk::attn_force_mma_warps(warps);
-        Outs r;
-        run_variant(p, def, r);
-        if (HasFatalFailure()) return;
-        EXPECT_EQ(0, std::memcmp(r.out.data(), one_per_warp.out.data(), r.out.size() * 4)) << warps << " warps: out";
-        EXPECT_EQ(0, std::memcmp(r.core.data(), one_per_warp.core.data(), r.core.size() * 4)) << warps << " warps: core";
-      }
-      mk::attn_force_mma_warps(-1);
-      mk::attn_force_mma_pair(1);  // s35: two warps per item, the same bits
-      {
-        Outs r;
-        run_variant(p, def, r);
-        if (HasFatalFailure()) return;
-        EXPECT_EQ(0, std::memcmp(r.out.data(), one_per_warp.out.data(), r.out.size() * 4)) << "pair: out";
-        EXPECT_EQ(0, std::memcmp(r.core.data(), one_per_warp.core.data(), r.core.size() * 4)) << "pair: core";
-        Outs alone_pair;
-        run_variant(p, def, alone_pair, 1);
-        if (HasFatalFailure()) return;
-        EXPECT_EQ(0, std::memcmp(alone_pair.out.data(), one_per_warp.out.data(), alone_pair.out.size() * 4))
-            << "pair alone vs batch";
-      }
-      mk::attn_force_mma_pair(0);
-      Outs alone;
+      Outs again, alone;
+      run_variant(p, def, again);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(0, std::memcmp(again.out.data(), batch.out.data(), again.out.size() * 4)) << "run twice: out";
+      EXPECT_EQ(0, std::memcmp(again.core.data(), batch.core.data(), again.core.size() * 4)) << "run twice: core";
       run_variant(p, def, alone, 1);
       if (HasFatalFailure()) return;
-      EXPECT_EQ(0, std::memcmp(alone.out.data(), one_per_warp.out.data(), alone.out.size() * 4)) << "alone vs batch";
+      EXPECT_EQ(0, std::memcmp(alone.out.data(), batch.out.data(), alone.out.size() * 4)) << "alone vs batch";
       p.free_all();
     }
   }
@@ -551,8 +529,8 @@ TEST(AttnBench, Time) {
   cudaEventDestroy(e1);
 }
 
-// walk34: tca33's tensor-core kernel (f16 caches) per launch (partial + combine): the walk (-1: resident warps) vs
-// one item per warp, split_range's chunks vs >= 64-row tiles, at B = 64 (528 positions; 512 .. 639) and B = 1.
+// The tensor-core kernel (f16 caches) per launch (partial + combine): split_range's chunks vs >= 64-row tiles, at
+// B = 64 (528 positions; 512 .. 639) and B = 1.
 TEST(AttnBench, Mma) {
   ATTN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
@@ -571,26 +549,21 @@ TEST(AttnBench, Mma) {
     ASSERT_TRUE(p.upload());
     double bytes = 0;
     for (int t = 0; t < p.T; t++) bytes += 2.0 * (p.pos[t] + 1) * p.nkv * p.hd * 2;
-    for (int rows : {0, 64})
-      for (int form : {0, 1, 2}) {  // walk, item per warp, s35's pair (two warps per item)
-        mk::attn_force_mma_rows(rows);
-        mk::attn_force_mma_warps(form == 0 ? -1 : 1 << 30);
-        mk::attn_force_mma_pair(form == 2 ? 1 : 0);
-        float med = 0, mn = 0;
-        time_variant(p, def, e0, e1, med, mn);
-        if (HasFatalFailure()) return;
-        std::printf("[walk34] B %3d %s rows %2d %-14s %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", std::abs(B),
-                    B < 0 ? "512-639" : "pos 528", rows, form == 0 ? "walk" : form == 1 ? "item per warp" : "pair",
-                    med, mn, bytes / (med * 1e6));
-      }
+    for (int rows : {0, 64}) {
+      mk::attn_force_mma_rows(rows);
+      float med = 0, mn = 0;
+      time_variant(p, def, e0, e1, med, mn);
+      if (HasFatalFailure()) return;
+      std::printf("[mma] B %3d %s rows %2d %8.2f us (min %8.2f)  K/V %5.2f TB/s\n", std::abs(B),
+                  B < 0 ? "512-639" : "pos 528", rows, med, mn, bytes / (med * 1e6));
+    }
     p.free_all();
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }
 
-// One launch of the mma kernel walking (resident warps) and one with an item per warp, B = 64 at 528 positions,
-// for `ncu -k regex:attn_mma`.
+// One launch of the mma kernel, B = 64 at 528 positions, for `ncu -k regex:attn_mma`.
 TEST(AttnBench, MmaProfile) {
   ATTN_SKIP_WITHOUT_GPU();
   if (!bench_on()) GTEST_SKIP() << "DS_ATTN_BENCH=1 to run";
@@ -600,10 +573,7 @@ TEST(AttnBench, MmaProfile) {
   p.half = true;
   p.init(16, 4, 256, 1024, 16, std::vector<std::vector<int>>(64, {528}), 512, 11);
   ASSERT_TRUE(p.upload());
-  for (int warps : {-1, 1 << 30}) {
-    mk::attn_force_mma_warps(warps);
-    ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
-  }
+  ASSERT_TRUE(mk::attention(p.args(false), p.dio, p.T, nullptr).ok());
   CU(cudaDeviceSynchronize());
   p.free_all();
 }

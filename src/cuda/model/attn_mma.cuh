@@ -1,7 +1,7 @@
 // tca33: the decode attention on f16 caches by tensor cores (include from kernels_attn.cu, inside ds::cuda::mk's
 // anonymous namespace, after split_range / write_empty / part_base / ex2).
-// One warp per block; each (split, kv head, token) item is one warp's, the split plan of the other loaders (so
-// attn_combine merges it unchanged); walk34: a warp takes a run of items as one tile stream (see attn_mma_kernel).
+// Each (split, kv head, token) item is one block of two warps (attn_mma_pair_kernel), the split plan of the other
+// loaders (so attn_combine merges it unchanged).
 // The split's rows go through shared memory in tiles of 16 rows (two buffers, cp.async, rows past the split zero-filled),
 // and per tile:
 //  * scores: S (16 rows x 8 columns) = K tile (16 x hd, the A operand of mma.m16n8k16, f16 as cached: exact) times
@@ -14,13 +14,14 @@
 // (attn_mma_on), so a sequence's bits still do not depend on its batch.
 // Measured (H200, session 33, 9B synth, 64 x 512 + tg64 with --kv-f16): attention 516 vs 591 us a step (the scalar
 // ring kernel + combine), step 8.076-8.083 vs 8.157-8.163 ms; AttnRing.SameBitsF16Caches 3.35e-7 of float64 at the
-// 9B's shape. Still ~2x its DRAM floor (~35 us a layer). walk34 (session 34, H100) took out the per-item prologue and
-// pipeline fill / drain (runs of items per warp) and the partly filled tiles (DS_ATTN_MMA_ROWS): the 9B step at
-// 64 x 512+ did not move (all within 0.03 ms), so those were not the bound. s35's profile (ncu, H100, B 64 x 528):
-// 6 one-warp blocks per SM (shared memory), 4.26 warp cycles per issued instruction, DRAM 58%: the warps' instruction
-// chains bound it, most of them the copies' address arithmetic (rewritten in mma_issue_tile) -- and AttnBench had one
-// item per warp faster than the walk (87 vs 99 us) and 64-row splits faster still (70 us). attn_mma_pair_kernel (below)
-// doubles the warps per SM. Both s35 changes are compiled but not yet run on a GPU (bench/cuda/calls/s35/go3.sh).
+// 9B's shape. Still ~2x its DRAM floor (~35 us a layer). walk34 (session 34) let one-warp blocks walk runs of items
+// (no gain: the per-item prologue and the pipeline fill / drain were not the bound); s35's profile (ncu, H100, B 64 x
+// 528) of that one-warp kernel: 6 blocks per SM (shared memory), 4.26 warp cycles per issued instruction, DRAM 58%,
+// bound by its warps' instruction chains, most of them the copies' address arithmetic. So s35 rewrote the copies
+// (mma_issue_tile) and split each item over two warps (attn_mma_pair_kernel: twice the warps per SM). s37 (H100,
+// AttnBench.Mma, 16 x 4 x 256 heads): B 64 at 528 positions 66.2 us vs 77.8 (walk) / 74.4 (one item per warp); B 1
+// 7.05 vs 9.70 us; the 9B step at 64 x 512+ with --kv-f16 8.938 vs 9.013 ms. The one-warp kernel was removed then
+// (its bits were the pair's: AttnRing.MmaWalkSameBits memcmp'd them on the H100 before).
 #pragma once
 
 constexpr int kMmaRows = 16;  // rows per tile
@@ -70,8 +71,8 @@ __device__ __forceinline__ void cp16_zfill(void* dst, const void* src, int n) {
 // one commit group per call. A lane copies chunk lane % kChunks of rows lane / kChunks + kRP i, so its source and
 // destination addresses are one base each plus constant steps (s35: the old form recomputed row, chunk and a 64-bit
 // row offset per copy, ~25 instructions each, most of the kernel's instruction stream; the same bytes land).
-// kThreads lanes copy (32: one warp; 64: attn_mma_pair_kernel's two), lane = the thread's index among them.
-template <int HPL, int kThreads = 32>
+// kThreads lanes copy (attn_mma_pair_kernel's 64), lane = the thread's index among them.
+template <int HPL, int kThreads = 64>
 __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* Vc, int r0, int k1, int nkv, int g,
                                                int lane, char* buf) {
   constexpr int HD = 32 * HPL, kChunks = HD * 2 / 16, kRP = kThreads / kChunks, kP = mma_pitch<HPL>();
@@ -92,7 +93,7 @@ __device__ __forceinline__ void mma_issue_tile(const __half* Kc, const __half* V
 }
 
 // Item it of a launch: (token t, kv head g, split sp) with it = (t * nkv + g) * ns + sp. A split's rows: the
-// context cut into n_splits equal chunks (split_range; rows = 0), or (walk34, rows > 0) chunks of at least `rows`
+// context cut into n_splits equal chunks (split_range; rows = 0), or (rows > 0) chunks of at least `rows`
 // rows rounded up to whole 16-row tiles, so no tile but a split's last is partly zero-filled and short contexts use
 // fewer splits (other bits than rows 0; a function of the sequence's length, not of the batch).
 struct MmaItem {
@@ -108,46 +109,6 @@ __device__ __forceinline__ MmaItem mma_item(const AttnArgs& a, const StepIO* __r
   const int chunk = (max((n_keys + ns - 1) / ns, rows) + kMmaRows - 1) / kMmaRows * kMmaRows;
   const int k0 = min(sp * chunk, n_keys);
   return {t, g, sp, k0, min(k0 + chunk, n_keys), r.Kc, r.Vc};
-}
-
-// walk34: a warp takes the items it0 .. it1 - 1 in order (grid.x warps, it = w * n / W ..; W = n_items is one item
-// per warp, tca33's launch). Its tiles form one stream through the two buffers: the next item's first tiles load
-// while this item's last ones are computed, and the q terms are rebuilt only when (t, g) changes. Each item's
-// arithmetic is the same whatever warp takes it, with which other items, so the bits do not depend on the grid.
-// The producer side: the next tile to load (rows r0 .., item it; it == it1 once every tile is issued).
-struct MmaFeed {
-  int it, g, r0, k1;
-  const __half* Kc;
-  const __half* Vc;
-};
-// The first item at or after it with rows (it1 if none), in c; kWriteEmpty: the skipped ones' (M, L) written (the
-// producer side does it, the consumer side passes the same items without writing).
-template <bool kWriteEmpty>
-__device__ __forceinline__ int next_full(MmaItem& c, int it, int it1, const AttnArgs& a,
-                                         const StepIO* __restrict__ io, int rows) {
-  for (; it < it1; it++) {
-    c = mma_item(a, io, it, rows);
-    if (c.k0 < c.k1) return it;
-    if (kWriteEmpty) write_empty(part_base(a, c.t, c.g), a.n_splits, c.sp, a.n_head / a.n_head_kv, a.head_dim);
-  }
-  return it1;
-}
-__device__ __forceinline__ void feed_seek(MmaFeed& f, int it, int it1, const AttnArgs& a,
-                                          const StepIO* __restrict__ io, int rows) {
-  MmaItem m;
-  f.it = next_full<true>(m, it, it1, a, io, rows);
-  if (f.it < it1) f = {f.it, m.g, m.k0, m.k1, m.Kc, m.Vc};
-}
-template <int HPL>
-__device__ __forceinline__ void feed_issue(MmaFeed& f, int it1, const AttnArgs& a, const StepIO* __restrict__ io,
-                                           int rows, int lane, char* buf) {
-  if (f.it >= it1) {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    return;
-  }
-  mma_issue_tile<HPL>(f.Kc, f.Vc, f.r0, f.k1, a.n_head_kv, f.g, lane, buf);
-  f.r0 += kMmaRows;
-  if (f.r0 >= f.k1) feed_seek(f, f.it + 1, it1, a, io, rows);
 }
 
 // The B fragments of Q^T for N chunks cc = cc0 + ccs j: column n = lane / 4 is head n / 2's term n % 2; rows (dims)
@@ -222,86 +183,12 @@ __device__ __forceinline__ void mma_store(const AttnArgs& a, const MmaItem& c, c
   }
 }
 
-template <int HPL>
-__global__ void __launch_bounds__(32) attn_mma_kernel(const AttnArgs a, const StepIO* __restrict__ io, int n_items,
-                                                      int rows) {
-  constexpr int HD = 32 * HPL, NC = HD / 16, kP = mma_pitch<HPL>();
-  extern __shared__ __align__(16) char mma_smem[];
-  const int lane = threadIdx.x, W = gridDim.x, w = blockIdx.x;
-  const int it0 = (int)((int64_t)n_items * w / W), it1 = (int)((int64_t)n_items * (w + 1) / W);
-  const int nh = a.n_head, G = nh / a.n_head_kv;
-  pdl_wait();
-  pdl_trigger();
-
-  constexpr int kBuf = 2 * kMmaRows * kP;  // bytes of one buffer
-  MmaFeed f;
-  feed_seek(f, it0, it1, a, io, rows);
-  feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem);
-  feed_issue<HPL>(f, it1, a, io, rows, lane, mma_smem + kBuf);
-
-  const float qs = a.scale * kLog2e;
-  uint32_t qb[NC][2];  // the B fragments of Q^T (mma_q_terms)
-  int qt = -1, qg = -1;  // the (t, g) whose q terms qb holds
-  float o[NC][4];
-  float m = -INFINITY, l = 0.f;  // head lane % 4: running max (uniform over its 8 lanes) and this lane's sum
-  float* sp_p = reinterpret_cast<float*>(mma_smem + mma_smem_bytes<HPL>());  // P tile [16][4]
-  // ldmatrix row addresses: matrix j = lane / 8, its row lane % 8.
-  const int mj = lane >> 3, mr = lane & 7;
-
-  MmaItem c;
-  int ci = next_full<false>(c, it0, it1, a, io, rows), tile = 0;
-  for (int i = 0; ci < it1; i++) {
-    if (tile == 0) {  // a new item: its q terms (when (t, g) changed) and a fresh softmax state
-      if (c.t != qt || c.g != qg) {
-        mma_q_terms<HD, NC>(qb, a.q + ((int64_t)c.t * nh + c.g * G) * HD, 0, 1, G, lane, qs);
-        qt = c.t, qg = c.g;
-      }
-#pragma unroll
-      for (int cc = 0; cc < NC; cc++) o[cc][0] = o[cc][1] = o[cc][2] = o[cc][3] = 0.f;
-      m = -INFINITY, l = 0.f;
-    }
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    __syncwarp();
-    char* const bi = mma_smem + (i & 1) * kBuf;
-    const char* kt = bi;
-    const char* vt = kt + kMmaRows * kP;
-    // S = K Q^T: two accumulators (even / odd chunks) to halve the dependent chain.
-    float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++) {
-      uint32_t af[4];  // A = K rows 8(j & 1) + mr, dims 16c + 8(j >> 1)
-      ldsm_x4(af, kt + (8 * (mj & 1) + mr) * kP + 2 * (16 * cc + 8 * (mj >> 1)));
-      mma_16816(s2[cc & 1], af, qb[cc][0], qb[cc][1]);
-    }
-    // This lane: rows lane / 4 and lane / 4 + 8, head lane % 4 (columns 2h, 2h + 1 = hi, lo).
-    uint32_t pb0, pb1;
-    mma_softmax<NC>((s2[0][0] + s2[1][0]) + (s2[0][1] + s2[1][1]), (s2[0][2] + s2[1][2]) + (s2[0][3] + s2[1][3]),
-                    c.k0 + tile * kMmaRows, c.k1, lane, m, l, o, sp_p, pb0, pb1);
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++) {
-      uint32_t af[4];  // A = V^T: dims 16c + 8(j & 1) .. as rows, tile rows 8(j >> 1) + mr as columns
-      ldsm_x4_t(af, vt + (8 * (mj >> 1) + mr) * kP + 2 * (16 * cc + 8 * (mj & 1)));
-      mma_16816(o[cc], af, pb0, pb1);
-    }
-    __syncwarp();  // every lane is done with this buffer
-    feed_issue<HPL>(f, it1, a, io, rows, lane, bi);
-    if (++tile * kMmaRows < c.k1 - c.k0) continue;
-
-    mma_store<HD, NC>(a, c, o, m, l, 0, true, lane);  // the item's last tile: its (A, M, L) per q head
-    tile = 0;
-    ci = next_full<false>(c, ci + 1, it1, a, io, rows);
-  }
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
-// s35: two warps per item (DS_ATTN_MMA_PAIR=1, attn_force_mma_pair; an item per block, W = n_items): twice the
-// warps per SM for the same shared memory per item (the kernel above holds 6 one-warp blocks per SM, 1.5 warps per
-// scheduler, and its warps' instruction chains bound it: s35 call 1, ncu 4.26 cycles per issued instruction).
-// Warp k computes the score chain of the chunks cc = k, k + 2, .. (attn_mma_kernel's s2[k], in its order), the two
-// halves meet through shared memory and are summed as there; both warps run the same online softmax; warp k owns
-// the output chunks k NC / 2 .. (k + 1) NC / 2 - 1. Every value is formed by the same operations in the same order as
-// in attn_mma_kernel, so the bits are the same. The 64 threads copy each tile (issued after the barrier that ends
-// the tile before, one tile in flight while one is computed).
+// s35: two warps per item, one item per block. Warp k computes the score chain of the chunks cc = k, k + 2, .. (so
+// one accumulator per warp, the even / odd chains that halve the dependent chain of a one-warp form), the two halves
+// meet through shared memory and both warps sum them alike; both run the same online softmax; warp k owns the output
+// chunks k NC / 2 .. (k + 1) NC / 2 - 1. The 64 threads copy each tile (issued after the barrier that ends the tile
+// before: one tile in flight while one is computed). An item's arithmetic does not depend on the grid, so a
+// sequence's bits are the same alone and in any batch.
 template <int HPL>
 constexpr int mma_pair_smem_bytes() {
   return mma_smem_bytes<HPL>() + 2 * 32 * 4 * (int)sizeof(float) + 2 * kMmaRows * 4 * (int)sizeof(float);
@@ -350,7 +237,7 @@ __global__ void __launch_bounds__(64) attn_mma_pair_kernel(const AttnArgs a, con
     }
     reinterpret_cast<float4*>(xs)[k * 32 + lane] = make_float4(sk[0], sk[1], sk[2], sk[3]);
     __syncthreads();
-    // Both warps read both halves back (s2[0], s2[1] of attn_mma_kernel), so the sums are formed alike.
+    // Both warps read both halves back, so the sums are formed alike.
     const float4 e = reinterpret_cast<const float4*>(xs)[lane], d = reinterpret_cast<const float4*>(xs)[32 + lane];
     uint32_t pb0, pb1;
     mma_softmax<NH>((e.x + d.x) + (e.y + d.y), (e.z + d.z) + (e.w + d.w), c.k0 + i * kMmaRows, c.k1, lane, m, l, o,

@@ -901,24 +901,16 @@ Status launch_ring(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream
 }
 
 // tca33: f16 caches with G <= 4 and 16-byte aligned cache offsets (a property of the model's state layout, not of
-// the batch) through attn_mma_kernel + attn_combine at every batch and fused level 0 / 1 (DS_ATTN_MMA=0 or
+// the batch) through attn_mma_pair_kernel + attn_combine at every batch and fused level 0 / 1 (DS_ATTN_MMA=0 or
 // attn_force_mma(0): the scalar loaders).
 int forced_mma = -1;
 bool attn_mma_on() {
   static const bool env = env_on("DS_ATTN_MMA", true);
   return forced_mma >= 0 ? forced_mma != 0 : env;
 }
-// walk34: the mma kernel's warps each take a run of items (attn_mma.cuh) instead of one item per warp: as many
-// warps as fit on the GPU at once (DS_ATTN_MMA_WALK=0: one item per warp, tca33's launch; the same bits either
-// way); attn_force_mma_warps(n > 0) fixes the warp count (tests). DS_ATTN_MMA_ALIGN=1 / DS_ATTN_MMA_ROWS=R
-// (attn_force_mma_rows) round the splits' chunks up to whole tiles of at least R rows (other bits; a function of
-// the sequence's length, not of the batch).
-int forced_mma_warps = -1, forced_mma_rows = -1, forced_mma_pair = -1;
-// s35: DS_ATTN_MMA_PAIR=1 / attn_force_mma_pair(1): attn_mma_pair_kernel (two warps per item, the same bits).
-bool attn_mma_pair() {
-  static const bool env = env_on("DS_ATTN_MMA_PAIR", false);
-  return forced_mma_pair >= 0 ? forced_mma_pair != 0 : env;
-}
+// DS_ATTN_MMA_ALIGN=1 / DS_ATTN_MMA_ROWS=R (attn_force_mma_rows) round the splits' chunks up to whole tiles of at
+// least R rows (other bits; a function of the sequence's length, not of the batch).
+int forced_mma_rows = -1;
 // The mma kernel's rows argument: 0 = split_range's chunks; R > 0 = chunks of >= R rows in whole tiles.
 // DS_ATTN_MMA_ALIGN=1 is R = 16, DS_ATTN_MMA_ROWS=R sets R.
 int attn_mma_rows() {
@@ -929,40 +921,13 @@ int attn_mma_rows() {
   }();
   return forced_mma_rows >= 0 ? forced_mma_rows : env;
 }
-template <int HPL>
-int mma_walk_warps(int n_items, int smem) {
-  if (forced_mma_warps > 0) return std::min(forced_mma_warps, n_items);
-  static const bool walk = env_on("DS_ATTN_MMA_WALK", true);
-  static const int resident = [smem] {
-    int dev = 0, sms = 0, per_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_mma_kernel<HPL>, 32, smem) != cudaSuccess)
-      return 0;  // unknown: one item per warp
-    return sms * per_sm;
-  }();
-  return walk && resident > 0 ? std::min(resident, n_items) : n_items;
-}
+// s35 / s37: one block of two warps per (token, kv head, split) item (attn_mma.cuh), then attn_combine.
 template <int HPL>
 Status launch_mma(const AttnArgs& a, const StepIO* io, int n_tokens, cudaStream_t stream) {
-  constexpr int kSmem = mma_smem_bytes<HPL>() + kMmaRows * 4 * (int)sizeof(float);
-  // DS_ATTN_MMA_CARVEOUT=1: ask for the largest shared-memory carveout (the kernel's blocks are bound by their 34 KB).
-  static const cudaError_t carve = env_on("DS_ATTN_MMA_CARVEOUT", false)
-                                       ? cudaFuncSetAttribute(attn_mma_kernel<HPL>,
-                                                              cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                              (int)cudaSharedmemCarveoutMaxShared)
-                                       : cudaSuccess;
-  if (carve != cudaSuccess) return cu_err("cuda attention (mma): carveout: {}", cudaGetErrorString(carve));
-  const int n_items = a.n_splits * a.n_head_kv * n_tokens;
-  if (attn_mma_pair()) {
-    constexpr int kPairSmem = mma_pair_smem_bytes<HPL>();
-    static_assert(kPairSmem <= 48 * 1024, "no opt-in needed");
-    DS_TRY(launch_step(attn_mma_pair_kernel<HPL>, dim3(n_items), dim3(64), kPairSmem, stream,
-                       "attention (mma pair partial)", a, io, attn_mma_rows()));
-    return launch_combine(a, n_tokens, stream);
-  }
-  DS_TRY(launch_step(attn_mma_kernel<HPL>, dim3(mma_walk_warps<HPL>(n_items, kSmem)), dim3(32), kSmem, stream,
-                     "attention (mma partial)", a, io, n_items, attn_mma_rows()));
+  constexpr int kSmem = mma_pair_smem_bytes<HPL>();
+  static_assert(kSmem <= 48 * 1024, "no opt-in needed");
+  DS_TRY(launch_step(attn_mma_pair_kernel<HPL>, dim3(a.n_splits * a.n_head_kv * n_tokens), dim3(64), kSmem, stream,
+                     "attention (mma partial)", a, io, attn_mma_rows()));
   return launch_combine(a, n_tokens, stream);
 }
 
@@ -1062,9 +1027,7 @@ void attn_force_prefetch(int rows) { forced_prefetch = rows == 1 || rows == 2 ? 
 void attn_force_skip_empty(int on) { forced_skip = on < 0 ? -1 : on != 0; }
 void attn_force_evict(int on) { forced_evict = on < 0 ? -1 : on != 0; }
 void attn_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
-void attn_force_mma_warps(int n) { forced_mma_warps = n; }
 void attn_force_mma_rows(int rows) { forced_mma_rows = rows; }
-void attn_force_mma_pair(int on) { forced_mma_pair = on; }
 int attn_ring(int n_tokens) { return attn_ring_rows(n_tokens); }
 void set_attn_fused(int level) { attn_fused_level() = std::clamp(level, 0, 2); }
 

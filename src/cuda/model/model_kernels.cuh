@@ -221,15 +221,9 @@ void attn_force_skip_empty(int on);
 // tca33: f16 caches (kv_half) with <= 4 q heads per kv head through the tensor-core kernel (attn_mma.cuh) at every
 // batch (DS_ATTN_MMA=0 off); attn_force_mma(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_mma(int on);
-// walk34: the mma kernel's warps walk runs of (token, kv head, split) items; attn_force_mma_warps(n > 0: n warps;
-// -1 = the default rule: as many as are resident, DS_ATTN_MMA_WALK=0 one item per warp; the same bits at any n);
-// attn_force_mma_rows(R; -1 = DS_ATTN_MMA_ROWS / DS_ATTN_MMA_ALIGN (R = 16), default 0): R > 0 gives the splits at
-// least R rows in whole 16-row tiles (other bits, a function of the sequence's length only).
-void attn_force_mma_warps(int n);
+// attn_force_mma_rows(R; -1 = DS_ATTN_MMA_ROWS / DS_ATTN_MMA_ALIGN (R = 16), default 0): R > 0 gives the mma
+// kernel's splits at least R rows in whole 16-row tiles (other bits, a function of the sequence's length only).
 void attn_force_mma_rows(int rows);
-// s35: attn_force_mma_pair(1) = attn_mma_pair_kernel (two warps per item, the same bits as one); 0 = the one-warp
-// kernel; -1 = DS_ATTN_MMA_PAIR (default off).
-void attn_force_mma_pair(int on);
 // attn18: the ring kernel's cached rows with L2 evict_first (DS_ATTN_EVICT, default on, =0 off; the same bits);
 // attn_force_evict(0 / 1; -1 = the environment's) for tests and benches.
 void attn_force_evict(int on);
