@@ -83,6 +83,13 @@ json template_messages(const json& messages) {
   return out;
 }
 
+// A protected control text did not come through the template whole (changed, or dropped: e.g. a template argument or
+// an earlier turn's reasoning the template leaves out); refused rather than risk a forged control token.
+ApiError altered() {
+  return bad_request("special-token text (e.g. <|im_end|>) in messages, tools or chat_template_kwargs did not reach the "
+                     "prompt intact through the chat template; remove it from the request", "messages");
+}
+
 ApiError template_error(const std::string& message) {
   // The template's own errors already say "chat template: ...".
   return bad_request(message.starts_with("chat template") ? message : "chat template: " + message, "messages");
@@ -101,6 +108,7 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
   };
   each_string(messages, find_ctl);
   each_string(tools, find_ctl);
+  each_string(kwargs, find_ctl);  // chat_template_kwargs are the client's too: a template may render them
 
   ChatPrompt out;
   if (!any) {
@@ -127,13 +135,15 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     };
     each_string(messages, check);
     each_string(tools, check);
+    each_string(kwargs, check);
     if (!used) sent = cand;
   }
   if (sent.empty()) return bad_request("the messages contain special-token text that cannot be passed safely", "messages");
   size_t n = 0;
   json pm = protect_json(messages, ctl, sent, n);
   json pt = protect_json(tools, ctl, sent, n);
-  auto r = render(pm, pt, true, kwargs);
+  json pk = protect_json(kwargs, ctl, sent, n);
+  auto r = render(pm, pt, true, pk);
   if (!r.ok()) return template_error(r.error().message);
   const std::string& text = r.value();
 
@@ -154,14 +164,14 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     const std::string* which = nullptr;
     for (auto& c : ctl)
       if (text.compare(pos, c.size(), c) == 0 && (!which || c.size() > which->size())) which = &c;
-    if (!which) return bad_request("the chat template altered protected special-token text", "messages");
+    if (!which) return altered();
     seg = *which;
     flush(false);
     pos += which->size();
     found++;
   }
   flush(true);
-  if (found != n) return bad_request("the chat template altered protected special-token text", "messages");
+  if (found != n) return altered();
   out.in_reasoning = ends_in_open_think(out.text);
   return out;
 }

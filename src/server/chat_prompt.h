@@ -1,7 +1,7 @@
 // Chat messages -> prompt tokens: render with the model's chat template, then tokenize with
 // special-token parsing on, so the template's own control tokens (<|im_start|>, <|im_end|>)
 // become their ids. User-supplied text must not be able to forge them: before rendering, every
-// control-token text inside a message or tool definition is prefixed with a private-use sentinel
+// control-token text inside a message, tool definition or template argument is prefixed with a private-use sentinel
 // (U+E000.., one not present in the request); after rendering, the text is split at the sentinels
 // and each protected control text is tokenized as plain text, the rest with special parsing.
 // (If the template were to drop or escape a sentinel, the request is refused rather than risk it.)

@@ -417,6 +417,11 @@ std::optional<ApiError> parse_chat_request(const json& b, int32_t n_vocab, ChatR
   if (const json* k = field(b, "chat_template_kwargs")) {
     if (!k->is_object()) return wrong_type("chat_template_kwargs", "an object", *k);
     out.template_kwargs = *k;
+    // The names the template gets from the request itself (Hugging Face's apply_chat_template refuses them too).
+    for (const char* own : {"messages", "tools", "documents", "add_generation_prompt"})
+      if (k->contains(own))
+        return bad_request(fmt::format("'chat_template_kwargs.{}' is not allowed: the request's own fields set it", own),
+                           std::string("chat_template_kwargs.") + own);
     if (auto et = k->find("enable_thinking"); et != k->end() && !et->is_boolean())
       return wrong_type("chat_template_kwargs.enable_thinking", "a boolean", *et);
   }

@@ -6,8 +6,8 @@ target=$1 bin=$2 fixtures=$3 work=$4
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$work/seeds"
 python3 "$root/tools/fuzz_seeds.py" "$target" "$fixtures" "$work/seeds"
-if [ "$target" = tokenizer ]; then
-  export DS_FUZZ_VOCAB=$work/vocab-qwen35re.gguf
+if [ "$target" = tokenizer ] || [ "$target" = chat_prompt ]; then
+  export DS_FUZZ_VOCAB=$work/vocab-qwen35re.gguf DS_FUZZ_TEMPLATE=$fixtures/chat/qwen3.5.jinja
   [ -s "$DS_FUZZ_VOCAB" ] || xz -dc "$fixtures/tokenizer/vocab-qwen35re.gguf.xz" > "$DS_FUZZ_VOCAB"
 fi
 dirs=("$work/seeds")
