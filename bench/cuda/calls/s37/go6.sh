@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 37, call 4: on an H200 only (an H100 exits at once): issue 7 and issue 5 with b0889f8 (the two-warp mma
 # kernel): lockstep 64 x 512 tg64 --kv-f16 rows 0 / DS_ATTN_MMA_ROWS=128 (two interleaved rounds), served at 64
-# clients (--prefill-budget 4096, --kv-f16) with each, fp32 default served at 64; batch-1 tg128 9B / 0.8B / 27B.
+# clients (--prefill-budget 4096, --kv-f16) with each, fp32 default and --state-f16 --kv-f16 served at 64; batch-1
+# tg128 9B / 0.8B / 27B.
 # Run as: cd devf16 && OUT=$OUT LIM=540 timeout 550 bash go6.sh
 set -u
 LIM=${LIM:-540}
@@ -26,6 +27,7 @@ sb() { env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 50 bash "$D/../tools
 [ $(el) -lt $((LIM - 230)) ] && sb "DS_KV_F16=1"
 [ $(el) -lt $((LIM - 230)) ] && sb "DS_KV_F16=1 DS_ATTN_MMA_ROWS=128"
 [ $(el) -lt $((LIM - 230)) ] && sb "DS_KV_F16=0"
+[ $(el) -lt $((LIM - 230)) ] && sb "DS_KV_F16=1 DS_STATE_F16=1"
 serve_summary
 tg() { timeout 40 "$X" bench -m "$1" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/tg.log" 2>&1
   say "tg128 $(basename "$1") rc=$? $(grep -o '"tokens_per_s":[^,]*' "$OUT/tg.log" | tail -1)"; }
