@@ -7,8 +7,8 @@
 // template's messages: the request parser refuses that name, build_chat_prompt must hold anyway)), then the
 // texts (NUL-separated; ill-formed UTF-8 repaired, as the server's JSON parser would refuse it) that fill the
 // messages in turn: user, assistant, user, ... Properties:
-//  * the request is refused with a message, or every token id is in range and the tokens spell the prompt text (its
-//    NFC form, as the tokenizer normalises);
+//  * the request is refused with a message, or every token id is in range and the tokens spell the prompt text (up
+//    to NFC: the tokenizer normalises the pieces between added tokens);
 //  * a client cannot forge control tokens: the prompt has as many control tokens as the same conversation with every
 //    text replaced by "x" (the template puts them where the roles are, whatever the texts say).
 #include <cstddef>
@@ -138,7 +138,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!g_tok->valid_id(id)) __builtin_trap();
     spelled += g_codec->token_bytes(id);
   }
-  if (spelled != tokenizer::nfc(p.text)) __builtin_trap();
+  // NFC of both sides: the tokenizer normalises each piece between added tokens on its own, and a protected control
+  // text is a piece of its own, so '>' + U+0338 across its end stays two characters where NFC of the whole text would
+  // compose them (fuzz/regressions/chat_prompt/video_pad_then_u0338; Hugging Face cuts at added tokens the same way).
+  if (tokenizer::nfc(spelled) != tokenizer::nfc(p.text)) __builtin_trap();
   auto rx = server::build_chat_prompt(render, *g_codec, x.messages, x.tools, x.kwargs);
   if (auto* px = std::get_if<server::ChatPrompt>(&rx))
     if (control_count(p.tokens) != control_count(px->tokens)) __builtin_trap();

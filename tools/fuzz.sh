@@ -26,12 +26,15 @@ if [ "$target" = tokenizer ] || [ "$target" = chat_prompt ]; then  # the real Qw
   export DS_FUZZ_VOCAB=$(realpath -m "$build")/vocab-qwen35re.gguf DS_FUZZ_TEMPLATE=$fixtures/chat/qwen3.5.jinja
   [ -s "$DS_FUZZ_VOCAB" ] || xz -dc "$fixtures/tokenizer/vocab-qwen35re.gguf.xz" > "$DS_FUZZ_VOCAB"
 fi
-# -jobs=1 runs the fuzzer in one child process whose log is fuzz-0.log (printed at the end).
-cd "$build"
+# -jobs=1 runs the fuzzer in one child process whose log is fuzz-0.log in the working folder, run-TARGET (so that
+# two targets can run at once; printed at the end).
+mkdir -p "$build/run-$target"
+cd "$build/run-$target"
 rm -f fuzz-0.log
 rc=0
-"./fuzz/${target}_fuzz" "corpus-$target" "seeds-$target" -max_total_time="$secs" -jobs=1 -workers=1 -max_len=16384 \
-  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="artifacts-$target/" "$@" || rc=$?
+"../fuzz/${target}_fuzz" "../corpus-$target" "../seeds-$target" -max_total_time="$secs" -jobs=1 -workers=1 \
+  -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="../artifacts-$target/" "$@" || rc=$?
 tail -n 40 fuzz-0.log 2>/dev/null || true
+cd ..
 echo "corpus: $(ls "corpus-$target" | wc -l) files, $(du -sk "corpus-$target" | cut -f1) KiB; artifacts: $(ls "artifacts-$target" | wc -l)"
 exit $rc
