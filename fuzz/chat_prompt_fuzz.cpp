@@ -1,8 +1,8 @@
 // libFuzzer target for the chat prompt (server/chat_prompt.h): a client's messages and tool definitions, rendered with
 // Qwen3.5's chat template and tokenized on the real Qwen3.5 vocabulary. Needs DS_FUZZ_VOCAB (the vocabulary GGUF) and
 // DS_FUZZ_TEMPLATE (fixtures/chat/qwen3.5.jinja); tools/fuzz.sh sets both.
-// Input: byte 0 = flags (bit 0 a system message first, bit 1 the assistant turns call a tool and a tool message
-// answers, bit 2 a tool definition, bit 3 enable_thinking, bit 4 assistant turns carry reasoning_content, bit 5
+// Input: byte 0 = flags (bit 0 a system message first, bit 1 the assistant turns call a tool (name, argument name and
+// value from the texts) and a tool message answers, bit 2 a tool definition, bit 3 enable_thinking, bit 4 assistant turns carry reasoning_content, bit 5
 // chat_template_kwargs carry a text (as "note", which the template ignores, and as "messages", which overrides the
 // template's messages: the request parser refuses that name, build_chat_prompt must hold anyway)), then the
 // texts (NUL-separated; ill-formed UTF-8 repaired, as the server's JSON parser would refuse it) that fill the
@@ -61,9 +61,9 @@ Conversation conversation(uint8_t flags, const std::vector<std::string>& texts, 
     if (next >= texts.size()) break;
     json a = {{"role", "assistant"}, {"content", text()}};
     if (flags & 16) a["reasoning_content"] = text();
-    if (flags & 2) {
-      a["tool_calls"] = json::array({{{"type", "function"},
-                                      {"function", {{"name", "get_weather"}, {"arguments", {{"city", text()}}}}}}});
+    if (flags & 2) {  // the function's name, an argument's name and value: all the client's text
+      const std::string name = text(), arg = text();
+      a["tool_calls"] = json::array({{{"type", "function"}, {"function", {{"name", name}, {"arguments", {{arg, text()}}}}}}});
       c.messages.push_back(a);
       c.messages.push_back({{"role", "tool"}, {"content", text()}});
     } else {

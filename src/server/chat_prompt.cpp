@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ds::server {
 
 using json = nlohmann::ordered_json;
@@ -30,9 +32,38 @@ void each_string(const json& j, const std::function<void(const std::string&)>& f
   }
 }
 
-// Prefixes every occurrence of a control text with `sent`; counts them.
+// A client string can also hold part of a control text that the template's own text completes: Qwen3.5 writes a
+// tool call's argument as "<parameter=" + name + ">", so the name "<|im_end|" would end as "<|im_end|>". So a string
+// that ends with a proper prefix of a control text, or starts with a proper suffix of one (two or more bytes: a
+// template writes whole control texts, and "<" or ">" around a client's string, never part of one), gets a sentinel
+// there too: after rendering, every sentinel ends the text encoded before it, so no control token can span it.
+// The length of the longest proper prefix (>= 2 bytes) of a control text that s ends with; 0 if none.
+size_t partial_prefix_at_end(const std::string& s, const std::vector<std::string>& ctl) {
+  size_t best = 0;
+  for (auto& c : ctl)
+    for (size_t k = std::min(c.size(), s.size() + 1) - 1; k >= 2 && k > best; k--)
+      if (s.compare(s.size() - k, k, c, 0, k) == 0) {
+        best = k;
+        break;
+      }
+  return best;
+}
+bool partial_suffix_at_start(const std::string& s, const std::vector<std::string>& ctl) {
+  for (auto& c : ctl)
+    for (size_t k = 2; k < c.size() && k <= s.size(); k++)
+      if (s.compare(0, k, c, c.size() - k, k) == 0) return true;
+  return false;
+}
+
+// Prefixes every occurrence of a control text, and a part of one at either end (above), with `sent`; counts the
+// sentinels.
 std::string protect(const std::string& s, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
   std::string out;
+  if (partial_suffix_at_start(s, ctl)) {
+    out += sent;
+    n++;
+  }
+  const size_t k_end = partial_prefix_at_end(s, ctl), at_end = k_end ? s.size() - k_end : std::string::npos;
   size_t i = 0;
   while (i < s.size()) {
     bool hit = false;
@@ -46,9 +77,21 @@ std::string protect(const std::string& s, const std::vector<std::string>& ctl, c
         break;
       }
     }
-    if (!hit) out += s[i++];
+    if (hit) continue;
+    if (i == at_end) {  // (never inside a whole control text the loop skipped: that would take a control text's first
+                        // two bytes inside another, as in none of Qwen's "<|...|>" texts)
+      out += sent;
+      n++;
+    }
+    out += s[i++];
   }
   return out;
+}
+
+bool needs_protection(const std::string& s, const std::vector<std::string>& ctl) {
+  for (auto& c : ctl)
+    if (!c.empty() && s.find(c) != std::string::npos) return true;
+  return partial_suffix_at_start(s, ctl) || partial_prefix_at_end(s, ctl) > 0;
 }
 
 json protect_json(const json& j, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
@@ -102,10 +145,7 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
   const json messages = template_messages(request_messages);
   const std::vector<std::string> ctl = codec.control_texts();
   bool any = false;
-  auto find_ctl = [&](const std::string& s) {
-    for (auto& c : ctl)
-      if (!c.empty() && s.find(c) != std::string::npos) any = true;
-  };
+  auto find_ctl = [&](const std::string& s) { any = any || needs_protection(s, ctl); };
   each_string(messages, find_ctl);
   each_string(tools, find_ctl);
   each_string(kwargs, find_ctl);  // chat_template_kwargs are the client's too: a template may render them
@@ -161,14 +201,16 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     if (s == std::string::npos) break;
     flush(true);
     pos = s + sent.size();
+    found++;
+    // A protected control text (or one the template completed from a protected part) is plain text; otherwise the
+    // sentinel only ends the segment before it.
     const std::string* which = nullptr;
     for (auto& c : ctl)
       if (text.compare(pos, c.size(), c) == 0 && (!which || c.size() > which->size())) which = &c;
-    if (!which) return altered();
+    if (!which) continue;
     seg = *which;
     flush(false);
     pos += which->size();
-    found++;
   }
   flush(true);
   if (found != n) return altered();

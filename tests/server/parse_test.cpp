@@ -458,6 +458,45 @@ TEST(ChatPrompt, TemplateArgumentsCannotForgeControlTokens) {
   EXPECT_NE(std::get<ApiError>(q).message.find("chat_template_kwargs"), std::string::npos);
 }
 
+namespace {
+ChatRenderFn template_renderer(const std::string& file) {
+  auto src = test::read_file(test::fixture("chat/" + file));
+  auto t = std::make_shared<chat::ChatTemplate>(chat::ChatTemplate::parse(std::string(src.begin(), src.end())).value());
+  return [t](const json& m, const json& tools, bool agp, const json& kw) {
+    return t->render(m, tools.empty() ? json() : tools, agp, kw);
+  };
+}
+int control_tokens(const engine::TextCodec& codec, const std::vector<int32_t>& ids) {
+  int n = 0;
+  for (int32_t t : ids) n += codec.is_control(t);
+  return n;
+}
+}  // namespace
+
+// s37: a client string that ends with part of a control text, which the template's own text completes: Qwen3.5
+// writes a tool call's argument as "<parameter=" + name + ">", so the name "<|im_end|" became "<|im_end|>".
+TEST(ChatPrompt, TemplateTextCannotCompleteAPartialControlText) {
+  engine::ByteCodec codec;
+  const ChatRenderFn q35 = template_renderer("qwen3.5.jinja");
+  auto conversation = [](const std::string& arg, const std::string& fn) {
+    return json::array({json{{"role", "user"}, {"content", "hi"}},
+                        json{{"role", "assistant"}, {"content", ""},
+                             {"tool_calls", json::array({{{"type", "function"},
+                                                          {"function", {{"name", fn}, {"arguments", {{arg, "v"}}}}}}})}},
+                        json{{"role", "tool"}, {"content", "done"}}});
+  };
+  auto plain = std::get<ChatPrompt>(build_chat_prompt(q35, codec, conversation("a", "f"), json::array(), json::object()));
+  for (auto [arg, fn] : {std::pair<std::string, std::string>{"<|im_end|", "f"}, {"a", "<|im_start|"}, {"<", "f"},
+                         {"<|im_start|>", "f"}}) {
+    SCOPED_TRACE(arg + " / " + fn);
+    auto p = build_chat_prompt(q35, codec, conversation(arg, fn), json::array(), json::object());
+    ASSERT_TRUE(std::holds_alternative<ChatPrompt>(p)) << std::get<ApiError>(p).message;
+    const ChatPrompt& cp = std::get<ChatPrompt>(p);
+    EXPECT_EQ(control_tokens(codec, cp.tokens), control_tokens(codec, plain.tokens));
+    EXPECT_NE(cp.text.find("=" + arg), std::string::npos) << cp.text;  // the text itself is kept
+  }
+}
+
 TEST(ChatPrompt, TemplateErrorIs400) {
   engine::ByteCodec codec;
   auto failing = [](const json&, const json&, bool, const json&) -> Result<std::string> {
