@@ -21,7 +21,10 @@
 // (mma_issue_tile) and split each item over two warps (attn_mma_pair_kernel: twice the warps per SM). s37 (H100,
 // AttnBench.Mma, 16 x 4 x 256 heads): B 64 at 528 positions 66.2 us vs 77.8 (walk) / 74.4 (one item per warp); B 1
 // 7.05 vs 9.70 us; the 9B step at 64 x 512+ with --kv-f16 8.938 vs 9.013 ms. The one-warp kernel was removed then
-// (its bits were the pair's: AttnRing.MmaWalkSameBits memcmp'd them on the H100 before).
+// (its bits were the pair's: AttnRing.MmaWalkSameBits memcmp'd them on the H100 before). ncu of the pair kernel (H100,
+// B 64 x 528): 59.4 us, DRAM 77%, 61% of its stalls on the tile copies; three tile buffers (two tiles in flight, 52 KB,
+// 4 blocks per SM instead of 6; the same bits) measured 69.8 vs 66.4 us there, 61.6 vs 61.6 with 64-row splits, the
+// step and tg128 unchanged: removed (s37).
 #pragma once
 
 constexpr int kMmaRows = 16;  // rows per tile
