@@ -694,7 +694,9 @@ TEST(Job, ChatStreamShapeWithUsage) {
     if (i + 1 < p.size()) {
       EXPECT_TRUE(p[i]["usage"].is_null()) << p[i];
       ASSERT_EQ(p[i]["choices"].size(), 1u);
-      if (i > 0) EXPECT_FALSE(p[i]["choices"][0]["delta"].contains("role")) << "role only in the first chunk";
+      if (i > 0) {
+        EXPECT_FALSE(p[i]["choices"][0]["delta"].contains("role")) << "role only in the first chunk";
+      }
       auto& lp = p[i]["choices"][0]["logprobs"];
       if (!lp.is_null()) {
         n_lp += lp["content"].size();
@@ -736,7 +738,9 @@ TEST(Job, ChatStreamToolCallDeltas) {
   for (auto& c : p) {
     if (c["choices"].empty()) continue;
     auto& d = c["choices"][0]["delta"];
-    if (d.contains("content")) EXPECT_EQ(d["content"], "") << "no content besides the first chunk's";
+    if (d.contains("content")) {
+      EXPECT_EQ(d["content"], "") << "no content besides the first chunk's";
+    }
     if (d.contains("tool_calls"))
       for (auto& tc : d["tool_calls"]) calls.push_back(tc);
   }
@@ -778,7 +782,9 @@ TEST(Job, NoToolsGivenNoToolCalls) {
         auto& d = c["choices"][0]["delta"];
         EXPECT_FALSE(d.contains("tool_calls"));
         if (d.contains("content")) content += d["content"].get<std::string>();
-        if (!c["choices"][0]["finish_reason"].is_null()) EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+        if (!c["choices"][0]["finish_reason"].is_null()) {
+          EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+        }
       }
       EXPECT_EQ(content, text);
     } else {
