@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 37, call 6 (any card; b0889f8's kernels): (a) ncu of attn_mma_pair_kernel at B 64 x 528 (AttnBench.MmaProfile:
+# Session 37, call 7 (any card; b0889f8's kernels): (a) ncu of attn_mma_pair_kernel at B 64 x 528 (AttnBench.MmaProfile:
 # one launch + its combine): what bounds the two-warp kernel now (occupancy, issue, stalls, DRAM); (b) the batch-1 cost
 # of DS_ATTN_MMA_ROWS=128 (the 64 x 512+ step's -0.5% in call 2): tg128 9B --kv-f16 rows 0 / 128, three interleaved
 # rounds.
