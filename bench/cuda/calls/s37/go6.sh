@@ -3,6 +3,9 @@
 # kernel): lockstep 64 x 512 tg64 --kv-f16 rows 0 / DS_ATTN_MMA_ROWS=128 (two interleaved rounds), served at 64
 # clients (--prefill-budget 4096, --kv-f16) with each, fp32 default and --state-f16 --kv-f16 served at 64; batch-1
 # tg128 9B / 0.8B / 27B.
+# Bundle (deltaserve only, ~28 MB): cd devf16 && rm -rf * && DS_FIXTURES=/work/shared/fixtures bash ../tools/gpu_bundle.sh
+# ../build gpu-bundle; in gpu-bundle rm test_* fixtures/models/tiny-sym fixtures/quant lib/libcublas* lib/libcudart*,
+# strip deltaserve; tar cf - gpu-bundle | xz -3 -T2 > b.tar.xz; rm -rf gpu-bundle; cp this script; carry ["devf16"].
 # Run as: cd devf16 && OUT=$OUT LIM=540 timeout 550 bash go6.sh
 set -u
 LIM=${LIM:-540}
