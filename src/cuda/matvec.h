@@ -174,6 +174,13 @@ void set_matvec_batched_terms(int terms);  // 2 or 3 (other values: 3)
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate = false);
+// cg38: the Q6_K product's hi-only bound form (matvec_wgmma_q6k_ring.cuh kForm 4: A·hi alone, one wgmma per k-step
+// instead of three), for the certified greedy head only (src/cuda/model/kernels_certify.cu): not W x but within
+// ||w_r||_1 · max|x_b| · 2^-10 (+ fp32 rounding) of it for every row r and column b. Where matvec_batched takes Q6_K's
+// scaled-A ring (sm_90a, 25 <= B <= 64, cols / 256 a multiple of 8); elsewhere an Error.
+bool matvec_batched_hi_supported(GgmlType type, int64_t rows, int64_t cols, int batch);
+Status matvec_batched_hi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                         cudaStream_t stream);
 // fold17: the batched product of rms_norm(x) · norm_w (per row: x / sqrt(mean(x^2) + eps) · norm_w) with the norm made
 // inside the product's x preparation (no kernel of its own, no materialised input), where matvec_batched_folds says so
 // (Q4_K on the wgmma block form with its sub-block sums, DS_MVB_WG=13, DS_MVB_PREP_REG on; 25 <= B <= 64; sm_90a; cols

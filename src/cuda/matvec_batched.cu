@@ -315,6 +315,21 @@ int matvec_batched_columns(GgmlType type) {
 }
 void set_matvec_batched_columns(int n) { columns_setting() = std::clamp(n, 0, kMatvecMaxBatch); }
 
+bool matvec_batched_hi_supported(GgmlType type, int64_t rows, int64_t cols, int batch) {
+  return type == GgmlType::Q6_K && batch <= kMatvecMaxBatch && wg_available() && wg6::supports(rows, cols, batch) &&
+         wg6r::supports(cols);
+}
+
+Status matvec_batched_hi(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
+                         cudaStream_t stream) {
+  if (!matvec_batched_hi_supported(type, rows, cols, batch))
+    return cu_err("cuda matvec_batched_hi: no hi-only kernel for {} [{}, {}] at batch {}", type_cstr(type), rows, cols,
+                  batch);
+  if ((uintptr_t)w % 16 != 0 || (uintptr_t)x % 16 != 0 || (uintptr_t)y % 4 != 0)
+    return cu_err("cuda matvec_batched_hi: misaligned operands");
+  return wg6r::launch(w, rows, cols, x, y, batch, stream, false, 4);
+}
+
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate) {
   if (batch < 1 || batch > kMatvecMaxBatch)

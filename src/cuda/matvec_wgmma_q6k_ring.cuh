@@ -79,13 +79,18 @@ __device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
 // (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. Three A fragment
 // sets in flight (wait_group 2; q6k16's call 1: two sets 1-2% slower on the output head, 6% on ffn_down, as more of each
 // warpgroup's wgmmas stay queued while another warpgroup is at its block boundary; call 2: four sets the same step time).
+// kForm 4 (hi-only, cg38; never a default product: only the certified greedy head, src/cuda/model/kernels_certify.cu):
+// kForm 3 with A·hi alone, i.e. fp16(sc·(q − 32))·fp16(x·s): one m64n64k16 per k-step instead of three. Against the
+// exact sum it drops A·lo (|lo| <= 2^-11 |x·s|) and E·hi (|E| <= 2^-11 |sc·(q − 32)|), so per row r and column c the
+// result is within ||w_r||_1 · max|x_c| · 2^-10 (+ fp32 rounding) of W x: a bound, not a tolerance, which the certified
+// selection uses to find the exact argmax.
 template <int kWG, bool kPipe, int kForm = 0>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
-  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm == 3;
+  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm == 3 || kForm == 4, kHi = kForm == 4;
   constexpr int kScBuf = 3;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
@@ -253,15 +258,17 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
         for (int j = 0; j < 4; j++) {  // j = h, 2 + h: row h
           const __half2 p = __hmul2_rn(gemm::u2h(q[j]), sr[j & 1]);  // fp16(sc·(q − 32)), off by 0 or ±1
           r[j] = gemm::h2u(p);
-          e[j] = gemm::h2u(__hfma2(gemm::u2h(q[j]), sr[j & 1], __hneg2(p)));  // the exact remainder
+          if constexpr (!kHi) e[j] = gemm::h2u(__hfma2(gemm::u2h(q[j]), sr[j & 1], __hneg2(p)));  // the exact remainder
         }
       };
       auto mma = [&](int K, const uint32_t (&r)[4], const uint32_t (&e)[4]) {
         const uint64_t dh = d0 + (uint64_t)(((K >> 3) * kXStep + (K & 7) * 4096) >> 4), dl = dh + (2048 >> 4);
         wg_fence();
         wgb::wgmma_64(cb, r, dh, K == 0 ? 0 : 1);  // hi terms (a new sum per block)
-        wgb::wgmma_64(cb, r, dl, 1);               // lo terms
-        wgb::wgmma_64(cb, e, dh, 1);               // the remainder's hi terms
+        if constexpr (!kHi) {
+          wgb::wgmma_64(cb, r, dl, 1);  // lo terms
+          wgb::wgmma_64(cb, e, dh, 1);  // the remainder's hi terms
+        }
         wg_commit();
       };
 #pragma unroll
@@ -423,7 +430,7 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
 // Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form (kForm).
+// 2 the sub-block form, 3 the scaled-A form, 4 its hi-only bound form (kForm).
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                      cudaStream_t stream, bool accumulate, int form) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
@@ -447,6 +454,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
+  if (form == 4) return n_wg == 3 ? launch_ring<3, false, 4>(a, grid, stream) : launch_ring<2, false, 4>(a, grid, stream);
   if (form == 3) return n_wg == 3 ? launch_ring<3, false, 3>(a, grid, stream) : launch_ring<2, false, 3>(a, grid, stream);
   if (form == 2) return n_wg == 3 ? launch_ring<3, false, 2>(a, grid, stream) : launch_ring<2, false, 2>(a, grid, stream);
   if (form == 1) return n_wg == 3 ? launch_ring<3, false, 1>(a, grid, stream) : launch_ring<2, false, 1>(a, grid, stream);

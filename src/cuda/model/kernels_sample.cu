@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_util.h"
+#include "cuda/matvec.h"
 #include "cuda/model/model_impl.cuh"
 #include "cuda/model/qwen35_cuda.cuh"
 
@@ -278,9 +279,20 @@ Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::
   }
   b.rows = 0;
   Impl& I = *impl_;
+  const bool cert = k == 0 && !want_lse && full_rows.empty() && certify_takes(B);
+  if (cert && I.head_l1.empty()) {
+    DS_ASSIGN(I.head_l1, DeviceBuffer::alloc((size_t)V * sizeof(float)));
+    DS_ASSIGN(b.cert_scratch, DeviceBuffer::alloc(certify_scratch_bytes(R, V)));
+    DS_TRY(row_l1_norms(I.output.type, I.output.w, V, cfg_.n_embd, I.head_l1.as<float>(), I.stream));
+  }
   const AfterStep after = [&](cudaStream_t st) -> Status {
-    DS_TRY(select_rows(I.logits.as<float>(), B, V, k, want_lse, b.scratch.data(), b.scratch.size(),
-                       result_view(b.result.data(), R), st));
+    if (cert)
+      DS_TRY(certified_argmax(I.output.type, I.logits.as<float>(), I.y.as<float>(), I.output.w, I.head_l1.as<float>(),
+                              B, V, cfg_.n_embd, b.cert_scratch.data(), b.cert_scratch.size(),
+                              result_view(b.result.data(), R), st));
+    else
+      DS_TRY(select_rows(I.logits.as<float>(), B, V, k, want_lse, b.scratch.data(), b.scratch.size(),
+                         result_view(b.result.data(), R), st));
     CUDA_TRY(cudaMemcpyAsync(b.host, b.result.data(), result_bytes(R), cudaMemcpyDeviceToHost, st));
     // Full rows: straight into the caller's memory when it is pinned or not, one copy per row (few rows).
     for (size_t j = 0; j < full_rows.size(); j++)
@@ -288,7 +300,11 @@ Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::
                                (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, st));
     return {};
   };
-  DS_TRY(run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false));
+  I.head_hi_next = cert;
+  const Status st = run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false);
+  I.head_hi_next = false;
+  DS_TRY(st);
+  b.head_hi = cert;
   b.pending = B;
   b.pending_full = (int)full_rows.size();
   return {};
@@ -308,9 +324,26 @@ Status CudaModel::decode_select_end(float* full_out, SelectResultDev& sel) {
   return {};
 }
 
+bool CudaModel::certify_takes(int B) const {
+  const Impl& I = *impl_;
+  const DevMat& o = I.output;
+  return I.certify && o.rows == cfg_.n_vocab && o.cols == cfg_.n_embd &&
+         certify_supported(o.type, cfg_.n_vocab, cfg_.n_embd) && matvec_batched_hi_supported(o.type, o.rows, o.cols, B);
+}
+
+Status CudaModel::exact_row(int row) const {
+  if (!sel_.head_hi) return {};
+  const Impl& I = *impl_;
+  const DevMat& o = I.output;
+  const int64_t H = cfg_.n_embd, V = cfg_.n_vocab;
+  return matvec(o.type, o.w, o.rows, o.cols, I.y.as<float>() + (size_t)row * H, I.logits.as<float>() + (size_t)row * V,
+                I.stream);
+}
+
 Status CudaModel::copy_last_row(int row, float* dst) const {
   if (row < 0 || row >= sel_.rows) return cu_err("cuda: copy_last_row: row {} of a step of {}", row, sel_.rows);
   CUDA_TRY(cudaSetDevice(opt_.device));
+  DS_TRY(exact_row(row));
   CUDA_TRY(cudaMemcpyAsync(dst, impl_->logits.as<float>() + (size_t)row * cfg_.n_vocab,
                            (size_t)cfg_.n_vocab * sizeof(float), cudaMemcpyDefault, impl_->stream));
   return {};
@@ -319,6 +352,8 @@ Status CudaModel::copy_last_row(int row, float* dst) const {
 Status CudaModel::last_row(int row, float* out) const {
   if (row < 0 || row >= sel_.rows) return cu_err("cuda: last_row: row {} of a step of {}", row, sel_.rows);
   CUDA_TRY(cudaSetDevice(opt_.device));
+  DS_TRY(exact_row(row));
+  if (sel_.head_hi) CUDA_TRY(cudaStreamSynchronize(impl_->stream));
   CUDA_TRY(cudaMemcpy(out, impl_->logits.as<float>() + (size_t)row * cfg_.n_vocab, (size_t)cfg_.n_vocab * sizeof(float),
                       cudaMemcpyDeviceToHost));
   return {};

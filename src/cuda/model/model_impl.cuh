@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -102,8 +103,13 @@ struct CudaModel::Impl {
 
   std::unique_ptr<PrefillScratch> pf;  // the piece prefill's scratch (null until the first one)
 
-  std::map<std::pair<int, int64_t>, cudaGraphExec_t> graphs;  // (batch, max_ctx) -> decode step
+  std::map<std::tuple<int, int64_t, bool>, cudaGraphExec_t> graphs;  // (batch, max_ctx, head_hi) -> decode step
   std::vector<cudaEvent_t> events;                            // profiling
+  // cg38: the output head's ||w_r||_1 (computed on the first certified step), whether certified steps may run, and
+  // the hi-only head for the next run_step (set by decode_select_begin, taken by run_step).
+  DeviceBuffer head_l1;
+  bool certify = false;  // CudaModelOptions::certify_head and DS_HEAD_CERTIFY
+  bool head_hi_next = false;
 
   ~Impl();
   int64_t k_off(int attn_index, int64_t max_ctx, size_t rec_bytes) const {

@@ -245,6 +245,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   }
   cm->rec_bytes_ = rec;
   I.kv_half = o.kv_f16 || mk::env_on("DS_KV_F16", false);
+  I.certify = o.certify_head && mk::env_on("DS_HEAD_CERTIFY", true);
   I.kv_row_bytes = c.n_head_kv * c.head_dim * (int64_t)(I.kv_half ? 2 : sizeof(float));
   cm->kv_bytes_per_pos_ = (size_t)(2 * n_attn) * I.kv_row_bytes;
 

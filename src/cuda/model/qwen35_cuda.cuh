@@ -64,6 +64,18 @@ size_t select_scratch_bytes(int B, int64_t V);
 Status select_rows(const float* logits, int B, int64_t V, int k, bool want_lse, void* scratch, size_t scratch_bytes,
                    const SelectResultDev& out, cudaStream_t st);
 
+// Certified greedy selection (cg38, kernels_certify.cu): the argmax of W x per row from the hi-only head's logits
+// (matvec_batched_hi) with the exact logits of the rows that could beat the best one (see there). row_l1_norms: the
+// head's ||w_r||_1 ([rows] floats, rounded up), once per model. certified_argmax writes argmax, max (its exact logit)
+// and nonfinite of `out` for B rows (not lse, not the candidates); x: the head's input [B][H]; scratch of
+// certify_scratch_bytes(B, V).
+bool certify_supported(GgmlType type, int64_t V, int64_t H);
+size_t certify_scratch_bytes(int B, int64_t V);
+Status row_l1_norms(GgmlType type, const void* w, int64_t rows, int64_t cols, float* l1, cudaStream_t st);
+Status certified_argmax(GgmlType type, const float* approx, const float* x, const void* w, const float* l1, int B,
+                        int64_t V, int64_t H, void* scratch, size_t scratch_bytes, const SelectResultDev& out,
+                        cudaStream_t st);
+
 enum class Precision { kFast, kPrecise };
 const char* precision_name(Precision p);  // "fast" / "precise"
 
@@ -92,6 +104,11 @@ struct CudaModelOptions {
   // state bytes. The state stays f32 and the state written is gdn_kernel's, bit for bit; the outputs of the steps
   // between are the same sums in another order (float rounding). 0 = off; 2 .. 16; also DS_GDN_LAZY=N.
   int gdn_lazy = 0;
+  // cg38: decode_select steps whose rows all want only the argmax (greedy, no logprobs) run the output head in its
+  // hi-only bound form and take each row's exact argmax by certified_argmax (the same tokens as an exact head; its
+  // logits rows are recomputed exactly if last_row / copy_last_row asks). Where the head is Q6_K on the wgmma ring
+  // (sm_90a, 25..64 rows, n_embd a multiple of 2048). DS_HEAD_CERTIFY=0 in the environment turns it off.
+  bool certify_head = true;
 };
 
 class CudaModel;
@@ -228,6 +245,10 @@ class CudaModel {
   CudaModel() = default;
   Status check_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                     std::span<const int32_t> n_per_seq) const;
+  // cg38: whether a decode_select step of B rows that want only their argmax runs the certified head.
+  bool certify_takes(int B) const;
+  // Row `row` of the last decode_select step's logits made exact where the hi-only head wrote it (cg38).
+  Status exact_row(int row) const;
   Status prefill_pieces(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits);
   Status prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
                        bool want_last);
@@ -246,6 +267,8 @@ class CudaModel {
     void* host = nullptr;
     int rows = 0;  // rows of the last decode_select
     int pending = 0, pending_full = 0;  // rows and full rows of the step begun and not yet ended (0: none)
+    DeviceBuffer cert_scratch;          // certified_argmax's (cg38)
+    bool head_hi = false;               // the last step's logits rows came from the hi-only head (cg38)
     ~SelectBuffers();
   };
 

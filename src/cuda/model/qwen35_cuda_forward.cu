@@ -3,6 +3,7 @@
 // projections (y += W x) except when dumping, where the projection output is materialised for its name.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -28,6 +29,7 @@ struct Step {
   int n_out = 0;                       // logits rows (0: none)
   bool download = true;                // copy the logits to the pinned host buffer
   bool last_rows = false;              // rows = the last token of each sequence (else tokens 0 .. n_out-1)
+  bool head_hi = false;                // cg38: the output head's hi-only bound form (certified selection follows)
   const int32_t* n_per_seq = nullptr;  // host, S entries
   const DumpFn* dump = nullptr;
   std::vector<KernelTiming>* prof = nullptr;
@@ -437,6 +439,7 @@ Status output_head(Step& s) {
   }
   DS_TRY(emit(s, "final_norm", s.f(I.y), H, n_out, H, {n_out, H}));
   DS_TRY(op(s, "output[" + o.name + "]", mv_kind(o), (double)o.bytes + 4.0 * n_out * (H + V), [&] {
+    if (s.head_hi) return matvec_batched_hi(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
     return matvec_batched(o.type, o.w, o.rows, o.cols, s.f(I.y), s.f(I.logits), s.n_out, s.st);
   }, mv_flops(n_out, o)));
   return emit(s, "logits", s.f(I.logits), V, n_out, V, {n_out, V});
@@ -555,6 +558,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   s.n_out = (logits_out || graph || after) ? (all_logits ? T : S) : 0;
   s.download = !after;
   s.last_rows = s.n_out > 0 && !all_logits && T != S;
+  s.head_hi = std::exchange(I.head_hi_next, false) && s.n_out == S && !s.last_rows && !dump;
   s.n_per_seq = n_per_seq.data();
   s.dump = dump ? &dump : nullptr;
   s.prof = prof;
@@ -563,7 +567,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   const size_t prof0 = prof ? prof->size() : 0;
 
   if (graph) {
-    const auto key = std::make_pair(s.download ? T : -T, s.max_ctx);  // a step without the download: -T
+    const auto key = std::make_tuple(s.download ? T : -T, s.max_ctx, s.head_hi);  // a step without the download: -T
     auto it = I.graphs.find(key);
     if (it == I.graphs.end()) {
       CUDA_TRY(cudaStreamBeginCapture(I.stream, cudaStreamCaptureModeThreadLocal));
