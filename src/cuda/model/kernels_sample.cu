@@ -304,7 +304,7 @@ Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::
   const Status st = run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false);
   I.head_hi_next = false;
   DS_TRY(st);
-  b.head_hi = cert;
+  b.pending_hi = cert;
   b.pending = B;
   b.pending_full = (int)full_rows.size();
   return {};
@@ -319,6 +319,7 @@ Status CudaModel::decode_select_end(float* full_out, SelectResultDev& sel) {
   CUDA_TRY(cudaSetDevice(opt_.device));
   CUDA_TRY(cudaStreamSynchronize(impl_->stream));  // the one host synchronisation of a step
   if (n_full > 0) std::memcpy(full_out, impl_->logits_host, (size_t)n_full * cfg_.n_vocab * sizeof(float));
+  b.head_hi = b.pending_hi;
   b.rows = B;
   sel = result_view(b.host, R);
   return {};

@@ -268,7 +268,7 @@ class CudaModel {
     int rows = 0;  // rows of the last decode_select
     int pending = 0, pending_full = 0;  // rows and full rows of the step begun and not yet ended (0: none)
     DeviceBuffer cert_scratch;          // certified_argmax's (cg38)
-    bool head_hi = false;               // the last step's logits rows came from the hi-only head (cg38)
+    bool pending_hi = false, head_hi = false;  // the step begun / the last step ran the hi-only head (cg38)
     ~SelectBuffers();
   };
 
