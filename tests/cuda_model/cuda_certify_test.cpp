@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/fp16.h"
 #include "cuda/matvec.h"
 #include "cuda_test_util.h"
 #include "quant/quant.h"
@@ -131,6 +132,61 @@ void run_case(int64_t V, int64_t H, int B, uint64_t seed) {
   EXPECT_TRUE(r[1] == 300 || r[1] == 701) << "column 1 is led by rows 300 / 700 (equal) and 701: got " << r[1];
   EXPECT_EQ(r[2], 0) << "x = 0: every logit is 0, the lowest id wins";
   EXPECT_GT(worst, 0.0) << "the hi-only head gave W x exactly: it is not the bound form";
+}
+
+// The bound itself (no GPU): the hi-only head's arithmetic emulated exactly in double (x·s and sc·(q − 32) rounded to
+// fp16 as the kernel rounds them, every product and sum exact), against W x, on rows with random and with extreme
+// scales (every sub-block scale -128 / 127: |sc·(q − 32)| past 2048, so fp16 drops its odd part) and columns of small,
+// large, outlying and fp16-midpoint values. The kernel adds only fp32 rounding (< 2^-17 of the bound's scale).
+TEST(CertifiedHead, BoundOfTheHiOnlyArithmetic) {
+  const int64_t H = 2048, V = 64, nb = H / 256;
+  std::vector<uint8_t> w = random_blocks(GgmlType::Q6_K, V * H, 5);
+  for (int64_t b = 0; b < nb; b++)
+    for (int i = 0; i < 16; i++) {
+      w[(0 * nb + b) * kBlockBytes + 192 + i] = 0x80;  // -128
+      w[(1 * nb + b) * kBlockBytes + 192 + i] = 0x7F;
+    }
+  std::vector<std::vector<float>> cols = {random_normal(H, 7), random_normal(H, 8, 1e-3f), random_normal(H, 9, 1e4f)};
+  cols.push_back(cols[0]);
+  cols.back()[100] = 1e3f;  // an outlier: the rest is small against max|x|
+  std::vector<float> mid(H);
+  for (int64_t k = 0; k < H; k++) mid[k] = (float)(1 + (k % 7)) * (1.f + 0x1p-11f) * ((k % 3) ? 1.f : -1.f);
+  cols.push_back(mid);  // x·s at fp16 midpoints: the largest |x·s − hi|
+  double worst = 0;
+  for (const auto& x : cols) {
+    float m = 0;
+    for (float v : x) m = std::max(m, std::fabs(v));
+    int e = 0;
+    std::frexp(m, &e);
+    const float s = std::ldexp(1.f, 14 - e);
+    const double inv = std::ldexp(1.0, e - 14);
+    std::vector<double> hi(H);
+    for (int64_t k = 0; k < H; k++) hi[k] = f16_to_f32(f32_to_f16(x[k] * s));
+    for (int64_t r = 0; r < V; r++) {
+      double F = 0, T = 0, l1 = 0;
+      for (int64_t b = 0; b < nb; b++) {
+        uint8_t blk[kBlockBytes];
+        std::memcpy(blk, &w[(r * nb + b) * kBlockBytes], kBlockBytes);
+        const double d = f16_to_f32(load_u16(blk + 208));
+        blk[208] = 0x00, blk[209] = 0x3C;  // d = 1: the block decodes to P = sc·(q − 32)
+        float P[256];
+        quant::dequantize_row(GgmlType::Q6_K, blk, P, 256);
+        double sum = 0;
+        for (int k = 0; k < 256; k++) {
+          sum += (double)f16_to_f32(f32_to_f16(P[k])) * hi[b * 256 + k];
+          T += d * P[k] * x[b * 256 + k];
+          l1 += std::fabs(d * P[k]);
+        }
+        F += d * sum;
+      }
+      F *= inv;
+      const double bound = l1 * m * 0x1p-10 * (1 + 0x1p-10);
+      ASSERT_LE(std::fabs(F - T), bound) << "row " << r << ", max|x| " << m;
+      worst = std::max(worst, std::fabs(F - T) / bound);
+    }
+  }
+  std::printf("[certify] emulated hi-only head: worst |F - W x| = %.3g of the bound\n", worst);
+  EXPECT_GT(worst, 0.0);
 }
 
 TEST(CertifiedHead, ExactArgmaxFromTheHiOnlyHead) {
