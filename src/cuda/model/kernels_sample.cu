@@ -279,12 +279,7 @@ Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::
   }
   b.rows = 0;
   Impl& I = *impl_;
-  const bool cert = k == 0 && !want_lse && full_rows.empty() && certify_takes(B);
-  if (cert && I.head_l1.empty()) {
-    DS_ASSIGN(I.head_l1, DeviceBuffer::alloc((size_t)V * sizeof(float)));
-    DS_ASSIGN(b.cert_scratch, DeviceBuffer::alloc(certify_scratch_bytes(R, V)));
-    DS_TRY(row_l1_norms(I.output.type, I.output.w, V, cfg_.n_embd, I.head_l1.as<float>(), I.stream));
-  }
+  const bool cert = k == 0 && !want_lse && full_rows.empty() && !I.head_l1.empty() && certify_takes(B);
   const AfterStep after = [&](cudaStream_t st) -> Status {
     if (cert)
       DS_TRY(certified_argmax(I.output.type, I.logits.as<float>(), I.y.as<float>(), I.output.w, I.head_l1.as<float>(),

@@ -105,7 +105,7 @@ struct CudaModel::Impl {
 
   std::map<std::tuple<int, int64_t, bool>, cudaGraphExec_t> graphs;  // (batch, max_ctx, head_hi) -> decode step
   std::vector<cudaEvent_t> events;                            // profiling
-  // cg38: the output head's ||w_r||_1 (computed on the first certified step), whether certified steps may run, and
+  // cg38: the output head's ||w_r||_1 (computed at load where certified steps can run), whether they may, and
   // the hi-only head for the next run_step (set by decode_select_begin, taken by run_step).
   DeviceBuffer head_l1;
   bool certify = false;  // CudaModelOptions::certify_head and DS_HEAD_CERTIFY

@@ -319,6 +319,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::load(const Qwen35Model& m, const C
   CUDA_TRY(cudaMallocHost(&I.io_host, sizeof(mk::StepIO)));
   std::memset(I.io_host, 0, sizeof(mk::StepIO));
   CUDA_TRY(cudaMallocHost(&I.logits_host, (size_t)(Tm * c.n_vocab) * sizeof(float)));
+  if (cm->certify_takes((int)Tm)) {  // cg38: the certified head's row norms and scratch, with the other step buffers
+    DS_ASSIGN(I.head_l1, alloc_floats(c.n_vocab));
+    DS_ASSIGN(cm->sel_.cert_scratch, DeviceBuffer::alloc(certify_scratch_bytes((int)Tm, c.n_vocab)));
+    DS_TRY(row_l1_norms(I.output.type, I.output.w, c.n_vocab, H, I.head_l1.as<float>(), I.stream));
+  }
   return std::move(cm);  // nvcc does not apply the implicit move into Result
 }
 
