@@ -24,7 +24,7 @@ namespace {
 
 using QT = qt::QuantTraits<GgmlType::Q6_K>;
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-constexpr int kChunk = 4096;        // logits per (row, chunk) block
+constexpr int kPer = 16, kChunk = kThreads * kPer;  // logits per thread / per (row, chunk) block
 constexpr float kEpsScale = 0x1p-9f;  // eps_r = ||w_r||_1 · max|x| · kEpsScale
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -128,7 +128,8 @@ __device__ __forceinline__ bool better(double v, int id, double bv, int bid) {
   return v > bv || (v == bv && id < bid);
 }
 
-// (3) per (chunk, row): the candidates of the chunk computed exactly; the best (value, id), id -1 if none.
+// (3) per (chunk, row): the candidates of the chunk computed exactly; the best (value, id), id -1 if none. Each thread
+// loads its kPer logits and row norms at once (all in flight), then the warp walks its candidates (few) by ballot.
 __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ L, const float* __restrict__ l1,
                                                       const float* __restrict__ xmax, const float* __restrict__ x,
                                                       const uint8_t* __restrict__ w, int V, int64_t H, int n_chunks,
@@ -137,32 +138,34 @@ __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ 
   __shared__ double sv[kWarps];
   __shared__ int sid[kWarps];
   const int c = blockIdx.x, b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float m = -INFINITY;
-  for (int i = 0; i < n_chunks; i++) m = fmaxf(m, part_lo[b * n_chunks + i]);
   const float xm = xmax[b];
   const float* Lb = L + (int64_t)b * V;
+  const int begin = c * kChunk, end = min(V, begin + kChunk);
+  float v[kPer], e[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; j++) {
+    const int i = begin + j * kThreads + (int)threadIdx.x;
+    v[j] = i < end ? Lb[i] : NAN;
+    e[j] = i < end ? eps_of(l1[i], xm) : 0.f;
+  }
+  float m = -INFINITY;
+  for (int i = lane; i < n_chunks; i += 32) m = fmaxf(m, part_lo[b * n_chunks + i]);
+  m = warp_max(m);
   const float* xb = x + (int64_t)b * H;
   double best = -INFINITY;
   int bid = -1;
-  const int end = min(V, (c + 1) * kChunk);
-  for (int base = c * kChunk + warp * 32; base < end; base += kThreads) {
-    const int i = base + lane;
-    float v = 0.f, e = 0.f;
-    bool cand = false;
-    if (i < end) {
-      v = Lb[i];
-      e = eps_of(l1[i], xm);
-      cand = __fadd_ru(v, e) >= m;  // false for NaN
-    }
-    unsigned mask = __ballot_sync(0xffffffffu, cand);
+#pragma unroll 1
+  for (int j = 0; j < kPer; j++) {
+    unsigned mask = __ballot_sync(0xffffffffu, __fadd_ru(v[j], e[j]) >= m);  // false for NaN and past the end
     while (mask) {
-      const int j = __ffs(mask) - 1;
+      const int src = __ffs(mask) - 1;
       mask &= mask - 1;
-      const float ej = __shfl_sync(0xffffffffu, e, j), vj = __shfl_sync(0xffffffffu, v, j);
-      const double val = ej == 0.f ? (double)vj : exact_dot(w, base + j, H, xb);
-      if (!isnan(val) && (bid < 0 || better(val, base + j, best, bid))) {
+      const int id = begin + j * kThreads + warp * 32 + src;
+      const float ej = __shfl_sync(0xffffffffu, e[j], src), vj = __shfl_sync(0xffffffffu, v[j], src);
+      const double val = ej == 0.f ? (double)vj : exact_dot(w, id, H, xb);
+      if (!isnan(val) && (bid < 0 || better(val, id, best, bid))) {
         best = val;
-        bid = base + j;
+        bid = id;
       }
     }
   }
@@ -182,14 +185,14 @@ __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ 
   }
 }
 
-// (4) per row: the best chunk's (value, id) and the NaN / inf count, as select_rows reports them.
+// (4) per row, one warp: the best chunk's (value, id) (lanes take chunks in turn, then a butterfly) and the NaN / inf
+// count, as select_rows reports them.
 __global__ void cert_merge(int n_chunks, const double* __restrict__ part_val, const int* __restrict__ part_id,
                            const int* __restrict__ part_bad, SelectResultDev out) {
-  const int b = blockIdx.x;
-  if (threadIdx.x != 0) return;
+  const int b = blockIdx.x, lane = threadIdx.x;
   double best = -INFINITY;
   int bid = -1, bad = 0;
-  for (int c = 0; c < n_chunks; c++) {
+  for (int c = lane; c < n_chunks; c += 32) {
     const int id = part_id[b * n_chunks + c];
     bad += part_bad[b * n_chunks + c];
     if (id >= 0 && (bid < 0 || better(part_val[b * n_chunks + c], id, best, bid))) {
@@ -197,6 +200,16 @@ __global__ void cert_merge(int n_chunks, const double* __restrict__ part_val, co
       bid = id;
     }
   }
+  for (int o = 16; o; o >>= 1) {
+    const double ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oid = __shfl_xor_sync(0xffffffffu, bid, o);
+    bad += __shfl_xor_sync(0xffffffffu, bad, o);
+    if (oid >= 0 && (bid < 0 || better(ov, oid, best, bid))) {
+      best = ov;
+      bid = oid;
+    }
+  }
+  if (lane != 0) return;
   out.argmax[b] = bid < 0 ? 0 : bid;  // none only when every logit is NaN: nonfinite says so
   out.max[b] = bid < 0 ? NAN : (float)best;
   out.nonfinite[b] = bad;
