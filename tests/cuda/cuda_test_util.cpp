@@ -14,13 +14,4 @@ const std::vector<GgmlType>& cuda_types() {
   return v;
 }
 
-cuda::DeviceBuffer to_device(const void* p, size_t bytes) {
-  auto b = cuda::DeviceBuffer::from_host(p, bytes);
-  if (!b.ok()) {
-    ADD_FAILURE() << b.error().message;
-    return {};
-  }
-  return std::move(b).value();
-}
-
 }  // namespace ds::test

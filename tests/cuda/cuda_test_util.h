@@ -1,5 +1,6 @@
 // Helpers for the CUDA tests: GPU presence (tests skip with a message without one), random weights of
-// any supported GGML type with sane scale fields, and host<->device copies that fail the test on error.
+// any supported GGML type with sane scale fields, and host<->device copies that fail the test on error
+// (device_copy.h).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 
 #include "core/ggml_type.h"
 #include "cuda/cuda_util.h"
+#include "device_copy.h"
 #include "quant/random_blocks.h"
 
 namespace ds::test {
@@ -27,18 +29,6 @@ inline std::vector<uint8_t> random_weights(GgmlType t, int64_t n_elems, uint64_t
 }
 inline std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.f) {
   return random_normal(n, seed, scale);
-}
-
-// Device copies; ADD_FAILURE and an empty buffer on error.
-cuda::DeviceBuffer to_device(const void* p, size_t bytes);
-template <typename T>
-cuda::DeviceBuffer to_device(const std::vector<T>& v) { return to_device(v.data(), v.size() * sizeof(T)); }
-template <typename T>
-std::vector<T> to_host(const cuda::DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  auto s = b.download(v.data(), n * sizeof(T));
-  if (!s.ok()) ADD_FAILURE() << s.error().message;
-  return v;
 }
 
 // The types the CUDA backend reads, in a fixed order.

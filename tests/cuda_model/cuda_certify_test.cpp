@@ -10,6 +10,7 @@
 #include "core/fp16.h"
 #include "cuda/matvec.h"
 #include "cuda_test_util.h"
+#include "device_copy.h"
 #include "quant/quant.h"
 #include "quant/random_blocks.h"
 
@@ -27,20 +28,6 @@ struct Case {
   std::vector<float> x;    // [B][H]
   std::vector<float> wf;   // dequantized
 };
-
-DeviceBuffer dev(const void* p, size_t bytes) {
-  auto r = DeviceBuffer::alloc(bytes);
-  EXPECT_TRUE(r.ok());
-  if (!r.ok()) return {};
-  EXPECT_TRUE(r->upload(p, bytes).ok());
-  return std::move(*r);
-}
-template <class T>
-std::vector<T> host(const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_TRUE(b.download(v.data(), n * sizeof(T)).ok());
-  return v;
-}
 
 Case make_case(int64_t V, int64_t H, int B, uint64_t seed) {
   Case c{V, H, B, random_blocks(GgmlType::Q6_K, V * H, seed), random_normal(B * H, seed + 1), {}};
@@ -73,7 +60,7 @@ void run_case(int64_t V, int64_t H, int B, uint64_t seed) {
   const Case c = make_case(V, H, B, seed);
   if (!cuda::matvec_batched_hi_supported(GgmlType::Q6_K, V, H, B))
     GTEST_SKIP() << "no hi-only Q6_K kernel here (needs sm_90a and a compute capability 9.0 device)";
-  DeviceBuffer w = dev(c.w.data(), c.w.size()), x = dev(c.x.data(), c.x.size() * 4);
+  DeviceBuffer w = test::to_device(c.w), x = test::to_device(c.x);
   auto y = DeviceBuffer::alloc((size_t)B * V * 4), l1 = DeviceBuffer::alloc((size_t)V * 4);
   auto scratch = DeviceBuffer::alloc(cuda::certify_scratch_bytes(B, V));
   auto res = DeviceBuffer::alloc((size_t)B * 12);
@@ -88,8 +75,8 @@ void run_case(int64_t V, int64_t H, int B, uint64_t seed) {
                                      scratch->data(), scratch->size(), out, nullptr)
                   .ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto yh = host<float>(*y, (size_t)B * V), l1h = host<float>(*l1, V);
-  const auto r = host<int32_t>(*res, (size_t)B * 3);
+  const auto yh = test::to_host<float>(*y, (size_t)B * V), l1h = test::to_host<float>(*l1, V);
+  const auto r = test::to_host<int32_t>(*res, (size_t)B * 3);
 
   // Row norms: the dequantized rows' L1 norms, rounded up.
   for (int64_t i = 0; i < V; i++) {

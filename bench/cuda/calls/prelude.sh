@@ -4,7 +4,9 @@
 #   GPU (the card's name), M9 (the 9B Q4_K_M synth's path), el / say (seconds since start; a line to steps.log),
 #   synth9b_bg (makes M9 in the background, touching $W/m9B.ok when done), wait9b LIMIT (waits for it until LIMIT s),
 #   serve_summary (one SERVE line per level of $OUT/serve.jsonl), pack_out (the logs into logs.tgz: only ~8 files
-#   come back from $OUT).
+#   come back from $OUT), lockstep ENV (the 9B 64 x 512 + tg64 --select 0 step under ENV, e.g. "DS_KV_F16=1"; its
+#   decode line and argmax digest), served ENV (64 clients, --prefill-budget 4096, 40 s, labelled "$TAG $GPU ENV").
+# Scripts before session 39 define their own cb / sb forms of the last two.
 D=$PWD
 tar xJf b.tar.xz
 B=$D/gpu-bundle
@@ -35,4 +37,15 @@ for l in open(sys.argv[1]):
 pack_out() {
   (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=steps.log * &&
     find . -maxdepth 1 -type f ! -name logs.tgz ! -name steps.log -delete)
+}
+lockstep() {
+  timeout "${LOCKSTEP_S:-25}" env $1 "$X" cuda-bench -m "$M9" --tg 64 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 \
+    --prompt 512 --ctx 1024 > "$OUT/cb1.log" 2>&1
+  say "lockstep $1: rc=$? $(grep -E '^decode|digest' "$OUT/cb1.log" | tr '\n' ' ' | cut -c1-220)"
+}
+served() {
+  env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 50 bash "$D/../tools/serve_bench.sh" "$M9" --levels 64 \
+    --budget-s 40 --label "${TAG:-call} $GPU $1 --prefill-budget 4096" --server-args "--prefill-budget 4096" \
+    >> "$OUT/serve.log" 2>&1
+  say "serve $1 rc=$?"
 }

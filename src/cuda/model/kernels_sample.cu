@@ -295,10 +295,7 @@ Status CudaModel::decode_select_begin(std::span<CudaSeqState* const> seqs, std::
                                (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, st));
     return {};
   };
-  I.head_hi_next = cert;
-  const Status st = run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false);
-  I.head_hi_next = false;
-  DS_TRY(st);
+  DS_TRY(run_step(seqs, tokens, ones, true, nullptr, {}, nullptr, opt_.use_graphs, &after, /*wait=*/false, cert));
   b.pending_hi = cert;
   b.pending = B;
   b.pending_full = (int)full_rows.size();

@@ -105,11 +105,9 @@ struct CudaModel::Impl {
 
   std::map<std::tuple<int, int64_t, bool>, cudaGraphExec_t> graphs;  // (batch, max_ctx, head_hi) -> decode step
   std::vector<cudaEvent_t> events;                            // profiling
-  // cg38: the output head's ||w_r||_1 (computed at load where certified steps can run), whether they may, and
-  // the hi-only head for the next run_step (set by decode_select_begin, taken by run_step).
+  // cg38: the output head's ||w_r||_1 (computed at load where certified steps can run) and whether they may.
   DeviceBuffer head_l1;
   bool certify = false;  // CudaModelOptions::certify_head and DS_HEAD_CERTIFY
-  bool head_hi_next = false;
 
   ~Impl();
   int64_t k_off(int attn_index, int64_t max_ctx, size_t rec_bytes) const {

@@ -253,12 +253,14 @@ class CudaModel {
   Status prefill_piece(CudaSeqState& s, std::span<const int32_t> tokens, float* logits_out, bool all_logits,
                        bool want_last);
   // after: when set, the logits stay on the device (no download) and after(stream) enqueues more work before the
-  // step's one host synchronisation.
+  // step's one host synchronisation. head_hi: the output head in its hi-only bound form (cg38; certified_argmax
+  // follows in `after`), taken only for a step whose every row is a logits row, without dumps.
   using AfterStep = std::function<Status(cudaStream_t)>;
   Status run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                   std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out, const DumpFn& dump,
                   std::vector<KernelTiming>* prof, bool graph, const AfterStep* after = nullptr,
-                  bool wait = true);  // wait = false: no host synchronisation (decode_select_begin; no prof / logits_out)
+                  bool wait = true,  // wait = false: no host synchronisation (decode_select_begin; no prof / logits_out)
+                  bool head_hi = false);
 
   // decode_select's device scratch and results (one allocation each, sized for max_tokens rows) and the
   // pinned host copy of the results; allocated on first use.

@@ -3,10 +3,11 @@
 // projections (y += W x) except when dumping, where the projection output is materialised for its name.
 #include <algorithm>
 #include <cmath>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <tuple>
+#include <utility>
 
 #include "cuda/matvec.h"
 #include "cuda/model/model_impl.cuh"
@@ -532,7 +533,7 @@ Status CudaModel::check_step(std::span<CudaSeqState* const> seqs, std::span<cons
 Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const int32_t> tokens,
                            std::span<const int32_t> n_per_seq, bool all_logits, float* logits_out,
                            const DumpFn& dump, std::vector<KernelTiming>* prof, bool graph, const AfterStep* after,
-                           bool wait) {
+                           bool wait, bool head_hi) {
   Impl& I = *impl_;
   CUDA_TRY(cudaSetDevice(opt_.device));  // the current device is per host thread (the engine has its own)
   const int S = (int)seqs.size(), T = (int)tokens.size();
@@ -558,7 +559,7 @@ Status CudaModel::run_step(std::span<CudaSeqState* const> seqs, std::span<const 
   s.n_out = (logits_out || graph || after) ? (all_logits ? T : S) : 0;
   s.download = !after;
   s.last_rows = s.n_out > 0 && !all_logits && T != S;
-  s.head_hi = std::exchange(I.head_hi_next, false) && s.n_out == S && !s.last_rows && !dump;
+  s.head_hi = head_hi && s.n_out == S && !s.last_rows && !dump;
   s.n_per_seq = n_per_seq.data();
   s.dump = dump ? &dump : nullptr;
   s.prof = prof;

@@ -13,6 +13,7 @@ set -u
 LIM=${LIM:-560}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
+TAG=s39go1
 synth9b_bg 14
 M08=$W/m08.gguf
 timeout 100 "$TM" --gtest_filter='CertifiedHead.*:CudaSelect.*:CudaState.*' > "$OUT/tests.log" 2>&1
@@ -40,17 +41,12 @@ for (n,k),v in sorted(d.items()):
     v.sort(); print(f'{n:60s} {k} n={len(v)} med={v[len(v)//2]:.2f} max={v[-1]:.2f}')
 PY
 done
-cb() { timeout 25 env $1 "$X" cuda-bench -m "$M9" --tg 64 --reps 2 --json "$OUT/cb.jsonl" --select 0 --batch 64 --prompt 512 --ctx 1024 > "$OUT/cb1.log" 2>&1
-  say "lockstep $1: rc=$? $(grep -E '^decode|digest' "$OUT/cb1.log" | tr '\n' ' ' | cut -c1-220)"; }
 for r in 1 2; do
-  for v in "DS_KV_F16=1 DS_HEAD_CERTIFY=0" "DS_KV_F16=1 DS_HEAD_CERTIFY=1"; do [ $(el) -lt $((LIM - 230)) ] && cb "$v"; done
+  for v in "DS_KV_F16=1 DS_HEAD_CERTIFY=0" "DS_KV_F16=1 DS_HEAD_CERTIFY=1"; do [ $(el) -lt $((LIM - 230)) ] && lockstep "$v"; done
 done
-sb() { env $1 DS_SERVE_BENCH_OUT="$OUT/serve.jsonl" timeout 50 bash "$D/../tools/serve_bench.sh" "$M9" --levels 64 \
-  --budget-s 40 --label "s39go1 $GPU $1 --prefill-budget 4096" --server-args "--prefill-budget 4096" >> "$OUT/serve.log" 2>&1
-  say "serve $1 rc=$?"; }
-[ $(el) -lt $((LIM - 170)) ] && sb "DS_KV_F16=1"
-[ $(el) -lt $((LIM - 120)) ] && sb "DS_KV_F16=0"
-[ $(el) -lt $((LIM - 70)) ] && sb "DS_KV_F16=1 DS_HEAD_CERTIFY=0"
+[ $(el) -lt $((LIM - 170)) ] && served "DS_KV_F16=1"
+[ $(el) -lt $((LIM - 120)) ] && served "DS_KV_F16=0"
+[ $(el) -lt $((LIM - 70)) ] && served "DS_KV_F16=1 DS_HEAD_CERTIFY=0"
 serve_summary
 tg() { timeout 30 "$X" bench -m "$1" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/tg.log" 2>&1
   say "tg128 $(basename "$1") rc=$? $(grep -o '"tokens_per_s":[^,]*' "$OUT/tg.log" | tail -1)"; }
