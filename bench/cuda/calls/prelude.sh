@@ -5,7 +5,9 @@
 #   synth9b_bg (makes M9 in the background, touching $W/m9B.ok when done), wait9b LIMIT (waits for it until LIMIT s),
 #   serve_summary (one SERVE line per level of $OUT/serve.jsonl), pack_out (the logs into logs.tgz: only ~8 files
 #   come back from $OUT), lockstep ENV (the 9B 64 x 512 + tg64 --select 0 step under ENV, e.g. "DS_KV_F16=1"; its
-#   decode line and argmax digest), served ENV (64 clients, --prefill-budget 4096, 40 s, labelled "$TAG $GPU ENV").
+#   decode line and argmax digest), served ENV (64 clients, --prefill-budget 4096, 40 s, labelled "$TAG $GPU ENV"),
+#   model_tests FILTER SECONDS (test_cuda_model's FILTER into tests.log; the summary and any failure into steps.log),
+#   ncu_summary FILE (an ncu metrics log as one line per kernel and metric: launches, median, max).
 # Scripts before session 39 define their own cb / sb forms of the last two.
 D=$PWD
 tar xJf b.tar.xz
@@ -48,4 +50,22 @@ served() {
     --budget-s 40 --label "${TAG:-call} $GPU $1 --prefill-budget 4096" --server-args "--prefill-budget 4096" \
     >> "$OUT/serve.log" 2>&1
   say "serve $1 rc=$?"
+}
+model_tests() {
+  timeout "$2" "$TM" --gtest_filter="$1" > "$OUT/tests.log" 2>&1
+  say "tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ') $(grep '\[certify\]' "$OUT/tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED|Failure' "$OUT/tests.log" | head -20 | tee -a "$OUT/steps.log"
+}
+ncu_summary() {
+  python3 - "$1" <<'PY' | tee -a "$OUT/steps.log"
+import re, sys, collections
+d = collections.defaultdict(list); name = None
+for l in open(sys.argv[1]):
+    m = re.search(r'(\w+)(?:<[^(]*>)?\(.*\) \((\d+), (\d+), (\d+)\)x\((\d+)', l)
+    if m: name = m.group(1) + ' grid ' + m.group(2) + 'x' + m.group(3); continue
+    m = re.search(r'(gpu__time_duration.sum|dram__throughput\S*)\s+\S+\s+([\d.,]+)', l)
+    if m and name: d[(name, m.group(1)[:8])].append(float(m.group(2).replace(',', '')))
+for (n, k), v in sorted(d.items()):
+    v.sort(); print(f'ncu {n:36s} {k} n={len(v)} med={v[len(v)//2]:.2f} max={v[-1]:.2f}')
+PY
 }

@@ -16,30 +16,16 @@ cd "$(dirname "$0")"
 TAG=s39go1
 synth9b_bg 14
 M08=$W/m08.gguf
-timeout 100 "$TM" --gtest_filter='CertifiedHead.*:CudaSelect.*:CudaState.*' > "$OUT/tests.log" 2>&1
-say "tests rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ') $(grep '\[certify\]' "$OUT/tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure' "$OUT/tests.log" | head -20 | tee -a "$OUT/steps.log"
+model_tests 'CertifiedHead.*:CudaSelect.*:CudaState.*' 100
 wait9b $((LIM - 300))
 say synth9b
 case "$GPU" in *H200*) "$X" synth --size 0.8B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 2 -o "$M08" > /dev/null 2>&1 & ;; esac
 for c in 1 0; do
   [ $(el) -lt $((LIM - 330)) ] || continue
-  DS_KV_F16=1 DS_HEAD_CERTIFY=$c timeout 60 ncu --kernel-name-base mangled -k regex:'cert_|select_' \
+  DS_KV_F16=1 DS_HEAD_CERTIFY=$c timeout 60 ncu -k regex:'cert_|select_' \
     --launch-count 40 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     "$X" cuda-bench -m "$M9" --tg 3 --reps 1 --select 0 --batch 64 --prompt 16 --ctx 64 > "$OUT/ncu$c.txt" 2>&1
-  python3 - "$OUT/ncu$c.txt" <<'PY' | tee -a "$OUT/steps.log"
-import re,sys,collections
-d=collections.defaultdict(list); name=None
-for l in open(sys.argv[1]):
-    m=re.match(r'\s+(\S+)\s+\((\d+), (\d+), (\d+)\)x\((\d+)',l)
-    if m and 'Context' in l:
-        name=m.group(1)[-40:]+' grid '+m.group(2)+'x'+m.group(3); continue
-    m=re.search(r'(gpu__time_duration.sum|dram__throughput\S*)\s+\S+\s+([\d.,]+)',l)
-    if m and name: d[(name,m.group(1)[:8])].append(float(m.group(2).replace(',','')))
-print('== ncu certify', sys.argv[1][-5])
-for (n,k),v in sorted(d.items()):
-    v.sort(); print(f'{n:60s} {k} n={len(v)} med={v[len(v)//2]:.2f} max={v[-1]:.2f}')
-PY
+  ncu_summary "$OUT/ncu$c.txt"
 done
 for r in 1 2; do
   for v in "DS_KV_F16=1 DS_HEAD_CERTIFY=0" "DS_KV_F16=1 DS_HEAD_CERTIFY=1"; do [ $(el) -lt $((LIM - 230)) ] && lockstep "$v"; done
