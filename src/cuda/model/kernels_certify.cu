@@ -152,36 +152,45 @@ __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ 
   __shared__ int sid[kWarps];
   const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float m = -INFINITY;  // every warp reduces the same values in the same order: the same m block-wide
-  for (int i = lane; i < n_chunks; i += 32) m = fmaxf(m, part_lo[b * n_chunks + i]);
+  int bad = 0;
+  for (int i = lane; i < n_chunks; i += 32) {
+    m = fmaxf(m, part_lo[b * n_chunks + i]);
+    bad += part_bad[b * n_chunks + i];
+  }
   m = warp_max(m);
+  for (int o = 16; o; o >>= 1) bad += __shfl_xor_sync(0xffffffffu, bad, o);
   const float xm = xmax[b];
   const float* Lb = L + (int64_t)b * V;
   const float* xb = x + (int64_t)b * H;
   double best = -INFINITY;
   int bid = -1;
-#pragma unroll 1
-  for (int c = 0; c < n_chunks; c++) {
-    if (part_hi[b * n_chunks + c] < m) continue;  // no candidate in this chunk (the same test block-wide)
-    const int begin = c * kChunk, end = min(V, begin + kChunk);
-    float v[kPer], e[kPer];
+  // The chunks that hold candidates, 32 at a time (one load per lane, then a ballot; the same set block-wide).
+  for (int g = 0; g < n_chunks; g += 32) {
+    unsigned todo = __ballot_sync(0xffffffffu, g + lane < n_chunks && part_hi[b * n_chunks + g + lane] >= m);
+    while (todo) {
+      const int c = g + __ffs(todo) - 1;
+      todo &= todo - 1;
+      const int begin = c * kChunk, end = min(V, begin + kChunk);
+      float v[kPer], e[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; j++) {
-      const int i = begin + j * kThreads + (int)threadIdx.x;
-      v[j] = i < end ? Lb[i] : NAN;
-      e[j] = i < end ? eps_of(l1[i], xm) : 0.f;
-    }
+      for (int j = 0; j < kPer; j++) {
+        const int i = begin + j * kThreads + (int)threadIdx.x;
+        v[j] = i < end ? Lb[i] : NAN;
+        e[j] = i < end ? eps_of(l1[i], xm) : 0.f;
+      }
 #pragma unroll
-    for (int j = 0; j < kPer; j++) {
-      unsigned mask = __ballot_sync(0xffffffffu, __fadd_ru(v[j], e[j]) >= m);  // false for NaN and past the end
-      while (mask) {
-        const int src = __ffs(mask) - 1;
-        mask &= mask - 1;
-        const int id = begin + j * kThreads + warp * 32 + src;
-        const float ej = __shfl_sync(0xffffffffu, e[j], src), vj = __shfl_sync(0xffffffffu, v[j], src);
-        const double val = ej == 0.f ? (double)vj : exact_dot(w, id, H, xb);
-        if (!isnan(val) && (bid < 0 || better(val, id, best, bid))) {
-          best = val;
-          bid = id;
+      for (int j = 0; j < kPer; j++) {
+        unsigned mask = __ballot_sync(0xffffffffu, __fadd_ru(v[j], e[j]) >= m);  // false for NaN and past the end
+        while (mask) {
+          const int src = __ffs(mask) - 1;
+          mask &= mask - 1;
+          const int id = begin + j * kThreads + warp * 32 + src;
+          const float ej = __shfl_sync(0xffffffffu, e[j], src), vj = __shfl_sync(0xffffffffu, v[j], src);
+          const double val = ej == 0.f ? (double)vj : exact_dot(w, id, H, xb);
+          if (!isnan(val) && (bid < 0 || better(val, id, best, bid))) {
+            best = val;
+            bid = id;
+          }
         }
       }
     }
@@ -197,8 +206,6 @@ __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ 
       best = sv[i];
       bid = sid[i];
     }
-  int bad = 0;
-  for (int c = 0; c < n_chunks; c++) bad += part_bad[b * n_chunks + c];
   out.argmax[b] = bid < 0 ? 0 : bid;  // none only when every logit is NaN: nonfinite says so
   out.max[b] = bid < 0 ? NAN : (float)best;
   out.nonfinite[b] = bad;
