@@ -8,7 +8,7 @@
 # in gpu-bundle rm test_cuda test_cuda_prefill test_engine fixtures/models/tiny-sym fixtures/quant lib/libcublas*
 # lib/libcudart*; strip deltaserve test_cuda_model; tar cf - gpu-bundle | xz -3 -T2 > b.tar.xz; rm -rf gpu-bundle;
 # cp this script; carry ["devf16"].
-# Run as: cd devf16 && OUT=$OUT LIM=560 timeout 570 bash go1.sh
+# Run as: cd devf16 && OUT=$OUT LIM=560 timeout 570 bash go1.sh (SKIP_NCU=1 LIM=300: no ncu, for a short budget)
 set -u
 LIM=${LIM:-560}
 cd "$(dirname "$0")"
@@ -17,11 +17,11 @@ TAG=s39go1
 synth9b_bg 14
 M08=$W/m08.gguf
 model_tests 'CertifiedHead.*:CudaSelect.*:CudaState.*' 100
-wait9b $((LIM - 300))
+wait9b $((LIM / 2))
 say synth9b
 case "$GPU" in *H200*) "$X" synth --size 0.8B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 2 -o "$M08" > /dev/null 2>&1 & ;; esac
 for c in 1 0; do
-  [ $(el) -lt $((LIM - 330)) ] || continue
+  [ $(el) -lt $((LIM - 330)) ] && [ -z "${SKIP_NCU:-}" ] || continue
   DS_KV_F16=1 DS_HEAD_CERTIFY=$c timeout 60 ncu -k regex:'cert_|select_' \
     --launch-count 40 --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
     "$X" cuda-bench -m "$M9" --tg 3 --reps 1 --select 0 --batch 64 --prompt 16 --ctx 64 > "$OUT/ncu$c.txt" 2>&1
