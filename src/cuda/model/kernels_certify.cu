@@ -8,11 +8,11 @@
 // (every product exact, ~1e-16 relative), and the argmax is the best of those (ties: the lowest id, as
 // sampler::argmax). So the token is the argmax of W x itself, not of an approximation: batch-independent, and at
 // least as exact as the fp32 head's (whose rounding could flip a near-tie).
-// Three kernels, after the head: (1) max|x| per row of x; (2) per (row, chunk): the chunk's best lower bound
-// L' − eps (rounded down), its best upper bound L' + eps (rounded up) and its NaN / inf count; (3) per row, one
-// block: a chunk whose best upper bound is below the row's best lower bound holds no candidate and is left unread
-// (all but one or two of a row's 61 chunks on the 9B synth); in the others the candidates, L' + eps >= the row's best
-// lower bound, are each computed exactly by one warp; the best (value, id) of the row, its NaN / inf count.
+// Four kernels, after the head: (1) max|x| per row of x; (2) per (row, chunk): the chunk's best lower bound
+// L' − eps (rounded down), its best upper bound L' + eps (rounded up) and its NaN / inf count; (3) per (row, chunk):
+// a chunk whose best upper bound is below the row's best lower bound holds no candidate and is left unread (all but
+// ~1 of a row's 61 chunks on the 9B); in the others the candidates, L' + eps >= the row's best lower bound, are each
+// computed exactly by one warp; the chunk's best (value, id); (4) per row: the best chunk.
 // A row with eps = 0 (a zero weight row, or x = 0) is exact as computed (L' = 0 = W x): no dot product for it.
 #include <cmath>
 #include <cstdint>
@@ -111,8 +111,7 @@ __global__ void __launch_bounds__(kThreads) cert_lower(const float* __restrict__
 }
 
 // W x of row r for column x (H floats) in double, by one warp (every lane gets it; a fixed order: run to run the same).
-// Not inlined: cert_pick calls it from each of its 16 unrolled steps (so its logits stay in registers).
-__device__ __noinline__ double exact_dot(const uint8_t* __restrict__ w, int64_t r, int64_t H, const float* __restrict__ x) {
+__device__ double exact_dot(const uint8_t* __restrict__ w, int64_t r, int64_t H, const float* __restrict__ x) {
   const int lane = threadIdx.x % 32;
   const int64_t nblk = H / QT::kBlockElems, units = nblk * QT::kUnits;
   const uint8_t* row = w + r * nblk * QT::kBlockBytes;
@@ -133,65 +132,59 @@ __device__ __noinline__ double exact_dot(const uint8_t* __restrict__ w, int64_t 
   return s;
 }
 
-// (value, id) better than (bv, bid): larger value, ties the lower id; a NaN value is never better. A total order on
-// the candidates: the best of a row does not depend on the order they are visited in.
+// (value, id) better than (bv, bid): larger value, ties the lower id; a NaN value is never better.
 __device__ __forceinline__ bool better(double v, int id, double bv, int bid) {
   return v > bv || (v == bv && id < bid);
 }
 
-// (3) per row b, one block: m = the row's best lower bound; each chunk whose best upper bound reaches m is read (each
-// thread loads its kPer logits and row norms at once, all in flight), and each warp walks its candidates (few) by
-// ballot, computing them exactly; then the block's best (ties: the lowest id) and the NaN / inf count go out.
+// (3) per (chunk, row): the candidates of the chunk computed exactly; the best (value, id), id -1 if none. A chunk whose
+// best upper bound is below the row's best lower bound (part_hi < m) has none: the block writes "none" and leaves
+// without reading its logits. Otherwise each thread loads its kPer logits and row norms at once (all in flight),
+// then the warp walks its candidates (few) by ballot.
 __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ L, const float* __restrict__ l1,
                                                       const float* __restrict__ xmax, const float* __restrict__ x,
                                                       const uint8_t* __restrict__ w, int V, int64_t H, int n_chunks,
                                                       const float* __restrict__ part_lo,
-                                                      const float* __restrict__ part_hi,
-                                                      const int* __restrict__ part_bad, SelectResultDev out) {
+                                                      const float* __restrict__ part_hi, double* __restrict__ part_val,
+                                                      int* __restrict__ part_id) {
   __shared__ double sv[kWarps];
   __shared__ int sid[kWarps];
-  const int b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float m = -INFINITY;  // every warp reduces the same values in the same order: the same m block-wide
-  int bad = 0;
-  for (int i = lane; i < n_chunks; i += 32) {
-    m = fmaxf(m, part_lo[b * n_chunks + i]);
-    bad += part_bad[b * n_chunks + i];
-  }
+  const int c = blockIdx.x, b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float m = -INFINITY;  // the row's best lower bound: every warp reduces the same values in the same order
+  for (int i = lane; i < n_chunks; i += 32) m = fmaxf(m, part_lo[b * n_chunks + i]);
   m = warp_max(m);
-  for (int o = 16; o; o >>= 1) bad += __shfl_xor_sync(0xffffffffu, bad, o);
+  if (part_hi[b * n_chunks + c] < m) {  // the same for the whole block: no candidate here
+    if (threadIdx.x == 0) {
+      part_val[b * n_chunks + c] = -INFINITY;
+      part_id[b * n_chunks + c] = -1;
+    }
+    return;
+  }
   const float xm = xmax[b];
   const float* Lb = L + (int64_t)b * V;
+  const int begin = c * kChunk, end = min(V, begin + kChunk);
+  float v[kPer], e[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; j++) {
+    const int i = begin + j * kThreads + (int)threadIdx.x;
+    v[j] = i < end ? Lb[i] : NAN;
+    e[j] = i < end ? eps_of(l1[i], xm) : 0.f;
+  }
   const float* xb = x + (int64_t)b * H;
   double best = -INFINITY;
   int bid = -1;
-  // The chunks that hold candidates, 32 at a time (one load per lane, then a ballot; the same set block-wide).
-  for (int g = 0; g < n_chunks; g += 32) {
-    unsigned todo = __ballot_sync(0xffffffffu, g + lane < n_chunks && part_hi[b * n_chunks + g + lane] >= m);
-    while (todo) {
-      const int c = g + __ffs(todo) - 1;
-      todo &= todo - 1;
-      const int begin = c * kChunk, end = min(V, begin + kChunk);
-      float v[kPer], e[kPer];
-#pragma unroll
-      for (int j = 0; j < kPer; j++) {
-        const int i = begin + j * kThreads + (int)threadIdx.x;
-        v[j] = i < end ? Lb[i] : NAN;
-        e[j] = i < end ? eps_of(l1[i], xm) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kPer; j++) {
-        unsigned mask = __ballot_sync(0xffffffffu, __fadd_ru(v[j], e[j]) >= m);  // false for NaN and past the end
-        while (mask) {
-          const int src = __ffs(mask) - 1;
-          mask &= mask - 1;
-          const int id = begin + j * kThreads + warp * 32 + src;
-          const float ej = __shfl_sync(0xffffffffu, e[j], src), vj = __shfl_sync(0xffffffffu, v[j], src);
-          const double val = ej == 0.f ? (double)vj : exact_dot(w, id, H, xb);
-          if (!isnan(val) && (bid < 0 || better(val, id, best, bid))) {
-            best = val;
-            bid = id;
-          }
-        }
+#pragma unroll 1
+  for (int j = 0; j < kPer; j++) {
+    unsigned mask = __ballot_sync(0xffffffffu, __fadd_ru(v[j], e[j]) >= m);  // false for NaN and past the end
+    while (mask) {
+      const int src = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const int id = begin + j * kThreads + warp * 32 + src;
+      const float ej = __shfl_sync(0xffffffffu, e[j], src), vj = __shfl_sync(0xffffffffu, v[j], src);
+      const double val = ej == 0.f ? (double)vj : exact_dot(w, id, H, xb);
+      if (!isnan(val) && (bid < 0 || better(val, id, best, bid))) {
+        best = val;
+        bid = id;
       }
     }
   }
@@ -200,12 +193,42 @@ __global__ void __launch_bounds__(kThreads) cert_pick(const float* __restrict__ 
     sid[warp] = bid;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int i = 0; i < kWarps; i++)
-    if (sid[i] >= 0 && (bid < 0 || better(sv[i], sid[i], best, bid))) {
-      best = sv[i];
-      bid = sid[i];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kWarps; i++)
+      if (sid[i] >= 0 && (bid < 0 || better(sv[i], sid[i], best, bid))) {
+        best = sv[i];
+        bid = sid[i];
+      }
+    part_val[b * n_chunks + c] = best;
+    part_id[b * n_chunks + c] = bid;
+  }
+}
+
+// (4) per row, one warp: the best chunk's (value, id) (lanes take chunks in turn, then a butterfly) and the NaN / inf
+// count, as select_rows reports them.
+__global__ void cert_merge(int n_chunks, const double* __restrict__ part_val, const int* __restrict__ part_id,
+                           const int* __restrict__ part_bad, SelectResultDev out) {
+  const int b = blockIdx.x, lane = threadIdx.x;
+  double best = -INFINITY;
+  int bid = -1, bad = 0;
+  for (int c = lane; c < n_chunks; c += 32) {
+    const int id = part_id[b * n_chunks + c];
+    bad += part_bad[b * n_chunks + c];
+    if (id >= 0 && (bid < 0 || better(part_val[b * n_chunks + c], id, best, bid))) {
+      best = part_val[b * n_chunks + c];
+      bid = id;
     }
+  }
+  for (int o = 16; o; o >>= 1) {
+    const double ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oid = __shfl_xor_sync(0xffffffffu, bid, o);
+    bad += __shfl_xor_sync(0xffffffffu, bad, o);
+    if (oid >= 0 && (bid < 0 || better(ov, oid, best, bid))) {
+      best = ov;
+      bid = oid;
+    }
+  }
+  if (lane != 0) return;
   out.argmax[b] = bid < 0 ? 0 : bid;  // none only when every logit is NaN: nonfinite says so
   out.max[b] = bid < 0 ? NAN : (float)best;
   out.nonfinite[b] = bad;
@@ -220,7 +243,7 @@ bool certify_supported(GgmlType type, int64_t V, int64_t H) {
 }
 
 size_t certify_scratch_bytes(int B, int64_t V) {
-  return (size_t)B * (4 + (size_t)chunks_of(V) * (4 + 4 + 4));
+  return (size_t)B * (4 + (size_t)chunks_of(V) * (8 + 4 + 4 + 4 + 4));
 }
 
 Status row_l1_norms(GgmlType type, const void* w, int64_t rows, int64_t cols, float* l1, cudaStream_t st) {
@@ -240,11 +263,15 @@ Status certified_argmax(GgmlType type, const float* approx, const float* x, cons
   if (scratch_bytes < certify_scratch_bytes(B, V)) return cu_err("cuda certified_argmax: scratch too small");
   const int n = chunks_of(V);
   char* p = static_cast<char*>(scratch);
+  double* part_val = reinterpret_cast<double*>(p);
+  p += (size_t)B * n * 8;
   float* part_lo = reinterpret_cast<float*>(p);
   p += (size_t)B * n * 4;
   float* part_hi = reinterpret_cast<float*>(p);
   p += (size_t)B * n * 4;
   int* part_bad = reinterpret_cast<int*>(p);
+  p += (size_t)B * n * 4;
+  int* part_id = reinterpret_cast<int*>(p);
   p += (size_t)B * n * 4;
   float* xmax = reinterpret_cast<float*>(p);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -252,8 +279,11 @@ Status certified_argmax(GgmlType type, const float* approx, const float* x, cons
   CUDA_TRY_LAUNCH("certified_argmax (max |x|)", st);
   cert_lower<<<dim3(n, B), kThreads, 0, st>>>(approx, l1, xmax, (int)V, n, part_lo, part_hi, part_bad);
   CUDA_TRY_LAUNCH("certified_argmax (lower bounds)", st);
-  cert_pick<<<B, kThreads, 0, st>>>(approx, l1, xmax, x, wb, (int)V, H, n, part_lo, part_hi, part_bad, out);
+  cert_pick<<<dim3(n, B), kThreads, 0, st>>>(approx, l1, xmax, x, wb, (int)V, H, n, part_lo, part_hi, part_val,
+                                              part_id);
   CUDA_TRY_LAUNCH("certified_argmax (candidates)", st);
+  cert_merge<<<B, 32, 0, st>>>(n, part_val, part_id, part_bad, out);
+  CUDA_TRY_LAUNCH("certified_argmax (merge)", st);
   return {};
 }
 
