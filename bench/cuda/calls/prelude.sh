@@ -63,7 +63,7 @@ d = collections.defaultdict(list); name = None
 for l in open(sys.argv[1]):
     m = re.search(r'(\w+)(?:<[^(]*>)?\(.*\) \((\d+), (\d+), (\d+)\)x\((\d+)', l)
     if m: name = m.group(1) + ' grid ' + m.group(2) + 'x' + m.group(3); continue
-    m = re.search(r'(gpu__time_duration.sum|dram__throughput\S*)\s+\S+\s+([\d.,]+)', l)
+    m = re.search(r'(gpu__time_duration.sum|dram__throughput\S*|lts__throughput\S*)\s+\S+\s+([\d.,]+)', l)
     if m and name: d[(name, m.group(1)[:8])].append(float(m.group(2).replace(',', '')))
 for (n, k), v in sorted(d.items()):
     v.sort(); print(f'ncu {n:36s} {k} n={len(v)} med={v[len(v)//2]:.2f} max={v[-1]:.2f}')
