@@ -1,0 +1,28 @@
+#!/bin/bash
+# Session 40, call 3 (for an H200: issue 7's served 8,000 at 64 and issue 5's batch-1 tg128; main's build only, the
+# bundle of go1.sh): served at 64 clients --kv-f16 --prefill-budget 4096 (up to three times) and with fp32 caches;
+# lockstep 9B synth 64 x 512 + tg64 --kv-f16 --select 0; tg128 of the 9B, 0.8B and 27B synths, as time allows.
+# Run as: cd devf16 && OUT=$OUT LIM=300 timeout 310 bash go3.sh
+set -u
+LIM=${LIM:-300}
+cd "$(dirname "$0")"
+. ../bench/cuda/calls/prelude.sh
+TAG=s40go3
+synth9b_bg 14
+M08=$W/m08.gguf; M27=$W/m27.gguf
+"$X" synth --size 0.8B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 2 -o "$M08" > /dev/null 2>&1 &
+wait9b $((LIM / 3))
+say synth9b
+# the 27B before the timed runs, so its synthesis does not share the host's cores with the server and clients
+timeout 70 "$X" synth --size 27B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 15 -o "$M27" > /dev/null 2>&1 && touch "$W/m27.ok"
+say "synth27B $([ -e "$W/m27.ok" ] && echo ok || echo missing)"
+for v in "DS_KV_F16=1" "DS_KV_F16=1" "DS_KV_F16=0" "DS_KV_F16=1"; do [ $(el) -lt $((LIM - 170)) ] && served "$v"; done
+serve_summary
+[ $(el) -lt $((LIM - 130)) ] && lockstep "DS_KV_F16=1"
+tg() { timeout 40 "$X" bench -m "$1" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/tg.log" 2>&1
+  say "tg128 $(basename "$1") rc=$? $(grep -o '"tokens_per_s":[^,]*' "$OUT/tg.log" | tail -1)"; }
+[ $(el) -lt $((LIM - 100)) ] && tg "$M9"
+[ $(el) -lt $((LIM - 70)) ] && [ -e "$M08" ] && tg "$M08"
+[ $(el) -lt $((LIM - 42)) ] && [ -e "$W/m27.ok" ] && tg "$M27"
+say done
+pack_out
