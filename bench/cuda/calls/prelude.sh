@@ -7,7 +7,8 @@
 #   come back from $OUT), lockstep ENV (the 9B 64 x 512 + tg64 --select 0 step under ENV, e.g. "DS_KV_F16=1"; its
 #   decode line and argmax digest), served ENV (64 clients, --prefill-budget 4096, 40 s, labelled "$TAG $GPU ENV"),
 #   model_tests FILTER SECONDS (test_cuda_model's FILTER into tests.log; the summary and any failure into steps.log),
-#   ncu_summary FILE (an ncu metrics log as one line per kernel and metric: launches, median, max).
+#   ncu_summary FILE (an ncu metrics log as one line per kernel and metric: launches, median, max), tg128 MODEL
+#   (batch-1 `bench -p 0 -n 128 -r 3` on CUDA into tg.log; its tok/s into steps.log).
 # Scripts before session 39 define their own cb / sb forms of the last two.
 D=$PWD
 tar xJf b.tar.xz
@@ -68,4 +69,8 @@ for l in open(sys.argv[1]):
 for (n, k), v in sorted(d.items()):
     v.sort(); print(f'ncu {n:36s} {k} n={len(v)} med={v[len(v)//2]:.2f} max={v[-1]:.2f}')
 PY
+}
+tg128() {
+  timeout 40 "$X" bench -m "$1" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/tg.log" 2>&1
+  say "tg128 $(basename "$1") rc=$? $(grep -o '"tokens_per_s":[^,]*' "$OUT/tg.log" | tail -1)"
 }
