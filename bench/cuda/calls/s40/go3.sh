@@ -18,11 +18,11 @@ if [ "$LIM" -ge 300 ]; then  # (~50-70 s: only with time for it)
   timeout 70 "$X" synth --size 27B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 15 -o "$M27" > /dev/null 2>&1 && touch "$W/m27.ok"
   say "synth27B $([ -e "$W/m27.ok" ] && echo ok || echo missing)"
 fi
-for v in "DS_KV_F16=1" "DS_KV_F16=1" "DS_KV_F16=0" "DS_KV_F16=1"; do [ $(el) -lt $((LIM - 170)) ] && served "$v"; done
+for v in "DS_KV_F16=1" "DS_KV_F16=1" "DS_KV_F16=0"; do [ $(el) -lt $((LIM - 100)) ] && served "$v"; done
 serve_summary
-[ $(el) -lt $((LIM - 130)) ] && lockstep "DS_KV_F16=1"
-[ $(el) -lt $((LIM - 100)) ] && tg128 "$M9"
-[ $(el) -lt $((LIM - 70)) ] && [ -e "$M08" ] && tg128 "$M08"
+[ $(el) -lt $((LIM - 75)) ] && lockstep "DS_KV_F16=1"
+[ $(el) -lt $((LIM - 50)) ] && tg128 "$M9"
+[ $(el) -lt $((LIM - 25)) ] && [ -e "$M08" ] && tg128 "$M08"
 [ $(el) -lt $((LIM - 42)) ] && [ -e "$W/m27.ok" ] && tg128 "$M27"
 say done
 pack_out
