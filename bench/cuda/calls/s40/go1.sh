@@ -3,7 +3,7 @@
 # one-block-per-row cert_pick, 01f8bdd), hix3 (main + ring_kernel kForm 4 copying only x's hi terms, 32 of the 64 KB
 # a block stage filled from L2, packed in a 32 KB stage, three stages in flight). Tests CertifiedHead.* (+ CudaSelect.* / CudaState.* on main); ncu of the head
 # (ring_kernel) and the cert_ kernels per build; lockstep 9B synth 64 x 512 + tg64 --kv-f16 --select 0 per build, two
-# rounds (argmax digests must match); served at 64 clients (--kv-f16, --prefill-budget 4096) main / hix / cp39; on an
+# rounds (argmax digests must match); served at 64 clients (--kv-f16, --prefill-budget 4096) main / hix3; on an
 # H200 also batch-1 tg128 of the 9B, 0.8B and 27B synths (issue 5).
 # Bundle: main's build as in s39/go1.sh, plus gpu-bundle/{cp39,hix3}/{deltaserve,test_cuda_model}; all stripped;
 # tar the deltaserves, then the test_cuda_models, one build after the other | xz -9e -T1 (~41 MB: each build shares
@@ -48,13 +48,11 @@ for v in main hix3; do
 done
 export DS_BIN=$B/deltaserve; X=$B/deltaserve
 serve_summary
-tg() { timeout 40 "$X" bench -m "$1" --backend cuda -p 0 -n 128 -r 3 --json >> "$OUT/tg.log" 2>&1
-  say "tg128 $(basename "$1") rc=$? $(grep -o '"tokens_per_s":[^,]*' "$OUT/tg.log" | tail -1)"; }
 case "$GPU" in *H200*)
-  [ $(el) -lt $((LIM - 100)) ] && tg "$M9"
-  [ $(el) -lt $((LIM - 70)) ] && [ -e "$M08" ] && tg "$M08"
+  [ $(el) -lt $((LIM - 100)) ] && tg128 "$M9"
+  [ $(el) -lt $((LIM - 70)) ] && [ -e "$M08" ] && tg128 "$M08"
   while [ ! -e "$W/m27.ok" ] && [ "$(el)" -lt $((LIM - 45)) ]; do sleep 1; done
-  [ $(el) -lt $((LIM - 45)) ] && [ -e "$W/m27.ok" ] && tg "$M27" ;;
+  [ $(el) -lt $((LIM - 45)) ] && [ -e "$W/m27.ok" ] && tg128 "$M27" ;;
 esac
 say done
 pack_out

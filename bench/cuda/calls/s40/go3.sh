@@ -2,7 +2,8 @@
 # Session 40, call 3 (for an H200: issue 7's served 8,000 at 64 and issue 5's batch-1 tg128; main's build only, the
 # bundle of go1.sh): served at 64 clients --kv-f16 --prefill-budget 4096 (up to three times) and with fp32 caches;
 # lockstep 9B synth 64 x 512 + tg64 --kv-f16 --select 0; tg128 of the 9B, 0.8B and 27B synths, as time allows.
-# Run as: cd devf16 && OUT=$OUT LIM=300 timeout 310 bash go3.sh
+# Run as: cd devf16 && OUT=$OUT LIM=300 timeout 310 bash go3.sh (LIM=120 for a short call: one served run, the
+# lockstep step and the 9B's tg128; go4.sh, a separate short form that never started, is folded into this).
 set -u
 LIM=${LIM:-300}
 cd "$(dirname "$0")"
@@ -18,7 +19,8 @@ if [ "$LIM" -ge 300 ]; then  # (~50-70 s: only with time for it)
   timeout 70 "$X" synth --size 27B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 15 -o "$M27" > /dev/null 2>&1 && touch "$W/m27.ok"
   say "synth27B $([ -e "$W/m27.ok" ] && echo ok || echo missing)"
 fi
-for v in "DS_KV_F16=1" "DS_KV_F16=1" "DS_KV_F16=0"; do [ $(el) -lt $((LIM - 100)) ] && served "$v"; done
+served "DS_KV_F16=1"  # issue 7's number first, whatever LIM is
+for v in "DS_KV_F16=1" "DS_KV_F16=0"; do [ $(el) -lt $((LIM - 100)) ] && served "$v"; done
 serve_summary
 [ $(el) -lt $((LIM - 75)) ] && lockstep "DS_KV_F16=1"
 [ $(el) -lt $((LIM - 50)) ] && tg128 "$M9"
