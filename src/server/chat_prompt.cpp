@@ -56,8 +56,10 @@ bool partial_suffix_at_start(const std::string& s, const std::vector<std::string
 }
 
 // Prefixes every occurrence of a control text, and a part of one at either end (above), with `sent`; counts the
-// sentinels.
-std::string protect(const std::string& s, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
+// sentinels. With `blank`, a whole control text is replaced by it (sent + blank): the request with the client's
+// control texts taken out, for the check in only_dropped below.
+std::string protect(const std::string& s, const std::vector<std::string>& ctl, const std::string& sent, size_t& n,
+                    const std::string* blank = nullptr) {
   std::string out;
   if (partial_suffix_at_start(s, ctl)) {
     out += sent;
@@ -70,7 +72,7 @@ std::string protect(const std::string& s, const std::vector<std::string>& ctl, c
     for (auto& c : ctl) {
       if (s.compare(i, c.size(), c) == 0) {
         out += sent;
-        out += c;
+        out += blank ? *blank : c;
         i += c.size();
         n++;
         hit = true;
@@ -94,19 +96,62 @@ bool needs_protection(const std::string& s, const std::vector<std::string>& ctl)
   return partial_suffix_at_start(s, ctl) || partial_prefix_at_end(s, ctl) > 0;
 }
 
-json protect_json(const json& j, const std::vector<std::string>& ctl, const std::string& sent, size_t& n) {
-  if (j.is_string()) return protect(j.get<std::string>(), ctl, sent, n);
+json protect_json(const json& j, const std::vector<std::string>& ctl, const std::string& sent, size_t& n,
+                  const std::string* blank = nullptr) {
+  if (j.is_string()) return protect(j.get<std::string>(), ctl, sent, n, blank);
   if (j.is_object()) {
     json o = json::object();
-    for (auto& [k, v] : j.items()) o[protect(k, ctl, sent, n)] = protect_json(v, ctl, sent, n);
+    for (auto& [k, v] : j.items()) o[protect(k, ctl, sent, n, blank)] = protect_json(v, ctl, sent, n, blank);
     return o;
   }
   if (j.is_array()) {
     json a = json::array();
-    for (auto& v : j) a.push_back(protect_json(v, ctl, sent, n));
+    for (auto& v : j) a.push_back(protect_json(v, ctl, sent, n, blank));
     return a;
   }
   return j;
+}
+
+// The longest control text at text[pos..], or nullptr.
+const std::string* control_at(const std::string& text, size_t pos, const std::vector<std::string>& ctl) {
+  const std::string* which = nullptr;
+  for (auto& c : ctl)
+    if (text.compare(pos, c.size(), c) == 0 && (!which || c.size() > which->size())) which = &c;
+  return which;
+}
+
+// `text` with the control text (if any) right after each sentinel replaced by `blank`.
+std::string blank_protected(const std::string& text, const std::vector<std::string>& ctl, const std::string& sent,
+                            const std::string& blank) {
+  std::string out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t s = text.find(sent, pos);
+    out.append(text, pos, (s == std::string::npos ? text.size() : s) - pos);
+    if (s == std::string::npos) break;
+    out += sent;
+    pos = s + sent.size();
+    if (const std::string* which = control_at(text, pos, ctl)) {
+      out += blank;
+      pos += which->size();
+    }
+  }
+  return out;
+}
+
+// The first private-use code point (U+E000..U+F8FF, from `from` on) whose character appears in no string of the
+// request; 0 if none.
+uint32_t unused_pua(uint32_t from, const json& messages, const json& tools, const json& kwargs) {
+  for (uint32_t cp = from; cp <= 0xF8FF; cp++) {
+    const std::string cand = utf8_pua(cp);
+    bool used = false;
+    auto check = [&](const std::string& s) { used = used || s.find(cand) != std::string::npos; };
+    each_string(messages, check);
+    each_string(tools, check);
+    each_string(kwargs, check);
+    if (!used) return cp;
+  }
+  return 0;
 }
 
 // The generation prompt opened a thinking block (Qwen3.5 with thinking on ends in "<think>\n").
@@ -126,11 +171,27 @@ json template_messages(const json& messages) {
   return out;
 }
 
-// A protected control text did not come through the template whole (changed, or dropped: e.g. a template argument or
-// an earlier turn's reasoning the template leaves out); refused rather than risk a forged control token.
+// A protected control text did not come through the template whole (changed, moved or duplicated, so that a
+// sentinel went missing or a new one appeared); refused rather than risk a forged control token.
 ApiError altered() {
   return bad_request("special-token text (e.g. <|im_end|>) in messages, tools or chat_template_kwargs did not reach the "
                      "prompt intact through the chat template; remove it from the request", "messages");
+}
+
+// The sentinels that did not come back were dropped with their text, and nothing else: rendered with every client
+// control text taken out (sent + blank in its place), the template writes the same prompt as `text` once each
+// protected control text in it is blanked the same way. Then every control text in `text` outside a protected span
+// is one the template wrote without any client control text in its input, so it is the template's own. (A drop is
+// common: Qwen3.5 leaves out the reasoning of turns before the last user message, and a template need not render
+// every chat_template_kwargs entry.) A template whose output depends on the control texts themselves (e.g. splits
+// on one) fails the comparison and the request is refused, as before.
+bool only_dropped(const ChatRenderFn& render, const std::string& text, const json& messages, const json& tools,
+                  const json& kwargs, const std::vector<std::string>& ctl, const std::string& sent,
+                  const std::string& blank) {
+  size_t n = 0;
+  auto r = render(protect_json(messages, ctl, sent, n, &blank), protect_json(tools, ctl, sent, n, &blank), true,
+                  protect_json(kwargs, ctl, sent, n, &blank));
+  return r.ok() && blank_protected(r.value(), ctl, sent, blank) == blank_protected(text, ctl, sent, blank);
 }
 
 ApiError template_error(const std::string& message) {
@@ -165,20 +226,10 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     return out;
   }
 
-  // Choose a sentinel that appears nowhere in the request.
-  std::string sent;
-  for (uint32_t cp = 0xE000; cp <= 0xF8FF && sent.empty(); cp++) {
-    std::string cand = utf8_pua(cp);
-    bool used = false;
-    auto check = [&](const std::string& s) {
-      if (s.find(cand) != std::string::npos) used = true;
-    };
-    each_string(messages, check);
-    each_string(tools, check);
-    each_string(kwargs, check);
-    if (!used) sent = cand;
-  }
-  if (sent.empty()) return bad_request("the messages contain special-token text that cannot be passed safely", "messages");
+  // A sentinel that appears nowhere in the request.
+  const uint32_t sent_cp = unused_pua(0xE000, messages, tools, kwargs);
+  if (!sent_cp) return bad_request("the messages contain special-token text that cannot be passed safely", "messages");
+  const std::string sent = utf8_pua(sent_cp);
   size_t n = 0;
   json pm = protect_json(messages, ctl, sent, n);
   json pt = protect_json(tools, ctl, sent, n);
@@ -204,16 +255,18 @@ std::variant<ChatPrompt, ApiError> build_chat_prompt(const ChatRenderFn& render,
     found++;
     // A protected control text (or one the template completed from a protected part) is plain text; otherwise the
     // sentinel only ends the segment before it.
-    const std::string* which = nullptr;
-    for (auto& c : ctl)
-      if (text.compare(pos, c.size(), c) == 0 && (!which || c.size() > which->size())) which = &c;
+    const std::string* which = control_at(text, pos, ctl);
     if (!which) continue;
     seg = *which;
     flush(false);
     pos += which->size();
   }
   flush(true);
-  if (found != n) return altered();
+  if (found != n) {
+    // (a second unused character stands for a control text taken out)
+    const uint32_t blank_cp = unused_pua(sent_cp + 1, messages, tools, kwargs);
+    if (!blank_cp || !only_dropped(render, text, messages, tools, kwargs, ctl, sent, utf8_pua(blank_cp))) return altered();
+  }
   out.in_reasoning = ends_in_open_think(out.text);
   return out;
 }

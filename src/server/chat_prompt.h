@@ -4,7 +4,9 @@
 // control-token text inside a message, tool definition or template argument is prefixed with a private-use sentinel
 // (U+E000.., one not present in the request); after rendering, the text is split at the sentinels
 // and each protected control text is tokenized as plain text, the rest with special parsing.
-// (If the template were to drop or escape a sentinel, the request is refused rather than risk it.)
+// If a sentinel does not come back (the template dropped its text, e.g. an earlier turn's reasoning, or changed it),
+// the request is rendered again with every client control text taken out; it is accepted only if the template then
+// writes the same prompt outside the protected spans, otherwise refused rather than risk a forged token.
 // User-defined added tokens such as <think> or <tool_call> are recognised in any text, exactly
 // as the tokenizer itself does; they are not control tokens.
 #pragma once
