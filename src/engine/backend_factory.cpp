@@ -28,10 +28,12 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view kind, const std::
     spdlog::info("backend: cuda (device {}, {} slots of {} positions)", o.device, o.n_slots, o.n_ctx);
     return make_cuda_backend(model_path, co);
   }
-  // CPU: the adapter of the fp32 reference (src/engine/qwen35_backend.h) lands on main with the server work.
-  // TODO(cudamodel): wire it here once it is merged; this is the one place that needs changing.
+  // CPU: Qwen35Backend (src/engine/qwen35_backend.h) borrows a loaded Qwen35Model that must outlive it, so callers
+  // load the model and call Qwen35Backend::create themselves (apps/cmd_serve.cpp); this path-only
+  // factory builds the CUDA backend, which owns its weights.
   (void)model_path;
-  return err("backend: cpu backend adapter not yet available in this build; use --backend cuda");
+  return err("backend: make_backend builds only the cuda backend; for the cpu backend load the model and call "
+             "Qwen35Backend::create");
 }
 
 }  // namespace ds::engine

@@ -1,5 +1,6 @@
 // Choosing and building the compute backend by name (the --backend option of logits, run, bench, serve):
-//   "cpu"  the fp32 reference model (src/model) behind the engine Backend interface
+//   "cpu"  the fp32 reference model (src/model) behind the engine Backend interface (Qwen35Backend::create, which
+//          borrows a loaded model: make_backend refuses "cpu")
 //   "cuda" the GPU model (src/cuda/model); an Error when built without CUDA or when no GPU is visible
 //   "auto" cuda when this binary has CUDA and a GPU is present, else cpu
 #pragma once
