@@ -32,6 +32,13 @@ function(ds_test area)
   endif()
   add_executable(test_${area} ${_srcs})
   target_link_libraries(test_${area} PRIVATE ${T_LIBS} ds_testutil GTest::gtest GTest::gtest_main)
+  # DS_BIN: the CLI, for the tests that run it. A plain path, not $<TARGET_FILE:deltaserve>: inside
+  # gtest_discover_tests' post-build step that expression made every test binary depend on the CLI, so the
+  # sanitizer build of .ci/run (which runs its tests against the release CLI through DS_BIN) compiled the CLI,
+  # the server and the engine again, ~100 of its ~160 steps. Other builds still build the CLI first.
   gtest_discover_tests(test_${area} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "DS_BIN=$<TARGET_FILE:deltaserve>")
+    PROPERTIES ENVIRONMENT "DS_BIN=${PROJECT_BINARY_DIR}/apps/deltaserve")
+  if(NOT DS_SANITIZE)
+    add_dependencies(test_${area} deltaserve)
+  endif()
 endfunction()
