@@ -174,7 +174,7 @@ void set_matvec_batched_terms(int terms);  // 2 or 3 (other values: 3)
 // x: [batch][cols] floats (row stride cols), y: [batch][rows] floats (row stride rows).
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
                       int batch, cudaStream_t stream, bool accumulate = false);
-// cg38: the Q6_K product's hi-only bound form (matvec_wgmma_q6k_ring.cuh kForm 4: A·hi alone, one wgmma per k-step
+// cg38: the Q6_K product's hi-only bound form (matvec_wgmma_q6k_ring.cuh kHi: A·hi alone, one wgmma per k-step
 // instead of three), for the certified greedy head only (src/cuda/model/kernels_certify.cu): not W x but within
 // ||w_r||_1 · max|x_b| · 2^-10 (+ fp32 rounding) of it for every row r and column b. Where matvec_batched takes Q6_K's
 // scaled-A ring (sm_90a, 25 <= B <= 64, cols / 256 a multiple of 8); elsewhere an Error.

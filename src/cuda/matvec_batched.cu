@@ -104,23 +104,17 @@ int& wg_setting() {
   return v;
 }
 // wgmma kernel for Q6_K at 25 <= B <= 64 (matvec_wgmma_q6k.cuh; threshold wg6::min_batch()), independent of DS_MVB_WG: 0 off, 1 on
-// (warpgroups per CTA chosen per shape, the default), 2 or 3 forced, 4 = 2 pipelined.
-// Its ring form (matvec_wgmma_q6k_ring.cuh, warpgroups by shape; shapes with cols / 256 a multiple of 8, else variant 1):
-// 6; its block form (one n64 sum per block): 8; its sub-block form (A = q − 32, x in sub-block k order, d·sc applied
-// per k-step in fp32; half the tensor work, q6k13): 9. (5 / 7, x multicast to clusters of 2 / 4, were removed in
-// splitk11: slower; they now mean the default.) Its scaled-A form (q6k16; A = fp16(sc·(q − 32)) and its exact remainder,
-// three n64 wgmmas per sub-block into one sum per block, d once per block: no fp32 work per k-step, 3 A sets in
-// flight): 11. DS_MVB_WG_Q6K = 0 .. 4, 6, 8, 9, 11. (12, the same with 4 A sets in flight, the same step time: removed.)
-// Default 11 (q6k16, H200, B = 64; call 1, both forms with the old generic row-word loads: mvb_bench timedef vs 9 (the
-// default since q6k13) output 620.6 / 620.8 vs 690.5 / 693.5 us, ffn_gate_up-sized 70.4 vs 77.6, ffn_down 48.1 vs 55.3,
-// attn_qkv 32.1 vs 36.3, ssm_out 21.6 vs 23.9; 9B step 8.081 / 8.059 vs 8.339 / 8.321 ms at 64, 6.885 vs 7.127 at 32.
-// Call 2, both with the row words by LDS: 9B step 7.961 vs 8.177 ms at 64 (8,039 vs 7,827 tok/s), 8.594 vs 8.850 at
-// 512+ positions; Q6_K layer products 1,214 vs 1,350 us per step; output head 572 us in ncu. Float64 worst in the tests
-// 1.27e-7 (9: 1.03e-7), extremes 8.1e-8 (9: 3.0e-8)). 9 (q6k13: vs 6, output 690 vs 875 us) stays behind the switch, as
-// 6 (batched9: vs 1, output 882 vs 1034; the same products in the same order as variant 1) and 8 (block form, worst
-// 1.74e-7; slower than 9 on every shape).
+// (warpgroups per CTA chosen per shape), 2 or 3 forced, 4 = 2 pipelined. 11, the default: its ring form's scaled-A
+// product (matvec_wgmma_q6k_ring.cuh, q6k16; A = fp16(sc·(q − 32)) and its exact remainder, three n64 wgmmas per
+// sub-block into one sum per block, d once per block, 3 A sets in flight; shapes with cols / 256 a multiple of 8, else
+// variant 1). DS_MVB_WG_Q6K = 0 .. 4, 11. H200, B = 64 (q6k16): 9B step 7.961 vs 8.177 ms at 64 against the sub-block
+// form that was the default before it (8,039 vs 7,827 tok/s), 8.594 vs 8.850 at 512+ positions; Q6_K layer products
+// 1,214 vs 1,350 us per step; output head 572 us in ncu; float64 worst in the tests 1.27e-7 (the sub-block form 1.03e-7).
+// (Removed: 5 / 7, x multicast to clusters, in splitk11; 12, 4 A sets, the same step time; in session 42 the ring forms
+// slower than 11 on every shape: 6, q6k_kernel's rounds on the ring (the default batched9 .. q6k13), 8, the block
+// form, and 9, the sub-block form (the default q6k13 .. q6k16). Those values now mean the default.)
 constexpr int kWgQ6kDefault = 11;
-bool wg_q6k_valid(long v) { return v >= 0 && v <= 11 && v != 5 && v != 7 && v != 10; }
+bool wg_q6k_valid(long v) { return (v >= 0 && v <= 4) || v == 11; }
 int& wg_q6k_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG_Q6K");
@@ -170,10 +164,9 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)
       if (wg_q6k_setting() && wg_available() && wg6::supports(rows, cols, batch))
       {
-        if (wg_q6k_setting() >= 5 && wg6r::supports(cols))  // ring 6, block form 8, sub-block form 9, scaled-A 11
-          return wg6r::launch(w, rows, cols, x, y, batch, stream, accumulate,
-                              wg_q6k_setting() == 11 ? 3 : wg_q6k_setting() == 9 ? 2 : wg_q6k_setting() == 8 ? 1 : 0);
-        return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting() >= 5 ? 1 : wg_q6k_setting());
+        if (wg_q6k_setting() == 11 && wg6r::supports(cols))  // the ring's scaled-A form
+          return wg6r::launch(w, rows, cols, x, y, batch, stream, accumulate, false);
+        return wg6::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_q6k_setting() == 11 ? 1 : wg_q6k_setting());
       }
     if constexpr (std::is_same_v<DG, mma::DecQ4K>)
       if (fold_setting() && fold::supports(rows, cols, batch))  // 2 terms: the fold kernel's fastest mode
@@ -327,7 +320,7 @@ Status matvec_batched_hi(GgmlType type, const void* w, int64_t rows, int64_t col
                   batch);
   if ((uintptr_t)w % 16 != 0 || (uintptr_t)x % 16 != 0 || (uintptr_t)y % 4 != 0)
     return cu_err("cuda matvec_batched_hi: misaligned operands");
-  return wg6r::launch(w, rows, cols, x, y, batch, stream, false, 4);
+  return wg6r::launch(w, rows, cols, x, y, batch, stream, false, true);
 }
 
 Status matvec_batched(GgmlType type, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

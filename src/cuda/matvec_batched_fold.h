@@ -26,8 +26,8 @@ int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 25 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the
 // fp16 x terms only, i.e. fold on): 1 on, 2 or 3 warpgroups forced, 4 = 2 warpgroups pipelined, 0 off
-// (matvec_gemm.cuh); its ring form (matvec_wgmma_q6k_ring.cuh, by shape): 6, 8 block form, 9 sub-block form (A = q − 32,
-// the scale applied per k-step in fp32; the default); 5 and 7 (removed x-cluster forms) are refused (0).
+// (matvec_gemm.cuh); 11 its ring form's scaled-A product (matvec_wgmma_q6k_ring.cuh, by shape; the default). Other values
+// (5 .. 10: removed forms) are refused (0).
 int matvec_batched_wgmma_q6k();
 void set_matvec_batched_wgmma_q6k(int variant);
 // The wgmma kernels' split-K reduction in the tile's last CTA (DS_MVB_RED; matvec_wgmma.cuh store_acc): 1 =

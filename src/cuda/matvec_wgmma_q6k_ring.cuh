@@ -1,12 +1,13 @@
-// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()). kForm 0 (DS_MVB_WG_Q6K=6): wg6::q6k_kernel's arithmetic (same
-// products in the same order for the same warpgroup count, pipelining and split plan; same float64 worst error in
-// tests/cuda, bit equality not checked); kForm 1 (=8) block form; kForm 2 (=9, the default q6k13 .. q6k16) sub-block form
-// with half the tensor work (see ring_kernel); kForm 3 (=11, the default since q6k16) scaled-A form: no fp32 work per
-// k-step. All with the Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB) and the CTA's weight rows as one 2D tensor copy, on full /
-// empty mbarriers, no __syncthreads in the loop, programmatic dependent launch (weights of the first two blocks before
-// griddepcontrol.wait). (x multicast to clusters of 2 / 4 row tiles, DS_MVB_WG_Q6K 5 / 7, slower than no cluster in
-// batched9: removed in splitk11; DS_MVB_RED=3's split-K clusters, no step gain in splitk11: removed in q6k13.) Include from
+// Batched Q6_K matvec, 25 <= B <= 64 (min_batch()), on shapes whose rows are a multiple of 8 blocks: the default Q6_K
+// product of the batched step (DS_MVB_WG_Q6K=11, kHi false: the scaled-A form) and the certified greedy head's hi-only
+// bound product (kHi true). The Q4_K block kernel's data path (matvec_wgmma_block.cuh): per block one stage = x (64 KB)
+// and the CTA's weight rows as one 2D tensor copy, on full / empty mbarriers, no __syncthreads in the loop,
+// programmatic dependent launch (weights of the first two blocks before griddepcontrol.wait). Include from
 // matvec_batched.cu after matvec_wgmma_q6k.cuh and matvec_wgmma_block.cuh; sm_90a only.
+// (Earlier forms of this kernel, measured slower and removed in session 42 (bench/cuda/NOTES.md keeps their numbers):
+// q6k_kernel's rounds on this data path (DS_MVB_WG_Q6K=6, the default batched9 .. q6k13), the block form (8) and the
+// sub-block form with d·sc applied per k-step in fp32 (9, the default q6k13 .. q6k16); x multicast to clusters of 2 / 4
+// row tiles (5 / 7) went in splitk11.)
 //  * Q6_K blocks are 210 bytes, so block starts are not 16-byte aligned, which the tensor copy needs (the earlier
 //    attempt with boxes starting at blk·210 died with an illegal instruction): the box starts at (blk·210) & ~15 and
 //    is 224 bytes wide (covers the block from any offset 0..14), rows 224 bytes apart in shared memory; the block
@@ -29,19 +30,10 @@ template <int kWG>
 constexpr int smem_bytes() { return 2 * stage_bytes<kWG>() + 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A fragment of sub-block form k-step K = sub-block K (kSub below) for rows rbase (+8): q − 32 as exact fp16 integers
-// (1024 + q from LOP3, then one HADD2); ql / qh: the words at byte 4t of the sub-block's 16-byte ql / qh chunks.
-// Bytes 0, 2 of the 4 codes go to k-slots 2t, 2t + 1 and bytes 1, 3 to 2t + 8, 2t + 9 (wg::prep_kernel<kLayQ6KSub>).
-__device__ __forceinline__ void build_sub(const uint32_t (&ql)[2], const uint32_t (&qh)[2], int seg, uint32_t (&af)[4]) {
-  const __half2 m1056 = __float2half2_rn(-1056.f);
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const uint32_t v = ((ql[h] >> (4 * (seg >> 1))) & 0x0F0F0F0Fu) | (((qh[h] >> (2 * seg)) & 0x03030303u) << 4);
-    af[h] = gemm::h2u(__hadd2(gemm::u2h((v & 0x00FF00FFu) | 0x64006400u), m1056));
-    af[2 + h] = gemm::h2u(__hadd2(gemm::u2h(((v >> 8) & 0x00FF00FFu) | 0x64006400u), m1056));
-  }
-}
-// build_sub's codes with the fp16 1024 + q pairs by PRMT (bytes 0, 2 and 1, 3 of v under 0x64), for kForm 3.
+// A fragment of k-step K = sub-block K for rows rbase (+8): the 1024 + q fp16 pairs by PRMT (bytes 0, 2 and 1, 3 of v
+// under 0x64), then q − 32 as exact fp16 integers by one HADD2; ql / qh: the words at byte 4t of the sub-block's
+// 16-byte ql / qh chunks. Bytes 0, 2 of the 4 codes go to k-slots 2t, 2t + 1 and bytes 1, 3 to 2t + 8, 2t + 9
+// (wg::prep_kernel<kLayQ6KSub>).
 __device__ __forceinline__ void build_sub_p(const uint32_t (&ql)[2], const uint32_t (&qh)[2], int seg, uint32_t (&af)[4]) {
   const __half2 m1056 = __float2half2_rn(-1056.f);
 #pragma unroll
@@ -53,45 +45,30 @@ __device__ __forceinline__ void build_sub_p(const uint32_t (&ql)[2], const uint3
 }
 template <int N>
 __device__ __forceinline__ void wait_n() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-// d·sc of sub-block K of a row: sw = the row's scale word K / 4 ^ 0x80808080; PRMT puts byte K % 4 (= sc + 128) under
-// the exponent of 2^23, one FADD takes 2^23 + 128 off (exact), the product with d (11 x 8 bits) is exact in fp32.
-__device__ __forceinline__ float dsc(uint32_t sw, int K, float d) {
-  return (__uint_as_float(__byte_perm(sw, 0x4B000000u, 0x7440u | (unsigned)(K & 3))) - 8388736.f) * d;
-}
 #endif
 
-// kForm 1 (block form, as the Q4_K block kernel's kN64): per k-step the 4 products A1·hi, A1·lo, A2·hi, A2·lo as
-// m64n64k16 wgmmas into one 32-register sum for the whole block (d is per row and block), waited once per block (the
-// next round's A fragments built while the current round's wgmmas run, wgmma.wait_group 1), one epilogue per block.
-// Not the bits of q6k_kernel (other summation order), within float64 tolerance.
-// kForm 2 (sub-block form, kSub): x in sub-block k order (wg::prep_kernel<kLayQ6KSub>: k-step K of a block = its
-// sub-block K), so A = q − 32 alone (exact fp16, |.| <= 32) and the scale comes after the product: per k-step the hi
-// and lo terms as two m64n64k16 wgmmas into a fresh 32-register set (half the tensor work of the other forms), then
-// acc += (d·sc_K)·set in fp32 (exact coefficient, one rounding per FMA). Two sets alternate: k-step K + 1's wgmmas
-// run while K's 32 FMAs are done (wgmma.wait_group 1). Products (<= 6 x 11 bits) exact, fp32 sums of 32 terms; not the
-// bits of the other forms, within float64 tolerance.
-// kForm 3 (scaled-A form, kScA; x as in kForm 2): form 2 spent its issue slots on the 32 FMAs of the per-k-step
-// scale-add (ncu, mvb15: output head issue-bound, 61% issue, 39% tensor). Here the scale goes into A: P = sc·(q − 32)
-// is an integer, |P| <= 4096; A = fp16(P) (one HMUL2 of the exact fp16 q − 32 and sc) is exact unless P is odd and
-// |P| > 2048, and E = P − A (one HFMA2, exact: 0 or ±1) is the remainder. Per k-step three m64n64k16 into one sum for
-// the whole block: A·hi + A·lo + E·hi = P·x − E·lo, the dropped E·lo below 2^-22 of that term; d is applied once per
-// block (32 FMAs). 1.5x form 2's tensor work, about half its instructions per k-step. sc of both rows as one half2
-// (PRMT of the interleaved scale bytes under 0x64, HADD2 of −1152), broadcast into the HMUL2 / HFMA2. Three A fragment
-// sets in flight (wait_group 2; q6k16's call 1: two sets 1-2% slower on the output head, 6% on ffn_down, as more of each
-// warpgroup's wgmmas stay queued while another warpgroup is at its block boundary; call 2: four sets the same step time).
-// kForm 4 (hi-only, cg38; never a default product: only the certified greedy head, src/cuda/model/kernels_certify.cu):
-// kForm 3 with A·hi alone, i.e. fp16(sc·(q − 32))·fp16(x·s): one m64n64k16 per k-step instead of three. Against the
-// exact sum it drops A·lo (|lo| <= 2^-11 |x·s|) and E·hi (|E| <= 2^-11 |sc·(q − 32)|), so per row r and column c the
-// result is within ||w_r||_1 · max|x_c| · 2^-10 (+ fp32 rounding) of W x: a bound, not a tolerance, which the certified
-// selection uses to find the exact argmax.
-template <int kWG, bool kPipe, int kForm = 0>
+// The scaled-A form (kHi false; x in sub-block k order, wg::prep_kernel<kLayQ6KSub>): the sub-block form before it
+// spent its issue slots on the 32 FMAs of a per-k-step scale-add (ncu, mvb15: output head issue-bound, 61% issue, 39%
+// tensor). Here the scale goes into A: P = sc·(q − 32) is an integer, |P| <= 4096; A = fp16(P) (one HMUL2 of the exact
+// fp16 q − 32 and sc) is exact unless P is odd and |P| > 2048, and E = P − A (one HFMA2, exact: 0 or ±1) is the
+// remainder. Per k-step three m64n64k16 into one sum for the whole block: A·hi + A·lo + E·hi = P·x − E·lo, the dropped
+// E·lo below 2^-22 of that term; d is applied once per block (32 FMAs). 1.5x the sub-block form's tensor work, about
+// half its instructions per k-step. sc of both rows as one half2 (PRMT of the interleaved scale bytes under 0x64, HADD2
+// of −1152), broadcast into the HMUL2 / HFMA2. Three A fragment sets in flight (wait_group 2; q6k16's call 1: two sets
+// 1-2% slower on the output head, 6% on ffn_down, as more of each warpgroup's wgmmas stay queued while another
+// warpgroup is at its block boundary; call 2: four sets the same step time).
+// kHi (hi-only, cg38; never a default product: only the certified greedy head, src/cuda/model/kernels_certify.cu): the
+// scaled-A form with A·hi alone, i.e. fp16(sc·(q − 32))·fp16(x·s): one m64n64k16 per k-step instead of three. Against
+// the exact sum it drops A·lo (|lo| <= 2^-11 |x·s|) and E·hi (|E| <= 2^-11 |sc·(q − 32)|), so per row r and column c
+// the result is within ||w_r||_1 · max|x_c| · 2^-10 (+ fp32 rounding) of W x: a bound, not a tolerance, which the
+// certified selection uses to find the exact argmax.
+template <int kWG, bool kHi>
 __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, const __grid_constant__ CUtensorMap tw) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wg;
   constexpr int kRows = 64 * kWG, kThreads = 128 * kWG, kStage = stage_bytes<kWG>();
   constexpr unsigned kTx = kXBlock + kRows * kBox;
-  constexpr bool kBlk = kForm == 1, kSub = kForm == 2, kScA = kForm == 3 || kForm == 4, kHi = kForm == 4;
-  constexpr int kScBuf = 3;  // kScA: A fragment sets in flight (wgmma.wait_group kScBuf − 1)
+  constexpr int kScBuf = 3;  // A fragment sets in flight (wgmma.wait_group kScBuf − 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + 2 * kStage);
   uint64_t* empty = full + 2;
@@ -135,11 +112,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
   for (int n = 0; n < 8; n++)
 #pragma unroll
     for (int r = 0; r < 4; r++) acc[n][r] = 0.f;
-  float c[64];
-#pragma unroll
-  for (int r = 0; r < 64; r++) c[r] = 0.f;
   const int rbase = 16 * warp + g;
-  const __half2 k16 = __float2half2_rn(16.f);
 
 #pragma unroll 1
   for (int i = 0; i < n_my; i++) {
@@ -160,248 +133,76 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
       rp[h] = wslot + (rbase + 8 * h) * kBox + off;
       dd[h] = __half2float(*reinterpret_cast<const __half*>(rp[h] + 208));
     }
-    // 4-byte words at byte c (a multiple of 4) of row h's block, for the sub-block forms: two LDS from the shared array by
+    // 4-byte words at byte c (a multiple of 4) of row h's block, for the A fragments: two LDS from the shared array by
     // word index (immediate offsets) and one funnel shift. Every such word sits at the same misalignment off & 3 (rows
     // kBox = 224 bytes apart). (The generic-pointer form before, (uintptr_t)p & ~3, lost the shared space: LD.E with
-    // 64-bit address arithmetic, ~350 instructions per warp and block for the 32 words in kForm 3's SASS.)
+    // 64-bit address arithmetic, ~350 instructions per warp and block for the 32 words in this kernel's SASS.)
     const uint32_t* s32 = reinterpret_cast<const uint32_t*>(smem);
     const uint32_t wsh = (uint32_t)(off & 3) * 8u;
     int wb[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) wb[h] = (slot * kStage + kXBlock + (rbase + 8 * h) * kBox + (off & ~3)) >> 2;
     auto word = [&](int h, int c) { return __funnelshift_r(s32[wb[h] + (c >> 2)], s32[wb[h] + (c >> 2) + 1], wsh); };
-    // wg6::q6k_kernel's rounds (same operations, same order)
-    auto build = [&](int R, uint32_t (&af)[4][2][4]) {
-      const int s = R >> 1, rd = R & 1;
-      const int qsh = 2 * (t >> 1);
+    // iw[K / 2]: the scale bytes of sub-blocks K, K + 1 (K even) of both rows, interleaved (row 0, row 1, row 0,
+    // row 1), each + 128 (^ 0x80) for the 1024 + u fp16 trick
+    uint32_t iw[8];
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+      const uint32_t s0 = word(0, 192 + 4 * m) ^ 0x80808080u, s1 = word(1, 192 + 4 * m) ^ 0x80808080u;
+      iw[2 * m] = __byte_perm(s0, s1, 0x5140u);
+      iw[2 * m + 1] = __byte_perm(s0, s1, 0x7362u);
+    }
+    uint32_t ql[2][4][2], qh[2][2][2];
+#pragma unroll
+    for (int s = 0; s < 2; s++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const uint2 ql = wg6::ld8_a2(rp[h] + 64 * s + 16 * t + 8 * rd);
-        const uint2 qh = wg6::ld8_a2(rp[h] + 128 + 32 * s + 16 * (t & 1) + 8 * rd);
 #pragma unroll
-        for (int nb = 0; nb < 2; nb++) {
-          const int sc = (int)*reinterpret_cast<const int8_t*>(rp[h] + 192 + 8 * s + t + 4 * nb);
-          const float shf = (float)(sc >> 4), slf = (float)(sc & 15);
-          const __half2 mh = __float2half2_rn(shf), ah = __float2half2_rn(-1056.f * shf);
-          const __half2 ml = __float2half2_rn(slf), al = __float2half2_rn(-1056.f * slf);
+        for (int m = 0; m < 4; m++) ql[s][m][h] = word(h, 64 * s + 16 * m + 4 * t);
 #pragma unroll
-          for (int ii = 0; ii < 2; ii++) {
-            const int kl = 2 * ii + nb;
-            const uint32_t wl = ii ? ql.y : ql.x, wh = ii ? qh.y : qh.x;
-            const uint32_t v = ((wl >> (4 * nb)) & 0x0F0F0F0Fu) | (((wh >> (qsh + 4 * nb)) & 0x03030303u) << 4);
-            const __half2 p0 = gemm::u2h((v & 0x00FF00FFu) | 0x64006400u);
-            const __half2 p1 = gemm::u2h(((v >> 8) & 0x00FF00FFu) | 0x64006400u);
-            af[kl][0][h] = gemm::h2u(__hmul2(__hfma2(p0, mh, ah), k16));
-            af[kl][0][2 + h] = gemm::h2u(__hmul2(__hfma2(p1, mh, ah), k16));
-            af[kl][1][h] = gemm::h2u(__hfma2(p0, ml, al));
-            af[kl][1][2 + h] = gemm::h2u(__hfma2(p1, ml, al));
-          }
-        }
+        for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = word(h, 128 + 32 * s + 16 * hf + 4 * t);
+      }
+    // the block's x descriptor; k-step K's hi terms at + (K / 8)·kXStep + (K % 8)·4096 bytes, lo terms + 2048
+    const uint64_t d0 = desc_for(xslot, 128u, 256u);
+    float cb[32];
+    uint32_t ar[kScBuf][4], ae[kScBuf][4];
+    auto build = [&](int K, uint32_t (&r)[4], uint32_t (&e)[4]) {
+      const int s = K >> 3, kk = K & 7, seg = kk >> 1, hf = kk & 1;
+      uint32_t q[4];
+      build_sub_p(ql[s][2 * (seg & 1) + hf], qh[s][hf], seg, q);
+      // (sc row 0, sc row 1) exact in fp16: PRMT builds 1024 + sc + 128, one HADD2 takes 1152 off
+      const __half2 sc2 = __hadd2(gemm::u2h(__byte_perm(iw[K >> 1], 0x64646464u, (K & 1) ? 0x4342u : 0x4140u)),
+                                  __float2half2_rn(-1152.f));
+      const __half2 sr[2] = {__low2half2(sc2), __high2half2(sc2)};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {  // j = h, 2 + h: row h
+        const __half2 p = __hmul2_rn(gemm::u2h(q[j]), sr[j & 1]);  // fp16(sc·(q − 32)), off by 0 or ±1
+        r[j] = gemm::h2u(p);
+        if constexpr (!kHi) e[j] = gemm::h2u(__hfma2(gemm::u2h(q[j]), sr[j & 1], __hneg2(p)));  // the exact remainder
       }
     };
-    auto issue_round = [&](int R, uint32_t (&af)[4][2][4]) {
-      const int s = R >> 1, rd = R & 1;
-      keep(c);
+    auto mma = [&](int K, const uint32_t (&r)[4], const uint32_t (&e)[4]) {
+      const uint64_t dh = d0 + (uint64_t)(((K >> 3) * kXStep + (K & 7) * 4096) >> 4), dl = dh + (2048 >> 4);
       wg_fence();
-#pragma unroll
-      for (int kl = 0; kl < 4; kl++) {
-        const uint64_t desc = desc_for(xslot + s * kXStep + (4 * rd + kl) * 4096, 128u, 256u);
-        wgmma_128(c, af[kl][0], desc, kl);
-        wgmma_128(c, af[kl][1], desc, 1);
+      wgb::wgmma_64(cb, r, dh, K == 0 ? 0 : 1);  // hi terms (a new sum per block)
+      if constexpr (!kHi) {
+        wgb::wgmma_64(cb, r, dl, 1);  // lo terms
+        wgb::wgmma_64(cb, e, dh, 1);  // the remainder's hi terms
       }
       wg_commit();
     };
-    auto flush = [&] {
-      wg_wait0();
-      keep(c);
 #pragma unroll
-      for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-          acc[n][r] = fmaf(dd[r >> 1], c[32 + 4 * n + r], acc[n][r]);
-          acc[n][r] = fmaf(dd[r >> 1], c[4 * n + r], acc[n][r]);
-        }
-    };
-    if constexpr (kScA) {
-      // iw[K / 2]: the scale bytes of sub-blocks K, K + 1 (K even) of both rows, interleaved (row 0, row 1, row 0,
-      // row 1), each + 128 (^ 0x80) for the 1024 + u fp16 trick
-      uint32_t iw[8];
-#pragma unroll
-      for (int m = 0; m < 4; m++) {
-        const uint32_t s0 = word(0, 192 + 4 * m) ^ 0x80808080u, s1 = word(1, 192 + 4 * m) ^ 0x80808080u;
-        iw[2 * m] = __byte_perm(s0, s1, 0x5140u);
-        iw[2 * m + 1] = __byte_perm(s0, s1, 0x7362u);
-      }
-      uint32_t ql[2][4][2], qh[2][2][2];
-#pragma unroll
-      for (int s = 0; s < 2; s++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-#pragma unroll
-          for (int m = 0; m < 4; m++) ql[s][m][h] = word(h, 64 * s + 16 * m + 4 * t);
-#pragma unroll
-          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = word(h, 128 + 32 * s + 16 * hf + 4 * t);
-        }
-      // the block's x descriptor; k-step K's hi terms at + (K / 8)·kXStep + (K % 8)·4096 bytes, lo terms + 2048
-      const uint64_t d0 = desc_for(xslot, 128u, 256u);
-      float cb[32];
-      uint32_t ar[kScBuf][4], ae[kScBuf][4];
-      auto build = [&](int K, uint32_t (&r)[4], uint32_t (&e)[4]) {
-        const int s = K >> 3, kk = K & 7, seg = kk >> 1, hf = kk & 1;
-        uint32_t q[4];
-        build_sub_p(ql[s][2 * (seg & 1) + hf], qh[s][hf], seg, q);
-        // (sc row 0, sc row 1) exact in fp16: PRMT builds 1024 + sc + 128, one HADD2 takes 1152 off
-        const __half2 sc2 = __hadd2(gemm::u2h(__byte_perm(iw[K >> 1], 0x64646464u, (K & 1) ? 0x4342u : 0x4140u)),
-                                    __float2half2_rn(-1152.f));
-        const __half2 sr[2] = {__low2half2(sc2), __high2half2(sc2)};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {  // j = h, 2 + h: row h
-          const __half2 p = __hmul2_rn(gemm::u2h(q[j]), sr[j & 1]);  // fp16(sc·(q − 32)), off by 0 or ±1
-          r[j] = gemm::h2u(p);
-          if constexpr (!kHi) e[j] = gemm::h2u(__hfma2(gemm::u2h(q[j]), sr[j & 1], __hneg2(p)));  // the exact remainder
-        }
-      };
-      auto mma = [&](int K, const uint32_t (&r)[4], const uint32_t (&e)[4]) {
-        const uint64_t dh = d0 + (uint64_t)(((K >> 3) * kXStep + (K & 7) * 4096) >> 4), dl = dh + (2048 >> 4);
-        wg_fence();
-        wgb::wgmma_64(cb, r, dh, K == 0 ? 0 : 1);  // hi terms (a new sum per block)
-        if constexpr (!kHi) {
-          wgb::wgmma_64(cb, r, dl, 1);  // lo terms
-          wgb::wgmma_64(cb, e, dh, 1);  // the remainder's hi terms
-        }
-        wg_commit();
-      };
-#pragma unroll
-      for (int K = 0; K < 16; K++) {
-        if (K >= kScBuf) wait_n<kScBuf - 1>();  // k-step K − kScBuf done: its A registers are free
-        build(K, ar[K % kScBuf], ae[K % kScBuf]);
-        mma(K, ar[K % kScBuf], ae[K % kScBuf]);
-      }
-      wg_wait0();
-      keep(cb);
-#pragma unroll
-      for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dd[r >> 1], cb[4 * n + r], acc[n][r]);
-    } else if constexpr (kSub) {
-      float c0[32], c1[32];
-      uint32_t a0[4], a1[4];
-      uint32_t sw[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int m = 0; m < 4; m++) sw[h][m] = word(h, 192 + 4 * m) ^ 0x80808080u;
-      // ql / qh words of half block s for sub-blocks 8s + 2seg + hf: ql at 64s + 16(2(seg & 1) + hf) + 4t (nibble
-      // seg / 2), qh at 128 + 32s + 16hf + 4t (bits 2seg)
-      uint32_t ql[2][4][2], qh[2][2][2];
-      auto load_half = [&](int s) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-#pragma unroll
-          for (int m = 0; m < 4; m++) ql[s][m][h] = word(h, 64 * s + 16 * m + 4 * t);
-#pragma unroll
-          for (int hf = 0; hf < 2; hf++) qh[s][hf][h] = word(h, 128 + 32 * s + 16 * hf + 4 * t);
-        }
-      };
-      auto build_k = [&](int K, uint32_t (&af)[4]) {
-        const int s = K >> 3, kk = K & 7, seg = kk >> 1, hf = kk & 1;
-        build_sub(ql[s][2 * (seg & 1) + hf], qh[s][hf], seg, af);
-      };
-      auto mma_k = [&](int K, float (&c)[32], const uint32_t (&af)[4]) {
-        const uint8_t* xs = xslot + (K >> 3) * kXStep + (K & 7) * 4096;
-        wg_fence();
-        wgb::wgmma_64(c, af, desc_for(xs, 128u, 256u), 0);            // hi terms: a new sum
-        wgb::wgmma_64(c, af, desc_for(xs + 2048, 128u, 256u), 1);     // lo terms
-        wg_commit();
-      };
-      auto scale_add = [&](int K, const float (&c)[32]) {
-        const float s0 = dsc(sw[0][K >> 2], K, dd[0]), s1 = dsc(sw[1][K >> 2], K, dd[1]);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-          for (int r = 0; r < 4; r++) acc[n][r] = fmaf(r < 2 ? s0 : s1, c[4 * n + r], acc[n][r]);
-      };
-      load_half(0);
-      load_half(1);
-      build_k(0, a0);
-      mma_k(0, c0, a0);
-      build_k(1, a1);
-      mma_k(1, c1, a1);
-#pragma unroll
-      for (int K = 2; K < 16; K += 2) {
-        wgb::wg_wait1();  // k-step K − 2 done: c0, a0 free
-        keep(c0);
-        scale_add(K - 2, c0);
-        build_k(K, a0);
-        mma_k(K, c0, a0);
-        wgb::wg_wait1();  // K − 1 done: c1, a1 free
-        keep(c1);
-        scale_add(K - 1, c1);
-        build_k(K + 1, a1);
-        mma_k(K + 1, c1, a1);
-      }
-      wgb::wg_wait1();
-      keep(c0);
-      scale_add(14, c0);
-      wg_wait0();
-      keep(c1);
-      scale_add(15, c1);
-    } else if constexpr (kBlk) {
-      float cb[32];
-      auto issue_n64 = [&](int R, uint32_t (&af)[4][2][4], bool first) {
-        const int s = R >> 1, rd = R & 1;
-        wg_fence();
-#pragma unroll
-        for (int kl = 0; kl < 4; kl++) {
-          const uint8_t* xs = xslot + s * kXStep + (4 * rd + kl) * 4096;
-          const uint64_t dh = desc_for(xs, 128u, 256u), dl = desc_for(xs + 2048, 128u, 256u);
-          wgb::wgmma_64(cb, af[kl][0], dh, first && kl == 0 ? 0 : 1);
-          wgb::wgmma_64(cb, af[kl][0], dl, 1);
-          wgb::wgmma_64(cb, af[kl][1], dh, 1);
-          wgb::wgmma_64(cb, af[kl][1], dl, 1);
-        }
-        wg_commit();
-      };
-      uint32_t af0[4][2][4], af1[4][2][4];
-      build(0, af0);
-      issue_n64(0, af0, true);
-      build(1, af1);
-      issue_n64(1, af1, false);
-      wgb::wg_wait1();
-      build(2, af0);
-      issue_n64(2, af0, false);
-      wgb::wg_wait1();
-      build(3, af1);
-      issue_n64(3, af1, false);
-      wg_wait0();
-      keep(cb);
-#pragma unroll
-      for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dd[r >> 1], cb[4 * n + r], acc[n][r]);
-    } else if constexpr (kPipe) {
-      uint32_t af0[4][2][4], af1[4][2][4];
-      build(0, af0);
-      issue_round(0, af0);
-      build(1, af1);
-      flush();
-      issue_round(1, af1);
-      build(2, af0);
-      flush();
-      issue_round(2, af0);
-      build(3, af1);
-      flush();
-      issue_round(3, af1);
-      flush();
-    } else {
-#pragma unroll 1
-      for (int R = 0; R < 4; R++) {
-        uint32_t af[4][2][4];
-        build(R, af);
-        issue_round(R, af);
-        flush();
-      }
+    for (int K = 0; K < 16; K++) {
+      if (K >= kScBuf) wait_n<kScBuf - 1>();  // k-step K − kScBuf done: its A registers are free
+      build(K, ar[K % kScBuf], ae[K % kScBuf]);
+      mma(K, ar[K % kScBuf], ae[K % kScBuf]);
     }
+    wg_wait0();
+    keep(cb);
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[n][r] = fmaf(dd[r >> 1], cb[4 * n + r], acc[n][r]);
     __syncwarp();
     if (lane == 0) wgr::bar_arrive(&empty[slot]);
   }
@@ -410,17 +211,17 @@ __global__ void __launch_bounds__(128 * kWG, 1) ring_kernel(const wg6::Args a, c
 #endif
 }
 
-template <int kWG, bool kPipe, int kForm = 0>
+template <int kWG, bool kHi>
 Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<kWG>();
   static const cudaError_t e =
-      cudaFuncSetAttribute(ring_kernel<kWG, kPipe, kForm>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(ring_kernel<kWG, kHi>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (e != cudaSuccess)
     return cu_err("cuda matvec_batched (wgmma Q6_K ring): cudaFuncSetAttribute: {}", cudaGetErrorString(e));
   CUtensorMap map;
   DS_TRY(wgr::weight_map(a.w, a.rows, a.row_bytes, kBox, 64 * kWG, map));
   const cudaError_t le =
-      launch_pdl(ring_kernel<kWG, kPipe, kForm>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
+      launch_pdl(ring_kernel<kWG, kHi>, grid, dim3(128 * kWG), kSmem, stream, wgr::pdl_setting(), a, map);
   if (le != cudaSuccess) return cu_err("cuda matvec_batched (wgmma Q6_K ring): launch: {}", cudaGetErrorString(le));
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring)", stream);
   return {};
@@ -429,10 +230,9 @@ Status launch_ring(wg6::Args a, dim3 grid, cudaStream_t stream) {
 // Whether the ring takes this shape: the tensor map's row stride (210·cols/256 bytes) must be a multiple of 16.
 inline bool supports(int64_t cols) { return (cols / 256) % 8 == 0 && wgr::tensor_map_encoder(); }
 
-// Warpgroups by shape as wg6::launch (wg::choose_wg; 2 pipelined); form: 0 the rounds of q6k_kernel, 1 the block form,
-// 2 the sub-block form, 3 the scaled-A form, 4 its hi-only bound form (kForm).
+// Warpgroups by shape as wg6::launch (wg::choose_wg); hi: the hi-only bound product (kHi) instead of the scaled-A form.
 inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
-                     cudaStream_t stream, bool accumulate, int form) {
+                     cudaStream_t stream, bool accumulate, bool hi) {
   const int n_wg = wgb::wg_force() ? wgb::wg_force() : wg::choose_wg(rows, cols, sm_count());
   uint32_t* xw;
   float *inv, *scale, *part;
@@ -443,10 +243,7 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   CUDA_TRY(cudaGetSymbolAddress((void**)&part, gemm::g_part));
   CUDA_TRY(cudaGetSymbolAddress((void**)&count, gemm::g_count));
   const int64_t nblk = cols / 256;
-  if (form >= 2)
-    wg::prep_kernel<wg::kLayQ6KSub, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
-  else
-    wg::prep_kernel<wg::kLayQ6K, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
+  wg::prep_kernel<wg::kLayQ6KSub, false><<<64, 256, 0, stream>>>(x, cols, batch, scale, inv, xw, nullptr);
   CUDA_TRY_LAUNCH("matvec_batched (wgmma Q6_K ring prep)", stream);
   const int rows_per_tile = 64 * n_wg;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
@@ -454,11 +251,8 @@ inline Status launch(const void* w, int64_t rows, int64_t cols, const float* x, 
   const wg6::Args a{static_cast<const uint8_t*>(w), rows, cols, nblk * wg6::kBlockBytes, y, batch, splits, accumulate,
                     xw, inv, part, count, wg::red_mode()};
   const dim3 grid((unsigned)tiles, (unsigned)splits);
-  if (form == 4) return n_wg == 3 ? launch_ring<3, false, 4>(a, grid, stream) : launch_ring<2, false, 4>(a, grid, stream);
-  if (form == 3) return n_wg == 3 ? launch_ring<3, false, 3>(a, grid, stream) : launch_ring<2, false, 3>(a, grid, stream);
-  if (form == 2) return n_wg == 3 ? launch_ring<3, false, 2>(a, grid, stream) : launch_ring<2, false, 2>(a, grid, stream);
-  if (form == 1) return n_wg == 3 ? launch_ring<3, false, 1>(a, grid, stream) : launch_ring<2, false, 1>(a, grid, stream);
-  return n_wg == 3 ? launch_ring<3, false>(a, grid, stream) : launch_ring<2, true>(a, grid, stream);
+  if (hi) return n_wg == 3 ? launch_ring<3, true>(a, grid, stream) : launch_ring<2, true>(a, grid, stream);
+  return n_wg == 3 ? launch_ring<3, false>(a, grid, stream) : launch_ring<2, false>(a, grid, stream);
 }
 
 }  // namespace wg6r

@@ -43,15 +43,14 @@ struct Config {
               // with the mins on sub-block sums (one mma.sync per n-tile);
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
-                 // and 4 = 2 warpgroups pipelined; its ring form (matvec_wgmma_q6k_ring.cuh) 6, 8 = block form
-                 // (one n64 sum per block), 9 = sub-block form (A = q − 32, d·sc per k-step in fp32), 11 = scaled-A
-                 // form (A = fp16(sc·(q − 32)) + its exact remainder, one sum per block)
+                 // and 4 = 2 warpgroups pipelined; 11 = its ring form's scaled-A product (matvec_wgmma_q6k_ring.cuh:
+                 // A = fp16(sc·(q − 32)) + its exact remainder, one sum per block)
 };
 // The block kernels' defaults (Q4_K 13, Q6_K 11) run in the default config; config 9 (n64), 12 (the Q4_K default before
-// mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9), 6 (the ring, the default before q6k13), 8 (block
-// form), 9 (sub-block form, the default before q6k16) are listed, and the defaults 13 / Q6_K 11 once more as configs of
-// their own (Q4_K / Q6_K only: DS_TEST_MVB_WG=13,q11 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5, 7,
-// were removed in splitk11.)
+// mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9; still the product on shapes the ring does not
+// take) are listed, and the defaults 13 / Q6_K 11 once more as configs of their own (Q4_K / Q6_K only:
+// DS_TEST_MVB_WG=13,q11 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5,
+// 7, were removed in splitk11; the Q6_K ring forms 6, 8 and 9 in session 42.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
 // compute capability 9.0 only; elsewhere those configs run the fold kernel).
@@ -71,9 +70,6 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 3},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 4},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 1},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 6},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 8},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 9},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, -1, 11}};
 
 // DS_TEST_MVB_WG = a comma-separated list of wg values (e.g. "2,9"; "-1": the configs that force neither switch) and
@@ -593,8 +589,8 @@ TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
 
 // The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
 // sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
-// first kernel 1; 13, its sub-block-sum mins) and Q6_K (ring 6, its sub-block form 9, scaled-A form 11 and kernel 1) on shapes with 2, 4 and more splits, partial row
-// tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
+// first kernel 1; 13, its sub-block-sum mins) and Q6_K (the ring's scaled-A form 11 and kernel 1) on shapes with 2, 4
+// and more splits, partial row tiles (rows % 4 != 0), accumulate on and off, B = 25, 33 and 64.
 TEST(CudaMatvecBatched, SplitReduceSameBits) {
   DS_REQUIRE_GPU();
   if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
@@ -605,7 +601,7 @@ TEST(CudaMatvecBatched, SplitReduceSameBits) {
                         {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9700;
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{6, 9, 11, 1};
+    const std::vector<int> kinds = t == GgmlType::Q4_K ? std::vector<int>{12, 13, 1} : std::vector<int>{11, 1};
     for (const Case& c : cases) {
       BitsProduct pr(t, c, seed += 3);
       for (int kind : kinds)
@@ -678,7 +674,7 @@ TEST(CudaMatvecBatched, PrepRegSameBits) {
 // A = fp16(sc·(q − 32)) is inexact exactly where sc·(q − 32) is odd and above 2048 in magnitude (odd |sc| >= 67); the
 // remainder (0 or ±1) goes through a third wgmma with x's hi terms. Weights made mostly of those cases (odd scales
 // 67..127 of both signs, odd codes with |q − 32| in 17..31, so |sc·(q − 32)| in 1139..3937; d = 2^-8) on the ring's
-// shapes, B = 25 / 64, forms 9 and 11: within 1e-6 of float64 (the forms measure ~1e-7; A rounded to fp16 without the
+// shapes, B = 25 / 64, form 11: within 1e-6 of float64 (the forms measure ~1e-7; A rounded to fp16 without the
 // remainder would be off by up to 2^-12 of these terms).
 TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   DS_REQUIRE_GPU();
@@ -702,15 +698,13 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   uint64_t seed = 9900;
   for (const Case& c : cases)
     for (int batch : {25, 64}) {
-      for (int kind : {9, 11}) {
-        cuda::set_matvec_batched_wgmma_q6k(kind);
-        std::string where;
-        const double e = run_case(GgmlType::Q6_K, c, batch, false, seed, where, nullptr, nullptr, shape);
-        EXPECT_LE(e, 1e-6) << "kind " << kind << " [" << c.rows << " x " << c.cols << "] B " << batch << ": worst "
-                           << where;
-        std::printf("matvec_batched Q6_K odd large scales kind %d [%lld x %lld] B %d: worst %.3g of sum|w x|\n", kind,
-                    (long long)c.rows, (long long)c.cols, batch, e);
-      }
+      cuda::set_matvec_batched_wgmma_q6k(11);
+      std::string where;
+      const double e = run_case(GgmlType::Q6_K, c, batch, false, seed, where, nullptr, nullptr, shape);
+      EXPECT_LE(e, 1e-6) << "[" << c.rows << " x " << c.cols << "] B " << batch << ": worst "
+                         << where;
+      std::printf("matvec_batched Q6_K odd large scales [%lld x %lld] B %d: worst %.3g of sum|w x|\n",
+                  (long long)c.rows, (long long)c.cols, batch, e);
       seed += 3;
     }
   cuda::set_matvec_batched_wgmma_q6k(wg60);
