@@ -5,7 +5,8 @@
 # xz'd as b.tar.xz (bench/cuda/calls/prelude.sh unpacks it), beside the call scripts of CALLS.
 # A carry is at most 64 MiB with the tracked tree (~15 MB), so one build (~14 MB xz'd) leaves room; more builds
 # for an A/B go into the same tar, each under its own folder (see bench/cuda/calls/s40/go1.sh).
-# Usage (repository root, after scripts/build.sh with nvcc): tools/gpu_prepare.sh [BUILD=build] [CALLS=bench/cuda/calls/s40]
+# SYM=1 also packs the tiny-sym fixture models as f.tar.xz (~17 MB: all of test_cuda_model needs them; s42/go1.sh unpacks it).
+# Usage (repository root, after scripts/build.sh with nvcc): [SYM=1] tools/gpu_prepare.sh [BUILD=build] [CALLS=bench/cuda/calls/s40]
 # Then: run(command="cd devf16 && OUT=$OUT LIM=300 timeout 310 bash go3.sh", carry=["devf16"], kind=...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ bash tools/gpu_bundle.sh "$BUILD" "$DEST/gpu-bundle" > /dev/null
 (
   cd "$DEST/gpu-bundle"
   rm -f test_cuda test_cuda_prefill test_engine
+  [ "${SYM:-0}" = 1 ] && tar cf - -C .. gpu-bundle/fixtures/models/tiny-sym | xz -6 -T2 > ../f.tar.xz
   rm -rf fixtures/models/tiny-sym fixtures/quant lib/libcublas* lib/libcudart*
   strip deltaserve test_cuda_model
 )

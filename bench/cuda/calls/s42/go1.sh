@@ -7,7 +7,7 @@ set -u
 LIM=${LIM:-300}
 cd "$(dirname "$0")"
 . ../bench/cuda/calls/prelude.sh
-[ -e f.tar.xz ] && tar xJf f.tar.xz  # the tiny-sym fixture models (gpu_prepare.sh leaves them out), for the tests
+[ -e f.tar.xz ] && tar xJf f.tar.xz  # the tiny-sym fixture models (SYM=1 tools/gpu_prepare.sh), for the tests
 TAG=s42go1
 synth9b_bg 14
 M08=$W/m08.gguf; M27=$W/m27.gguf
