@@ -12,7 +12,7 @@ TAG=s42go1
 synth9b_bg 14
 M08=$W/m08.gguf; M27=$W/m27.gguf
 "$X" synth --size 0.8B --type Q4_K_M --vocab "$W/vocab.gguf" --threads 2 -o "$M08" > /dev/null 2>&1 &
-model_tests '*' 60  # all of test_cuda_model (fixture models on the GPU) while the synths run
+[ -e f.tar.xz ] && model_tests '*' 60  # all of test_cuda_model (fixture models on the GPU) while the synths run
 wait9b $((LIM / 3))
 say synth9b
 # the 27B before the timed runs, so its synthesis does not share the host's cores with the server and clients
