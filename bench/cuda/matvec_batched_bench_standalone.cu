@@ -191,21 +191,21 @@ static void run_timing(bool with_fma) {
       CK(cudaMalloc(&dw, bytes));
       CK(cudaMemset(dw, 0x11, bytes));  // finite scales for every type
       for (int B : Bs) {
-        for (int path = 0; path < 18; path++) {
-          if (((path >= 7 && path < 10) || (path >= 14 && path < 18)) && (t != GgmlType::Q4_K || B < 25)) continue;  // wgmma: Q4_K at 25 <= B <= 64
+        for (int path = 0; path < 14; path++) {
+          if (path >= 7 && path < 10 && (t != GgmlType::Q4_K || B < 25)) continue;  // wgmma: Q4_K at 25 <= B <= 64
           if (path >= 10 && path < 14 && (t != GgmlType::Q6_K || B < 25)) continue;  // wgmma Q6_K, likewise
           if (path == 3 && (!with_fma || B == 1 || (B == 64 && s.rows == 248320))) continue;
           if (B == 1 && path != 0) continue;
           if (path >= 4 && path < 6 && t != GgmlType::Q4_K) continue;  // fold2: Q6_K / Q8_0 with fp16 x
           if (path == 2 && !with_fma && s.rows == 248320) continue;
           static const char* kNames[] = {"gemm3", "gemm2", "mma3", "fma", "fold0", "fold1", "fold2", "wgauto", "wg2", "wg3",
-                                         "wg6a", "wg6_2", "wg6_3", "wg6p", "wgr", "wgr2", "wgr3", "wgr2o"};
+                                         "wg6a", "wg6_2", "wg6_3", "wg6p"};
           if (path != 3) {
             cuda::set_matvec_batched_path(path != 2 ? cuda::MatvecBatchedPath::Gemm : cuda::MatvecBatchedPath::Mma);
             cuda::set_matvec_batched_terms(path == 1 ? 2 : 3);
             cuda::set_matvec_batched_fold_mode(path >= 7 ? 2 : path >= 4 ? path - 4 : -1);
-            // wgauto 1, wg2 2, wg3 3; ring: wgr 4, wgr2 5, wgr3 6, wgr2o 7
-            cuda::set_matvec_batched_wgmma(path >= 7 && path < 10 ? path - 6 : path >= 14 && path < 18 ? path - 10 : 0);
+            // wgauto 1, wg2 2, wg3 3 (the ring forms wgr 4 .. 7 were removed in session 42)
+            cuda::set_matvec_batched_wgmma(path >= 7 && path < 10 ? path - 6 : 0);
             cuda::set_matvec_batched_wgmma_q6k(path >= 10 && path < 14 ? path - 9 : 0);  // wg6a 1, wg6_2 2, wg6_3 3, wg6p 4
           }
           auto call = [&] {
@@ -303,8 +303,8 @@ int main(int argc, char** argv) {
       cuda::set_matvec_batched_fold_mode(m);
       run_checks(GgmlType::Q4_K);
     }
-  if (!std::strcmp(mode, "checkwg"))  // Q4_K: the wgmma kernel with 2 and 3 warpgroups (B 33 and 64 cases), ring 5 / 6 / 7
-    for (int n_wg : {2, 3, 5, 6, 7}) {
+  if (!std::strcmp(mode, "checkwg"))  // Q4_K: the wgmma kernel with 2 and 3 warpgroups (B 33 and 64 cases)
+    for (int n_wg : {2, 3}) {
       cuda::set_matvec_batched_fold_mode(2);
       cuda::set_matvec_batched_wgmma(n_wg);
       run_checks(GgmlType::Q4_K);

@@ -76,13 +76,13 @@ int& fold_setting() {
 }
 
 // wgmma kernel for Q4_K at 25 <= B <= 64 (matvec_wgmma.cuh): 0 off, 1 on (warpgroups per CTA chosen per
-// shape, the default), 2 or 3 warpgroups forced; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape,
-// 5 / 6 = 2 / 3 warpgroups, 7 = 2 warpgroups overlapped. DS_MVB_WG = 0 .. 7; DS_MVB_WG_SWAP=1 swaps the
-// descriptor strides (layout check in the standalone bench). Block form (matvec_wgmma_block.cuh: one accumulator set
-// per block; by shape): 9 = hi / lo as n64 wgmmas into one sum; 12 = n128. (8, 10, 11, x multicast to clusters of row
-// tiles, were removed in splitk11: slower everywhere; those values now mean the default.) Where the driver has no
-// tensor-map encoder the ring and block settings fall back to wgmma_kernel by shape.
-// 12 (batched9, the default until mvb15; H200, B = 64 kernel times vs the ring (4, session 7's default): ffn_gate_up 54.7 vs 58.2 us,
+// shape), 2 or 3 warpgroups forced; DS_MVB_WG_SWAP=1 swaps the descriptor strides (layout check in the standalone
+// bench). Block form (matvec_wgmma_block.cuh: one accumulator set per block; by shape): 9 = hi / lo as n64 wgmmas into
+// one sum; 12 = n128; 13 (the default) below. DS_MVB_WG = 0 .. 3, 9, 12, 13. (8, 10, 11, x multicast to clusters of
+// row tiles, were removed in splitk11: slower everywhere; 4 .. 7, the mbarrier-ring form of the first kernel
+// (matvec_wgmma_ring.cuh's ring_kernel, the same bits as 1 .. 3), in session 42; those values now mean the default.)
+// Where the driver has no tensor-map encoder the block settings fall back to wgmma_kernel by shape.
+// 12 (batched9, the default until mvb15; H200, B = 64 kernel times vs the ring form (4, session 7's default; removed in session 42): ffn_gate_up 54.7 vs 58.2 us,
 // output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3% faster on ffn_gate_up / output but its
 // float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7 (ring); the clusters were slower
 // everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per block).
@@ -93,7 +93,7 @@ int& fold_setting() {
 // vs 7.208 at 32; float64 worst 2.03e-7 of sum|w x| (12: 2.05e-7). Other bits than 12 (sums over 32 elements, hi + lo
 // in one product), the same plan (column independent of B).
 constexpr int kWgDefault = 13, kWgMax = 13;
-bool wg_valid(long n) { return n >= 0 && n <= kWgMax && n != 8 && n != 10 && n != 11; }
+bool wg_valid(long n) { return (n >= 0 && n <= 3) || n == 9 || n == 12 || n == kWgMax; }
 int& wg_setting() {
   static int v = [] {
     const char* e = std::getenv("DS_MVB_WG");
@@ -157,8 +157,6 @@ Status gemm_or_mma(GgmlType type, const void* w, int64_t rows, int64_t cols, con
       if (fold_setting() && wg_setting() && wg_available() && wg::supports(rows, cols, batch)) {
         if (wg_setting() >= 8 && wgr::tensor_map_encoder())  // block form: 9 (n64), 12 (n128), 13 (n128, kMin2)
           return wgb::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 9, wg_setting() == 13);
-        if (wg_setting() >= 4 && wgr::tensor_map_encoder())  // ring: 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2 overlapped
-          return wgr::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() == 4 ? 0 : wg_setting() - 3);
         return wg::launch(w, rows, cols, x, y, batch, stream, accumulate, wg_setting() >= 4 ? 1 : wg_setting(), wg_swap());
       }
     if constexpr (std::is_same_v<DG, gemm::DecQ6KQuarterH>)

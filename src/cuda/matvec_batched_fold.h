@@ -18,10 +18,9 @@ int matvec_batched_fold_mode();
 void set_matvec_batched_fold_mode(int mode);
 // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh, sm_90a builds on compute capability 9.0
 // only; the fold kernel otherwise): 1 on (warpgroups per CTA chosen per shape), 2 or 3 warpgroups
-// forced, 0 off; its mbarrier-ring form (matvec_wgmma_ring.cuh): 4 by shape, 5 / 6 = 2 / 3 warpgroups, 7 = 2
-// warpgroups overlapped; its block form (matvec_wgmma_block.cuh, by shape): 9 n64, 12 n128, 13 n128 with the mins on
-// sub-block sums (one mma.sync per n-tile instead of two; other bits, float64 tolerance; the default); 8, 10, 11
-// (removed x-cluster forms) are refused (0). The getter says 0 where the kernel is unavailable.
+// forced, 0 off; its block form (matvec_wgmma_block.cuh, by shape): 9 n64, 12 n128, 13 n128 with the mins on
+// sub-block sums (one mma.sync per n-tile instead of two; other bits, float64 tolerance; the default); 4 .. 8, 10, 11
+// (removed ring and x-cluster forms) are refused (0). The getter says 0 where the kernel is unavailable.
 int matvec_batched_wgmma();
 void set_matvec_batched_wgmma(int n_wg);
 // Q6_K at 25 <= B <= 64 (DS_MVB_WG_Q6K_MIN) through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh; same availability; with the

@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(256) prep_kernel(const float* __restrict__ x, 
                                                    uint32_t* __restrict__ xw, uint4* __restrict__ xm) {
   const int b = blockIdx.x;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // the ring kernels (matvec_wgmma_ring.cuh), launched as this launch's programmatic dependents, may start now:
+  // the block and Q6_K ring kernels, launched as this launch's programmatic dependents, may start now:
   // they prefetch weights, then wait for this grid to complete before reading anything it writes
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
@@ -451,7 +451,7 @@ __device__ __forceinline__ void reduce_splits(const A& a, int tile, int64_t row0
   if (threadIdx.x == 0) a.count[tile] = 0;
 }
 
-// The end of every kernel of the wgmma family (wgmma_kernel, the Q4_K ring and block kernels, the Q6_K kernel and
+// The end of every kernel of the wgmma family (wgmma_kernel, the Q4_K block kernel, the Q6_K kernel and its
 // ring): acc[n][r] holds local row rbase + 8(r / 2), batch column 8n + 2t + r % 2 of the CTA's kRows rows. One split:
 // y = acc · inv[b] (or y +=). Several: the CTA's partial sums go to a.part, and the last CTA of the tile to arrive
 // (threadfence + counter) sums the splits in split order, stores, and resets the tile's counter for the next call
@@ -695,7 +695,7 @@ Status launch_wg(const Args& a, dim3 grid, cudaStream_t stream) {
 }
 
 // x's preparation (one launch, or DS_MVB_PREP=0: three) and the kernel arguments and grid for n_wg warpgroups per
-// CTA (2 or 3); shared with the ring kernel (matvec_wgmma_ring.cuh).
+// CTA (2 or 3); shared with the block kernel (matvec_wgmma_block.cuh).
 inline Status prepare(const void* w, int64_t rows, int64_t cols, const float* x, float* y, int batch,
                       cudaStream_t stream, bool accumulate, int n_wg, bool swap_lbo_sbo, Args& out, dim3& grid,
                       bool min2 = false, const MatvecBatchedInput* in = nullptr) {

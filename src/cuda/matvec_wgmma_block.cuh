@@ -1,8 +1,9 @@
 // Batched Q4_K matvec, 25 <= B <= 64, wgmma with an mbarrier ring and one accumulator set per block (sm_90a only;
-// include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel
-// (A = exact fp16 sc·q from registers, B = [hi | lo] fp16 terms of the 64 scaled columns from shared memory, d in fp32
-// per row and block, mins by mma.sync per block), data path as wgr::ring_kernel (per block one stage: x 64 KB, the
-// block sums 4 KB, the CTA's weight rows as one 2D tensor copy; full / empty mbarriers, no __syncthreads). Changes:
+// include from matvec_batched.cu after matvec_wgmma_ring.cuh). Operands as wg::wgmma_kernel (A = exact fp16 sc·q from
+// registers, B = [hi | lo] fp16 terms of the 64 scaled columns from shared memory, d in fp32 per row and block, mins by
+// mma.sync per block), data path as the Q4_K ring kernel before it (matvec_wgmma_ring.cuh; per block one stage: x 64
+// KB, the block sums 4 KB, the CTA's weight rows as one 2D tensor copy; full / empty mbarriers, no __syncthreads).
+// Changes:
 //  * one sum per block: d is per row and block (not per half), so both halves' 16 k-steps go into one accumulator set,
 //    waited once, one fp32 epilogue per block (was: wait + epilogue per half). The A fragments are built a quarter
 //    block (4 k-steps) at a time into two alternating register sets: quarter q + 1 is built while q's wgmmas run
@@ -32,7 +33,7 @@
 // slower on 6 of the 7 9B shapes at B = 64 (H100: ffn_gate_up 77.9 vs 51.2 us, ffn_down 46.0 vs 38.1, ssm_out 27.3 vs
 // 18.9; attn qkv 34.5 vs 35.5).
 // Summation order: per block one chain of 16 (N128: per hi / lo column) or 32 (N64: hi and lo alternating) k-steps,
-// then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel / ring_kernel, but the same products, within
+// then acc += dmin·mins, acc += d·sum; so not the bits of wgmma_kernel, but the same products, within
 // float64 tolerance (tests/cuda CudaMatvecBatched configs wg 9, 12). The plan (warpgroups, splits) depends on
 // the shape only and the kernel always computes 64 columns: a column's bits do not depend on B (25..64).
 #pragma once
@@ -86,7 +87,7 @@ __device__ __forceinline__ void scales_h(const uint8_t* wslot, int rbase, int s,
 }
 
 // A fragments of quarter q (half block s = q / 2, k-steps 4(q % 2) .. +3) for this thread's rows rbase, rbase + 8:
-// wgr::build_a's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes, sc = half block s's.
+// wg::wgmma_kernel's k-steps 4(q % 2) .. +3 (the same dequantisation), from 8 bytes of each row's codes, sc = half block s's.
 // (w & mask) | magic as one LOP3 (kFast): with both constants as immediates ptxas emits an AND and an OR; the magic
 // passed in a register lets it use the 3-input form. Same result bits.
 __device__ __forceinline__ uint32_t and_or(uint32_t w, uint32_t mask, uint32_t magic) {

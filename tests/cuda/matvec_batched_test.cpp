@@ -38,9 +38,8 @@ struct Config {
   int terms;
   bool fold;  // Q4_K through the scale-folding kernel (matvec_fold.cuh), Q6_K / Q8_0 with fp16 x terms
   int wg;     // Q4_K at 25 <= B <= 64 through the wgmma kernel (matvec_wgmma.cuh): 0 off, 1 auto, 2 / 3
-              // warpgroups forced; its ring form (matvec_wgmma_ring.cuh) 4 auto, 5 / 6 forced, 7 = 2
-              // overlapped; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128, 13 n128
-              // with the mins on sub-block sums (one mma.sync per n-tile);
+              // warpgroups forced; its block form (matvec_wgmma_block.cuh, one sum per block): 9 n64, 12 n128, 13
+              // n128 with the mins on sub-block sums (one mma.sync per n-tile);
               // -1 leave the default
   int wg6 = -1;  // Q6_K at 25 <= B <= 64 through the wgmma Q6_K kernel (matvec_wgmma_q6k.cuh): the same values,
                  // and 4 = 2 warpgroups pipelined; 11 = its ring form's scaled-A product (matvec_wgmma_q6k_ring.cuh:
@@ -50,7 +49,7 @@ struct Config {
 // mvb15) and Q6_K 1 (the cp.async kernel, the default before batched9; still the product on shapes the ring does not
 // take) are listed, and the defaults 13 / Q6_K 11 once more as configs of their own (Q4_K / Q6_K only:
 // DS_TEST_MVB_WG=13,q11 selects them, e.g. under compute-sanitizer). (The x-cluster forms, Q4_K 8, 10, 11 and Q6_K 5,
-// 7, were removed in splitk11; the Q6_K ring forms 6, 8 and 9 in session 42.)
+// 7, were removed in splitk11; the Q4_K ring forms 4 .. 7 and the Q6_K ring forms 6, 8, 9 in session 42.)
 // Default first (gemm, 3 terms, Q4_K folded), then the 3-term GEMM kernel for Q4_K, 2 terms, the mma kernel,
 // and the fold kernel / wgmma kernel choice at B > 32 both ways (the wgmma kernel: sm_90a builds on
 // compute capability 9.0 only; elsewhere those configs run the fold kernel).
@@ -59,9 +58,9 @@ const Config kConfigs[] = {{cuda::MatvecBatchedPath::Gemm, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 2, true, -1},
                            {cuda::MatvecBatchedPath::Mma, 3, true, -1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 0},
+                           {cuda::MatvecBatchedPath::Gemm, 3, true, 1},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 2},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 3},
-                           {cuda::MatvecBatchedPath::Gemm, 3, true, 4},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 9},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 12},
                            {cuda::MatvecBatchedPath::Gemm, 3, true, 13},
@@ -550,42 +549,6 @@ struct BitsProduct {
     EXPECT_EQ(finite, y.size()) << label;
   }
 };
-
-// The ring form of the Q4_K wgmma kernel (matvec_wgmma_ring.cuh, DS_MVB_WG 4..7) computes the same products in the
-// same order as the kernel it replaces with the same warpgroup count (4 vs 1, 5 and 7 vs 2, 6 vs 3): the same bits,
-// on shapes with partial row tiles (rows past the end come zero-filled from the tensor copy), split K (1..several
-// blocks per CTA), the 9B's largest product, accumulate on and off, B = 33, 40 and 64. With the float64 reference
-// checks of the kernels it is compared with (and of the ring form by shape: config wg 4 above) every variant is
-// checked.
-TEST(CudaMatvecBatched, WgmmaRingSameBitsAsWgmma) {
-  DS_REQUIRE_GPU();
-  if (cuda::matvec_batched_wgmma() == 0) GTEST_SKIP() << "no wgmma kernel on this device / build";
-  const int wg0 = cuda::matvec_batched_wgmma();
-  const Case cases[] = {{77, 256, "one block, partial tile"}, {515, 4096, "9B hidden"}, {300, 12288, "K split"},
-                        {21, 17408, "few long rows"}, {4099, 1024, "22 tiles + 3 rows"}, {24576, 4096, "9B ffn_gate_up"}};
-  uint64_t seed = 9100;
-  for (const Case& c : cases) {
-    BitsProduct pr(GgmlType::Q4_K, c, seed += 3);
-    for (int batch : {33, 40, 64})
-      for (bool accumulate : {false, true}) {
-        auto run = [&](int v) {
-          cuda::set_matvec_batched_wgmma(v);
-          return pr.run(batch, accumulate);
-        };
-        static const int kPairs[][2] = {{4, 1}, {5, 2}, {6, 3}, {7, 2}};
-        for (const auto& p : kPairs) {
-          const auto ring = run(p[0]), ref = run(p[1]);
-          const std::string label = "ring " + std::to_string(p[0]) + " vs " + std::to_string(p[1]) + " " +
-                                    pr.what(batch, accumulate);
-          EXPECT_EQ(pr.diff(ring, ref), "") << label;
-          size_t finite = 0;
-          for (float v : ring) finite += std::isfinite(v);
-          EXPECT_EQ(finite, ring.size()) << label;
-        }
-      }
-  }
-  cuda::set_matvec_batched_wgmma(wg0);
-}
 
 // The split-K reduction of the wgmma kernels (store_acc): reduce_splits (DS_MVB_RED=1; 2 with one fence by thread 0)
 // sums the same partials in the same order as the serial loop (0): the same bits, for Q4_K (block kernel 12 and the
