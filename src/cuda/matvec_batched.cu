@@ -82,10 +82,11 @@ int& fold_setting() {
 // row tiles, were removed in splitk11: slower everywhere; 4 .. 7, the mbarrier-ring form of the first kernel
 // (matvec_wgmma_ring.cuh's ring_kernel, the same bits as 1 .. 3), in session 42; those values now mean the default.)
 // Where the driver has no tensor-map encoder the block settings fall back to wgmma_kernel by shape.
-// 12 (batched9, the default until mvb15; H200, B = 64 kernel times vs the ring form (4, session 7's default; removed in session 42): ffn_gate_up 54.7 vs 58.2 us,
-// output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3% faster on ffn_gate_up / output but its
-// float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7 (ring); the clusters were slower
-// everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per block).
+// 12 (batched9, the default until mvb15; H200, B = 64 kernel times vs the ring form (4, session 7's default; removed in
+// session 42): ffn_gate_up 54.7 vs 58.2 us, output 478.6 vs 507.6, the 2-warpgroup shapes within 1%; n64 (9) is ~3%
+// faster on ffn_gate_up / output but its float64 worst error is 3.5e-7 of sum|w x| against 2.05e-7 (12) and 1.15e-7
+// (ring); the clusters were slower everywhere: x from L2 is not the limit). Not bit-equal to the ring (one chain per
+// block).
 // Default 13 (mvb15): 12 with the mins as one mma.sync per n-tile on sub-block sums (wgb::block_kernel's kMin2: half the
 // mins' mma.sync, 2 KB less shared-memory traffic per block, <2> 205 -> 180 registers, <3> spill 48 -> 8 bytes); H200,
 // B = 64, mvb_bench timedef vs 12: ffn_gate_up 51.7 / 51.9 vs 54.4 / 53.9 us, output 448 / 450 vs 473 / 472, ffn_down

@@ -659,13 +659,12 @@ TEST(CudaMatvecBatched, Q6KScaledAOddLargeScales) {
   };
   const Case cases[] = {{333, 4096, "333 rows"}, {200, 12288, "K split"}, {4161, 4096, "z + ba + 1 row"}};
   uint64_t seed = 9900;
+  cuda::set_matvec_batched_wgmma_q6k(11);
   for (const Case& c : cases)
     for (int batch : {25, 64}) {
-      cuda::set_matvec_batched_wgmma_q6k(11);
       std::string where;
       const double e = run_case(GgmlType::Q6_K, c, batch, false, seed, where, nullptr, nullptr, shape);
-      EXPECT_LE(e, 1e-6) << "[" << c.rows << " x " << c.cols << "] B " << batch << ": worst "
-                         << where;
+      EXPECT_LE(e, 1e-6) << "[" << c.rows << " x " << c.cols << "] B " << batch << ": worst " << where;
       std::printf("matvec_batched Q6_K odd large scales [%lld x %lld] B %d: worst %.3g of sum|w x|\n",
                   (long long)c.rows, (long long)c.cols, batch, e);
       seed += 3;
