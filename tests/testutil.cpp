@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,13 +28,37 @@ std::vector<unsigned char> read_file(const std::string& path) {
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), {});
 }
 
+namespace {
+
+// This process's scratch directory, removed when the process ends (ctest runs every test in a process of its own,
+// so each run of the suite made ~130 of them, 3-18 MB each, and left them all in /tmp). Kept, and named on stderr,
+// when a test of this process failed, or with DS_KEEP_TEST_TMP=1, so what a failing test wrote can be looked at.
+// (A process that crashes keeps it too: no destructor runs.)
+struct TempDir {
+  std::string path;
+  pid_t owner = 0;  // a forked child that exits leaves it to the process that made it
+  ~TempDir() {
+    if (path.empty() || getpid() != owner) return;
+    const char* keep = std::getenv("DS_KEEP_TEST_TMP");
+    const ::testing::UnitTest* ut = ::testing::UnitTest::GetInstance();
+    if ((keep && *keep && std::string(keep) != "0") || (ut && ut->Failed())) {
+      std::fprintf(stderr, "test scratch files kept in %s\n", path.c_str());
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
 std::string temp_dir() {
-  static std::string dir = [] {
+  static TempDir dir = [] {
     auto p = std::filesystem::temp_directory_path() / ("deltaserve-test-" + std::to_string(getpid()));
     std::filesystem::create_directories(p);
-    return p.string();
+    return TempDir{p.string(), getpid()};
   }();
-  return dir;
+  return dir.path;
 }
 
 ErrStats compare(const float* a, const float* b, size_t n) {

@@ -12,7 +12,8 @@ std::string fixtures_dir();
 std::string fixture(const std::string& rel);
 // Whole file as bytes; fails the current test (and returns empty) if it cannot be read.
 std::vector<unsigned char> read_file(const std::string& path);
-// A scratch folder for this test binary (created on first use, under the build tree's /tmp).
+// A scratch folder for this test process (created on first use, under the system's temp folder; removed when the
+// process ends unless one of its tests failed or DS_KEEP_TEST_TMP=1 is set).
 std::string temp_dir();
 // fixtures/tokenizer/<name>.gguf.xz decompressed once (cached in the temp folder across test processes); "" (and a
 // test failure) if xz fails.
